@@ -1,0 +1,120 @@
+//go:build linux
+
+package blockcopy
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// Source is a volume to read: a file, a block device, or in tests anything
+// that can fail on demand.
+type Source interface {
+	io.ReaderAt
+	// Size is the number of bytes the volume holds.
+	Size() int64
+	// DataExtents lists the ranges that may hold data; everything else is
+	// a hole that reads as zeros. Returning the whole volume is always
+	// correct, just slower.
+	DataExtents() ([]Extent, error)
+}
+
+// Sink is a volume to write.
+type Sink interface {
+	io.WriterAt
+	Sync() error
+}
+
+// CopyStats describes a finished copy.
+type CopyStats struct {
+	SourceDigest string
+	BytesTotal   int64
+	BytesWritten int64
+	// BytesSkipped were holes or all-zero chunks not written because the
+	// target already reads as zeros there.
+	BytesSkipped int64
+}
+
+// Copy copies src to dst, hashing the source on the way, and syncs dst.
+// When targetZeroed is true, holes and all-zero chunks are not written;
+// otherwise zeros are written for them so dst ends up equal to src. On error
+// the stats tell how far the copy got and dst is in an undefined state.
+func Copy(ctx context.Context, src Source, dst Sink, targetZeroed bool, opts Options) (CopyStats, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return CopyStats{}, err
+	}
+	size := src.Size()
+	stats := CopyStats{BytesTotal: size}
+	extents, err := src.DataExtents()
+	if err != nil {
+		return stats, fmt.Errorf("%w: listing source data extents: %w", ErrIO, err)
+	}
+	zeros := alignedBuffer(opts.ChunkSize)
+	h := opts.Algorithm.newHash()
+	opts.Progress.begin(PhaseCopy, size)
+
+	read := func(c *chunk) error {
+		if !c.Data {
+			return nil
+		}
+		return readFull(src, c.data(), c.Offset, "source")
+	}
+	hash := func(c *chunk) error {
+		if c.Data {
+			h.Write(c.data())
+		} else {
+			hashZeros(h, c.Length, zeros)
+		}
+		return nil
+	}
+	write := func(c *chunk) error {
+		defer opts.Progress.advance(c.Length)
+		if !c.Data || isZero(c.data(), zeros) {
+			if targetZeroed {
+				stats.BytesSkipped += c.Length
+				return nil
+			}
+			return writeFull(dst, zeros[:c.Length], c.Offset, &stats)
+		}
+		return writeFull(dst, c.data(), c.Offset, &stats)
+	}
+
+	chunks := newChunks(opts.Buffers, opts.ChunkSize, false)
+	segments := planSegments(size, int64(opts.ChunkSize), extents)
+	if err := runPipeline(ctx, segments, chunks, read, hash, write); err != nil {
+		return stats, err
+	}
+	if err := dst.Sync(); err != nil {
+		return stats, fmt.Errorf("%w: syncing target: %w", ErrIO, err)
+	}
+	stats.SourceDigest = formatDigest(opts.Algorithm, h.Sum(nil))
+	return stats, nil
+}
+
+// readFull fills p from off. io.ReaderAt already promises a full read or an
+// error, but a volume that shrank mid-copy returns io.EOF early, which must
+// fail the copy rather than count as data.
+func readFull(src io.ReaderAt, p []byte, off int64, role string) error {
+	n, err := src.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = fmt.Errorf("%w after %d of %d bytes", io.ErrUnexpectedEOF, n, len(p))
+	}
+	return fmt.Errorf("%w: reading %s at offset %d: %w", ErrIO, role, off, err)
+}
+
+func writeFull(dst io.WriterAt, p []byte, off int64, stats *CopyStats) error {
+	n, err := dst.WriteAt(p, off)
+	stats.BytesWritten += int64(n)
+	if err == nil && n != len(p) {
+		err = fmt.Errorf("%w: %d of %d bytes", io.ErrShortWrite, n, len(p))
+	}
+	if err != nil {
+		return fmt.Errorf("%w: writing target at offset %d: %w", ErrIO, off, err)
+	}
+	return nil
+}
