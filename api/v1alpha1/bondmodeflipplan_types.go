@@ -1,0 +1,121 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// VMProtection says what happens to the VMs on a node while its network is reconfigured.
+// +kubebuilder:validation:Enum=LiveMigrate;Stop;None
+type VMProtection string
+
+// The VM protection policies.
+const (
+	// VMProtectionLiveMigrate moves the VMs off each node before it is changed. Needs a
+	// second node and ReadWriteMany volumes.
+	VMProtectionLiveMigrate VMProtection = "LiveMigrate"
+	// VMProtectionStop stops the node's VMs before the change and starts them after.
+	VMProtectionStop VMProtection = "Stop"
+	// VMProtectionNone leaves the VMs running and accepts a short loss of connectivity.
+	VMProtectionNone VMProtection = "None"
+)
+
+// BondModeFlipPlanSpec says which bond mode to move the cluster to and how carefully.
+type BondModeFlipPlanSpec struct {
+	// targetMode is the bond mode every node ends with.
+	// +required
+	TargetMode BondMode `json:"targetMode"`
+
+	// bondInterface is the bond to change. Defaults to the one the site's EdgeProfile names.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$`
+	BondInterface string `json:"bondInterface,omitempty"`
+
+	// nodeOrder is the order in which nodes are changed, one at a time. Defaults to
+	// secondaries and tiebreakers first and the primary last.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:MaxLength=253
+	NodeOrder []string `json:"nodeOrder,omitempty"`
+
+	// vmProtection is what happens to a node's VMs while it is changed.
+	// +optional
+	// +kubebuilder:default=LiveMigrate
+	VMProtection VMProtection `json:"vmProtection,omitempty"`
+
+	// connectivityTimeout is how long a node may take to reach its peers again after the
+	// change before it is rolled back to its previous mode. Between 10s and 10m.
+	// +optional
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('10m'))",message="must be between 10s and 10m"
+	ConnectivityTimeout metav1.Duration `json:"connectivityTimeout,omitempty"`
+}
+
+// NodeFlip is one node's part in a bond-mode flip.
+type NodeFlip struct {
+	// name of the node.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// previousMode is the mode the node had before; rollback restores it.
+	// +optional
+	PreviousMode BondMode `json:"previousMode,omitempty"`
+
+	// state of the node's flip.
+	// +required
+	State StepState `json:"state"`
+}
+
+// BondModeFlipPlanStatus is the flip's progress and evidence.
+type BondModeFlipPlanStatus struct {
+	WorkflowStatus `json:",inline"`
+
+	// nodes lists each node's part, in the order they are changed.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=3
+	Nodes []NodeFlip `json:"nodes,omitempty"`
+}
+
+// BondModeFlipPlan changes the storage bond's mode on every node, one node at a time, with
+// the VMs protected and each node rolled back to its previous mode if it loses its peers.
+// The spec cannot change once the flip has started.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=bmfp;bondflip,categories=nodewright
+// +kubebuilder:printcolumn:name="Target Mode",type=string,JSONPath=`.spec.targetMode`
+// +kubebuilder:printcolumn:name="VM Protection",type=string,JSONPath=`.spec.vmProtection`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.steps[?(@.state=="Running")].name`,description="The step now running"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec",message="spec cannot change once the flip has started",fieldPath=".spec"
+type BondModeFlipPlan struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says which bond mode to move to and how carefully.
+	// +required
+	Spec BondModeFlipPlanSpec `json:"spec"`
+
+	// status is the flip's progress and evidence.
+	// +optional
+	Status BondModeFlipPlanStatus `json:"status,omitempty"`
+}
+
+// BondModeFlipPlanList is a list of BondModeFlipPlan.
+//
+// +kubebuilder:object:root=true
+type BondModeFlipPlanList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []BondModeFlipPlan `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&BondModeFlipPlan{}, &BondModeFlipPlanList{})
+}

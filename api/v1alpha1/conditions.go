@@ -1,0 +1,21 @@
+package v1alpha1
+
+// Condition types, in one place so that the controllers, the CLI and the UI agree on them.
+const (
+	// ConditionObserved: the legacy ConfigMap was read (NodewrightCluster).
+	ConditionObserved = "Observed"
+	// ConditionStateRecognized: the legacy state and its keys parsed (NodewrightCluster).
+	ConditionStateRecognized = "StateRecognized"
+	// ConditionHeartbeatsFresh: every managed node's heartbeat is fresh (NodewrightCluster).
+	ConditionHeartbeatsFresh = "HeartbeatsFresh"
+	// ConditionDaemonSetAvailable: the legacy DaemonSet has all its pods ready
+	// (NodewrightCluster).
+	ConditionDaemonSetAvailable = "DaemonSetAvailable"
+	// ConditionHeartbeatFresh: the node's heartbeat is fresh (NodewrightAgentStatus).
+	ConditionHeartbeatFresh = "HeartbeatFresh"
+	// ConditionStorageHealthy: every DRBD resource on the node is connected and up to date
+	// (NodewrightAgentStatus).
+	ConditionStorageHealthy = "StorageHealthy"
+	// ConditionSignatureVerified: the EdgeProfile's signature matches its spec (EdgeProfile).
+	ConditionSignatureVerified = "SignatureVerified"
+)

@@ -1,0 +1,231 @@
+// Package testenv runs tests against a real kube-apiserver and etcd (envtest) with the
+// Nodewright CRDs installed, and gives each test a namespace of its own.
+//
+// A package's tests use it in a few lines:
+//
+//	var env = testenv.New()
+//
+//	func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+//
+//	func TestSomething(t *testing.T) {
+//		ns := env.Namespace(t)
+//		... env.Client.Create(ctx, obj) ...
+//	}
+//
+// The control-plane binaries come from $KUBEBUILDER_ASSETS, or else from the cache that
+// hack/control-plane.sh fills (bin/k8s/<version>/); `make test` builds that cache first.
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// Env is one control plane shared by the tests of a package.
+type Env struct {
+	// Config reaches the API server as an administrator.
+	Config *rest.Config
+	// Client is a direct (uncached) client with the core and Nodewright types registered.
+	Client client.Client
+	// Scheme has the core and Nodewright types registered.
+	Scheme *runtime.Scheme
+	// RepoRoot is the repository's top folder.
+	RepoRoot string
+
+	control *envtest.Environment
+}
+
+// New returns an Env that is not started yet; Run starts it.
+func New() *Env { return &Env{} }
+
+// Run starts the control plane, runs the package's tests and stops it again. It returns
+// the exit code for os.Exit.
+func (e *Env) Run(m *testing.M) int {
+	if err := e.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		return 1
+	}
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: stopping the control plane: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// Start starts kube-apiserver and etcd and installs the CRDs from config/crd/bases.
+func (e *Env) Start() error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	assets, err := binaryAssets(root)
+	if err != nil {
+		return err
+	}
+	e.RepoRoot = root
+	e.Scheme = runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(e.Scheme); err != nil {
+		return err
+	}
+	if err := nodewrightv1alpha1.AddToScheme(e.Scheme); err != nil {
+		return err
+	}
+	e.control = &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                e.Scheme,
+	}
+	e.Config, err = e.control.Start()
+	if err != nil {
+		return fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme})
+	if err != nil {
+		return errors.Join(err, e.control.Stop())
+	}
+	return nil
+}
+
+// Stop stops the control plane.
+func (e *Env) Stop() error {
+	if e.control == nil {
+		return nil
+	}
+	return e.control.Stop()
+}
+
+// Namespace creates a namespace for the test and deletes it when the test ends.
+func (e *Env) Namespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: namespacePrefix(t.Name())}}
+	if err := e.Client.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating the test namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Client.Delete(context.Background(), ns); err != nil {
+			t.Errorf("deleting test namespace %s: %v", ns.Name, err)
+		}
+	})
+	return ns.Name
+}
+
+// namespacePrefix turns a test name into a valid generateName prefix, so that a namespace
+// found in the API server tells which test made it.
+func namespacePrefix(testName string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(testName) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	prefix := strings.Trim(b.String(), "-")
+	if len(prefix) > 40 {
+		prefix = strings.TrimRight(prefix[:40], "-")
+	}
+	if prefix == "" {
+		prefix = "test"
+	}
+	return prefix + "-"
+}
+
+// RepoRoot finds the repository's top folder: the nearest parent of the working directory
+// that holds go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory: run the tests from inside the repository")
+		}
+		dir = parent
+	}
+}
+
+// binaryAssets is the folder with kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set,
+// otherwise the control-plane cache for the pinned Kubernetes version.
+func binaryAssets(root string) (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		version, err := PinnedVersion(root, "KUBE_VERSION")
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin", "k8s", version)
+	}
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("%s not found in %s: build the control plane with 'make control-plane' (or run 'make test')", name, dir)
+		}
+	}
+	return dir, nil
+}
+
+// PinnedVersion reads one version from hack/versions.env, the single place versions are
+// pinned.
+func PinnedVersion(root, key string) (string, error) {
+	path := filepath.Join(root, "hack", "versions.env")
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	scanner := bufio.NewScanner(f)
+	for scanner.Scan() {
+		name, value, ok := strings.Cut(strings.TrimSpace(scanner.Text()), "=")
+		if ok && name == key {
+			return value, nil
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return "", fmt.Errorf("reading %s: %w", path, err)
+	}
+	return "", fmt.Errorf("%s: no %s", path, key)
+}
+
+// Kubeconfig writes a kubeconfig for a cluster administrator into the test's temporary
+// folder and returns its path, for tests that run a binary against the API server.
+func (e *Env) Kubeconfig(t testing.TB) string {
+	t.Helper()
+	user, err := e.control.AddUser(envtest.User{Name: "test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatalf("adding a test user: %v", err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		t.Fatalf("writing the kubeconfig: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
