@@ -1,0 +1,147 @@
+// Package operator builds the Nodewright controller manager: one leader-election lease,
+// health and readiness probes, metrics, and the controllers, one per CRD.
+package operator
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// The operator coordinates its replicas through one Lease and reports through Events.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// DefaultLeaderElectionID is the name of the Lease the operator's replicas contend for.
+const DefaultLeaderElectionID = "nodewright-operator"
+
+// Options are the manager's settings, bound to command-line flags by BindFlags.
+type Options struct {
+	MetricsAddr             string
+	ProbeAddr               string
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+	ShutdownTimeout         time.Duration
+}
+
+// BindFlags registers the options as flags, with their defaults and documentation.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080",
+		"Address the Prometheus metrics endpoint (/metrics) listens on; \"0\" disables it.")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081",
+		"Address the liveness (/healthz) and readiness (/readyz) probes listen on.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true,
+		"Run the controllers only while holding the leader-election Lease, so that at most one replica acts at a time.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", DefaultLeaderElectionID,
+		"Name of the leader-election Lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the leader-election Lease; defaults to the operator's own namespace when it runs in a cluster.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long a standby replica waits before taking over a Lease that was not renewed.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader keeps trying to renew its Lease before it gives up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second,
+		"How often replicas try to acquire or renew the Lease.")
+	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second,
+		"How long to wait for running reconciles to finish after SIGTERM before exiting.")
+}
+
+// Validate reports settings that cannot work together.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.LeaderElect && o.LeaderElectionID == "" {
+		errs = append(errs, errors.New("--leader-election-id must not be empty when --leader-elect is on"))
+	}
+	if o.LeaderElect && o.RenewDeadline >= o.LeaseDuration {
+		errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)",
+			o.RenewDeadline, o.LeaseDuration))
+	}
+	if o.LeaderElect && o.RetryPeriod >= o.RenewDeadline {
+		errs = append(errs, fmt.Errorf("--leader-election-retry-period (%s) must be shorter than --leader-election-renew-deadline (%s)",
+			o.RetryPeriod, o.RenewDeadline))
+	}
+	return errors.Join(errs...)
+}
+
+// NewScheme returns a scheme with the core Kubernetes and Nodewright types.
+func NewScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := nodewrightv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+// NewManager builds the controller manager with its probes and metrics.
+func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.ProbeAddr,
+		LeaderElection:                o.LeaderElect,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.LeaseDuration,
+		RenewDeadline:                 &o.RenewDeadline,
+		RetryPeriod:                   &o.RetryPeriod,
+		GracefulShutdownTimeout:       &o.ShutdownTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	apiReady, err := apiServerReachable(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("api-server", apiReady); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// apiServerReachable is ready while the API server answers its own readiness endpoint, so
+// that a replica cut off from the API server is taken out of service.
+func apiServerReachable(cfg *rest.Config) (healthz.Checker, error) {
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the readiness client: %w", err)
+	}
+	api := clientset.Discovery().RESTClient()
+	return func(req *http.Request) error {
+		if err := api.Get().AbsPath("/readyz").Do(req.Context()).Error(); err != nil {
+			return fmt.Errorf("API server not ready: %w", err)
+		}
+		return nil
+	}, nil
+}
