@@ -97,7 +97,8 @@ func (e *Env) Start() error {
 	}
 	e.Config, err = e.control.Start()
 	if err != nil {
-		return fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+		// Start can fail after the processes are up (installing a CRD, say): stop them.
+		return errors.Join(fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err), e.control.Stop())
 	}
 	e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme})
 	if err != nil {

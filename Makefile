@@ -1,0 +1,79 @@
+# Nodewright. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+include hack/versions.env
+
+ROOT        := $(abspath .)
+K8S_BIN     := $(ROOT)/bin/k8s/$(KUBE_VERSION)
+TOOLS       := $(ROOT)/bin/tools
+CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GOLANGCI_LINT  := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+GO_TEST_FLAGS ?= -count=1
+export KUBEBUILDER_ASSETS := $(K8S_BIN)
+
+##@ Everyday
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
+
+.PHONY: demo
+demo: build control-plane ## Start the local site: a simulated 3-node cluster with Nodewright running on it.
+	@hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop the local site and every process it started.
+	@hack/demo.sh down
+
+.PHONY: test
+test: control-plane ## Run the unit, integration (real API server) and end-to-end tests.
+	go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: ## Run the benchmarks and print each figure against its baseline.
+	hack/bench-copy.sh
+
+##@ Development
+
+.PHONY: build
+build: ## Build the binaries into bin/.
+	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
+
+.PHONY: control-plane
+control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into bin/k8s/<version>/.
+	@hack/control-plane.sh >/dev/null
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers.
+	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=nodewright-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify
+verify: generate ## Fail when generated files are stale or the code is not gofmt/vet clean.
+	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+		echo "Generated files are out of date; run 'make generate' and commit:"; \
+		git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; fi
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then \
+		echo "Not gofmt-clean:"; echo "$$unformatted"; exit 1; fi
+	go vet ./...
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for a short while (FUZZTIME, default 30s each).
+	hack/fuzz.sh $${FUZZTIME:-30s}
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(TOOLS)/controller-gen $@
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(TOOLS)/golangci-lint $@

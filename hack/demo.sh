@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# The local site: a self-contained Kubernetes cluster on this machine (kwokctl with the
+# control plane built by hack/control-plane.sh, three simulated nodes), the Nodewright CRDs
+# installed and the operator running against it. Everything it writes stays in .demo/.
+#
+#   hack/demo.sh up     start it (idempotent: an existing site is reused)
+#   hack/demo.sh down   stop every process it started and remove its state
+#
+# Environment: NODEWRIGHT_DEMO_DIR (state folder, default .demo), NODEWRIGHT_DEMO_NAME
+# (cluster name), NODEWRIGHT_DEMO_PROBE_ADDR / NODEWRIGHT_DEMO_METRICS_ADDR (operator ports).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/versions.env
+source "$root/hack/versions.env"
+
+k8s="$root/bin/k8s/$KUBE_VERSION"
+# The end-to-end tests run their own site beside a developer's with these two overrides.
+state=${NODEWRIGHT_DEMO_DIR:-$root/.demo}
+cluster=${NODEWRIGHT_DEMO_NAME:-nodewright-demo}
+kubeconfig="$state/kubeconfig"
+operator_log="$state/operator.log"
+operator_pid="$state/operator.pid"
+probe_addr=${NODEWRIGHT_DEMO_PROBE_ADDR:-127.0.0.1:18081}
+metrics_addr=${NODEWRIGHT_DEMO_METRICS_ADDR:-127.0.0.1:18080}
+
+export KWOK_WORKDIR="$state/kwok"
+export KWOK_KUBE_VERSION="$KUBE_VERSION"
+kwokctl=("$k8s/kwokctl" --name "$cluster")
+kubectl=("$k8s/kubectl" --kubeconfig "$kubeconfig")
+
+say() { printf 'demo: %s\n' "$*"; }
+fail() {
+  printf 'demo: FAILED: %s\n' "$1" >&2
+  [ -n "${2:-}" ] && printf 'demo: see the log: %s\n' "$2" >&2
+  exit 1
+}
+
+# from_root PATH: PATH as \$PWD/... when it is inside the repository, for copy-paste.
+from_root() { case "$1" in "$root"/*) echo "\$PWD/${1#"$root"/}" ;; *) echo "$1" ;; esac; }
+
+component_log() { echo "$KWOK_WORKDIR/clusters/$cluster/logs/$1.log"; }
+
+# Names the first control-plane component whose process is not running, with its log.
+check_components() {
+  local c pidfile
+  for c in etcd kube-apiserver kube-controller-manager kube-scheduler kwok-controller; do
+    pidfile="$KWOK_WORKDIR/clusters/$cluster/pids/$c.pid"
+    if [ ! -f "$pidfile" ] || ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      fail "$c is not running" "$(component_log "$c")"
+    fi
+  done
+}
+
+# http_ok URL-PATH: true when the operator's probe endpoint answers 200 (no curl needed).
+http_ok() {
+  local host=${probe_addr%:*} port=${probe_addr##*:} status
+  { exec 3<>"/dev/tcp/$host/$port"; } 2>/dev/null || return 1
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$probe_addr" >&3
+  read -r _ status _ <&3 || status=
+  exec 3<&-
+  [ "$status" = 200 ]
+}
+
+operator_running() { [ -f "$operator_pid" ] && kill -0 "$(cat "$operator_pid")" 2>/dev/null; }
+
+up() {
+  [ -x "$root/bin/operator" ] || fail "bin/operator is missing: run 'make demo', which builds it"
+  [ -x "$k8s/kwokctl" ] || fail "the control plane is not built: run 'make demo', which builds it"
+  mkdir -p "$state"
+
+  if "${kwokctl[@]}" get clusters 2>/dev/null | grep -qx "$cluster"; then
+    say "reusing the running cluster $cluster"
+  else
+    say "starting cluster $cluster (kube-apiserver, etcd, controller-manager, scheduler, kwok $KUBE_VERSION)"
+    if ! "${kwokctl[@]}" create cluster --runtime binary \
+        --kubeconfig "$kubeconfig" \
+        --kube-apiserver-binary "$k8s/kube-apiserver" \
+        --etcd-binary "$k8s/etcd" \
+        --kube-controller-manager-binary "$k8s/kube-controller-manager" \
+        --kube-scheduler-binary "$k8s/kube-scheduler" \
+        --kwok-controller-binary "$k8s/kwok" \
+        --wait 2m >"$state/kwokctl.log" 2>&1; then
+      cat "$state/kwokctl.log" >&2
+      check_components
+      fail "kwokctl could not create the cluster" "$state/kwokctl.log"
+    fi
+  fi
+  check_components
+
+  say "adding three simulated nodes"
+  local n
+  for n in 1 2 3; do
+    "${kubectl[@]}" apply -f - >/dev/null <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: edge-$n
+  annotations:
+    kwok.x-k8s.io/node: fake
+  labels:
+    kubernetes.io/hostname: edge-$n
+    kubernetes.io/os: linux
+    node-role.kubernetes.io/control-plane: ""
+    type: kwok
+spec:
+  taints:
+  - key: kwok.x-k8s.io/node
+    value: fake
+    effect: NoSchedule
+NODE
+  done
+  "${kubectl[@]}" wait --for=condition=Ready node --all --timeout=60s >/dev/null ||
+    fail "the simulated nodes did not become Ready" "$(component_log kwok-controller)"
+
+  say "installing the Nodewright CRDs"
+  "${kubectl[@]}" apply --server-side -f "$root/config/crd/bases" >/dev/null
+  "${kubectl[@]}" wait --for=condition=Established -f "$root/config/crd/bases" --timeout=60s >/dev/null
+  "${kubectl[@]}" create namespace nodewright-system --dry-run=client -o yaml | "${kubectl[@]}" apply -f - >/dev/null
+
+  if operator_running; then
+    say "the operator is already running (pid $(cat "$operator_pid"))"
+  else
+    say "starting the operator (log: $operator_log)"
+    nohup "$root/bin/operator" --kubeconfig "$kubeconfig" \
+      --leader-election-namespace nodewright-system \
+      --health-probe-bind-address "$probe_addr" --metrics-bind-address "$metrics_addr" \
+      >"$operator_log" 2>&1 &
+    echo $! >"$operator_pid"
+  fi
+  local i
+  for i in $(seq 1 60); do
+    operator_running || fail "the operator exited" "$operator_log"
+    if http_ok /readyz; then break; fi
+    [ "$i" = 60 ] && fail "the operator is not ready after 30s (readyz on $probe_addr)" "$operator_log"
+    sleep 0.5
+  done
+
+  say "applying the sample EdgeProfile and NodewrightCluster"
+  "${kubectl[@]}" apply -f "$root/config/samples/nodewright_v1alpha1_edgeprofile.yaml" \
+    -f "$root/config/samples/nodewright_v1alpha1_nodewrightcluster.yaml" >/dev/null
+
+  local show_k show_bin
+  show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s")
+  cat <<MSG
+
+The local site is up.
+  kubeconfig:  $kubeconfig
+  operator:    pid $(cat "$operator_pid"), log ${operator_log#"$root"/}, probes http://$probe_addr/readyz, metrics http://$metrics_addr/metrics
+
+Try (from the repository root):
+  export KUBECONFIG=$show_k PATH=$show_bin:\$PATH
+  kubectl get nodes
+  kubectl get crd
+  kubectl get nodewright
+  kubectl explain vmvolumemigration.spec
+  kubectl apply -k config/samples
+
+Stop it with: make demo-down
+MSG
+}
+
+down() {
+  if operator_running; then
+    say "stopping the operator (pid $(cat "$operator_pid"))"
+    kill -TERM "$(cat "$operator_pid")"
+    local i
+    for i in $(seq 1 40); do operator_running || break; sleep 0.5; done
+    operator_running && kill -KILL "$(cat "$operator_pid")"
+  fi
+  rm -f "$operator_pid"
+  if [ -x "$k8s/kwokctl" ] && [ -d "$KWOK_WORKDIR/clusters/$cluster" ]; then
+    say "deleting cluster $cluster"
+    "${kwokctl[@]}" delete cluster >/dev/null 2>&1 || true
+  fi
+  # Components may take a few seconds to finish shutting down; anything still running from
+  # the site's folder after that is a leftover: end it, and say so.
+  local left i
+  for i in $(seq 1 20); do
+    left=$(pgrep -f "$state/" || true)
+    [ -z "$left" ] && break
+    sleep 0.5
+  done
+  if [ -n "$left" ]; then
+    say "ending leftover processes: $(echo $left)"
+    kill -KILL $left 2>/dev/null || true
+  fi
+  rm -rf "$state"
+  say "down; no process left behind"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+esac

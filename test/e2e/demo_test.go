@@ -1,0 +1,173 @@
+// Package e2e tests Nodewright end to end on the local site that `make demo` starts: a
+// simulated three-node cluster (kwokctl) with the CRDs installed and the operator running.
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+// site is a local site started by hack/demo.sh in a folder of the test's own, so that it
+// never touches a developer's running demo.
+type site struct {
+	root, dir, kubectl, kubeconfig string
+	env                            []string
+}
+
+// TestLocalSite brings the site up, checks what the README promises (three Ready nodes, the
+// six CRDs, the operator ready, user-facing docs in kubectl explain), then brings it down and
+// checks that no process is left behind.
+func TestLocalSite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a whole local cluster")
+	}
+	s := newSite(t)
+	s.run(t, "up")
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.dumpLogs(t)
+		}
+		s.run(t, "down")
+	})
+
+	nodes := s.kubectlOut(t, "get", "nodes", "-o",
+		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	if got := strings.Fields(nodes); len(got) != 3 || strings.Count(nodes, "=True") != 3 {
+		t.Errorf("want three Ready nodes, got:\n%s", nodes)
+	}
+
+	crds := s.kubectlOut(t, "get", "crd", "-o", "name")
+	kinds := []string{"nodewrightclusters", "nodewrightagentstatuses", "vmvolumemigrations",
+		"bondmodeflipplans", "replicationupgrades", "edgeprofiles"}
+	for _, plural := range kinds {
+		if !strings.Contains(crds, plural+".nodewright.spectrocloud.com") {
+			t.Errorf("CRD %s is not installed; have:\n%s", plural, crds)
+		}
+	}
+
+	// The category lists every Nodewright object; the demo applied two samples.
+	all := s.kubectlOut(t, "get", "nodewright", "-A", "-o", "name")
+	for _, want := range []string{"nodewrightcluster.nodewright.spectrocloud.com/nodewright",
+		"edgeprofile.nodewright.spectrocloud.com/three-node-linstor-kairos"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("kubectl get nodewright does not list %s:\n%s", want, all)
+		}
+	}
+
+	// kubectl explain shows the docs written on the Go types, for every kind and its fields.
+	explained := map[string]string{
+		"nodewrightcluster":                  "cluster-level health rollup",
+		"nodewrightcluster.spec.legacy":      "ConfigMap, DaemonSet and Event component",
+		"nodewrightagentstatus.status":       "node's state as observed",
+		"vmvolumemigration.spec.mode":        "Cold (stop, copy, verify, restart)",
+		"bondmodeflipplan.spec.vmProtection": "what happens to a node's VMs",
+		"replicationupgrade.spec.peerNodes":  "nodes that join the single storage node",
+		"edgeprofile.signature":              "detached signature over the canonical encoding",
+	}
+	for path, want := range explained {
+		out := s.kubectlOut(t, "explain", path)
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+			t.Errorf("kubectl explain %s does not say %q:\n%s", path, want, out)
+		}
+	}
+
+	// The samples apply as a kustomization, as the demo's hint says.
+	s.kubectlOut(t, "apply", "-k", filepath.Join(s.root, "config", "samples"))
+}
+
+func newSite(t *testing.T) *site {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, err := testenv.PinnedVersion(root, "KUBE_VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8s := filepath.Join(root, "bin", "k8s", version)
+	if _, err := os.Stat(filepath.Join(k8s, "kwokctl")); err != nil {
+		t.Fatalf("the control plane is not built in %s: run 'make test', which builds it", k8s)
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin", "operator"), "./cmd/operator")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the operator: %v\n%s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "site")
+	s := &site{root: root, dir: dir, kubectl: filepath.Join(k8s, "kubectl"), kubeconfig: filepath.Join(dir, "kubeconfig")}
+	s.env = append(os.Environ(),
+		"NODEWRIGHT_DEMO_DIR="+dir,
+		fmt.Sprintf("NODEWRIGHT_DEMO_NAME=nodewright-e2e-%d", os.Getpid()),
+		"NODEWRIGHT_DEMO_PROBE_ADDR="+freeAddr(t),
+		"NODEWRIGHT_DEMO_METRICS_ADDR="+freeAddr(t))
+	return s
+}
+
+func (s *site) run(t *testing.T, verb string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(s.root, "hack", "demo.sh"), verb)
+	cmd.Env = s.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("hack/demo.sh %s: %v\n%s", verb, err, out)
+	}
+	if verb == "down" {
+		s.expectNothingLeft(t)
+	}
+}
+
+// expectNothingLeft fails when a process started for the site is still running.
+func (s *site) expectNothingLeft(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(s.dir); !os.IsNotExist(err) {
+		t.Errorf("the site's folder %s is still there after down", s.dir)
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		cmdline := strings.ReplaceAll(string(data), "\x00", " ")
+		if strings.Contains(cmdline, s.dir+"/") {
+			t.Errorf("process %s is still running after down: %s", filepath.Base(filepath.Dir(p)), cmdline)
+		}
+	}
+}
+
+func (s *site) kubectlOut(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(s.kubectl, append([]string{"--kubeconfig", s.kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (s *site) dumpLogs(t *testing.T) {
+	logs, _ := filepath.Glob(filepath.Join(s.dir, "*.log"))
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		t.Logf("%s:\n%s", l, data)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
