@@ -33,11 +33,7 @@ type CompareStats struct {
 // Compare reads the first length bytes of both volumes side by side and
 // stops at the first difference, returning an error that wraps ErrMismatch
 // and a *Mismatch. Ranges that are holes in both are equal without reading.
-func Compare(ctx context.Context, src, dst Source, length int64, opts Options) (CompareStats, error) {
-	opts, err := opts.withDefaults()
-	if err != nil {
-		return CompareStats{}, err
-	}
+func (e *Engine) Compare(ctx context.Context, src, dst Source, length int64) (CompareStats, error) {
 	stats := CompareStats{BytesTotal: length}
 	srcExtents, err := src.DataExtents()
 	if err != nil {
@@ -47,10 +43,10 @@ func Compare(ctx context.Context, src, dst Source, length int64, opts Options) (
 	if err != nil {
 		return stats, fmt.Errorf("%w: listing target data extents: %w", ErrIO, err)
 	}
-	zeros := alignedBuffer(opts.ChunkSize)
-	srcHash, dstHash := opts.Algorithm.newHash(), opts.Algorithm.newHash()
-	chunkSize := int64(opts.ChunkSize)
-	opts.Progress.begin(PhaseCompare, length)
+	zeros, progress := e.zeros, e.opts.Progress
+	srcHash, dstHash := e.opts.Algorithm.newHash(), e.opts.Algorithm.newHash()
+	chunkSize := int64(e.opts.ChunkSize)
+	progress.begin(PhaseCompare, length)
 
 	read := func(c *chunk) error {
 		if !c.Data {
@@ -80,7 +76,7 @@ func Compare(ctx context.Context, src, dst Source, length int64, opts Options) (
 		return nil
 	}
 	hashTarget := func(c *chunk) error {
-		defer opts.Progress.advance(c.Length)
+		defer progress.advance(c.Length)
 		if c.Data {
 			dstHash.Write(c.otherData())
 		} else {
@@ -89,14 +85,14 @@ func Compare(ctx context.Context, src, dst Source, length int64, opts Options) (
 		return nil
 	}
 
-	// Each chunk holds two buffers here; halving the count keeps memory flat.
-	chunks := newChunks(max(opts.Buffers/2, minBuffers), opts.ChunkSize, true)
 	segments := planSegments(length, chunkSize, append(srcExtents, dstExtents...))
-	if err := runPipeline(ctx, segments, chunks, read, compareAndHashSource, hashTarget); err != nil {
+	err = runPipeline(ctx, segments, e.pairedChunks(),
+		stage{work: read, workers: ioWorkers}, stage{work: compareAndHashSource}, stage{work: hashTarget})
+	if err != nil {
 		return stats, err
 	}
-	stats.SourceDigest = formatDigest(opts.Algorithm, srcHash.Sum(nil))
-	stats.TargetDigest = formatDigest(opts.Algorithm, dstHash.Sum(nil))
+	stats.SourceDigest = formatDigest(e.opts.Algorithm, srcHash.Sum(nil))
+	stats.TargetDigest = formatDigest(e.opts.Algorithm, dstHash.Sum(nil))
 	return stats, nil
 }
 

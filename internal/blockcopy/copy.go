@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
 )
 
 // Source is a volume to read: a file, a block device, or in tests anything
@@ -40,20 +41,17 @@ type CopyStats struct {
 // When targetZeroed is true, holes and all-zero chunks are not written;
 // otherwise zeros are written for them so dst ends up equal to src. On error
 // the stats tell how far the copy got and dst is in an undefined state.
-func Copy(ctx context.Context, src Source, dst Sink, targetZeroed bool, opts Options) (CopyStats, error) {
-	opts, err := opts.withDefaults()
-	if err != nil {
-		return CopyStats{}, err
-	}
+func (e *Engine) Copy(ctx context.Context, src Source, dst Sink, targetZeroed bool) (CopyStats, error) {
 	size := src.Size()
 	stats := CopyStats{BytesTotal: size}
 	extents, err := src.DataExtents()
 	if err != nil {
 		return stats, fmt.Errorf("%w: listing source data extents: %w", ErrIO, err)
 	}
-	zeros := alignedBuffer(opts.ChunkSize)
-	h := opts.Algorithm.newHash()
-	opts.Progress.begin(PhaseCopy, size)
+	zeros, progress := e.zeros, e.opts.Progress
+	h := e.opts.Algorithm.newHash()
+	var written, skipped atomic.Int64
+	progress.begin(PhaseCopy, size)
 
 	read := func(c *chunk) error {
 		if !c.Data {
@@ -70,26 +68,28 @@ func Copy(ctx context.Context, src Source, dst Sink, targetZeroed bool, opts Opt
 		return nil
 	}
 	write := func(c *chunk) error {
-		defer opts.Progress.advance(c.Length)
+		defer progress.advance(c.Length)
 		if !c.Data || isZero(c.data(), zeros) {
 			if targetZeroed {
-				stats.BytesSkipped += c.Length
+				skipped.Add(c.Length)
 				return nil
 			}
-			return writeFull(dst, zeros[:c.Length], c.Offset, &stats)
+			return writeFull(dst, zeros[:c.Length], c.Offset, &written)
 		}
-		return writeFull(dst, c.data(), c.Offset, &stats)
+		return writeFull(dst, c.data(), c.Offset, &written)
 	}
 
-	chunks := newChunks(opts.Buffers, opts.ChunkSize, false)
-	segments := planSegments(size, int64(opts.ChunkSize), extents)
-	if err := runPipeline(ctx, segments, chunks, read, hash, write); err != nil {
+	segments := planSegments(size, int64(e.opts.ChunkSize), extents)
+	err = runPipeline(ctx, segments, e.chunks,
+		stage{work: read, workers: ioWorkers}, stage{work: hash}, stage{work: write, workers: ioWorkers})
+	stats.BytesWritten, stats.BytesSkipped = written.Load(), skipped.Load()
+	if err != nil {
 		return stats, err
 	}
 	if err := dst.Sync(); err != nil {
 		return stats, fmt.Errorf("%w: syncing target: %w", ErrIO, err)
 	}
-	stats.SourceDigest = formatDigest(opts.Algorithm, h.Sum(nil))
+	stats.SourceDigest = formatDigest(e.opts.Algorithm, h.Sum(nil))
 	return stats, nil
 }
 
@@ -107,9 +107,9 @@ func readFull(src io.ReaderAt, p []byte, off int64, role string) error {
 	return fmt.Errorf("%w: reading %s at offset %d: %w", ErrIO, role, off, err)
 }
 
-func writeFull(dst io.WriterAt, p []byte, off int64, stats *CopyStats) error {
+func writeFull(dst io.WriterAt, p []byte, off int64, written *atomic.Int64) error {
 	n, err := dst.WriteAt(p, off)
-	stats.BytesWritten += int64(n)
+	written.Add(int64(n))
 	if err == nil && n != len(p) {
 		err = fmt.Errorf("%w: %d of %d bytes", io.ErrShortWrite, n, len(p))
 	}

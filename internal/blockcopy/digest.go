@@ -10,18 +10,14 @@ import (
 // Digest hashes the first length bytes of src, reading only its data
 // extents and hashing holes as zeros, exactly as Copy hashes a source. It is
 // how the target is read back after a copy.
-func Digest(ctx context.Context, src Source, length int64, opts Options) (string, error) {
-	opts, err := opts.withDefaults()
-	if err != nil {
-		return "", err
-	}
+func (e *Engine) Digest(ctx context.Context, src Source, length int64) (string, error) {
 	extents, err := src.DataExtents()
 	if err != nil {
 		return "", fmt.Errorf("%w: listing target data extents: %w", ErrIO, err)
 	}
-	zeros := alignedBuffer(opts.ChunkSize)
-	h := opts.Algorithm.newHash()
-	opts.Progress.begin(PhaseVerify, length)
+	zeros, progress := e.zeros, e.opts.Progress
+	h := e.opts.Algorithm.newHash()
+	progress.begin(PhaseVerify, length)
 
 	read := func(c *chunk) error {
 		if !c.Data {
@@ -30,7 +26,7 @@ func Digest(ctx context.Context, src Source, length int64, opts Options) (string
 		return readFull(src, c.data(), c.Offset, "target")
 	}
 	hash := func(c *chunk) error {
-		defer opts.Progress.advance(c.Length)
+		defer progress.advance(c.Length)
 		if c.Data {
 			h.Write(c.data())
 		} else {
@@ -39,9 +35,9 @@ func Digest(ctx context.Context, src Source, length int64, opts Options) (string
 		return nil
 	}
 
-	chunks := newChunks(opts.Buffers, opts.ChunkSize, false)
-	if err := runPipeline(ctx, planSegments(length, int64(opts.ChunkSize), extents), chunks, read, hash); err != nil {
+	segments := planSegments(length, int64(e.opts.ChunkSize), extents)
+	if err := runPipeline(ctx, segments, e.chunks, stage{work: read, workers: ioWorkers}, stage{work: hash}); err != nil {
 		return "", err
 	}
-	return formatDigest(opts.Algorithm, h.Sum(nil)), nil
+	return formatDigest(e.opts.Algorithm, h.Sum(nil)), nil
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -20,7 +21,7 @@ type memVolume struct {
 	shortRead func(off int64) bool
 	writeAt   func(p []byte, off int64) (int, error)
 	syncErr   error
-	reads     int
+	reads     atomic.Int32
 }
 
 func (m *memVolume) Size() int64 { return int64(len(m.data)) }
@@ -33,7 +34,7 @@ func (m *memVolume) DataExtents() ([]Extent, error) {
 }
 
 func (m *memVolume) ReadAt(p []byte, off int64) (int, error) {
-	m.reads++
+	m.reads.Add(1)
 	if m.failRead != nil {
 		if err := m.failRead(off); err != nil {
 			return 0, err
@@ -54,13 +55,22 @@ func (m *memVolume) WriteAt(p []byte, off int64) (int, error) {
 
 func (m *memVolume) Sync() error { return m.syncErr }
 
+func newTestEngine(t *testing.T) *Engine {
+	t.Helper()
+	e, err := NewEngine(testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func newMemPair(t *testing.T, chunks int) (src, dst *memVolume) {
 	return &memVolume{data: randomBytes(t, chunks*testChunk)}, &memVolume{data: make([]byte, chunks*testChunk)}
 }
 
 func TestCopyInMemory(t *testing.T) {
 	src, dst := newMemPair(t, 8)
-	stats, err := Copy(context.Background(), src, dst, false, testOptions)
+	stats, err := newTestEngine(t).Copy(context.Background(), src, dst, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +88,7 @@ func TestCopyReportsReadErrorMidCopy(t *testing.T) {
 		}
 		return nil
 	}
-	stats, err := Copy(context.Background(), src, dst, false, testOptions)
+	stats, err := newTestEngine(t).Copy(context.Background(), src, dst, false)
 	if !errors.Is(err, ErrIO) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("err = %v, want an I/O error wrapping EIO", err)
 	}
@@ -93,7 +103,7 @@ func TestCopyReportsReadErrorMidCopy(t *testing.T) {
 func TestCopyReportsSourceEndingEarly(t *testing.T) {
 	src, dst := newMemPair(t, 4)
 	src.shortRead = func(off int64) bool { return off == 2*testChunk }
-	_, err := Copy(context.Background(), src, dst, false, testOptions)
+	_, err := newTestEngine(t).Copy(context.Background(), src, dst, false)
 	if !errors.Is(err, ErrIO) || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("err = %v, want an I/O error wrapping io.ErrUnexpectedEOF", err)
 	}
@@ -107,7 +117,7 @@ func TestCopyReportsShortWrite(t *testing.T) {
 		}
 		return copy(dst.data[off:], p), nil
 	}
-	stats, err := Copy(context.Background(), src, dst, false, testOptions)
+	stats, err := newTestEngine(t).Copy(context.Background(), src, dst, false)
 	if !errors.Is(err, ErrIO) || !errors.Is(err, io.ErrShortWrite) {
 		t.Fatalf("err = %v, want an I/O error wrapping io.ErrShortWrite", err)
 	}
@@ -119,13 +129,13 @@ func TestCopyReportsShortWrite(t *testing.T) {
 func TestCopyReportsWriteAndSyncErrors(t *testing.T) {
 	src, dst := newMemPair(t, 2)
 	dst.writeAt = func([]byte, int64) (int, error) { return 0, syscall.ENOSPC }
-	if _, err := Copy(context.Background(), src, dst, false, testOptions); !errors.Is(err, ErrIO) || !errors.Is(err, syscall.ENOSPC) {
+	if _, err := newTestEngine(t).Copy(context.Background(), src, dst, false); !errors.Is(err, ErrIO) || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("write failure: err = %v, want an I/O error wrapping ENOSPC", err)
 	}
 
 	src, dst = newMemPair(t, 2)
 	dst.syncErr = syscall.EIO
-	if _, err := Copy(context.Background(), src, dst, false, testOptions); !errors.Is(err, ErrIO) || !errors.Is(err, syscall.EIO) {
+	if _, err := newTestEngine(t).Copy(context.Background(), src, dst, false); !errors.Is(err, ErrIO) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("sync failure: err = %v, want an I/O error wrapping EIO", err)
 	}
 }
@@ -141,13 +151,13 @@ func TestCopyStopsPromptlyWhenCancelled(t *testing.T) {
 		}
 		return nil
 	}
-	stats, err := Copy(ctx, src, dst, false, testOptions)
+	stats, err := newTestEngine(t).Copy(ctx, src, dst, false)
 	if !errors.Is(err, ErrCancelled) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want ErrCancelled", err)
 	}
 	// The pipeline may finish the few chunks already in flight, no more.
-	if limit := 3 + testOptions.Buffers + 1; src.reads > limit {
-		t.Fatalf("%d chunks read after cancellation at the 4th, want at most %d", src.reads, limit)
+	if limit := 3 + testOptions.Buffers + 1; src.reads.Load() > int32(limit) {
+		t.Fatalf("%d chunks read after cancellation at the 4th, want at most %d", src.reads.Load(), limit)
 	}
 	if stats.SourceDigest != "" || stats.BytesWritten >= src.Size() {
 		t.Fatalf("digest %q written %d: a cancelled copy must be incomplete", stats.SourceDigest, stats.BytesWritten)
@@ -161,14 +171,14 @@ func TestDigestHashesHolesAsZeros(t *testing.T) {
 	content := make([]byte, 5*testChunk+10)
 	copy(content[2*testChunk:], randomBytes(t, 100))
 	sparse := &memVolume{data: content, extents: []Extent{{2 * testChunk, 100}}}
-	got, err := Digest(context.Background(), sparse, sparse.Size(), testOptions)
+	got, err := newTestEngine(t).Digest(context.Background(), sparse, sparse.Size())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got != blake3Digest(content) {
 		t.Fatalf("digest %s, want %s", got, blake3Digest(content))
 	}
-	if sparse.reads != 1 {
-		t.Fatalf("%d reads, want 1: holes must not be read", sparse.reads)
+	if sparse.reads.Load() != 1 {
+		t.Fatalf("%d reads, want 1: holes must not be read", sparse.reads.Load())
 	}
 }

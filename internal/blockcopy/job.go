@@ -36,7 +36,8 @@ func RunCopy(ctx context.Context, req Request) Result {
 }
 
 func runCopy(ctx context.Context, req Request, res *Result) error {
-	if _, err := req.Options.withDefaults(); err != nil {
+	engine, err := NewEngine(req.Options)
+	if err != nil {
 		return err
 	}
 	src, err := OpenSource(sourceFlag, req.Source)
@@ -56,7 +57,7 @@ func runCopy(ctx context.Context, req Request, res *Result) error {
 	res.TargetZeroed = state.Zeroed
 	res.BytesTotal = src.Size()
 
-	stats, err := Copy(ctx, src, dst, state.Zeroed, req.Options)
+	stats, err := engine.Copy(ctx, src, dst, state.Zeroed)
 	res.BytesWritten, res.BytesSkipped = stats.BytesWritten, stats.BytesSkipped
 	if err != nil {
 		return err
@@ -70,7 +71,7 @@ func runCopy(ctx context.Context, req Request, res *Result) error {
 		return err
 	}
 	defer readback.Close()
-	res.TargetDigest, err = Digest(ctx, readback, src.Size(), req.Options)
+	res.TargetDigest, err = engine.Digest(ctx, readback, src.Size())
 	res.DirectIO = src.DirectIO() && dst.DirectIO() && readback.DirectIO()
 	if err != nil {
 		return err
@@ -93,7 +94,8 @@ func RunVerify(ctx context.Context, req Request) Result {
 }
 
 func runVerify(ctx context.Context, req Request, res *Result) error {
-	if _, err := req.Options.withDefaults(); err != nil {
+	engine, err := NewEngine(req.Options)
+	if err != nil {
 		return err
 	}
 	src, err := OpenSource(sourceFlag, req.Source)
@@ -110,7 +112,7 @@ func runVerify(ctx context.Context, req Request, res *Result) error {
 		return badInput(targetFlag, req.Target, fmt.Sprintf("is %d bytes, smaller than the source's %d bytes", dst.Size(), src.Size()))
 	}
 	res.BytesTotal = src.Size()
-	stats, err := Compare(ctx, src, dst, src.Size(), req.Options)
+	stats, err := engine.Compare(ctx, src, dst, src.Size())
 	res.DirectIO = src.DirectIO() && dst.DirectIO()
 	res.SourceDigest, res.TargetDigest = stats.SourceDigest, stats.TargetDigest
 	return err

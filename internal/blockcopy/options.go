@@ -4,10 +4,9 @@ package blockcopy
 
 import "fmt"
 
-// Defaults keep the working set at DefaultBuffers × DefaultChunkSize (24 MiB,
-// doubled when comparing two volumes): enough chunks in flight for reading,
-// hashing and writing to overlap, and far below the 64 MiB the copy job is
-// allowed.
+// Defaults keep the working set at DefaultBuffers × DefaultChunkSize plus one
+// chunk of zeros (28 MiB): enough chunks in flight for reading, hashing and
+// writing to overlap, and far below the 64 MiB the copy job is allowed.
 const (
 	DefaultChunkSize = 4 << 20
 	DefaultBuffers   = 6

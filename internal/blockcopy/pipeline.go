@@ -15,26 +15,22 @@ type chunk struct {
 	Segment
 	buf   []byte // holds a data segment's bytes
 	other []byte // the second volume's bytes, when comparing two volumes
+	done  chan struct{}
 }
 
 func (c *chunk) data() []byte      { return c.buf[:c.Length] }
 func (c *chunk) otherData() []byte { return c.other[:c.Length] }
 
-func newChunks(count, chunkSize int, pairs bool) []*chunk {
-	chunks := make([]*chunk, count)
-	for i := range chunks {
-		chunks[i] = &chunk{buf: alignedBuffer(chunkSize)}
-		if pairs {
-			chunks[i].other = alignedBuffer(chunkSize)
-		}
-	}
-	return chunks
+// stage does one step of work on a chunk. Later stages always see chunks in
+// plan order, so hashing needs no reordering, while the stages themselves
+// run at the same time: reading, hashing and writing overlap.
+type stage struct {
+	work func(*chunk) error
+	// workers > 1 runs the step on several chunks at once. Used for I/O,
+	// it keeps requests queued at the disk while a goroutine waits to be
+	// scheduled, which matters on a busy node.
+	workers int
 }
-
-// stage does one step of work on a chunk. Each stage runs in its own
-// goroutine and sees chunks in plan order, so stages that hash or compare
-// need no reordering, while reading, hashing and writing overlap in time.
-type stage func(*chunk) error
 
 // runPipeline pushes every segment through the stages using only the given
 // chunks. The first stage error stops the pipeline and is returned; a
@@ -45,36 +41,43 @@ func runPipeline(ctx context.Context, segments iter.Seq[Segment], chunks []*chun
 
 	// Every channel can hold all chunks, so sends never block and only the
 	// wait for a free chunk needs to watch ctx.
-	free := make(chan *chunk, len(chunks))
+	newLink := func() chan *chunk { return make(chan *chunk, len(chunks)) }
+	free := newLink()
 	for _, c := range chunks {
 		free <- c
 	}
-	links := make([]chan *chunk, len(stages))
-	for i := range links {
-		links[i] = make(chan *chunk, len(chunks))
+	// After a failure or cancellation chunks are drained without work so
+	// that every goroutine ends promptly.
+	do := func(work func(*chunk) error, c *chunk) {
+		if ctx.Err() == nil {
+			if err := work(c); err != nil {
+				cancel(err)
+			}
+		}
 	}
 
 	var wg sync.WaitGroup
-	for i, work := range stages {
-		in, out, last := links[i], free, i == len(stages)-1
+	first := newLink()
+	next := first
+	for i, s := range stages {
+		in, out, last := next, free, i == len(stages)-1
 		if !last {
-			out = links[i+1]
+			out = newLink()
 		}
-		wg.Go(func() {
-			for c := range in {
-				// After a failure or cancellation chunks are drained
-				// without work so that every goroutine ends promptly.
-				if ctx.Err() == nil {
-					if err := work(c); err != nil {
-						cancel(err)
-					}
+		if s.workers <= 1 {
+			wg.Go(func() {
+				for c := range in {
+					do(s.work, c)
+					out <- c
 				}
-				out <- c
-			}
-			if !last {
-				close(out)
-			}
-		})
+				if !last {
+					close(out)
+				}
+			})
+		} else {
+			runParallel(&wg, in, out, last, s, do, newLink)
+		}
+		next = out
 	}
 
 	for seg := range segments {
@@ -84,11 +87,44 @@ func runPipeline(ctx context.Context, segments iter.Seq[Segment], chunks []*chun
 		select {
 		case c := <-free:
 			c.Segment = seg
-			links[0] <- c
+			first <- c
 		case <-ctx.Done():
 		}
 	}
-	close(links[0])
+	close(first)
 	wg.Wait()
 	return cancelledOr(context.Cause(ctx))
+}
+
+// runParallel hands chunks to s.workers goroutines and passes them on in
+// the order they arrived, each once its work is done.
+func runParallel(wg *sync.WaitGroup, in, out chan *chunk, last bool, s stage,
+	do func(func(*chunk) error, *chunk), newLink func() chan *chunk) {
+	jobs, inOrder := newLink(), newLink()
+	wg.Go(func() {
+		for c := range in {
+			c.done = make(chan struct{})
+			inOrder <- c
+			jobs <- c
+		}
+		close(jobs)
+		close(inOrder)
+	})
+	for range s.workers {
+		wg.Go(func() {
+			for c := range jobs {
+				do(s.work, c)
+				close(c.done)
+			}
+		})
+	}
+	wg.Go(func() {
+		for c := range inOrder {
+			<-c.done
+			out <- c
+		}
+		if !last {
+			close(out)
+		}
+	})
 }
