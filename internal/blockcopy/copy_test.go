@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -200,6 +201,32 @@ func TestRunCopyBadOptions(t *testing.T) {
 		}
 		if _, err := os.Stat(dst); err == nil {
 			t.Fatalf("options %+v: target was created despite bad options", opts)
+		}
+	}
+}
+
+// directIO must report what the filesystem allows: O_DIRECT where it is
+// accepted, a working buffered copy where it is refused (tmpfs before
+// Linux 6.6, some FUSE filesystems).
+func TestRunCopyReportsDirectIO(t *testing.T) {
+	dirs := []string{t.TempDir()}
+	if shm, err := os.MkdirTemp("/dev/shm", "blockcopy-test-"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(shm) })
+		dirs = append(dirs, shm)
+	}
+	for _, dir := range dirs {
+		src, dst := filepath.Join(dir, "source.img"), filepath.Join(dir, "target.img")
+		content := randomBytes(t, 2*testChunk+100)
+		writeDense(t, src, content)
+		probe, err := os.OpenFile(src, os.O_RDONLY|syscall.O_DIRECT, 0)
+		if err == nil {
+			probe.Close()
+		}
+		r := RunCopy(context.Background(), Request{Source: src, Target: dst, Options: testOptions})
+		requireOK(t, r)
+		requireSameContent(t, content, dst)
+		if r.DirectIO != (err == nil) {
+			t.Fatalf("%s: directIO %t, but opening with O_DIRECT gave %v", dir, r.DirectIO, err)
 		}
 	}
 }

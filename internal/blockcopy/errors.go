@@ -15,7 +15,7 @@ var (
 	ErrMismatch  = errors.New("verification failed")
 	ErrBadInput  = errors.New("bad input")
 	ErrIO        = errors.New("I/O error")
-	ErrCancelled = errors.New("cancelled, copy incomplete")
+	ErrCancelled = errors.New("cancelled before completion")
 )
 
 // Exit codes of nodewright-copy, documented in docs/nodewright-copy.md.

@@ -59,6 +59,7 @@ func runCopy(ctx context.Context, req Request, res *Result) error {
 
 	stats, err := engine.Copy(ctx, src, dst, state.Zeroed)
 	res.BytesWritten, res.BytesSkipped = stats.BytesWritten, stats.BytesSkipped
+	res.DirectIO = src.DirectIO() && dst.DirectIO()
 	if err != nil {
 		return err
 	}
@@ -72,7 +73,7 @@ func runCopy(ctx context.Context, req Request, res *Result) error {
 	}
 	defer readback.Close()
 	res.TargetDigest, err = engine.Digest(ctx, readback, src.Size())
-	res.DirectIO = src.DirectIO() && dst.DirectIO() && readback.DirectIO()
+	res.DirectIO = res.DirectIO && readback.DirectIO()
 	if err != nil {
 		return err
 	}

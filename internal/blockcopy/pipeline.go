@@ -13,9 +13,9 @@ import (
 // pool whatever the size of the volume.
 type chunk struct {
 	Segment
-	buf   []byte // holds a data segment's bytes
-	other []byte // the second volume's bytes, when comparing two volumes
-	done  chan struct{}
+	buf   []byte        // holds a data segment's bytes
+	other []byte        // the second volume's bytes, when comparing two volumes
+	done  chan struct{} // closed when a parallel stage is finished with the chunk
 }
 
 func (c *chunk) data() []byte      { return c.buf[:c.Length] }
