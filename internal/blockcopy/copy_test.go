@@ -163,6 +163,8 @@ func TestRunCopyRefusesBadInput(t *testing.T) {
 		{"target is a symlink to the source", src, link, "same file or device"},
 		{"target is a hard link to the source", link, hardlink, "same file or device"},
 		{"target directory missing", src, filepath.Join(dir, "no", "dir"), "no such file"},
+		{"target is a directory", src, dir, "is a directory"},
+		{"target is a character device", src, os.DevNull, "neither a regular file nor a block device"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -45,11 +45,7 @@ func runCopy(ctx context.Context, req Request, res *Result) error {
 		return err
 	}
 	defer src.Close()
-	srcInfo, err := src.Info()
-	if err != nil {
-		return fmt.Errorf("%w: %s %s: %w", ErrIO, sourceFlag, req.Source, err)
-	}
-	dst, state, err := OpenTarget(targetFlag, req.Target, src, srcInfo, req.TargetZeroed)
+	dst, state, err := OpenTarget(targetFlag, req.Target, src, req.TargetZeroed)
 	if err != nil {
 		return err
 	}

@@ -45,10 +45,14 @@ type TargetState struct {
 // file that is one hole; a block device counts as zeroed only when the
 // caller vouches for it with assumeZeroed. A target smaller than src, or
 // the same file or device as src, is refused before anything is written.
-func OpenTarget(flag, path string, src *File, srcInfo os.FileInfo, assumeZeroed bool) (*File, TargetState, error) {
+func OpenTarget(flag, path string, src *File, assumeZeroed bool) (*File, TargetState, error) {
 	state := TargetState{Zeroed: assumeZeroed}
 	if path == "" {
 		return nil, state, fmt.Errorf("%w: %s is required", ErrBadInput, flag)
+	}
+	srcInfo, err := src.buffered.Stat()
+	if err != nil {
+		return nil, state, fmt.Errorf("%w: %s: %w", ErrIO, src.path, err)
 	}
 	info, err := os.Stat(path)
 	switch {
@@ -73,10 +77,11 @@ func OpenTarget(flag, path string, src *File, srcInfo os.FileInfo, assumeZeroed 
 		return nil, state, openError(flag, path, err)
 	}
 	dst, err := newFile(flag, path, buffered, os.O_RDWR)
-	if err == nil {
-		err = prepareTarget(flag, dst, src, &state)
-	}
 	if err != nil {
+		buffered.Close()
+		return nil, state, err
+	}
+	if err := prepareTarget(flag, dst, src, &state); err != nil {
 		dst.Close()
 		return nil, state, err
 	}
@@ -165,9 +170,6 @@ func blockDeviceSize(f *os.File) (int64, error) {
 	}
 	return int64(size), nil
 }
-
-// Info returns what the file's descriptor refers to, for identity checks.
-func (f *File) Info() (os.FileInfo, error) { return f.buffered.Stat() }
 
 func isBlockDevice(info os.FileInfo) bool {
 	return info.Mode()&fs.ModeDevice != 0 && info.Mode()&fs.ModeCharDevice == 0
