@@ -55,24 +55,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return blockcopy.ExitBadInput
 	}
 
-	var result blockcopy.Result
-	algorithm, err := blockcopy.ParseAlgorithm(s.hash)
-	if err == nil {
-		s.request.Options.Algorithm = algorithm
-		stopProgress := func() {}
-		if s.progress {
-			s.request.Options.Progress, stopProgress = startProgress(s.progressInterval, stderr)
-		}
-		if s.command == "copy" {
-			result = blockcopy.RunCopy(ctx, s.request)
-		} else {
-			result = blockcopy.RunVerify(ctx, s.request)
-		}
-		stopProgress()
-	} else {
-		result = blockcopy.Result{Command: s.command, Source: s.request.Source, Target: s.request.Target,
-			Status: blockcopy.StatusBadInput, ExitCode: blockcopy.ExitBadInput, Error: err.Error()}
+	// The engine validates the algorithm and options and reports them like
+	// any other bad input, so the JSON result covers them too.
+	s.request.Options.Algorithm = blockcopy.Algorithm(s.hash)
+	stopProgress := func() {}
+	if s.progress {
+		s.request.Options.Progress, stopProgress = startProgress(s.progressInterval, stderr)
 	}
+	var result blockcopy.Result
+	if s.command == "copy" {
+		result = blockcopy.RunCopy(ctx, s.request)
+	} else {
+		result = blockcopy.RunVerify(ctx, s.request)
+	}
+	stopProgress()
 	report(result, s, stdout, stderr)
 	return result.ExitCode
 }
