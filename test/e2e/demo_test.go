@@ -170,4 +170,3 @@ func freeAddr(t *testing.T) string {
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
-
