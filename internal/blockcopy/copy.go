@@ -4,6 +4,7 @@ package blockcopy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -101,7 +102,7 @@ func readFull(src io.ReaderAt, p []byte, off int64, role string) error {
 	if n == len(p) {
 		return nil
 	}
-	if err == nil || err == io.EOF {
+	if err == nil || errors.Is(err, io.EOF) {
 		err = fmt.Errorf("%w after %d of %d bytes", io.ErrUnexpectedEOF, n, len(p))
 	}
 	return fmt.Errorf("%w: reading %s at offset %d: %w", ErrIO, role, off, err)

@@ -213,7 +213,11 @@ func TestRunCopyBadOptions(t *testing.T) {
 func TestRunCopyReportsDirectIO(t *testing.T) {
 	dirs := []string{t.TempDir()}
 	if shm, err := os.MkdirTemp("/dev/shm", "blockcopy-test-"); err == nil {
-		t.Cleanup(func() { os.RemoveAll(shm) })
+		t.Cleanup(func() {
+			if err := os.RemoveAll(shm); err != nil {
+				t.Error(err)
+			}
+		})
 		dirs = append(dirs, shm)
 	}
 	for _, dir := range dirs {
@@ -222,7 +226,9 @@ func TestRunCopyReportsDirectIO(t *testing.T) {
 		writeDense(t, src, content)
 		probe, err := os.OpenFile(src, os.O_RDONLY|syscall.O_DIRECT, 0)
 		if err == nil {
-			probe.Close()
+			if err := probe.Close(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		r := RunCopy(context.Background(), Request{Source: src, Target: dst, Options: testOptions})
 		requireOK(t, r)

@@ -104,6 +104,10 @@ func (f *File) DataExtents() ([]Extent, error) {
 	return extents, nil
 }
 
+// release closes the file where a close error cannot change the outcome:
+// the target's data is proven by Sync and the read-back, not by close.
+func (f *File) release() { _ = f.Close() }
+
 // Close closes both descriptors.
 func (f *File) Close() error {
 	err := f.buffered.Close()

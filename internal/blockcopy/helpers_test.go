@@ -46,7 +46,6 @@ func writeSparse(t testing.TB, path string, size int64, data []Extent) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +55,9 @@ func writeSparse(t testing.TB, path string, size int64, data []Extent) []byte {
 		if _, err := f.WriteAt(part, e.Offset); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 	return content
 }

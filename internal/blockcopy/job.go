@@ -44,12 +44,12 @@ func runCopy(ctx context.Context, req Request, res *Result) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer src.release()
 	dst, state, err := OpenTarget(targetFlag, req.Target, src, req.TargetZeroed)
 	if err != nil {
 		return err
 	}
-	defer dst.Close()
+	defer dst.release()
 	res.TargetZeroed = state.Zeroed
 	res.BytesTotal = src.Size()
 
@@ -67,7 +67,7 @@ func runCopy(ctx context.Context, req Request, res *Result) error {
 	if err != nil {
 		return err
 	}
-	defer readback.Close()
+	defer readback.release()
 	res.TargetDigest, err = engine.Digest(ctx, readback, src.Size())
 	res.DirectIO = res.DirectIO && readback.DirectIO()
 	if err != nil {
@@ -99,12 +99,12 @@ func runVerify(ctx context.Context, req Request, res *Result) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer src.release()
 	dst, err := OpenSource(targetFlag, req.Target)
 	if err != nil {
 		return err
 	}
-	defer dst.Close()
+	defer dst.release()
 	if dst.Size() < src.Size() {
 		return badInput(targetFlag, req.Target, fmt.Sprintf("is %d bytes, smaller than the source's %d bytes", dst.Size(), src.Size()))
 	}

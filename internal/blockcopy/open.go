@@ -25,7 +25,7 @@ func OpenSource(flag, path string) (*File, error) {
 	}
 	f, err := newFile(flag, path, buffered, os.O_RDONLY)
 	if err != nil {
-		buffered.Close()
+		_ = buffered.Close() // the reason it is unusable is the error to report
 		return nil, err
 	}
 	return f, nil
@@ -78,11 +78,11 @@ func OpenTarget(flag, path string, src *File, assumeZeroed bool) (*File, TargetS
 	}
 	dst, err := newFile(flag, path, buffered, os.O_RDWR)
 	if err != nil {
-		buffered.Close()
+		_ = buffered.Close() // the reason it is unusable is the error to report
 		return nil, state, err
 	}
 	if err := prepareTarget(flag, dst, src, &state); err != nil {
-		dst.Close()
+		dst.release()
 		return nil, state, err
 	}
 	return dst, state, nil

@@ -16,13 +16,15 @@ func flipByte(t *testing.T, path string, off int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	b := make([]byte, 1)
 	if _, err := f.ReadAt(b, off); err != nil {
 		t.Fatal(err)
 	}
 	b[0] ^= 0x01
 	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
