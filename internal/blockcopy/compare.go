@@ -43,8 +43,9 @@ func (e *Engine) Compare(ctx context.Context, src, dst Source, length int64) (Co
 	if err != nil {
 		return stats, fmt.Errorf("%w: listing target data extents: %w", ErrIO, err)
 	}
-	zeros, progress := e.zeros, e.opts.Progress
-	srcHash, dstHash := e.opts.Algorithm.newHash(), e.opts.Algorithm.newHash()
+	progress := e.opts.Progress
+	srcHash := e.opts.Algorithm.newDigester(e.zeros, e.zeroTrees)
+	dstHash := e.opts.Algorithm.newDigester(e.zeros, e.zeroTrees)
 	chunkSize := int64(e.opts.ChunkSize)
 	progress.begin(PhaseCompare, length)
 
@@ -60,28 +61,19 @@ func (e *Engine) Compare(ctx context.Context, src, dst Source, length int64) (Co
 	// Comparing and hashing the source share a stage and hashing the target
 	// gets its own, so both digests are computed on two cores at once.
 	compareAndHashSource := func(c *chunk) error {
-		if !c.Data {
-			hashZeros(srcHash, c.Length, zeros)
-			return nil
-		}
-		a, b := c.data(), c.otherData()
-		if !bytes.Equal(a, b) {
+		if a, b := c.data(), c.otherData(); c.Data && !bytes.Equal(a, b) {
 			first := int64(firstDifference(a, b))
 			return fmt.Errorf("%w: %w", ErrMismatch, &Mismatch{
 				ChunkOffset: (c.Offset + first) / chunkSize * chunkSize,
 				ByteOffset:  c.Offset + first,
 			})
 		}
-		srcHash.Write(a)
+		e.absorb(srcHash, c, c.buf)
 		return nil
 	}
 	hashTarget := func(c *chunk) error {
 		defer progress.advance(c.Length)
-		if c.Data {
-			dstHash.Write(c.otherData())
-		} else {
-			hashZeros(dstHash, c.Length, zeros)
-		}
+		e.absorb(dstHash, c, c.other)
 		return nil
 	}
 

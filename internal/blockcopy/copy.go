@@ -49,8 +49,8 @@ func (e *Engine) Copy(ctx context.Context, src Source, dst Sink, targetZeroed bo
 	if err != nil {
 		return stats, fmt.Errorf("%w: listing source data extents: %w", ErrIO, err)
 	}
-	zeros, progress := e.zeros, e.opts.Progress
-	h := e.opts.Algorithm.newHash()
+	progress := e.opts.Progress
+	h := e.opts.Algorithm.newDigester(e.zeros, e.zeroTrees)
 	var written, skipped atomic.Int64
 	progress.begin(PhaseCopy, size)
 
@@ -61,21 +61,17 @@ func (e *Engine) Copy(ctx context.Context, src Source, dst Sink, targetZeroed bo
 		return readFull(src, c.data(), c.Offset, "source")
 	}
 	hash := func(c *chunk) error {
-		if c.Data {
-			h.Write(c.data())
-		} else {
-			hashZeros(h, c.Length, zeros)
-		}
+		c.zero = e.absorb(h, c, c.buf)
 		return nil
 	}
 	write := func(c *chunk) error {
 		defer progress.advance(c.Length)
-		if !c.Data || isZero(c.data(), zeros) {
-			if targetZeroed {
-				skipped.Add(c.Length)
-				return nil
-			}
-			return writeFull(dst, zeros[:c.Length], c.Offset, &written)
+		switch {
+		case c.zero && targetZeroed:
+			skipped.Add(c.Length)
+			return nil
+		case c.zero:
+			return writeFull(dst, e.zeros[:c.Length], c.Offset, &written)
 		}
 		return writeFull(dst, c.data(), c.Offset, &written)
 	}

@@ -15,8 +15,8 @@ func (e *Engine) Digest(ctx context.Context, src Source, length int64) (string, 
 	if err != nil {
 		return "", fmt.Errorf("%w: listing target data extents: %w", ErrIO, err)
 	}
-	zeros, progress := e.zeros, e.opts.Progress
-	h := e.opts.Algorithm.newHash()
+	progress := e.opts.Progress
+	h := e.opts.Algorithm.newDigester(e.zeros, e.zeroTrees)
 	progress.begin(PhaseVerify, length)
 
 	read := func(c *chunk) error {
@@ -27,11 +27,7 @@ func (e *Engine) Digest(ctx context.Context, src Source, length int64) (string, 
 	}
 	hash := func(c *chunk) error {
 		defer progress.advance(c.Length)
-		if c.Data {
-			h.Write(c.data())
-		} else {
-			hashZeros(h, c.Length, zeros)
-		}
+		e.absorb(h, c, c.buf)
 		return nil
 	}
 

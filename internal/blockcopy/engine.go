@@ -12,6 +12,8 @@ type Engine struct {
 	// targets that do not read as zeros, and compared against to find
 	// zero chunks.
 	zeros []byte
+	// zeroTrees lets the read-back reuse the hashing of the copy's holes.
+	zeroTrees *zeroSubtrees
 }
 
 // ioWorkers is how many reads or writes are in flight at once.
@@ -23,7 +25,12 @@ func NewEngine(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{opts: opts, zeros: alignedBuffer(opts.ChunkSize), chunks: make([]*chunk, opts.Buffers)}
+	e := &Engine{
+		opts:      opts,
+		chunks:    make([]*chunk, opts.Buffers),
+		zeros:     alignedBuffer(opts.ChunkSize),
+		zeroTrees: newZeroSubtrees(),
+	}
 	for i := range e.chunks {
 		e.chunks[i] = &chunk{buf: alignedBuffer(opts.ChunkSize)}
 	}
@@ -39,4 +46,16 @@ func (e *Engine) pairedChunks() []*chunk {
 		pairs[i] = &chunk{buf: e.chunks[i].buf, other: e.chunks[half+i].buf}
 	}
 	return pairs
+}
+
+// absorb feeds a segment to h, whose bytes are in buf if it is data, and
+// reports whether it reads as zeros. Holes and all-zero data take the zero
+// path, whose work the read-back can reuse.
+func (e *Engine) absorb(h digester, c *chunk, buf []byte) (zero bool) {
+	if c.Data && !isZero(buf[:c.Length], e.zeros) {
+		h.write(buf[:c.Length])
+		return false
+	}
+	h.writeZeros(c.Length)
+	return true
 }

@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-
-	"lukechampine.com/blake3"
 )
 
 // Algorithm names a digest algorithm; it is also the prefix of every digest
@@ -29,21 +27,35 @@ func ParseAlgorithm(name string) (Algorithm, error) {
 	return "", fmt.Errorf("%w: --hash %q: unknown algorithm, want %s or %s", ErrBadInput, name, BLAKE3, SHA256)
 }
 
-func (a Algorithm) newHash() hash.Hash {
-	if a == SHA256 {
-		return sha256.New()
-	}
-	return blake3.New(32, nil)
+// digester is a running digest that can absorb zeros without reading them.
+type digester interface {
+	write(p []byte)
+	// writeZeros hashes n zero bytes; n is at most one chunk.
+	writeZeros(n int64)
+	Sum(b []byte) []byte
 }
+
+// newDigester returns a digester for a; BLAKE3 digesters share zeroTrees.
+func (a Algorithm) newDigester(zeros []byte, zeroTrees *zeroSubtrees) digester {
+	if a == SHA256 {
+		return plainDigester{Hash: sha256.New(), zeros: zeros}
+	}
+	return newBLAKE3Hasher(zeros, zeroTrees)
+}
+
+// plainDigester hashes zeros like any other bytes: SHA-256 is a chain, so
+// no part of its work on zeros can be reused.
+type plainDigester struct {
+	hash.Hash
+	zeros []byte
+}
+
+// Hashes cannot fail to absorb bytes; hash.Hash returns an error only to
+// be an io.Writer.
+func (d plainDigester) write(p []byte)     { d.Write(p) }
+func (d plainDigester) writeZeros(n int64) { d.Write(d.zeros[:n]) }
 
 // formatDigest renders a sum as "<algorithm>:<hex>".
 func formatDigest(a Algorithm, sum []byte) string {
 	return string(a) + ":" + hex.EncodeToString(sum)
-}
-
-// hashZeros feeds n zero bytes to h, which is how holes enter the digest
-// without being read. n never exceeds len(zeros) because segments are at
-// most one chunk long.
-func hashZeros(h hash.Hash, n int64, zeros []byte) {
-	h.Write(zeros[:n])
 }

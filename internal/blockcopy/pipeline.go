@@ -15,6 +15,7 @@ type chunk struct {
 	Segment
 	buf   []byte        // holds a data segment's bytes
 	other []byte        // the second volume's bytes, when comparing two volumes
+	zero  bool          // the segment reads as zeros: a hole, or data of zeros
 	done  chan struct{} // closed when a parallel stage is finished with the chunk
 }
 
