@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,10 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
@@ -212,6 +216,17 @@ func PinnedVersion(root, key string) (string, error) {
 	return "", fmt.Errorf("%s: no %s", path, key)
 }
 
+// User returns a rest.Config that authenticates as a user with no groups and so no rights
+// until the test grants them with RBAC.
+func (e *Env) User(t testing.TB, name string) *rest.Config {
+	t.Helper()
+	user, err := e.control.AddUser(envtest.User{Name: name}, nil)
+	if err != nil {
+		t.Fatalf("adding user %s: %v", name, err)
+	}
+	return user.Config()
+}
+
 // Kubeconfig writes a kubeconfig for a cluster administrator into the test's temporary
 // folder and returns its path, for tests that run a binary against the API server.
 func (e *Env) Kubeconfig(t testing.TB) string {
@@ -229,4 +244,45 @@ func (e *Env) Kubeconfig(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// StartManager runs a controller manager against the test's API server with the controllers
+// that setup registers (no leader election, no metrics or probe listeners). It returns a
+// function that stops the manager and waits for it; the test's cleanup calls it too.
+func (e *Env) StartManager(t testing.TB, setup func(context.Context, manager.Manager) error) (stop func()) {
+	t.Helper()
+	return e.StartManagerAs(t, e.Config, setup)
+}
+
+// StartManagerAs is StartManager with the identity of cfg (see User).
+func (e *Env) StartManagerAs(t testing.TB, cfg *rest.Config, setup func(context.Context, manager.Manager) error) (stop func()) {
+	t.Helper()
+	skip := true
+	mgr, err := manager.New(cfg, manager.Options{
+		Scheme:                 e.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		t.Fatalf("creating a manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := setup(ctx, mgr); err != nil {
+		cancel()
+		t.Fatalf("setting up the controllers: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("the manager stopped with an error: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
