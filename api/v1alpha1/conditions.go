@@ -19,3 +19,26 @@ const (
 	// ConditionSignatureVerified: the EdgeProfile's signature matches its spec (EdgeProfile).
 	ConditionSignatureVerified = "SignatureVerified"
 )
+
+// Condition reasons, CamelCase as metav1.Condition requires.
+const (
+	ReasonConfigMapRead       = "ConfigMapRead"
+	ReasonConfigMapNotFound   = "ConfigMapNotFound"
+	ReasonStateParsed         = "StateParsed"
+	ReasonInvalidLegacyData   = "InvalidLegacyData"
+	ReasonNotObserved         = "NotObserved"
+	ReasonHeartbeatsFresh     = "HeartbeatsFresh"
+	ReasonHeartbeatsStale     = "HeartbeatsStale"
+	ReasonNoNodes             = "NoNodes"
+	ReasonDaemonSetNotFound   = "DaemonSetNotFound"
+	ReasonPodsNotReady        = "PodsNotReady"
+	ReasonAllPodsReady        = "AllPodsReady"
+	ReasonHeartbeatFresh      = "HeartbeatFresh"
+	ReasonHeartbeatStale      = "HeartbeatStale"
+	ReasonNoHeartbeat         = "NoHeartbeat"
+	ReasonDRBDHealthy         = "DRBDHealthy"
+	ReasonDRBDDegraded        = "DRBDDegraded"
+	ReasonDRBDNotReported     = "DRBDNotReported"
+	ReasonLegacyWarningEvent  = "LegacyWarning"
+	ReasonNodeNoLongerManaged = "NodeNoLongerManaged"
+)

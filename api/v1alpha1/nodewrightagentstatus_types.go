@@ -23,9 +23,10 @@ type HeartbeatStatus struct {
 	// +optional
 	LastSeen *metav1.Time `json:"lastSeen,omitempty"`
 
-	// stale is true when the heartbeat is older than the cluster's heartbeatStaleAfter.
-	// +required
-	Stale bool `json:"stale"`
+	// stale is true when the heartbeat is older than the cluster's heartbeatStaleAfter (or
+	// there is none).
+	// +optional
+	Stale bool `json:"stale,omitempty"`
 }
 
 // DRBDStatus is a node's DRBD replication health.

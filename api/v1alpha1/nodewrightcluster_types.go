@@ -61,12 +61,14 @@ type ProfileReference struct {
 // NodeCounts counts the nodes the legacy DaemonSet manages.
 type NodeCounts struct {
 	// ready counts the nodes whose heartbeat is fresh.
+	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Ready int32 `json:"ready"`
+	Ready int32 `json:"ready,omitempty"`
 
 	// total counts the nodes the DaemonSet manages.
+	// +optional
 	// +kubebuilder:validation:Minimum=0
-	Total int32 `json:"total"`
+	Total int32 `json:"total,omitempty"`
 }
 
 // WarningSource says where a recent warning came from.

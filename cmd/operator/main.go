@@ -38,13 +38,14 @@ Flags:
 		log.Error(err, "Cannot reach a cluster: no usable kubeconfig")
 		os.Exit(1)
 	}
-	mgr, err := operator.NewManager(cfg, opts)
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := operator.NewManager(ctx, cfg, opts)
 	if err != nil {
 		log.Error(err, "Cannot build the manager")
 		os.Exit(1)
 	}
 	log.Info("Starting the manager", "leaderElection", opts.LeaderElect, "lease", opts.LeaderElectionID)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Manager stopped with an error")
 		os.Exit(1)
 	}

@@ -3,6 +3,7 @@
 package operator
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/agentstatus"
+	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
 )
 
 // The operator coordinates its replicas through one Lease and reports through Events.
@@ -92,8 +95,23 @@ func NewScheme() (*runtime.Scheme, error) {
 	return scheme, nil
 }
 
-// NewManager builds the controller manager with its probes and metrics.
-func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+// EventSource is the component name on the Events the operator records.
+const EventSource = "nodewright-operator"
+
+// SetupControllers registers the controllers, one per CRD.
+func SetupControllers(ctx context.Context, mgr ctrl.Manager) error {
+	recorder := mgr.GetEventRecorderFor(EventSource)
+	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the NodewrightCluster controller: %w", err)
+	}
+	if err := (&agentstatus.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the NodewrightAgentStatus controller: %w", err)
+	}
+	return nil
+}
+
+// NewManager builds the controller manager with its probes, metrics and controllers.
+func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
@@ -116,6 +134,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	if err := SetupControllers(ctx, mgr); err != nil {
+		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err

@@ -1,0 +1,160 @@
+// Package agentstatus is the controller of NodewrightAgentStatus: one object per node the
+// legacy DaemonSet manages, created and deleted as nodes come and go, with the node's role,
+// heartbeat, DRBD health and bond mode.
+package agentstatus
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bridge"
+	"github.com/spectrocloud/nodewright/internal/legacy"
+)
+
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=get;list;watch
+
+// Event reasons on NodewrightAgentStatus.
+const (
+	EventHeartbeatStale   = "HeartbeatStale"
+	EventHeartbeatResumed = "HeartbeatResumed"
+)
+
+// Reconciler keeps one NodewrightAgentStatus per managed node. Requests are named after the
+// node.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	Clock    clock.PassiveClock
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	reader := mgr.GetClient()
+	always := func(*nwv1.NodewrightCluster, client.Object) bool { return true }
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodewrightagentstatus").
+		// Only creation (at start, to prune objects of departed nodes) and deletion (to
+		// recreate) matter: status updates are this controller's own writes.
+		For(&nwv1.NodewrightAgentStatus{}, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsConfigMap, r.allNodes))).
+		Watches(&nwv1.NodewrightCluster{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, always, r.allNodes)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Complete(r)
+}
+
+// allNodes names every node the ConfigMap lists and every existing NodewrightAgentStatus, so
+// that nodes that joined get an object and nodes that left lose theirs.
+func (r *Reconciler) allNodes(ctx context.Context, nwc *nwv1.NodewrightCluster) []reconcile.Request {
+	names := map[string]bool{}
+	if obs, err := bridge.ObserveConfigMap(ctx, r.Client, nwc); err == nil {
+		for _, n := range obs.Legacy.Nodes {
+			names[n.Name] = true
+		}
+	}
+	var existing nwv1.NodewrightAgentStatusList
+	if err := r.Client.List(ctx, &existing); err == nil {
+		for _, as := range existing.Items {
+			names[as.Name] = true
+		}
+	}
+	requests := make([]reconcile.Request, 0, len(names))
+	for name := range names {
+		requests = append(requests, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+	}
+	return requests
+}
+
+// Reconcile makes the node's NodewrightAgentStatus exist (or not) and match what the legacy
+// ConfigMap says, writing only on change, and asks to be woken when its heartbeat goes stale.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	nwc := &nwv1.NodewrightCluster{}
+	if err := r.Client.Get(ctx, bridge.ClusterKey, nwc); err != nil {
+		// Without the cluster object, the garbage collector removes its children.
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	obs, err := bridge.ObserveConfigMap(ctx, r.Client, nwc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !obs.Found {
+		// Which nodes are managed is unknown until the ConfigMap is back; keep what exists.
+		return ctrl.Result{}, nil
+	}
+	now := r.Clock.Now()
+	staleAfter := bridge.StaleAfter(nwc)
+	roll := legacy.Roll(obs.Legacy, obs.Problems, now, staleAfter)
+	var node *legacy.NodeHealth
+	for i := range roll.Nodes {
+		if roll.Nodes[i].Name == req.Name {
+			node = &roll.Nodes[i]
+		}
+	}
+
+	as := &nwv1.NodewrightAgentStatus{}
+	err = r.Client.Get(ctx, req.NamespacedName, as)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if node == nil {
+		if exists {
+			if err := r.Client.Delete(ctx, as); client.IgnoreNotFound(err) != nil {
+				return ctrl.Result{}, fmt.Errorf("deleting the status of departed node %s: %w", req.Name, err)
+			}
+		}
+		return ctrl.Result{}, nil
+	}
+	if !exists {
+		as = &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: req.Name}}
+		if err := controllerutil.SetControllerReference(nwc, as, r.Client.Scheme()); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.Client.Create(ctx, as); err != nil {
+			return ctrl.Result{}, fmt.Errorf("creating the status of node %s: %w", req.Name, err)
+		}
+	}
+
+	status := computeStatus(as.Status, *node, staleAfter)
+	if !equality.Semantic.DeepEqual(status, as.Status) {
+		if exists && status.Heartbeat.Stale != as.Status.Heartbeat.Stale {
+			if status.Heartbeat.Stale {
+				r.Recorder.Eventf(as, corev1.EventTypeWarning, EventHeartbeatStale, "heartbeat older than %s", staleAfter)
+			} else {
+				r.Recorder.Event(as, corev1.EventTypeNormal, EventHeartbeatResumed, "heartbeat fresh again")
+			}
+		}
+		before := as.DeepCopy()
+		as.Status = status
+		if err := r.Client.Status().Patch(ctx, as, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("writing the status of node %s: %w", req.Name, err)
+		}
+	}
+	if node.Stale {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: node.StaleAt.Sub(now)}, nil
+}

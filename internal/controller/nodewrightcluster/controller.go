@@ -1,0 +1,119 @@
+// Package nodewrightcluster is the controller of the NodewrightCluster singleton: it rolls the
+// legacy DaemonSet's ConfigMap, DaemonSet and Events up into the cluster's status.
+package nodewrightcluster
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bridge"
+)
+
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters/status,verbs=get;patch;update
+
+// eventComponentIndex indexes Events by the component that emitted them.
+const eventComponentIndex = "nodewright.legacyEventComponent"
+
+// Reconciler rolls the legacy state up into NodewrightCluster.status.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	Clock    clock.PassiveClock
+}
+
+// SetupWithManager registers the controller and the Event index it lists by.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Event{}, eventComponentIndex, func(obj client.Object) []string {
+		ev := obj.(*corev1.Event)
+		if ev.Type != corev1.EventTypeWarning {
+			return nil
+		}
+		return []string{ev.Source.Component, ev.ReportingController}
+	}); err != nil {
+		return fmt.Errorf("indexing Events by component: %w", err)
+	}
+	singleton := func(context.Context, *nwv1.NodewrightCluster) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: bridge.ClusterKey}}
+	}
+	reader := mgr.GetClient()
+	isWarning := predicate.NewPredicateFuncs(func(obj client.Object) bool {
+		ev, ok := obj.(*corev1.Event)
+		return ok && ev.Type == corev1.EventTypeWarning
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("nodewrightcluster").
+		For(&nwv1.NodewrightCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsConfigMap, singleton))).
+		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsDaemonSet, singleton)),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: daemonSetReadinessChanged})).
+		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsLegacyEventObject, singleton)),
+			builder.WithPredicates(isWarning)).
+		Complete(r)
+}
+
+// daemonSetReadinessChanged passes only the updates that can change DaemonSetAvailable.
+func daemonSetReadinessChanged(e event.UpdateEvent) bool {
+	before, okBefore := e.ObjectOld.(*appsv1.DaemonSet)
+	after, okAfter := e.ObjectNew.(*appsv1.DaemonSet)
+	return !okBefore || !okAfter ||
+		before.Status.DesiredNumberScheduled != after.Status.DesiredNumberScheduled ||
+		before.Status.NumberReady != after.Status.NumberReady
+}
+
+// Reconcile observes the legacy objects and writes the status when, and only when, it
+// changed; it asks to be woken when the next heartbeat goes stale.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	nwc := &nwv1.NodewrightCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, nwc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	cm, err := bridge.ObserveConfigMap(ctx, r.Client, nwc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ds, err := bridge.DaemonSet(ctx, r.Client, nwc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var events corev1.EventList
+	if err := r.Client.List(ctx, &events, client.MatchingFields{eventComponentIndex: nwc.Spec.Legacy.EventComponent}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the legacy Warning Events: %w", err)
+	}
+
+	now := r.Clock.Now()
+	status, anomalies, deadline := computeStatus(observed{configMap: cm, daemonSet: ds, events: events.Items,
+		now: now, staleAfter: bridge.StaleAfter(nwc), cluster: nwc})
+	for _, a := range anomalies {
+		r.Recorder.Event(nwc, corev1.EventTypeWarning, string(a.Kind), a.Message)
+	}
+	if !equality.Semantic.DeepEqual(status, nwc.Status) {
+		before := nwc.DeepCopy()
+		nwc.Status = status
+		// A conflict means a newer object exists; the error retries with it.
+		if err := r.Client.Status().Patch(ctx, nwc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("writing the NodewrightCluster status: %w", err)
+		}
+	}
+	if deadline.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: deadline.Sub(now)}, nil
+}

@@ -1,0 +1,64 @@
+package nodewrightcluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bridge"
+	"github.com/spectrocloud/nodewright/internal/legacy"
+)
+
+func clusterObject() *nwv1.NodewrightCluster {
+	return &nwv1.NodewrightCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "nodewright", Generation: 1},
+		Spec: nwv1.NodewrightClusterSpec{Legacy: nwv1.LegacySource{
+			ConfigMapRef: nwv1.NamespacedObjectReference{Namespace: "ns", Name: "cm"},
+			DaemonSetRef: nwv1.NamespacedObjectReference{Namespace: "ns", Name: "ds"}, EventComponent: "c"}},
+	}
+}
+
+// TestTickingHeartbeatChangesNothing is the zero-writes rule as a pure property: the status
+// computed after heartbeats moved forward (all still fresh) equals the one before.
+func TestTickingHeartbeatChangesNothing(t *testing.T) {
+	start := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	obsAt := func(hb time.Time) bridge.Observation {
+		return bridge.Observation{Found: true, Legacy: legacy.Observation{State: legacy.MultiNodeReady,
+			PreviousState: legacy.TaintsReleasing, Since: start, Generation: 14,
+			Nodes: []legacy.Node{{Name: "a", Heartbeat: hb}, {Name: "b", Heartbeat: hb}}}}
+	}
+	nwc := clusterObject()
+	first, _, _ := computeStatus(observed{configMap: obsAt(start), now: start.Add(time.Second), staleAfter: 30 * time.Second, cluster: nwc})
+	nwc.Status = first
+	for tick := 1; tick <= 6; tick++ {
+		hb := start.Add(time.Duration(tick) * 10 * time.Second)
+		next, anomalies, deadline := computeStatus(observed{configMap: obsAt(hb), now: hb.Add(time.Second), staleAfter: 30 * time.Second, cluster: nwc})
+		if !equality.Semantic.DeepEqual(next, first) || len(anomalies) != 0 {
+			t.Fatalf("tick %d changed the status:\n%+v\nvs\n%+v", tick, next, first)
+		}
+		if want := hb.Add(30*time.Second + time.Nanosecond); !deadline.Equal(want) {
+			t.Errorf("tick %d: deadline %v, want %v", tick, deadline, want)
+		}
+	}
+}
+
+func TestRecentWarningsAreBoundedAndDeduplicated(t *testing.T) {
+	base := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	var in []nwv1.ClusterWarning
+	for i := 0; i < 30; i++ {
+		w := nwv1.ClusterWarning{Time: metav1.NewTime(base.Add(time.Duration(29-i) * time.Second)),
+			Source: nwv1.WarningFromEvent, Reason: "R", Message: fmt.Sprint(29 - i)}
+		in = append(in, w, w)
+	}
+	out := newestWarnings(in)
+	if len(out) != maxWarnings {
+		t.Fatalf("%d warnings kept, want %d", len(out), maxWarnings)
+	}
+	if out[0].Message != "10" || out[len(out)-1].Message != "29" {
+		t.Errorf("kept %s..%s, want the newest 10..29 oldest first", out[0].Message, out[len(out)-1].Message)
+	}
+}
