@@ -509,3 +509,24 @@ func TestCancelledContextIsAnError(t *testing.T) {
 		t.Errorf("Heartbeat with a cancelled context: %v, want context.Canceled", err)
 	}
 }
+
+// A custom scenario with every kind of step, misbehaviours included.
+func TestPlayCustomScenario(t *testing.T) {
+	sim, cfg := newSite(t)
+	sc := Scenario{
+		Name: "custom", From: legacy.Init, Joined: []string{"edge-1"},
+		Steps: []Step{
+			Join("edge-2"), SetBondMode("edge-2", nwv1.BondModeBalanceXOR), Wait(time.Millisecond),
+			Silence("edge-2"), Resume("edge-2"), Remove("edge-2"),
+			Force(legacy.MultiNodeReady), JumpGeneration(3), Garbage("unrelated", "x"),
+		},
+	}
+	if err := sim.Play(context.Background(), sc, 0); err != nil {
+		t.Fatal(err)
+	}
+	d := data(t, cfg)
+	if d[legacy.KeyState] != string(legacy.MultiNodeReady) || d[legacy.KeyGeneration] != "5" || d[legacy.KeyNodes] != "edge-1" ||
+		d["unrelated"] != "x" || d[legacy.NodeKey("edge-2", legacy.FieldBondMode)] != "" {
+		t.Errorf("after the custom scenario: %v", d)
+	}
+}
