@@ -10,8 +10,8 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
 
-// cluster returns the singleton from the cache, or nil.
-func cluster(ctx context.Context, c client.Reader) *nwv1.NodewrightCluster {
+// Cluster returns the singleton from the cache, or nil.
+func Cluster(ctx context.Context, c client.Reader) *nwv1.NodewrightCluster {
 	nwc := &nwv1.NodewrightCluster{}
 	if err := c.Get(ctx, ClusterKey, nwc); err != nil {
 		return nil
@@ -25,7 +25,7 @@ func cluster(ctx context.Context, c client.Reader) *nwv1.NodewrightCluster {
 func Matches(c client.Reader, match func(*nwv1.NodewrightCluster, client.Object) bool,
 	requests func(context.Context, *nwv1.NodewrightCluster) []reconcile.Request) func(context.Context, client.Object) []reconcile.Request {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
-		nwc := cluster(ctx, c)
+		nwc := Cluster(ctx, c)
 		if nwc == nil || !match(nwc, obj) {
 			return nil
 		}

@@ -60,7 +60,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&nwv1.NodewrightAgentStatus{}, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsConfigMap, r.allNodes))).
+		Watches(&corev1.ConfigMap{}, r.configMapHandler(reader)).
 		Watches(&nwv1.NodewrightCluster{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, always, r.allNodes)),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
