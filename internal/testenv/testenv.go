@@ -231,19 +231,24 @@ func (e *Env) User(t testing.TB, name string) *rest.Config {
 // folder and returns its path, for tests that run a binary against the API server.
 func (e *Env) Kubeconfig(t testing.TB) string {
 	t.Helper()
-	user, err := e.control.AddUser(envtest.User{Name: "test-admin", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		t.Fatalf("adding a test user: %v", err)
-	}
-	data, err := user.KubeConfig()
-	if err != nil {
-		t.Fatalf("writing the kubeconfig: %v", err)
-	}
 	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err := e.WriteKubeconfig(path); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// WriteKubeconfig writes a kubeconfig for a cluster administrator to path.
+func (e *Env) WriteKubeconfig(path string) error {
+	user, err := e.control.AddUser(envtest.User{Name: "test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("adding an admin user: %w", err)
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("writing the kubeconfig: %w", err)
+	}
+	return os.WriteFile(path, data, 0o600)
 }
 
 // StartManager runs a controller manager against the test's API server with the controllers

@@ -1,0 +1,117 @@
+// Command bridge benchmarks the observation bridge on a local API server and prints each
+// figure against its baseline or target from design §5:
+//
+//   - latency from a ConfigMap state change to NodewrightCluster.status.phase (p50, p99),
+//     against a bare client-go loop doing the same job, measured in the same run;
+//   - API writes per minute at steady state with 3 and with 50 nodes heartbeating;
+//   - how long after the threshold a stale heartbeat shows;
+//   - the operator's peak RSS and CPU while 50 nodes heartbeat.
+//
+// The operator runs as its own process (built here), so its RSS and CPU are its own.
+// BENCH_WINDOW (default 60s) sets the steady-state window; BENCH_SAMPLES (default 200) the
+// latency samples.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench-bridge: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	window := envDuration("BENCH_WINDOW", time.Minute)
+	samples := envInt("BENCH_SAMPLES", 200)
+	env := testenv.New()
+	if err := env.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+
+	dir, err := os.MkdirTemp("", "bench-bridge-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	binary := filepath.Join(dir, "operator")
+	build := exec.Command("go", "build", "-o", binary, "./cmd/operator")
+	build.Dir = env.RepoRoot
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the operator: %w\n%s", err, out)
+	}
+
+	ctx := context.Background()
+	b := &bench{env: env, ctx: ctx}
+	if err := b.setUp(); err != nil {
+		return err
+	}
+	op, err := startOperator(binary, kubeconfig, filepath.Join(dir, "operator.log"))
+	if err != nil {
+		return err
+	}
+	defer op.stop()
+
+	fmt.Printf("observation bridge on a local API server (%s)\n\n", time.Now().UTC().Format(time.RFC3339))
+	baseline, err := b.latency(samples, b.baselinePhase, b.runBaseline)
+	if err != nil {
+		return fmt.Errorf("baseline latency: %w", err)
+	}
+	bridge, err := b.latency(samples, b.clusterPhase, nil)
+	if err != nil {
+		return fmt.Errorf("bridge latency: %w", err)
+	}
+	fmt.Printf("state change → status.phase (%d changes)\n", samples)
+	fmt.Printf("  bare client-go loop   p50 %7.2f ms   p99 %7.2f ms\n", ms(baseline.p50), ms(baseline.p99))
+	fmt.Printf("  nodewright operator   p50 %7.2f ms   p99 %7.2f ms   (p99 %.2f× the bare loop)\n",
+		ms(bridge.p50), ms(bridge.p99), float64(bridge.p99)/float64(baseline.p99))
+	verdict("p99 ≤ 50 ms", bridge.p99 <= 50*time.Millisecond)
+
+	stale, err := b.staleDetection(5)
+	if err != nil {
+		return fmt.Errorf("stale detection: %w", err)
+	}
+	fmt.Printf("\nstale heartbeat detected after threshold + %.0f ms (worst of 5; threshold 3s, 1.0× = threshold)\n", ms(stale))
+	verdict("within threshold + 250 ms", stale <= 250*time.Millisecond)
+
+	for _, nodes := range []int{3, 50} {
+		s, err := b.steadyState(nodes, window, op)
+		if err != nil {
+			return fmt.Errorf("steady state with %d nodes: %w", nodes, err)
+		}
+		fmt.Printf("\nsteady state, %d nodes heartbeating every 10s for %s (%d heartbeat writes to the ConfigMap)\n",
+			nodes, window, s.heartbeats)
+		fmt.Printf("  Nodewright API writes: %d (%.1f per minute)\n", s.writes, float64(s.writes)/window.Minutes())
+		verdict("0 writes per minute", s.writes == 0)
+		if nodes == 50 {
+			fmt.Printf("  operator peak RSS %.1f MiB, CPU %.2f %% of one core\n", float64(s.peakRSS)/(1<<20), s.cpuPercent)
+			verdict("RSS ≤ 64 MiB", s.peakRSS <= 64<<20)
+			verdict("CPU ≤ 2 % of one core", s.cpuPercent <= 2)
+		}
+	}
+	return nil
+}
+
+func verdict(target string, ok bool) {
+	word := "PASS"
+	if !ok {
+		word = "FAIL"
+	}
+	fmt.Printf("  %s  %s\n", word, target)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// operatorProcess is the operator under measurement, run as its own process.
+type operatorProcess struct {
+	cmd *exec.Cmd
+	log *os.File
+}
+
+func startOperator(binary, kubeconfig, logPath string) (*operatorProcess, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--leader-elect=false",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return nil, fmt.Errorf("starting the operator: %w", err)
+	}
+	return &operatorProcess{cmd: cmd, log: log}, nil
+}
+
+func (p *operatorProcess) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+	}
+	_ = p.log.Close()
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat (100 on Linux).
+const clockTicks = 100
+
+// cpuTime is the user and system CPU time the operator has used.
+func (p *operatorProcess) cpuTime() (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may contain spaces.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("unexpected /proc stat: %q", data)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("unexpected /proc stat: %q", data)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// peakRSS is the operator's high-water resident set size in bytes.
+func (p *operatorProcess) peakRSS() (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kib << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+}
