@@ -7,7 +7,8 @@
 #   hack/demo.sh down   stop every process it started and remove its state
 #
 # Environment: NODEWRIGHT_DEMO_DIR (state folder, default .demo), NODEWRIGHT_DEMO_NAME
-# (cluster name), NODEWRIGHT_DEMO_PROBE_ADDR / NODEWRIGHT_DEMO_METRICS_ADDR (operator ports).
+# (cluster name), NODEWRIGHT_DEMO_PROBE_ADDR / NODEWRIGHT_DEMO_METRICS_ADDR (operator ports),
+# NODEWRIGHT_DEMO_STEP_INTERVAL (pause between the simulated DaemonSet's transitions, 3s).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +22,9 @@ cluster=${NODEWRIGHT_DEMO_NAME:-nodewright-demo}
 kubeconfig="$state/kubeconfig"
 operator_log="$state/operator.log"
 operator_pid="$state/operator.pid"
+sim_log="$state/legacy-sim.log"
+sim_pid="$state/legacy-sim.pid"
+step_interval=${NODEWRIGHT_DEMO_STEP_INTERVAL:-3s}
 probe_addr=${NODEWRIGHT_DEMO_PROBE_ADDR:-127.0.0.1:18081}
 metrics_addr=${NODEWRIGHT_DEMO_METRICS_ADDR:-127.0.0.1:18080}
 
@@ -62,10 +66,26 @@ http_ok() {
   [ "$status" = 200 ]
 }
 
-operator_running() { [ -f "$operator_pid" ] && kill -0 "$(cat "$operator_pid")" 2>/dev/null; }
+running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+operator_running() { running "$operator_pid"; }
+
+# stop PIDFILE NAME: SIGTERM, then SIGKILL after 20s.
+stop() {
+  if running "$1"; then
+    say "stopping the $2 (pid $(cat "$1"))"
+    kill -TERM "$(cat "$1")"
+    local i
+    for i in $(seq 1 40); do running "$1" || break; sleep 0.5; done
+    running "$1" && kill -KILL "$(cat "$1")"
+  fi
+  rm -f "$1"
+}
 
 up() {
-  [ -x "$root/bin/operator" ] || fail "bin/operator is missing: run 'make demo', which builds it"
+  local b
+  for b in operator legacy-sim; do
+    [ -x "$root/bin/$b" ] || fail "bin/$b is missing: run 'make demo', which builds it"
+  done
   [ -x "$k8s/kwokctl" ] || fail "the control plane is not built: run 'make demo', which builds it"
   mkdir -p "$state"
 
@@ -140,6 +160,19 @@ NODE
   "${kubectl[@]}" apply -f "$root/config/samples/nodewright_v1alpha1_edgeprofile.yaml" \
     -f "$root/config/samples/nodewright_v1alpha1_nodewrightcluster.yaml" >/dev/null
 
+  if running "$sim_pid"; then
+    say "the legacy DaemonSet simulator is already running (pid $(cat "$sim_pid"))"
+  else
+    # The simulator plays the legacy DaemonSet the sample NodewrightCluster observes:
+    # bootstrap, the single- to multi-node upgrade, a lost peer and its recovery, in a loop.
+    say "starting the legacy DaemonSet simulator (log: $sim_log)"
+    nohup "$root/bin/legacy-sim" run --scenario full --loop --step-interval "$step_interval" \
+      --kubeconfig "$kubeconfig" --nodes edge-1,edge-2,edge-3 >"$sim_log" 2>&1 &
+    echo $! >"$sim_pid"
+    sleep 1
+    running "$sim_pid" || fail "the legacy DaemonSet simulator exited" "$sim_log"
+  fi
+
   local show_k show_bin
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s")
   cat <<MSG
@@ -147,12 +180,16 @@ NODE
 The local site is up.
   kubeconfig:  $kubeconfig
   operator:    pid $(cat "$operator_pid"), log ${operator_log#"$root"/}, probes http://$probe_addr/readyz, metrics http://$metrics_addr/metrics
+  legacy DaemonSet simulator: pid $(cat "$sim_pid"), log ${sim_log#"$root"/}, one transition every $step_interval
 
 Try (from the repository root):
   export KUBECONFIG=$show_k PATH=$show_bin:\$PATH
   kubectl get nodes
   kubectl get crd
   kubectl get nodewright
+  kubectl get nodewrightcluster -w          # watch the phase follow the simulated DaemonSet
+  kubectl get nodewrightagentstatus         # one per node: role, heartbeat, DRBD, bond mode
+  bin/legacy-sim silence edge-2              # then watch edge-2 go stale (resume edge-2 to undo)
   kubectl explain vmvolumemigration.spec
   kubectl apply -k config/samples
 
@@ -161,14 +198,8 @@ MSG
 }
 
 down() {
-  if operator_running; then
-    say "stopping the operator (pid $(cat "$operator_pid"))"
-    kill -TERM "$(cat "$operator_pid")"
-    local i
-    for i in $(seq 1 40); do operator_running || break; sleep 0.5; done
-    operator_running && kill -KILL "$(cat "$operator_pid")"
-  fi
-  rm -f "$operator_pid"
+  stop "$sim_pid" "legacy DaemonSet simulator"
+  stop "$operator_pid" operator
   if [ -x "$k8s/kwokctl" ] && [ -d "$KWOK_WORKDIR/clusters/$cluster" ]; then
     say "deleting cluster $cluster"
     "${kwokctl[@]}" delete cluster >/dev/null 2>&1 || true

@@ -96,15 +96,16 @@ func newSite(t *testing.T) *site {
 	if _, err := os.Stat(filepath.Join(k8s, "kwokctl")); err != nil {
 		t.Fatalf("the control plane is not built in %s: run 'make test', which builds it", k8s)
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin", "operator"), "./cmd/operator")
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/operator", "./cmd/legacy-sim")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the operator: %v\n%s", err, out)
+		t.Fatalf("building the operator and the simulator: %v\n%s", err, out)
 	}
 	dir := filepath.Join(t.TempDir(), "site")
 	s := &site{root: root, dir: dir, kubectl: filepath.Join(k8s, "kubectl"), kubeconfig: filepath.Join(dir, "kubeconfig")}
 	s.env = append(os.Environ(),
 		"NODEWRIGHT_DEMO_DIR="+dir,
+		"NODEWRIGHT_DEMO_STEP_INTERVAL=300ms",
 		fmt.Sprintf("NODEWRIGHT_DEMO_NAME=nodewright-e2e-%d", os.Getpid()),
 		"NODEWRIGHT_DEMO_PROBE_ADDR="+freeAddr(t),
 		"NODEWRIGHT_DEMO_METRICS_ADDR="+freeAddr(t))
