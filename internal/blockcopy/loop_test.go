@@ -88,3 +88,31 @@ func TestLoopDeviceTooSmall(t *testing.T) {
 		t.Fatalf("exit %d error %q, want a too-small device refused", r.ExitCode, r.Error)
 	}
 }
+
+// A copy whose read-back differs must fail. A device vouched zeroed that is
+// not gets only the source's data written; the read-back then reads the old
+// bytes where the source has holes and must not hash them as cached zeros.
+func TestLoopDeviceWronglyClaimedZeroed(t *testing.T) {
+	dir := t.TempDir()
+	srcFile := filepath.Join(dir, "source.img")
+	size := int64(16 * testChunk)
+	writeSparse(t, srcFile, size, []Extent{{0, 100}, {9 * testChunk, 5000}})
+	backing := filepath.Join(dir, "used-backing.img")
+	used := make([]byte, size)
+	// Old data only in one 4 KiB block of a chunk that is a hole in the
+	// source, between cached zero subtrees.
+	copy(used[5*testChunk+8192:], bytes.Repeat([]byte{0x5a}, 4096))
+	writeDense(t, backing, used)
+	device := attachLoop(t, backing)
+
+	r := RunCopy(context.Background(), Request{Source: srcFile, Target: device, TargetZeroed: true, Options: testOptions})
+	if r.ExitCode != ExitMismatch || r.Status != StatusMismatch || r.Incomplete || !r.TargetZeroed ||
+		r.SourceDigest == "" || r.TargetDigest == "" || r.SourceDigest == r.TargetDigest {
+		t.Fatalf("exit %d status %s incomplete %t zeroed %t digests %s / %s, want a complete copy that fails verification",
+			r.ExitCode, r.Status, r.Incomplete, r.TargetZeroed, r.SourceDigest, r.TargetDigest)
+	}
+	v := RunVerify(context.Background(), Request{Source: srcFile, Target: device, Options: testOptions})
+	if v.ExitCode != ExitMismatch || v.MismatchByteOffset == nil || *v.MismatchByteOffset != 5*testChunk+8192 {
+		t.Fatalf("verify: exit %d at %v, want a mismatch at byte %d", v.ExitCode, v.MismatchByteOffset, 5*testChunk+8192)
+	}
+}

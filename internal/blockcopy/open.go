@@ -42,9 +42,10 @@ type TargetState struct {
 
 // OpenTarget opens or creates the copy target for src. A new or empty
 // regular file is sized to src and counts as zeroed, as does an existing
-// file that is one hole; a block device counts as zeroed only when the
-// caller vouches for it with assumeZeroed. A target smaller than src, or
-// the same file or device as src, is refused before anything is written.
+// file that is one hole, and no other file, whatever assumeZeroed says; a
+// block device counts as zeroed only when the caller vouches for it with
+// assumeZeroed. A target smaller than src, or the same file or device as
+// src, is refused before anything is written.
 func OpenTarget(flag, path string, src *File, assumeZeroed bool) (*File, TargetState, error) {
 	state := TargetState{Zeroed: assumeZeroed}
 	if path == "" {
@@ -100,7 +101,10 @@ func prepareTarget(flag string, dst, src *File, state *TargetState) error {
 	if dst.size < src.size {
 		return badInput(flag, dst.path, fmt.Sprintf("is %d bytes, smaller than the source's %d bytes", dst.size, src.size))
 	}
-	if !dst.device && !state.Zeroed {
+	if !dst.device {
+		// A file is checked whatever the caller vouches: its extents say
+		// whether it reads as zeros, and trusting a wrong claim would skip
+		// writing zeros over its old data and fail only at the read-back.
 		extents, err := dst.DataExtents()
 		if err != nil {
 			return fmt.Errorf("%w: %s %w", ErrIO, flag, err)
