@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -95,7 +94,7 @@ func buildOperator(t *testing.T) string {
 
 func startReplica(t *testing.T, binary, kubeconfig, ns string) *replica {
 	t.Helper()
-	r := &replica{probeAddr: freeAddr(t), metricAddr: freeAddr(t), log: &syncBuffer{}, done: make(chan error, 1)}
+	r := &replica{probeAddr: testenv.FreeAddr(t), metricAddr: testenv.FreeAddr(t), log: &syncBuffer{}, done: make(chan error, 1)}
 	r.cmd = exec.Command(binary,
 		"--kubeconfig", kubeconfig,
 		"--leader-election-namespace", ns,
@@ -186,16 +185,6 @@ func waitHTTP(t *testing.T, url, want string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s did not answer 200 with %q within 30s; last: %s", url, want, last)
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writes and the test's reads.

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -290,4 +291,16 @@ func (e *Env) StartManagerAs(t testing.TB, cfg *rest.Config, setup func(context.
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment ago, for a process
+// the test starts.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
 }

@@ -20,17 +20,7 @@ import (
 // expects the NodewrightCluster to pass through every phase, each node's status to appear, and
 // the simulated DaemonSet's pods (run by kwok) to count as available.
 func TestSimulatedUpgradeOnTheLocalSite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a whole local cluster")
-	}
-	s := newSite(t)
-	s.run(t, "up")
-	t.Cleanup(func() {
-		if t.Failed() {
-			s.dumpLogs(t)
-		}
-		s.run(t, "down")
-	})
+	s := startSite(t)
 	c := s.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

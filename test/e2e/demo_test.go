@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,17 +24,7 @@ type site struct {
 // six CRDs, the operator ready, user-facing docs in kubectl explain), then brings it down and
 // checks that no process is left behind.
 func TestLocalSite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a whole local cluster")
-	}
-	s := newSite(t)
-	s.run(t, "up")
-	t.Cleanup(func() {
-		if t.Failed() {
-			s.dumpLogs(t)
-		}
-		s.run(t, "down")
-	})
+	s := startSite(t)
 
 	nodes := s.kubectlOut(t, "get", "nodes", "-o",
 		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
@@ -82,6 +71,24 @@ func TestLocalSite(t *testing.T) {
 	s.kubectlOut(t, "apply", "-k", filepath.Join(s.root, "config", "samples"))
 }
 
+// startSite brings a site up for the test and down again when it ends, with the logs shown
+// if it failed.
+func startSite(t *testing.T) *site {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a whole local cluster")
+	}
+	s := newSite(t)
+	s.run(t, "up")
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.dumpLogs(t)
+		}
+		s.run(t, "down")
+	})
+	return s
+}
+
 func newSite(t *testing.T) *site {
 	t.Helper()
 	root, err := testenv.RepoRoot()
@@ -107,8 +114,8 @@ func newSite(t *testing.T) *site {
 		"NODEWRIGHT_DEMO_DIR="+dir,
 		"NODEWRIGHT_DEMO_STEP_INTERVAL=300ms",
 		fmt.Sprintf("NODEWRIGHT_DEMO_NAME=nodewright-e2e-%d", os.Getpid()),
-		"NODEWRIGHT_DEMO_PROBE_ADDR="+freeAddr(t),
-		"NODEWRIGHT_DEMO_METRICS_ADDR="+freeAddr(t))
+		"NODEWRIGHT_DEMO_PROBE_ADDR="+testenv.FreeAddr(t),
+		"NODEWRIGHT_DEMO_METRICS_ADDR="+testenv.FreeAddr(t))
 	return s
 }
 
@@ -160,14 +167,4 @@ func (s *site) dumpLogs(t *testing.T) {
 		data, _ := os.ReadFile(l)
 		t.Logf("%s:\n%s", l, data)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
