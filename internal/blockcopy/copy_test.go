@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unsafe"
 )
 
 func TestRunCopyDenseUnaligned(t *testing.T) {
@@ -237,4 +238,67 @@ func TestRunCopyReportsDirectIO(t *testing.T) {
 			t.Fatalf("%s: directIO %t, but opening with O_DIRECT gave %v", dir, r.DirectIO, err)
 		}
 	}
+}
+
+// residentPages reports which 4 KiB pages of a file are in the page cache.
+func residentPages(t *testing.T, path string) []bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := syscall.Mmap(int(f.Fd()), 0, int(info.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = syscall.Munmap(mem) }()
+	pageSize := os.Getpagesize()
+	vec := make([]byte, (len(mem)+pageSize-1)/pageSize)
+	if _, _, errno := syscall.Syscall(syscall.SYS_MINCORE, uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem)),
+		uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	resident := make([]bool, len(vec))
+	for i, v := range vec {
+		resident[i] = v&1 != 0
+	}
+	return resident
+}
+
+// Only the partial block at the end of an unaligned volume may use the page
+// cache: the whole blocks of the last chunk are written and read back with
+// O_DIRECT like every other chunk, so the read-back sees the disk.
+func TestRunCopyLastChunkUsesDirectIO(t *testing.T) {
+	if os.Getpagesize() != ioAlignment {
+		t.Skip("page size is not 4096")
+	}
+	src, dst := paths(t)
+	// The last chunk holds 5 whole blocks and 1000 bytes more.
+	size := 2*testChunk + 5*ioAlignment + 1000
+	content := randomBytes(t, size)
+	writeDense(t, src, content)
+	probe, err := os.OpenFile(src, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err != nil {
+		t.Skipf("no O_DIRECT here: %v", err)
+	}
+	if err := probe.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := RunCopy(context.Background(), Request{Source: src, Target: dst, Options: testOptions})
+	requireOK(t, r)
+	if !r.DirectIO {
+		t.Skip("the filesystem refused O_DIRECT on I/O")
+	}
+	resident := residentPages(t, dst)
+	for page := 2 * testChunk / ioAlignment; page < len(resident)-1; page++ {
+		if resident[page] {
+			t.Fatalf("page %d of the target's last chunk is in the page cache: it was read or written buffered", page)
+		}
+	}
+	requireSameContent(t, content, dst)
 }

@@ -13,8 +13,9 @@ import (
 
 // File is an open regular file or block device. Aligned I/O goes through an
 // O_DIRECT descriptor when the filesystem accepts one, so reads see what the
-// disk holds and writes skip the page cache copy; the unaligned tail and
-// everything on filesystems that refuse O_DIRECT use a buffered descriptor.
+// disk holds and writes skip the page cache copy; the partial block at the
+// end of a volume whose size is not a multiple of 4096, and everything on
+// filesystems that refuse O_DIRECT, use a buffered descriptor.
 type File struct {
 	path     string
 	buffered *os.File
@@ -35,33 +36,47 @@ func (f *File) Size() int64 { return f.size }
 // DirectIO reports whether aligned I/O bypassed the page cache throughout.
 func (f *File) DirectIO() bool { return f.direct != nil && !f.directFailed.Load() }
 
-func (f *File) directFor(p []byte, off int64) *os.File {
-	if f.direct == nil || f.directFailed.Load() || off%ioAlignment != 0 || !isAligned(p) {
-		return nil
+// directLen is how many bytes at the start of p can go through the O_DIRECT
+// descriptor: all whole blocks of an aligned request, so that only the
+// partial block at the end of an unaligned volume uses the page cache, not
+// the whole last chunk. It is 0 when direct I/O is off or p cannot use it.
+func (f *File) directLen(p []byte, off int64) int {
+	if f.direct == nil || f.directFailed.Load() || off%ioAlignment != 0 || len(p) < ioAlignment {
+		return 0
 	}
-	return f.direct
+	head := len(p) / ioAlignment * ioAlignment
+	if !isAligned(p[:head]) {
+		return 0
+	}
+	return head
 }
 
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
-	if d := f.directFor(p, off); d != nil {
-		n, err := d.ReadAt(p, off)
-		if n > 0 || !errors.Is(err, unix.EINVAL) {
-			return n, err
-		}
-		f.directFailed.Store(true)
-	}
-	return f.buffered.ReadAt(p, off)
+	return f.splitIO(p, off, f.direct.ReadAt, f.buffered.ReadAt)
 }
 
 func (f *File) WriteAt(p []byte, off int64) (int, error) {
-	if d := f.directFor(p, off); d != nil {
-		n, err := d.WriteAt(p, off)
-		if n > 0 || !errors.Is(err, unix.EINVAL) {
+	return f.splitIO(p, off, f.direct.WriteAt, f.buffered.WriteAt)
+}
+
+// splitIO does the aligned head of p with direct and the rest, a partial
+// block, with buffered. If the kernel refuses O_DIRECT on the first I/O
+// (EINVAL) everything is buffered from then on.
+func (f *File) splitIO(p []byte, off int64, direct, buffered func([]byte, int64) (int, error)) (int, error) {
+	head := f.directLen(p, off)
+	if head > 0 {
+		n, err := direct(p[:head], off)
+		switch {
+		case n == 0 && errors.Is(err, unix.EINVAL):
+			f.directFailed.Store(true)
+		case err != nil || n < head || head == len(p):
 			return n, err
+		default:
+			m, err := buffered(p[head:], off+int64(head))
+			return n + m, err
 		}
-		f.directFailed.Store(true)
 	}
-	return f.buffered.WriteAt(p, off)
+	return buffered(p, off)
 }
 
 // Sync flushes data and metadata. One fsync covers writes made through
