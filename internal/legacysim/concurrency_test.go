@@ -2,6 +2,7 @@ package legacysim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -9,10 +10,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/spectrocloud/nodewright/internal/legacy"
 )
@@ -140,5 +143,52 @@ func TestTransitionIsOneUpdate(t *testing.T) {
 	case ev := <-w.ResultChan():
 		t.Errorf("an extra update after %d transitions: %s %v", len(route), ev.Type, ev.Object)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// A write that loses a conflict and is then cancelled while it retries reports the
+// cancellation, not the conflict it had been retrying.
+func TestCancelledWhileRetryingIsCancelled(t *testing.T) {
+	_, cfg := newSite(t)
+	direct, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	updates := 0
+	cfg.Client = interceptor.NewClient(direct, interceptor.Funcs{
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			updates++
+			// Another writer gets in first, so this update conflicts for real...
+			other := &corev1.ConfigMap{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), other); err != nil {
+				return err
+			}
+			other.Data["other-writer"] = strconv.Itoa(updates)
+			if err := c.Update(ctx, other); err != nil {
+				return err
+			}
+			err := c.Update(ctx, obj, opts...)
+			if !apierrors.IsConflict(err) {
+				t.Errorf("update after another writer's: %v, want a conflict", err)
+			}
+			cancel() // ...and the process is told to stop before the retry.
+			return err
+		},
+	})
+	sim, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = sim.Transition(ctx, legacy.NetworkConfiguring)
+	if !errors.Is(err, context.Canceled) || apierrors.IsConflict(err) {
+		t.Errorf("Transition cancelled while retrying a conflict: %v, want context.Canceled", err)
+	}
+	if updates != 1 {
+		t.Errorf("%d updates attempted, want 1", updates)
+	}
+	if d := data(t, cfg); d[legacy.KeyState] != string(legacy.Init) || d[legacy.KeyGeneration] != "1" {
+		t.Errorf("state %s generation %s, want the transition not written", d[legacy.KeyState], d[legacy.KeyGeneration])
 	}
 }

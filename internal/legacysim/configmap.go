@@ -30,10 +30,11 @@ func (s *Simulator) update(ctx context.Context, mutate func(cm *corev1.ConfigMap
 		last = s.tryUpdate(ctx, mutate, &written)
 		return last
 	})
-	if err == nil && written == nil {
-		// RetryOnConflict reports an error wrapping context.Canceled as success (it takes it
-		// for its own interruption); the attempt's error is the truth.
-		err = last
+	if written == nil {
+		// The last attempt's error is the truth. RetryOnConflict takes an error wrapping
+		// context.Canceled for its own interruption and reports instead the last conflict,
+		// or success when there was none.
+		return nil, last
 	}
 	return written, err
 }
