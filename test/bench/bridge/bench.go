@@ -406,8 +406,21 @@ func (b *bench) steadyState(n int, window time.Duration, op *operatorProcess) (s
 	if err != nil {
 		return steady{}, err
 	}
-	return steady{heartbeats: beats.get() - beatsBefore, writes: writes.get(), peakRSS: rss,
-		cpuPercent: 100 * float64(cpuAfter-cpuBefore) / float64(time.Since(start))}, nil
+	result := steady{heartbeats: beats.get() - beatsBefore, writes: writes.get(), peakRSS: rss,
+		cpuPercent: 100 * float64(cpuAfter-cpuBefore) / float64(time.Since(start))}
+
+	// Control: a real change must be counted, or the zero above proves nothing.
+	if err := b.mutate(func(d map[string]string) {
+		d[legacy.NodeKey(nodes[0], legacy.FieldDRBD)] = `{"resources":4,"connected":3,"upToDate":3,"outOfSyncKiB":1024}`
+	}); err != nil {
+		return steady{}, err
+	}
+	for deadline := time.Now().Add(10 * time.Second); writes.get() == result.writes; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return steady{}, fmt.Errorf("a DRBD change after the window was not counted as a write: the counter is broken")
+		}
+	}
+	return result, b.setNodes(n)
 }
 
 // countWrites counts modifications, skipping the initial ADDED events a watch replays.
