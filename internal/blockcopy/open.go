@@ -64,6 +64,11 @@ func OpenTarget(flag, path string, src *File, assumeZeroed bool) (*File, TargetS
 	case sameVolume(srcInfo, info):
 		return nil, state, badInput(flag, path, "is the same file or device as the source "+src.Path())
 	}
+	if info != nil {
+		if why := overlap(srcInfo, info); why != "" {
+			return nil, state, badInput(flag, path, why+"; writing it would change the source "+src.Path())
+		}
+	}
 
 	openFlags := os.O_RDWR
 	if state.Created {
