@@ -79,6 +79,10 @@ func checkJump(args []string) error {
 // the scenario or after it.
 func runSite(ctx context.Context, sim *legacysim.Simulator, o options, log *slog.Logger) error {
 	if err := sim.Setup(ctx); err != nil {
+		if ctx.Err() != nil {
+			log.Info("Stopping on signal")
+			return nil
+		}
 		return err
 	}
 	beatCtx, stopBeats := context.WithCancel(ctx)
