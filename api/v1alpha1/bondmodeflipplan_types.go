@@ -50,7 +50,7 @@ type BondModeFlipPlanSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('10m'))",message="must be between 10s and 10m"
-	ConnectivityTimeout metav1.Duration `json:"connectivityTimeout,omitempty"`
+	ConnectivityTimeout metav1.Duration `json:"connectivityTimeout,omitzero"`
 }
 
 // NodeFlip is one node's part in a bond-mode flip.

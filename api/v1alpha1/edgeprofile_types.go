@@ -91,7 +91,7 @@ type ProfileThresholds struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('1h'))",message="must be between 1s and 1h"
-	HeartbeatStaleAfter metav1.Duration `json:"heartbeatStaleAfter,omitempty"`
+	HeartbeatStaleAfter metav1.Duration `json:"heartbeatStaleAfter,omitzero"`
 
 	// drbdSyncTimeout is how long a DRBD resynchronisation may take before it is reported
 	// as stuck. Between 1m and 48h.
@@ -100,7 +100,7 @@ type ProfileThresholds struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('1m') && duration(self) <= duration('48h'))",message="must be between 1m and 48h"
-	DRBDSyncTimeout metav1.Duration `json:"drbdSyncTimeout,omitempty"`
+	DRBDSyncTimeout metav1.Duration `json:"drbdSyncTimeout,omitzero"`
 }
 
 // EdgeProfileSpec is the site definition. Its canonical encoding is what the signature covers.
@@ -135,7 +135,7 @@ type EdgeProfileSpec struct {
 	// thresholds are the site's tunable limits.
 	// +optional
 	// +kubebuilder:default={}
-	Thresholds ProfileThresholds `json:"thresholds,omitempty"`
+	Thresholds ProfileThresholds `json:"thresholds,omitzero"`
 }
 
 // EdgeProfileStatus says whether the profile's signature was verified.

@@ -42,7 +42,7 @@ type NodewrightClusterSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('1s') && duration(self) <= duration('1h'))",message="must be between 1s and 1h"
-	HeartbeatStaleAfter metav1.Duration `json:"heartbeatStaleAfter,omitempty"`
+	HeartbeatStaleAfter metav1.Duration `json:"heartbeatStaleAfter,omitzero"`
 
 	// profileRef names the EdgeProfile that describes this site, if any.
 	// +optional

@@ -35,7 +35,7 @@ type ReplicationUpgradeSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('1m') && duration(self) <= duration('48h'))",message="must be between 1m and 48h"
-	SyncTimeout metav1.Duration `json:"syncTimeout,omitempty"`
+	SyncTimeout metav1.Duration `json:"syncTimeout,omitzero"`
 }
 
 // ReplicationUpgradeStatus is the upgrade's progress and evidence.

@@ -67,7 +67,7 @@ type MigrationTimeouts struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('1h'))",message="must be between 10s and 1h"
-	VMStop metav1.Duration `json:"vmStop,omitempty"`
+	VMStop metav1.Duration `json:"vmStop,omitzero"`
 
 	// vmStart is how long to wait for the VM to run on the new volume before rolling back to
 	// the source. Between 10s and 1h.
@@ -76,7 +76,7 @@ type MigrationTimeouts struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('1h'))",message="must be between 10s and 1h"
-	VMStart metav1.Duration `json:"vmStart,omitempty"`
+	VMStart metav1.Duration `json:"vmStart,omitzero"`
 }
 
 // VMVolumeMigrationSpec names the VM volume to move and where to.
@@ -124,7 +124,7 @@ type VMVolumeMigrationSpec struct {
 	// timeouts bound the waits on the VM.
 	// +optional
 	// +kubebuilder:default={}
-	Timeouts MigrationTimeouts `json:"timeouts,omitempty"`
+	Timeouts MigrationTimeouts `json:"timeouts,omitzero"`
 }
 
 // MigrationProgress is how far the data copy has come.
