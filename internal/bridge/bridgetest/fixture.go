@@ -189,3 +189,24 @@ func Eventually(t testing.TB, timeout time.Duration, check func() string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// CountEvents counts the events a record.FakeRecorder has received so far with the given
+// type and reason, draining its channel into seen.
+func CountEvents(events <-chan string, seen *[]string, eventType, reason string) int {
+	for {
+		select {
+		case e := <-events:
+			*seen = append(*seen, e)
+			continue
+		default:
+		}
+		break
+	}
+	n := 0
+	for _, e := range *seen {
+		if strings.HasPrefix(e, eventType+" "+reason+" ") {
+			n++
+		}
+	}
+	return n
+}

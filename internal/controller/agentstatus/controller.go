@@ -140,17 +140,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	status := computeStatus(as.Status, *node, staleAfter)
 	if !equality.Semantic.DeepEqual(status, as.Status) {
-		if exists && status.Heartbeat.Stale != as.Status.Heartbeat.Stale {
-			if status.Heartbeat.Stale {
-				r.Recorder.Eventf(as, corev1.EventTypeWarning, EventHeartbeatStale, "heartbeat older than %s", staleAfter)
-			} else {
-				r.Recorder.Event(as, corev1.EventTypeNormal, EventHeartbeatResumed, "heartbeat fresh again")
-			}
-		}
+		freshnessChanged := exists && status.Heartbeat.Stale != as.Status.Heartbeat.Stale
 		before := as.DeepCopy()
 		as.Status = status
 		if err := r.Client.Status().Patch(ctx, as, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("writing the status of node %s: %w", req.Name, err)
+		}
+		// Only once written: the optimistic lock then makes sure that a retry, or a reconcile
+		// from a stale cache, does not raise the Event a second time.
+		switch {
+		case freshnessChanged && status.Heartbeat.Stale:
+			r.Recorder.Eventf(as, corev1.EventTypeWarning, EventHeartbeatStale, "heartbeat older than %s", staleAfter)
+		case freshnessChanged:
+			r.Recorder.Event(as, corev1.EventTypeNormal, EventHeartbeatResumed, "heartbeat fresh again")
 		}
 	}
 	if node.Stale {

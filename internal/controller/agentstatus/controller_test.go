@@ -13,11 +13,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/yaml"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	bt "github.com/spectrocloud/nodewright/internal/bridge/bridgetest"
+	"github.com/spectrocloud/nodewright/internal/controller/agentstatus"
 	"github.com/spectrocloud/nodewright/internal/legacy"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
@@ -205,5 +208,38 @@ func TestBridgeOnlyReadsTheLegacyObjects(t *testing.T) {
 		if mf.Manager != "agentstatus.test" {
 			t.Errorf("the legacy ConfigMap has fields managed by %q", mf.Manager)
 		}
+	}
+}
+
+// TestStaleEventOnceWhenTheWriteConflicts makes the status write that records a stale
+// heartbeat fail once, as it does when the cache was stale, and expects the retry not to raise
+// the HeartbeatStale Event a second time.
+func TestStaleEventOnceWhenTheWriteConflicts(t *testing.T) {
+	f := bt.New(t, env, 2*time.Second)
+	recorder := record.NewFakeRecorder(100)
+	var conflicting *bt.ConflictingStatus
+	env.StartManager(t, func(_ context.Context, mgr manager.Manager) error {
+		conflicting = &bt.ConflictingStatus{Client: mgr.GetClient()}
+		return (&agentstatus.Reconciler{Client: conflicting, Recorder: recorder}).SetupWithManager(mgr)
+	})
+	f.SetNodes(f.Node(1))
+	f.Transition(legacy.SingleNodeReady)
+	bt.Eventually(t, wait, func() string {
+		if as, _ := agent(t, f.Node(1)); as == nil || as.Status.Heartbeat.LastSeen == nil || as.Status.Heartbeat.Stale {
+			return fmt.Sprintf("node 1 not fresh yet: %+v", as)
+		}
+		return ""
+	})
+
+	conflicting.FailNextStatusPatches(1)
+	bt.Eventually(t, wait, func() string {
+		if as, _ := agent(t, f.Node(1)); as == nil || !as.Status.Heartbeat.Stale {
+			return fmt.Sprintf("node 1 not stale yet: %+v", as)
+		}
+		return ""
+	})
+	var seen []string
+	if n := bt.CountEvents(recorder.Events, &seen, corev1.EventTypeWarning, agentstatus.EventHeartbeatStale); n != 1 {
+		t.Errorf("the stale heartbeat raised %d HeartbeatStale Events, want 1: %q", n, seen)
 	}
 }

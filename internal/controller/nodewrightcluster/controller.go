@@ -101,9 +101,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	now := r.Clock.Now()
 	status, anomalies, deadline := computeStatus(observed{configMap: cm, daemonSet: ds, events: events.Items,
 		now: now, staleAfter: bridge.StaleAfter(nwc), cluster: nwc})
-	for _, a := range anomalies {
-		r.Recorder.Event(nwc, corev1.EventTypeWarning, string(a.Kind), a.Message)
-	}
 	if !equality.Semantic.DeepEqual(status, nwc.Status) {
 		before := nwc.DeepCopy()
 		nwc.Status = status
@@ -111,6 +108,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.Client.Status().Patch(ctx, nwc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("writing the NodewrightCluster status: %w", err)
 		}
+	}
+	// Only once the status that records them is written: the optimistic lock then makes sure
+	// that a retry, or a reconcile from a stale cache, does not raise them a second time.
+	for _, a := range anomalies {
+		r.Recorder.Event(nwc, corev1.EventTypeWarning, string(a.Kind), a.Message)
 	}
 	if deadline.IsZero() {
 		return ctrl.Result{}, nil

@@ -13,9 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	bt "github.com/spectrocloud/nodewright/internal/bridge/bridgetest"
+	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
 	"github.com/spectrocloud/nodewright/internal/legacy"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
@@ -282,5 +285,37 @@ func TestSteadyStateWritesNothing(t *testing.T) {
 	}
 	if reasons := clusterEventReasons(t, f.Cluster.UID); len(reasons) != 0 {
 		t.Errorf("spurious warnings after a restart: %v", reasons)
+	}
+}
+
+// TestContractViolationIsEventedOnceWhenTheWriteConflicts makes the status write that
+// records a forbidden transition fail once, as it does when the cache was stale, and expects
+// the retry not to raise the Warning Event a second time.
+func TestContractViolationIsEventedOnceWhenTheWriteConflicts(t *testing.T) {
+	f := bt.New(t, env, time.Minute)
+	recorder := record.NewFakeRecorder(100)
+	var conflicting *bt.ConflictingStatus
+	env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
+		conflicting = &bt.ConflictingStatus{Client: mgr.GetClient()}
+		return (&nodewrightcluster.Reconciler{Client: conflicting, Recorder: recorder}).SetupWithManager(ctx, mgr)
+	})
+	f.SetNodes(f.Node(1))
+	f.Transition(legacy.Init)
+	expect(f, phaseIs(nwv1.ClusterBootstrap, legacy.Init))
+
+	conflicting.FailNextStatusPatches(1)
+	f.Transition(legacy.MultiNodeReady) // INIT → MULTI_NODE_READY is not allowed
+	expect(f, hasWarning(nwv1.WarningFromTransition, string(legacy.ForbiddenTransition), "from INIT to MULTI_NODE_READY"))
+	// A heartbeat makes the controller look again; nothing new may be raised.
+	f.Heartbeat(f.Node(1))
+	expect(f, func(c *nwv1.NodewrightCluster) string {
+		if len(c.Status.RecentWarnings) != 1 {
+			return fmt.Sprintf("want one recent warning, got %+v", c.Status.RecentWarnings)
+		}
+		return ""
+	})
+	var seen []string
+	if n := bt.CountEvents(recorder.Events, &seen, corev1.EventTypeWarning, string(legacy.ForbiddenTransition)); n != 1 {
+		t.Errorf("the forbidden transition raised %d Warning Events, want 1: %q", n, seen)
 	}
 }
