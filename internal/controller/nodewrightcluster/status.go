@@ -1,10 +1,10 @@
 package nodewrightcluster
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -176,7 +176,13 @@ func newestWarnings(in []nwv1.ClusterWarning) []nwv1.ClusterWarning {
 			out = append(out, w)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(&out[j].Time) })
+	// A total order: with ties on time broken by the listing order (the cache's, which is
+	// arbitrary), a burst of warnings in one second would keep a different set on every
+	// reconcile, and every reconcile would write.
+	slices.SortFunc(out, func(a, b nwv1.ClusterWarning) int {
+		return cmp.Or(a.Time.Compare(b.Time.Time), cmp.Compare(a.Source, b.Source),
+			cmp.Compare(a.Reason, b.Reason), cmp.Compare(a.Message, b.Message))
+	})
 	if len(out) > maxWarnings {
 		out = out[len(out)-maxWarnings:]
 	}

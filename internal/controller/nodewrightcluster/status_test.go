@@ -2,9 +2,11 @@ package nodewrightcluster
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -60,5 +62,28 @@ func TestRecentWarningsAreBoundedAndDeduplicated(t *testing.T) {
 	}
 	if out[0].Message != "10" || out[len(out)-1].Message != "29" {
 		t.Errorf("kept %s..%s, want the newest 10..29 oldest first", out[0].Message, out[len(out)-1].Message)
+	}
+}
+
+// TestWarningBurstIsStable feeds a burst of legacy Warning Events, more than the status
+// keeps and all within one second, in a different order on each reconcile (the cache lists
+// in no particular order) and expects the same status every time: otherwise each reconcile
+// would write.
+func TestWarningBurstIsStable(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	var events []corev1.Event
+	for i := 0; i < maxWarnings+5; i++ {
+		events = append(events, corev1.Event{Type: corev1.EventTypeWarning, Reason: "BondLinkDown",
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: fmt.Sprintf("n%02d", i)},
+			Message:        "carrier lost", LastTimestamp: at})
+	}
+	nwc := clusterObject()
+	obs := bridge.Observation{Found: true, Legacy: legacy.Observation{State: legacy.SingleNodeReady, Generation: 4}}
+	first, _, _ := computeStatus(observed{configMap: obs, events: events, now: at.Time, staleAfter: time.Minute, cluster: nwc})
+	nwc.Status = first
+	slices.Reverse(events)
+	second, _, _ := computeStatus(observed{configMap: obs, events: events, now: at.Time, staleAfter: time.Minute, cluster: nwc})
+	if !equality.Semantic.DeepEqual(first.RecentWarnings, second.RecentWarnings) {
+		t.Errorf("the same Events listed in another order changed the warnings:\n%+v\nvs\n%+v", first.RecentWarnings, second.RecentWarnings)
 	}
 }
