@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -200,10 +201,15 @@ func timeOrNil(t time.Time) *metav1.Time {
 	return &mt
 }
 
-// bounded cuts s to at most n bytes.
+// bounded cuts s to at most n bytes, between characters: a cut inside one would not be valid
+// UTF-8, which the API server stores altered, so the next status would differ from it again.
 func bounded(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := n - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

@@ -3,8 +3,10 @@ package nodewrightcluster
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -85,5 +87,21 @@ func TestWarningBurstIsStable(t *testing.T) {
 	second, _, _ := computeStatus(observed{configMap: obs, events: events, now: at.Time, staleAfter: time.Minute, cluster: nwc})
 	if !equality.Semantic.DeepEqual(first.RecentWarnings, second.RecentWarnings) {
 		t.Errorf("the same Events listed in another order changed the warnings:\n%+v\nvs\n%+v", first.RecentWarnings, second.RecentWarnings)
+	}
+}
+
+// TestLongMessagesAreCutBetweenCharacters: a message cut inside a multi-byte character is
+// not valid UTF-8, the API server stores it with U+FFFD instead, and the status computed
+// next time never equals the stored one again, so every reconcile would write.
+func TestLongMessagesAreCutBetweenCharacters(t *testing.T) {
+	for n := range 3 { // shift the text so that the cut falls on each byte of a character
+		pad := strings.Repeat("x", n)
+		ev := corev1.Event{Type: corev1.EventTypeWarning, Reason: "Overheat",
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: "n1"},
+			Message:        pad + strings.Repeat("€", 1000)}
+		w := warningFromEvent(&ev)
+		if !utf8.ValidString(w.Message) || len(w.Message) > 1024 {
+			t.Errorf("padding %q: message of %d bytes, valid UTF-8 %v: ...%q", pad, len(w.Message), utf8.ValidString(w.Message), w.Message[len(w.Message)-8:])
+		}
 	}
 }
