@@ -138,7 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	status := computeStatus(as.Status, *node, staleAfter)
+	status := computeStatus(as.Status, *node, staleAfter, obs.Problems)
 	if !equality.Semantic.DeepEqual(status, as.Status) {
 		freshnessChanged := exists && status.Heartbeat.Stale != as.Status.Heartbeat.Stale
 		before := as.DeepCopy()

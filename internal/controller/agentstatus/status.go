@@ -11,9 +11,10 @@ import (
 	"github.com/spectrocloud/nodewright/internal/legacy"
 )
 
-// computeStatus derives a node's status from its rollup. heartbeat.lastSeen moves only when
-// the node's freshness changes, so a heartbeat that merely ticks forward changes nothing.
-func computeStatus(old nwv1.NodewrightAgentStatusStatus, n legacy.NodeHealth, staleAfter time.Duration) nwv1.NodewrightAgentStatusStatus {
+// computeStatus derives a node's status from its rollup and the ConfigMap's problems (a value
+// that is there but unreadable is named, not reported missing). heartbeat.lastSeen moves only
+// when the node's freshness changes, so a heartbeat that merely ticks forward changes nothing.
+func computeStatus(old nwv1.NodewrightAgentStatusStatus, n legacy.NodeHealth, staleAfter time.Duration, problems []legacy.Problem) nwv1.NodewrightAgentStatusStatus {
 	st := *old.DeepCopy()
 	st.Role = n.Role
 	st.Network.BondMode = n.BondMode
@@ -33,7 +34,9 @@ func computeStatus(old nwv1.NodewrightAgentStatusStatus, n legacy.NodeHealth, st
 		}
 	}
 
-	switch {
+	switch bad := problemOf(problems, legacy.NodeKey(n.Name, legacy.FieldHeartbeat)); {
+	case bad != nil:
+		setCondition(&st, nwv1.ConditionHeartbeatFresh, metav1.ConditionFalse, nwv1.ReasonInvalidLegacyData, bad.Error())
 	case n.Heartbeat.IsZero():
 		setCondition(&st, nwv1.ConditionHeartbeatFresh, metav1.ConditionFalse, nwv1.ReasonNoHeartbeat,
 			"the legacy ConfigMap has no heartbeat for this node")
@@ -45,7 +48,9 @@ func computeStatus(old nwv1.NodewrightAgentStatusStatus, n legacy.NodeHealth, st
 			fmt.Sprintf("heartbeat within %s", staleAfter))
 	}
 
-	switch d := st.Storage; {
+	switch d, bad := st.Storage, problemOf(problems, legacy.NodeKey(n.Name, legacy.FieldDRBD)); {
+	case bad != nil:
+		setCondition(&st, nwv1.ConditionStorageHealthy, metav1.ConditionUnknown, nwv1.ReasonInvalidLegacyData, bad.Error())
 	case d == nil:
 		setCondition(&st, nwv1.ConditionStorageHealthy, metav1.ConditionUnknown, nwv1.ReasonDRBDNotReported,
 			"the legacy ConfigMap has no DRBD report for this node")
@@ -57,6 +62,16 @@ func computeStatus(old nwv1.NodewrightAgentStatusStatus, n legacy.NodeHealth, st
 			fmt.Sprintf("DRBD: %d of %d connected, %d up to date, %d KiB out of sync", d.Connected, d.Resources, d.UpToDate, d.OutOfSyncKiB))
 	}
 	return st
+}
+
+// problemOf is the problem reported on key, or nil.
+func problemOf(problems []legacy.Problem, key string) *legacy.Problem {
+	for i := range problems {
+		if problems[i].Key == key {
+			return &problems[i]
+		}
+	}
+	return nil
 }
 
 func setCondition(st *nwv1.NodewrightAgentStatusStatus, t string, s metav1.ConditionStatus, reason, msg string) {
