@@ -100,6 +100,10 @@ func (e *Env) Start() error {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                e.Scheme,
 	}
+	// Clusters that enforce owner-reference permissions (OpenShift among them) refuse a
+	// controller reference from a client that cannot update the owner's finalizers: enforce
+	// it here too, so that a test running under the generated role catches a missing rule.
+	e.control.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
 	e.Config, err = e.control.Start()
 	if err != nil {
 		// Start can fail after the processes are up (installing a CRD, say): stop them.

@@ -31,6 +31,9 @@ import (
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=get;list;watch
+// The controller reference on each NodewrightAgentStatus blocks the cluster's deletion, which
+// clusters enforcing owner-reference permissions allow only with this.
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters/finalizers,verbs=update
 
 // Event reasons on NodewrightAgentStatus.
 const (
