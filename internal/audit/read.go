@@ -1,0 +1,175 @@
+package audit
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+)
+
+// maxLineBytes bounds one line: a record is a few hundred bytes, so anything near this is not an
+// entry, and reading it whole would let a damaged file exhaust memory.
+const maxLineBytes = 1 << 20
+
+// Input is one stream of the chain, named for the report (usually its file name).
+type Input struct {
+	Name   string
+	Reader io.Reader
+}
+
+// lineBatch is a run of consecutive lines of one input, parsed by a worker and consumed in order.
+type lineBatch struct {
+	input     string
+	firstLine int     // 1-based number of lines[0]
+	arena     []byte  // the lines' bytes
+	ends      []int   // lines[i] is arena[ends[i-1]:ends[i]]
+	tooLong   []bool  // the line exceeded maxLineBytes and was cut
+	torn      bool    // the last line of the batch ended the input without a newline
+	entries   []Entry // parse results
+	errs      []error // parse errors
+	done      chan struct{}
+	readError error // set on a batch that only carries a read failure
+}
+
+func (b *lineBatch) line(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = b.ends[i-1]
+	}
+	return b.arena[start:b.ends[i]]
+}
+
+const batchLines = 2048
+
+// parsedLine is one line as the chain check sees it.
+type parsedLine struct {
+	input string
+	line  int
+	entry Entry
+	err   error // *LineError, or a torn or overlong line
+	torn  bool
+}
+
+// errTooLong and errTorn describe lines that never reach ParseLine whole.
+var (
+	errTooLong = &LineError{Kind: LineMalformed, Detail: fmt.Sprintf("line longer than %d bytes", maxLineBytes)}
+	errTorn    = errors.New("the input ends inside this line (no newline): a torn write or a cut file")
+)
+
+// readLines parses the inputs' lines on every core and hands them to visit in order. Hashing and
+// decoding are the cost of verification and are independent per line; only linking is serial.
+func readLines(inputs []Input, visit func(parsedLine)) error {
+	workers := runtime.GOMAXPROCS(0)
+	work := make(chan *lineBatch, workers)
+	ordered := make(chan *lineBatch, 2*workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range work {
+				parseBatch(b)
+			}
+		}()
+	}
+	go func() {
+		defer close(ordered)
+		defer close(work)
+		for _, in := range inputs {
+			if err := splitInput(in, func(b *lineBatch) {
+				ordered <- b
+				work <- b
+			}); err != nil {
+				b := &lineBatch{input: in.Name, readError: err, done: make(chan struct{})}
+				close(b.done)
+				ordered <- b
+				return
+			}
+		}
+	}()
+	var readErr error
+	for b := range ordered {
+		<-b.done
+		if b.readError != nil {
+			readErr = b.readError
+			continue
+		}
+		for i := range b.ends {
+			p := parsedLine{input: b.input, line: b.firstLine + i, entry: b.entries[i], err: b.errs[i]}
+			if b.torn && i == len(b.ends)-1 {
+				p.torn = true
+			}
+			visit(p)
+		}
+	}
+	wg.Wait()
+	return readErr
+}
+
+func parseBatch(b *lineBatch) {
+	b.entries = make([]Entry, len(b.ends))
+	b.errs = make([]error, len(b.ends))
+	for i := range b.ends {
+		if b.tooLong[i] {
+			b.errs[i] = errTooLong
+			continue
+		}
+		b.entries[i], b.errs[i] = parseLine(b.line(i)) // the arena is never written again
+	}
+	close(b.done)
+}
+
+// splitInput cuts one input into batches of lines.
+func splitInput(in Input, emit func(*lineBatch)) error {
+	r := bufio.NewReaderSize(in.Reader, 256<<10)
+	lineNo := 1
+	newBatch := func() *lineBatch {
+		return &lineBatch{input: in.Name, firstLine: lineNo, arena: make([]byte, 0, 64<<10), done: make(chan struct{})}
+	}
+	b := newBatch()
+	for {
+		start := len(b.arena)
+		tooLong, ended := false, false
+		for {
+			chunk, err := r.ReadSlice('\n')
+			if len(b.arena)-start+len(chunk) > maxLineBytes {
+				tooLong = true
+				b.arena = b.arena[:start]
+			} else if !tooLong {
+				b.arena = append(b.arena, chunk...)
+			}
+			if err == nil {
+				b.arena = b.arena[:len(b.arena)-min(1, len(b.arena)-start)] // drop the newline
+				break
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if errors.Is(err, io.EOF) {
+				ended = true
+				break
+			}
+			return fmt.Errorf("reading %s after line %d: %w", in.Name, lineNo-1, err)
+		}
+		if ended {
+			if len(b.arena) > start || tooLong {
+				b.ends = append(b.ends, len(b.arena))
+				b.tooLong = append(b.tooLong, tooLong)
+				b.torn = true
+			}
+			if len(b.ends) > 0 {
+				emit(b)
+			}
+			return nil
+		}
+		b.ends = append(b.ends, len(b.arena))
+		b.tooLong = append(b.tooLong, tooLong)
+		lineNo++
+		if len(b.ends) == batchLines {
+			emit(b)
+			b = newBatch()
+		}
+	}
+}

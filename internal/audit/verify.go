@@ -1,0 +1,313 @@
+package audit
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// ProblemKind names what is wrong with a stream.
+type ProblemKind string
+
+const (
+	ProblemMalformed          ProblemKind = "malformed"           // a line that is not an entry
+	ProblemUnknownVersion     ProblemKind = "unknown-version"     // a format version this verifier does not know
+	ProblemHashMismatch       ProblemKind = "hash-mismatch"       // an entry edited in place
+	ProblemNonCanonical       ProblemKind = "non-canonical"       // an entry re-encoded, or edited and re-hashed by a tool
+	ProblemTornLine           ProblemKind = "torn-line"           // the input ends inside a line
+	ProblemMissingStart       ProblemKind = "missing-start"       // the chain does not start at seq 0
+	ProblemGap                ProblemKind = "gap"                 // entries deleted
+	ProblemDuplicate          ProblemKind = "duplicate"           // an entry repeated
+	ProblemOutOfOrder         ProblemKind = "out-of-order"        // entries reordered
+	ProblemConflict           ProblemKind = "conflict"            // two different entries claim one seq: an insertion
+	ProblemPrevMismatch       ProblemKind = "prev-mismatch"       // the link to the entry before is broken
+	ProblemDuplicateID        ProblemKind = "duplicate-id"        // one record ID at two places
+	ProblemCheckpointMismatch ProblemKind = "checkpoint-mismatch" // a checkpoint that does not describe the chain before it
+	ProblemBadSignature       ProblemKind = "bad-signature"       // a checkpoint signature that does not verify
+	ProblemUnknownKey         ProblemKind = "unknown-key"         // a checkpoint signed by a key the verifier was not given
+	ProblemTruncated          ProblemKind = "truncated"           // entries missing from the end, below a trusted checkpoint
+	ProblemFork               ProblemKind = "fork"                // the chain differs from a trusted checkpoint
+)
+
+// Problem is one finding, placed as precisely as it can be.
+type Problem struct {
+	Kind    ProblemKind `json:"kind"`
+	File    string      `json:"file,omitempty"`
+	Line    int         `json:"line,omitempty"` // 1-based; 0 when the problem is not one line's
+	Seq     *uint64     `json:"seq,omitempty"`
+	Message string      `json:"message"`
+}
+
+func (p Problem) String() string {
+	where := p.File
+	if p.Line > 0 {
+		where = fmt.Sprintf("%s:%d", p.File, p.Line)
+	}
+	if p.Seq != nil {
+		where += fmt.Sprintf(" seq %d", *p.Seq)
+	}
+	if where == "" {
+		return fmt.Sprintf("%s: %s", p.Kind, p.Message)
+	}
+	return fmt.Sprintf("%s: %s: %s", where, p.Kind, p.Message)
+}
+
+// CheckpointSeen is a checkpoint found in the stream and where.
+type CheckpointSeen struct {
+	Size  uint64    `json:"size"`
+	Head  string    `json:"head"`
+	Time  time.Time `json:"time"`
+	KeyID string    `json:"keyId"`
+	File  string    `json:"file"`
+	Line  int       `json:"line"`
+}
+
+// Report is the outcome of a verification. OK is true exactly when Problems is empty.
+type Report struct {
+	OK          bool     `json:"ok"`
+	Files       []string `json:"files"`
+	Entries     uint64   `json:"entries"` // lines accepted into the chain
+	Records     uint64   `json:"records"`
+	Checkpoints uint64   `json:"checkpoints"`
+	FirstSeq    uint64   `json:"firstSeq"`
+	LastSeq     uint64   `json:"lastSeq"`
+	// LastCheckpoint is the newest checkpoint; nil if there is none.
+	LastCheckpoint *CheckpointSeen `json:"lastCheckpoint,omitempty"`
+	// Unsigned counts the entries after the last checkpoint: the window in which deletion from
+	// the end, or a rewrite of the end, cannot be told from the stream alone.
+	Unsigned        uint64    `json:"unsigned"`
+	Problems        []Problem `json:"problems"`
+	ProblemsOmitted int       `json:"problemsOmitted,omitempty"`
+	Warnings        []string  `json:"warnings,omitempty"`
+}
+
+// maxProblems caps the report: a badly damaged stream would otherwise repeat one finding per line.
+const maxProblems = 1000
+
+// VerifyOptions says what the stream is checked against.
+type VerifyOptions struct {
+	// PublicKeys verify checkpoint signatures; several are allowed across a key rotation.
+	PublicKeys []ed25519.PublicKey
+	// Trusted is a checkpoint kept outside the stream (published elsewhere when it was made).
+	// The stream must reach its size with its head; it is what detects deletion from the end.
+	Trusted *Checkpoint
+	// AllowPartial accepts a chain that starts after seq 0, when older files were removed on
+	// purpose; the first entry's link is then taken on trust.
+	AllowPartial bool
+}
+
+// VerifyFiles verifies files holding one chain, in order.
+func VerifyFiles(opts VerifyOptions, paths ...string) (*Report, error) {
+	inputs := make([]Input, 0, len(paths))
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			for _, in := range inputs {
+				_ = in.Reader.(*os.File).Close()
+			}
+			return nil, fmt.Errorf("opening audit file: %w", err)
+		}
+		inputs = append(inputs, Input{Name: p, Reader: f})
+	}
+	defer func() {
+		for _, in := range inputs {
+			_ = in.Reader.(*os.File).Close()
+		}
+	}()
+	return Verify(opts, inputs...)
+}
+
+// Verify checks that the inputs, in order, hold one unbroken chain whose checkpoints are signed
+// by one of the keys. Tampering is reported in the Report; the error is for input that cannot
+// be checked at all (no key, an unreadable stream, a trusted checkpoint that does not verify).
+func Verify(opts VerifyOptions, inputs ...Input) (*Report, error) {
+	if len(opts.PublicKeys) == 0 {
+		return nil, errors.New("verifying an audit trail needs at least one public key")
+	}
+	v := newVerifier(opts)
+	if t := opts.Trusted; t != nil {
+		known, valid := verifySignature(t, v.keys)
+		if !known {
+			return nil, fmt.Errorf("trusted checkpoint: signed by key %q, which is not among the public keys", t.KeyID)
+		}
+		if !valid {
+			return nil, errors.New("trusted checkpoint: the signature does not verify")
+		}
+	}
+	return v.run(inputs)
+}
+
+type verifier struct {
+	opts            VerifyOptions
+	keys            map[string]ed25519.PublicKey // nil: signatures are not checked
+	report          Report
+	started         bool
+	expect          uint64 // the next seq the chain needs
+	head            Hash   // hash of seq expect-1
+	unreadable      uint64 // lines since the last accepted entry that could not be read at all
+	ids             map[string]uint64
+	sinceCheckpoint uint64
+	trustedReached  bool
+	lastInput       string
+}
+
+func newVerifier(opts VerifyOptions) *verifier {
+	v := &verifier{opts: opts, ids: map[string]uint64{}}
+	if len(opts.PublicKeys) > 0 {
+		v.keys = map[string]ed25519.PublicKey{}
+		for _, k := range opts.PublicKeys {
+			v.keys[KeyID(k)] = k
+		}
+	}
+	return v
+}
+
+func (v *verifier) run(inputs []Input) (*Report, error) {
+	for _, in := range inputs {
+		v.report.Files = append(v.report.Files, in.Name)
+	}
+	if err := readLines(inputs, v.visit); err != nil {
+		return nil, err
+	}
+	v.finish()
+	return &v.report, nil
+}
+
+func (v *verifier) problem(kind ProblemKind, file string, line int, seq *uint64, format string, args ...any) {
+	if len(v.report.Problems) >= maxProblems {
+		v.report.ProblemsOmitted++
+		return
+	}
+	v.report.Problems = append(v.report.Problems, Problem{Kind: kind, File: file, Line: line, Seq: seq, Message: fmt.Sprintf(format, args...)})
+}
+
+func seqPtr(s uint64) *uint64 { return &s }
+
+func (v *verifier) visit(p parsedLine) {
+	fileStart := p.input != v.lastInput
+	v.lastInput = p.input
+	e := p.entry
+	if p.torn {
+		v.problem(ProblemTornLine, p.input, p.line, nil, "%v", errTorn)
+		v.unreadable++
+		return
+	}
+	if p.err != nil {
+		var le *LineError
+		if !errors.As(p.err, &le) {
+			v.problem(ProblemMalformed, p.input, p.line, nil, "%v", p.err)
+			v.unreadable++
+			return
+		}
+		var seq *uint64
+		if le.HasSeq {
+			seq = seqPtr(le.Seq)
+		}
+		v.problem(ProblemKind(le.Kind), p.input, p.line, seq, "%s", le.Detail)
+		if le.Kind != LineHashMismatch && le.Kind != LineNonCanonical {
+			v.unreadable++
+			return
+		}
+		// An entry edited in place still carries its links; follow them so that the edit is
+		// reported once and the rest of the chain is still checked.
+	}
+	s := e.Seq
+	if !v.started {
+		v.started = true
+		v.report.FirstSeq = s
+		switch {
+		case s != 0 && !v.opts.AllowPartial:
+			v.problem(ProblemMissingStart, p.input, p.line, seqPtr(s), "the chain starts at seq %d: entries 0..%d are missing (deleted, or an older file not given)", s, s-1)
+		case s == 0 && e.Prev != (Hash{}):
+			v.problem(ProblemPrevMismatch, p.input, p.line, seqPtr(s), "the first entry must link to the zero hash, it links to %s", e.Prev)
+		}
+		v.accept(p, e)
+		return
+	}
+	switch expect := v.expect + v.unreadable; {
+	case s == expect:
+		if v.unreadable == 0 && e.Prev != v.head {
+			v.problem(ProblemPrevMismatch, p.input, p.line, seqPtr(s), "links to %s but seq %d hashes to %s: seq %d was replaced or an entry inserted before this one", e.Prev, s-1, v.head, s-1)
+		}
+	case s > expect:
+		where := ""
+		if fileStart {
+			where = " (at the start of this file: a file may be missing, or the previous one cut)"
+		}
+		v.problem(ProblemGap, p.input, p.line, seqPtr(s), "seq %d..%d missing: %d entries deleted%s", expect, s-1, s-expect, where)
+	case s+1 == v.expect && e.Hash == v.head:
+		v.problem(ProblemDuplicate, p.input, p.line, seqPtr(s), "seq %d repeated: the same entry appears twice", s)
+		return
+	case s+1 == v.expect:
+		v.problem(ProblemConflict, p.input, p.line, seqPtr(s), "a second, different entry claims seq %d: an entry was inserted or replaced", s)
+		return
+	default:
+		v.problem(ProblemOutOfOrder, p.input, p.line, seqPtr(s), "seq %d after seq %d: entries reordered or re-inserted", s, v.expect-1)
+		return
+	}
+	v.accept(p, e)
+}
+
+// accept makes e the chain's latest entry.
+func (v *verifier) accept(p parsedLine, e Entry) {
+	s := e.Seq
+	v.expect, v.head, v.unreadable = s+1, e.Hash, 0
+	v.report.Entries++
+	v.report.LastSeq = s
+	if t := v.opts.Trusted; t != nil && t.Size > 0 && s == t.Size-1 {
+		v.trustedReached = true
+		if e.Hash != t.Head {
+			v.problem(ProblemFork, p.input, p.line, seqPtr(s), "hashes to %s, the trusted checkpoint says %s: the chain was rewritten up to here", e.Hash, t.Head)
+		}
+	}
+	if e.Record != nil {
+		v.report.Records++
+		v.sinceCheckpoint++
+		if first, dup := v.ids[e.Record.ID]; dup {
+			v.problem(ProblemDuplicateID, p.input, p.line, seqPtr(s), "record %s is already at seq %d", e.Record.ID, first)
+		} else {
+			v.ids[strings.Clone(e.Record.ID)] = s // not a view that would pin the line's batch
+		}
+		return
+	}
+	c := e.Checkpoint
+	v.report.Checkpoints++
+	v.sinceCheckpoint = 0
+	if c.Size != s || c.Head != e.Prev {
+		v.problem(ProblemCheckpointMismatch, p.input, p.line, seqPtr(s), "checkpoint of size %d head %s stands at seq %d after %s", c.Size, c.Head, s, e.Prev)
+	}
+	if v.keys != nil {
+		known, valid := verifySignature(c, v.keys)
+		switch {
+		case !known:
+			v.problem(ProblemUnknownKey, p.input, p.line, seqPtr(s), "checkpoint signed by key %q, which is not among the public keys", c.KeyID)
+		case !valid:
+			v.problem(ProblemBadSignature, p.input, p.line, seqPtr(s), "checkpoint signature by key %q does not verify", c.KeyID)
+		}
+	}
+	v.report.LastCheckpoint = &CheckpointSeen{Size: c.Size, Head: c.Head.String(), Time: c.Time, KeyID: c.KeyID, File: p.input, Line: p.line}
+}
+
+func (v *verifier) finish() {
+	r := &v.report
+	r.Unsigned = v.sinceCheckpoint
+	if t := v.opts.Trusted; t != nil && t.Size > 0 && !v.trustedReached {
+		last := "it is empty"
+		if v.started {
+			last = fmt.Sprintf("it ends at seq %d", v.expect-1)
+		}
+		v.problem(ProblemTruncated, "", 0, nil, "the trusted checkpoint covers seq 0..%d but %s: entries deleted from the end", t.Size-1, last)
+	}
+	switch {
+	case !v.started:
+		r.Warnings = append(r.Warnings, "no entries")
+	case r.LastCheckpoint == nil:
+		r.Warnings = append(r.Warnings, "no checkpoint: nothing in the stream is signed, so a rewrite of the whole stream cannot be detected")
+	case r.Unsigned > 0:
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d entries after the last checkpoint (seq %d..%d) are covered by the hash chain only: deleting or rewriting them is detectable only against a later or trusted checkpoint", r.Unsigned, r.LastSeq-r.Unsigned+1, r.LastSeq))
+	}
+	r.OK = len(r.Problems) == 0 && r.ProblemsOmitted == 0
+}
