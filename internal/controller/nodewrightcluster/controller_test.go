@@ -314,8 +314,18 @@ func TestContractViolationIsEventedOnceWhenTheWriteConflicts(t *testing.T) {
 		}
 		return ""
 	})
+	// The Event follows the write; a duplicate from the failed attempt would precede it.
 	var seen []string
-	if n := bt.CountEvents(recorder.Events, &seen, corev1.EventTypeWarning, string(legacy.ForbiddenTransition)); n != 1 {
+	count := func() int {
+		return bt.CountEvents(recorder.Events, &seen, corev1.EventTypeWarning, string(legacy.ForbiddenTransition))
+	}
+	bt.Eventually(t, wait, func() string {
+		if count() == 0 {
+			return "no ForbiddenTransition Event"
+		}
+		return ""
+	})
+	if n := count(); n != 1 {
 		t.Errorf("the forbidden transition raised %d Warning Events, want 1: %q", n, seen)
 	}
 }
