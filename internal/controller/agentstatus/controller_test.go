@@ -240,7 +240,9 @@ func TestStaleEventOnceWhenTheWriteConflicts(t *testing.T) {
 	})
 	// The Event follows the write; a duplicate from the failed attempt would precede it.
 	var seen []string
-	count := func() int { return bt.CountEvents(recorder.Events, &seen, corev1.EventTypeWarning, agentstatus.EventHeartbeatStale) }
+	count := func() int {
+		return bt.CountEvents(recorder.Events, &seen, corev1.EventTypeWarning, agentstatus.EventHeartbeatStale)
+	}
 	bt.Eventually(t, wait, func() string {
 		if count() == 0 {
 			return "no HeartbeatStale Event"
