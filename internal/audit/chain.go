@@ -2,7 +2,6 @@ package audit
 
 import (
 	"errors"
-	"maps"
 	"time"
 )
 
@@ -11,10 +10,18 @@ import (
 type ChainState struct {
 	Next uint64 // the next sequence number, i.e. the number of entries so far
 	Head Hash   // hash of entry Next-1; zero for an empty chain
-	// IDs maps every record ID in the chain to its sequence number, for idempotent append.
-	IDs map[string]uint64
 	// SinceCheckpoint counts the entries after the last checkpoint.
 	SinceCheckpoint uint64
+	// ids holds every record ID in the chain, for idempotent append; nil for an empty chain.
+	ids *idSet
+}
+
+// Records is how many distinct record IDs the chain holds.
+func (s ChainState) Records() int {
+	if s.ids == nil {
+		return 0
+	}
+	return s.ids.len()
 }
 
 // chain builds entries in order. It is not safe for concurrent use: the log's committer owns it.
@@ -23,10 +30,10 @@ type chain struct {
 }
 
 func newChain(state ChainState) *chain {
-	if state.IDs == nil {
-		state.IDs = map[string]uint64{}
+	if state.ids == nil {
+		state.ids = newIDSet()
 	} else {
-		state.IDs = maps.Clone(state.IDs)
+		state.ids = state.ids.clone() // the caller's state stays as it was
 	}
 	return &chain{state: state}
 }
@@ -37,11 +44,11 @@ var errNoID = errors.New("audit record has no ID: build it with audit.Transition
 // the chain (a re-sent record is one record, not two).
 // The caller has checked that r has an ID.
 func (c *chain) addRecord(r Record) (e Entry, duplicateOf uint64, duplicate bool) {
-	if seq, ok := c.state.IDs[r.ID]; ok {
+	if seq, ok := c.state.ids.get(r.ID); ok {
 		return Entry{}, seq, true
 	}
 	e = c.add(&r, nil)
-	c.state.IDs[r.ID] = e.Seq
+	c.state.ids.put(r.ID, e.Seq)
 	return e, 0, false
 }
 

@@ -244,13 +244,14 @@ const hashSuffixLen = len(`,"hash":"`) + 2*sha256.Size + len(`"}`)
 // canonical form. Whether it fits the chain is the verifier's business. Errors are *LineError;
 // with LineHashMismatch and LineNonCanonical the entry as read is returned too.
 func ParseLine(line []byte) (Entry, error) {
-	return parseLine(bytes.Clone(line))
+	return parseLine(bytes.Clone(line), new(Record))
 }
 
 // parseLine is ParseLine on a line the caller will not change again: the entry's strings and
 // line may be views of it.
-func parseLine(line []byte) (Entry, error) {
-	if e, ok := parseCanonical(line); ok {
+// A record entry is read into *into.
+func parseLine(line []byte, into *Record) (Entry, error) {
+	if e, ok := parseCanonical(line, into); ok {
 		var stack [1024]byte // room for a typical line, so hashing allocates nothing
 		body := append(append(stack[:0], line[:len(line)-hashSuffixLen]...), '}')
 		if sum := sha256.Sum256(body); sum != e.Hash {

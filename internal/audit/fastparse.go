@@ -17,7 +17,9 @@ import (
 // accepts only the bytes appendBody and appendHash would write for what it read (FuzzParseLine
 // holds it to that), and reports false on anything else; ParseLine then diagnoses the line
 // with encoding/json. Strings are views of line, so line must not change afterwards.
-func parseCanonical(line []byte) (Entry, bool) {
+// A record entry is read into *into, so that a caller parsing many lines can allocate their
+// records together.
+func parseCanonical(line []byte, into *Record) (Entry, bool) {
 	c := cursor{b: line, ok: true}
 	var e Entry
 	c.lit(`{"v":1,"seq":`)
@@ -26,7 +28,8 @@ func parseCanonical(line []byte) (Entry, bool) {
 	e.Prev = c.hash()
 	if c.peek(`,"record":`) {
 		c.lit(`,"record":`)
-		e.Record = c.record()
+		c.record(into)
+		e.Record = into
 	} else {
 		c.lit(`,"checkpoint":`)
 		e.Checkpoint = c.checkpoint()
@@ -204,8 +207,7 @@ func (c *cursor) time() time.Time {
 	return t.UTC()
 }
 
-func (c *cursor) record() *Record {
-	r := &Record{}
+func (c *cursor) record(r *Record) {
 	c.lit(`{"id":`)
 	r.ID = c.str()
 	c.lit(`,"time":`)
@@ -248,7 +250,6 @@ func (c *cursor) record() *Record {
 		r.Details = append(r.Details, d)
 	}
 	c.lit(`]}`)
-	return r
 }
 
 func (c *cursor) checkpoint() *Checkpoint {

@@ -72,7 +72,7 @@ func OpenFileSink(dir string, opts FileSinkOptions) (*FileSink, error) {
 		return nil, fmt.Errorf("the audit chain in %s is broken, not appending to it: %s", dir, report.Problems[0])
 	}
 	if v.started {
-		s.state = ChainState{Next: v.expect, Head: v.head, IDs: v.ids, SinceCheckpoint: v.sinceCheckpoint}
+		s.state = ChainState{Next: v.expect, Head: v.head, ids: v.ids, SinceCheckpoint: v.sinceCheckpoint}
 	}
 	if _, err := fmt.Sscanf(strings.TrimPrefix(filepath.Base(last), filePrefix), "%d", &s.index); err != nil {
 		return nil, fmt.Errorf("audit file %s: no number in its name: %w", last, err)

@@ -111,12 +111,13 @@ func readLines(inputs []Input, visit func(parsedLine)) error {
 func parseBatch(b *lineBatch) {
 	b.entries = make([]Entry, len(b.ends))
 	b.errs = make([]error, len(b.ends))
+	records := make([]Record, len(b.ends)) // one allocation for the batch's records
 	for i := range b.ends {
 		if b.tooLong[i] {
 			b.errs[i] = errTooLong
 			continue
 		}
-		b.entries[i], b.errs[i] = parseLine(b.line(i)) // the arena is never written again
+		b.entries[i], b.errs[i] = parseLine(b.line(i), &records[i]) // the arena is never written again
 	}
 	close(b.done)
 }
@@ -125,8 +126,9 @@ func parseBatch(b *lineBatch) {
 func splitInput(in Input, emit func(*lineBatch)) error {
 	r := bufio.NewReaderSize(in.Reader, 256<<10)
 	lineNo := 1
+	arenaSize := 64 << 10
 	newBatch := func() *lineBatch {
-		return &lineBatch{input: in.Name, firstLine: lineNo, arena: make([]byte, 0, 64<<10), done: make(chan struct{})}
+		return &lineBatch{input: in.Name, firstLine: lineNo, arena: make([]byte, 0, arenaSize), done: make(chan struct{})}
 	}
 	b := newBatch()
 	for {
@@ -168,6 +170,8 @@ func splitInput(in Input, emit func(*lineBatch)) error {
 		b.tooLong = append(b.tooLong, tooLong)
 		lineNo++
 		if len(b.ends) == batchLines {
+			// Size the next batch's arena on this one, so it is not grown by copying.
+			arenaSize = len(b.arena) + len(b.arena)/8
 			emit(b)
 			b = newBatch()
 		}

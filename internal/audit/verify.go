@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 )
 
@@ -148,14 +147,14 @@ type verifier struct {
 	expect          uint64 // the next seq the chain needs
 	head            Hash   // hash of seq expect-1
 	unreadable      uint64 // lines since the last accepted entry that could not be read at all
-	ids             map[string]uint64
+	ids             *idSet
 	sinceCheckpoint uint64
 	trustedReached  bool
 	lastInput       string
 }
 
 func newVerifier(opts VerifyOptions) *verifier {
-	v := &verifier{opts: opts, ids: map[string]uint64{}}
+	v := &verifier{opts: opts, ids: newIDSet()}
 	if len(opts.PublicKeys) > 0 {
 		v.keys = map[string]ed25519.PublicKey{}
 		for _, k := range opts.PublicKeys {
@@ -266,10 +265,10 @@ func (v *verifier) accept(p parsedLine, e Entry) {
 	if e.Record != nil {
 		v.report.Records++
 		v.sinceCheckpoint++
-		if first, dup := v.ids[e.Record.ID]; dup {
+		if first, dup := v.ids.get(e.Record.ID); dup {
 			v.problem(ProblemDuplicateID, p.input, p.line, seqPtr(s), "record %s is already at seq %d", e.Record.ID, first)
 		} else {
-			v.ids[strings.Clone(e.Record.ID)] = s // not a view that would pin the line's batch
+			v.ids.put(e.Record.ID, s)
 		}
 		return
 	}
