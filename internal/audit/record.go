@@ -1,6 +1,10 @@
 // Package audit builds the records of Nodewright's audit trail: who did what to which object,
 // when, from which state to which, and why. Every decision the operator makes goes through
 // the one builder here, so every record has the same shape and a stable identity.
+//
+// The package also keeps the trail tamper-evident: records are hash-chained in a canonical
+// encoding, signed checkpoints are written into the stream, sinks store it, and Verify names
+// any change. docs/audit.md specifies the format.
 package audit
 
 import (

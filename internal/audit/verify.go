@@ -309,4 +309,7 @@ func (v *verifier) finish() {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d entries after the last checkpoint (seq %d..%d) are covered by the hash chain only: deleting or rewriting them is detectable only against a later or trusted checkpoint", r.Unsigned, r.LastSeq-r.Unsigned+1, r.LastSeq))
 	}
 	r.OK = len(r.Problems) == 0 && r.ProblemsOmitted == 0
+	if r.Problems == nil {
+		r.Problems = []Problem{} // "problems": [] in JSON, not null
+	}
 }
