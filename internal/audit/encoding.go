@@ -34,7 +34,7 @@ type Entry struct {
 }
 
 // Line is the entry's canonical encoding, as written to a sink (without the newline).
-func (e *Entry) Line() []byte { return e.line }
+func (e Entry) Line() []byte { return e.line }
 
 // newEntry encodes and hashes an entry; exactly one of r and c is set.
 func newEntry(seq uint64, prev Hash, r *Record, c *Checkpoint) Entry {
