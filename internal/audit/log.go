@@ -233,6 +233,8 @@ func (l *Log) flush(batch []*request, forceCheckpoint bool) bool {
 	}
 	var err error
 	if len(entries) > 0 {
+		// Not any caller's context: the batch serves many callers, and one giving up must not
+		// cut the others' write short.
 		err = l.sink.Append(context.Background(), entries)
 	}
 	if err != nil {
