@@ -73,15 +73,17 @@ operator_running() { running "$operator_pid"; }
 stop() {
   if running "$1"; then
     say "stopping the $2 (pid $(cat "$1"))"
-    kill -TERM "$(cat "$1")"
+    kill -TERM "$(cat "$1")" 2>/dev/null || true
     local i
     for i in $(seq 1 40); do running "$1" || break; sleep 0.5; done
-    running "$1" && kill -KILL "$(cat "$1")"
+    if running "$1"; then kill -KILL "$(cat "$1")" 2>/dev/null || true; fi
   fi
   rm -f "$1"
 }
 
 up() {
+  # Any step that fails without its own message is named, with the API server's log.
+  trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   local b
   for b in operator legacy-sim; do
     [ -x "$root/bin/$b" ] || fail "bin/$b is missing: run 'make demo', which builds it"

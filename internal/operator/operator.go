@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -156,13 +157,18 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 	return mgr, nil
 }
 
-// cacheOptions keep the informer caches lean: no managed fields, and the legacy ConfigMap,
-// read on every heartbeat and never modified, is read from the cache without a deep copy.
+// cacheOptions keep the informer caches lean: no managed fields, only Warning Events, and
+// ConfigMaps read from the cache without a deep copy. The bridge reads the legacy ConfigMap
+// on every heartbeat and never modifies it; a controller that modifies ConfigMaps it read
+// must copy them first.
 func cacheOptions() cache.Options {
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {UnsafeDisableDeepCopy: ptr.To(true)},
+			// Only the legacy DaemonSet's Warning Events are rolled up; Normal ones are most
+			// of a cluster's Events and need not be held in memory.
+			&corev1.Event{}: {Field: fields.OneTermEqualSelector("type", corev1.EventTypeWarning)},
 		},
 	}
 }
