@@ -45,12 +45,20 @@ from_root() { case "$1" in "$root"/*) echo "\$PWD/${1#"$root"/}" ;; *) echo "$1"
 
 component_log() { echo "$KWOK_WORKDIR/clusters/$cluster/logs/$1.log"; }
 
+# alive PID: the process exists and has not exited (a zombie left unreaped has).
+alive() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
 # Names the first control-plane component whose process is not running, with its log.
 check_components() {
   local c pidfile
   for c in etcd kube-apiserver kube-controller-manager kube-scheduler kwok-controller; do
     pidfile="$KWOK_WORKDIR/clusters/$cluster/pids/$c.pid"
-    if [ ! -f "$pidfile" ] || ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    if [ ! -f "$pidfile" ] || ! alive "$(cat "$pidfile")"; then
       fail "$c is not running" "$(component_log "$c")"
     fi
   done
@@ -66,7 +74,7 @@ http_ok() {
   [ "$status" = 200 ]
 }
 
-running() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+running() { [ -f "$1" ] && alive "$(cat "$1")"; }
 operator_running() { running "$operator_pid"; }
 
 # stop PIDFILE NAME: SIGTERM, then SIGKILL after 20s.

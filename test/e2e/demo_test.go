@@ -3,12 +3,15 @@
 package e2e
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
@@ -69,6 +72,52 @@ func TestLocalSite(t *testing.T) {
 
 	// The samples apply as a kustomization, as the demo's hint says.
 	s.kubectlOut(t, "apply", "-k", filepath.Join(s.root, "config", "samples"))
+
+	// A component that died is named, with its log, when the site is brought up again.
+	s.killComponent(t, "kube-scheduler")
+	cmd := exec.Command(filepath.Join(s.root, "hack", "demo.sh"), "up")
+	cmd.Env = s.env
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "demo: FAILED: kube-scheduler is not running") ||
+		!strings.Contains(string(out), "logs/kube-scheduler.log") {
+		t.Errorf("up with a dead kube-scheduler: err %v, output:\n%s", err, out)
+	}
+}
+
+// alive reports whether pid runs; a zombie nobody has reaped yet does not.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+	return !bytes.HasPrefix(bytes.TrimSpace(rest), []byte("Z"))
+}
+
+// killComponent ends one of the site's control-plane processes, as a crash would.
+func (s *site) killComponent(t *testing.T, name string) {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join(s.dir, "kwok", "clusters", "*", "pids", name+".pid"))
+	if len(matches) != 1 {
+		t.Fatalf("no pid file for %s", name)
+	}
+	data, err := os.ReadFile(matches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatalf("pid file %s: %v", matches[0], err)
+	}
+	proc, _ := os.FindProcess(pid)
+	if err := proc.Kill(); err != nil {
+		t.Fatalf("killing %s: %v", name, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); alive(pid); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s (pid %d) did not die", name, pid)
+		}
+	}
 }
 
 // startSite brings a site up for the test and down again when it ends, with the logs shown
