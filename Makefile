@@ -46,10 +46,11 @@ control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into b
 	@hack/control-plane.sh >/dev/null
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs and RBAC from the Go types and markers.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones) and RBAC.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=nodewright-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
+	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/thirdparty-crds.sh
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale or the code is not gofmt/vet clean.

@@ -39,6 +39,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	virtv1 "kubevirt.io/api/core/v1"
+
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
 
@@ -46,9 +49,9 @@ import (
 type Env struct {
 	// Config reaches the API server as an administrator.
 	Config *rest.Config
-	// Client is a direct (uncached) client with the core and Nodewright types registered.
+	// Client is a direct (uncached) client with the core, Nodewright, KubeVirt and snapshot types registered.
 	Client client.Client
-	// Scheme has the core and Nodewright types registered.
+	// Scheme has the core, Nodewright, KubeVirt (kubevirt.io/v1) and CSI snapshot types registered.
 	Scheme *runtime.Scheme
 	// RepoRoot is the repository's top folder.
 	RepoRoot string
@@ -76,7 +79,18 @@ func (e *Env) Run(m *testing.M) int {
 	return code
 }
 
-// Start starts kube-apiserver and etcd and installs the CRDs from config/crd/bases.
+// CRDPaths lists the folders of CRDs every test installs: Nodewright's own, and the third-party
+// APIs its controllers use (KubeVirt's VirtualMachine and VirtualMachineInstance, the CSI
+// snapshot API), which hack/thirdparty-crds.sh derives from the pinned Go modules.
+func CRDPaths(root string) []string {
+	return []string{
+		filepath.Join(root, "config", "crd", "bases"),
+		filepath.Join(root, "config", "thirdparty", "kubevirt"),
+		filepath.Join(root, "config", "thirdparty", "snapshot"),
+	}
+}
+
+// Start starts kube-apiserver and etcd and installs the CRDs from CRDPaths.
 func (e *Env) Start() error {
 	root, err := RepoRoot()
 	if err != nil {
@@ -91,12 +105,14 @@ func (e *Env) Start() error {
 	if err := clientgoscheme.AddToScheme(e.Scheme); err != nil {
 		return err
 	}
-	if err := nodewrightv1alpha1.AddToScheme(e.Scheme); err != nil {
-		return err
+	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme} {
+		if err := add(e.Scheme); err != nil {
+			return err
+		}
 	}
 	e.control = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     CRDPaths(root),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                e.Scheme,
 	}
