@@ -18,6 +18,13 @@ const (
 	ConditionStorageHealthy = "StorageHealthy"
 	// ConditionSignatureVerified: the EdgeProfile's signature matches its spec (EdgeProfile).
 	ConditionSignatureVerified = "SignatureVerified"
+	// ConditionSucceeded: the workflow finished every step (True), is still running or
+	// rolling back (Unknown), or a step failed (False, with the step in the reason)
+	// (VMVolumeMigration).
+	ConditionSucceeded = "Succeeded"
+	// ConditionVerified: the target's digest, read back from disk, equals the source's
+	// (VMVolumeMigration).
+	ConditionVerified = "Verified"
 )
 
 // Condition reasons, CamelCase as metav1.Condition requires.
@@ -41,4 +48,10 @@ const (
 	ReasonDRBDNotReported     = "DRBDNotReported"
 	ReasonLegacyWarningEvent  = "LegacyWarning"
 	ReasonNodeNoLongerManaged = "NodeNoLongerManaged"
+	ReasonInProgress          = "InProgress"
+	ReasonRollingBack         = "RollingBack"
+	ReasonSucceeded           = "Succeeded"
+	ReasonCancelled           = "Cancelled"
+	ReasonChecksumMatch       = "ChecksumMatch"
+	ReasonChecksumMismatch    = "ChecksumMismatch"
 )

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -23,9 +25,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	virtv1 "kubevirt.io/api/core/v1"
+
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/controller/agentstatus"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
+	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 )
 
 // The operator coordinates its replicas through one Lease and reports through Events.
@@ -47,6 +54,8 @@ type Options struct {
 	RenewDeadline           time.Duration
 	RetryPeriod             time.Duration
 	ShutdownTimeout         time.Duration
+	// CopyImage is the image with nodewright-copy that VMVolumeMigration's data Jobs run.
+	CopyImage string
 }
 
 // BindFlags registers the options as flags, with their defaults and documentation.
@@ -69,6 +78,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How often replicas try to acquire or renew the Lease.")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", 30*time.Second,
 		"How long to wait for running reconciles to finish after SIGTERM before exiting.")
+	fs.StringVar(&o.CopyImage, "copy-image", vmvolumemigration.DefaultCopyImage,
+		"Image with nodewright-copy that the Jobs of a VMVolumeMigration run to copy and verify volumes.")
 }
 
 // Validate reports settings that cannot work together.
@@ -94,8 +105,10 @@ func NewScheme() (*runtime.Scheme, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	if err := nodewrightv1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
+	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
 	}
 	return scheme, nil
 }
@@ -103,8 +116,12 @@ func NewScheme() (*runtime.Scheme, error) {
 // EventSource is the component name on the Events the operator records.
 const EventSource = "nodewright-operator"
 
-// SetupControllers registers the controllers, one per CRD.
+// SetupControllers registers the controllers, one per CRD, with the default options.
 func SetupControllers(ctx context.Context, mgr ctrl.Manager) error {
+	return setupControllers(ctx, mgr, Options{})
+}
+
+func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	recorder := mgr.GetEventRecorderFor(EventSource)
 	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightCluster controller: %w", err)
@@ -112,7 +129,34 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	if err := (&agentstatus.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightAgentStatus controller: %w", err)
 	}
+	if missing := missingAPIs(mgr, migrationAPIs); len(missing) > 0 {
+		ctrl.LoggerFrom(ctx).Info("VMVolumeMigrations are not served: the cluster lacks the APIs they use", "missing", missing)
+		return nil
+	}
+	migrations := &vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: recorder, CopyImage: o.CopyImage}
+	if err := migrations.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the VMVolumeMigration controller: %w", err)
+	}
 	return nil
+}
+
+// migrationAPIs are the third-party APIs the VMVolumeMigration controller uses.
+var migrationAPIs = []schema.GroupVersionKind{
+	virtv1.SchemeGroupVersion.WithKind("VirtualMachine"),
+	virtv1.SchemeGroupVersion.WithKind("VirtualMachineInstance"),
+	snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshot"),
+	snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshotClass"),
+}
+
+// missingAPIs lists the kinds the API server does not serve.
+func missingAPIs(mgr ctrl.Manager, kinds []schema.GroupVersionKind) []string {
+	var missing []string
+	for _, gvk := range kinds {
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			missing = append(missing, gvk.Kind+"."+gvk.Group)
+		}
+	}
+	return missing
 }
 
 // NewManager builds the controller manager with its probes, metrics and controllers.
@@ -141,7 +185,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 	if err != nil {
 		return nil, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := SetupControllers(ctx, mgr); err != nil {
+	if err := setupControllers(ctx, mgr, o); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -162,6 +206,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 // on every heartbeat and never modifies it; a controller that modifies ConfigMaps it read
 // must copy them first.
 func cacheOptions() cache.Options {
+	ours := labels.SelectorFromSet(labels.Set{vmvolumemigration.LabelManagedBy: vmvolumemigration.ManagedBy})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
@@ -169,6 +214,10 @@ func cacheOptions() cache.Options {
 			// Only the legacy DaemonSet's Warning Events are rolled up; Normal ones are most
 			// of a cluster's Events and need not be held in memory.
 			&corev1.Event{}: {Field: fields.OneTermEqualSelector("type", corev1.EventTypeWarning)},
+			// Of the Jobs, Pods and VolumeSnapshots only the migrations' own are watched.
+			&batchv1.Job{}:               {Label: ours},
+			&corev1.Pod{}:                {Label: ours},
+			&snapshotv1.VolumeSnapshot{}: {Label: ours},
 		},
 	}
 }

@@ -1,0 +1,367 @@
+package vmvolumemigration
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/migration"
+)
+
+// snapshotTimeout bounds the wait for a snapshot to become ready to use.
+const snapshotTimeout = 10 * time.Minute
+
+// progressInterval is how often a running data Job's progress is read from its log.
+const progressInterval = 2 * time.Second
+
+// act performs the running step's action.
+func (r *Reconciler) act(ctx context.Context, s *scope) (outcome, error) {
+	step := migration.Action(s.state)
+	if step != migration.Validate && s.vm == nil {
+		return failed("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+	}
+	if step != migration.Validate && s.rec == nil {
+		return failed("the migration's record on VirtualMachine %s (annotation %s) is gone; what to restore is unknown", s.m.Spec.VMName, AnnotationMigration), nil
+	}
+	switch step {
+	case migration.Validate:
+		return r.validate(ctx, s)
+	case migration.SnapshotSource:
+		return r.snapshot(ctx, s, suffixBefore, s.m.Status.SourcePVCName)
+	case migration.FreezeGuest:
+		return r.freeze(ctx, s, true)
+	case migration.CloneSource:
+		return r.createTarget(ctx, s, true)
+	case migration.ThawGuest, migration.RollbackThawGuest:
+		return r.freeze(ctx, s, false)
+	case migration.VerifyClone:
+		return r.verifyClone(ctx, s)
+	case migration.StopVM, migration.RollbackStopVM:
+		return r.stopVM(ctx, s)
+	case migration.CreateTarget:
+		return r.createTarget(ctx, s, false)
+	case migration.Copy:
+		return r.dataJob(ctx, s, suffixCopy, "copy", s.m.Status.SourcePVCName, s.m.Status.TargetPVCName)
+	case migration.Repoint:
+		return r.repoint(ctx, s, targetSource(s.m.Status.TargetPVCName), "volume %s now names PVC %s", s.m.Spec.VolumeName, s.m.Status.TargetPVCName)
+	case migration.StartVM:
+		return r.startVM(ctx, s, s.m.Status.TargetPVCName)
+	case migration.SnapshotTarget:
+		return r.snapshot(ctx, s, suffixAfter, s.m.Status.TargetPVCName)
+	case migration.ReleaseSource:
+		return r.releaseSource(ctx, s)
+	case migration.RollbackRepoint:
+		return r.repoint(ctx, s, s.rec.Volume, "volume %s points at PVC %s again", s.m.Spec.VolumeName, claimOf(s.rec.Volume))
+	case migration.RollbackStartVM:
+		return r.startVM(ctx, s, claimOf(s.rec.Volume))
+	case migration.RollbackCleanup:
+		return r.cleanup(ctx, s)
+	}
+	return outcome{}, fmt.Errorf("no action for step %q", step)
+}
+
+// snapshot takes (or waits for) one of the bookends.
+func (r *Reconciler) snapshot(ctx context.Context, s *scope, suffix, pvcName string) (outcome, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.m.Namespace, Name: pvcName}, pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return failed("PVC %s is gone", pvcName), nil
+		}
+		return outcome{}, err
+	}
+	class, problem, err := r.snapshotClass(ctx, s.m, ptr.Deref(pvc.Spec.StorageClassName, ""))
+	if err != nil || problem != "" {
+		return failed("%s", problem), err
+	}
+	name := childName(s.m, suffix)
+	vs := newSnapshot(s.m, name, pvcName, class)
+	if err := ensure(ctx, r.Client, s.m, vs); err != nil {
+		return outcome{}, err
+	}
+	if suffix == suffixBefore {
+		s.m.Status.Snapshots.Before = name
+	} else {
+		s.m.Status.Snapshots.After = name
+	}
+	ready, failure := snapshotState(vs)
+	switch {
+	case failure != "":
+		return failed("VolumeSnapshot %s failed: %s", name, failure), nil
+	case ready:
+		return succeeded("VolumeSnapshot %s of PVC %s is ready (class %s)", name, pvcName, class), nil
+	}
+	if passed, _ := s.deadline(snapshotTimeout); passed {
+		return failed("VolumeSnapshot %s was not ready within %s", name, snapshotTimeout), nil
+	}
+	return waiting(0, "waiting for VolumeSnapshot %s to be ready", name), nil
+}
+
+// freeze freezes or thaws the guest when its agent is connected; without an agent the
+// snapshot and the clone are crash-consistent, which the step says.
+func (r *Reconciler) freeze(ctx context.Context, s *scope, frozen bool) (outcome, error) {
+	if !agentConnected(s.vmi) {
+		if frozen {
+			return skipped("no guest agent connected: the snapshot and the clone are crash-consistent"), nil
+		}
+		return skipped("no guest agent connected: nothing to thaw"), nil
+	}
+	if err := setFrozen(ctx, r.Clientset, s.m.Namespace, s.vmi.Name, frozen); err != nil {
+		if frozen {
+			return failed("%v", err), nil
+		}
+		return outcome{}, err
+	}
+	if frozen {
+		return succeeded("guest file systems frozen (KubeVirt thaws them after %s if the thaw never comes)", unfreezeGracePeriod), nil
+	}
+	return succeeded("guest file systems thawed"), nil
+}
+
+// createTarget creates the target PVC: empty for a copy, or a CSI clone of the source.
+func (r *Reconciler) createTarget(ctx context.Context, s *scope, clone bool) (outcome, error) {
+	src := &corev1.PersistentVolumeClaim{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.m.Namespace, Name: s.m.Status.SourcePVCName}, src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return failed("source PVC %s is gone", s.m.Status.SourcePVCName), nil
+		}
+		return outcome{}, err
+	}
+	size := pvcSize(src)
+	if s.m.Spec.Target.Size != nil {
+		size = *s.m.Spec.Target.Size
+	}
+	var dataSource *corev1.TypedLocalObjectReference
+	if clone {
+		dataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: src.Name}
+	}
+	pvc := newTargetPVC(s.m, s.m.Status.TargetPVCName, size, dataSource)
+	if err := ensure(ctx, r.Client, s.m, pvc); err != nil {
+		return outcome{}, err
+	}
+	how := "created"
+	if clone {
+		how = "cloned from PVC " + src.Name
+	}
+	if pvcBound(pvc) || !r.bindsImmediately(ctx, s.m.Spec.Target.StorageClassName) {
+		return succeeded("PVC %s %s (%s, class %s)", pvc.Name, how, size.String(), s.m.Spec.Target.StorageClassName), nil
+	}
+	return waiting(0, "waiting for PVC %s to be bound", pvc.Name), nil
+}
+
+// bindsImmediately reports whether the class binds PVCs at once; with WaitForFirstConsumer a
+// PVC binds only when the data Job uses it.
+func (r *Reconciler) bindsImmediately(ctx context.Context, class string) bool {
+	sc := &storageClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: class}, &sc.StorageClass); err != nil {
+		return true
+	}
+	return sc.VolumeBindingMode == nil || *sc.VolumeBindingMode == "Immediate"
+}
+
+// verifyClone restores the "before" snapshot into a PVC and runs nodewright-copy verify
+// between it and the clone.
+func (r *Reconciler) verifyClone(ctx context.Context, s *scope) (outcome, error) {
+	src := &corev1.PersistentVolumeClaim{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.m.Namespace, Name: s.m.Status.SourcePVCName}, src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return failed("source PVC %s is gone", s.m.Status.SourcePVCName), nil
+		}
+		return outcome{}, err
+	}
+	view := newViewPVC(s.m, childName(s.m, suffixView), ptr.Deref(src.Spec.StorageClassName, ""), s.m.Status.Snapshots.Before, pvcSize(src))
+	if err := ensure(ctx, r.Client, s.m, view); err != nil {
+		return outcome{}, err
+	}
+	return r.dataJob(ctx, s, suffixVerify, "verify", view.Name, s.m.Status.TargetPVCName)
+}
+
+// dataJob runs nodewright-copy in a Job and turns its result into the step's outcome: the
+// digests into status.checksum, its progress into status.progress.
+func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, source, target string) (outcome, error) {
+	job := newDataJob(s.m, childName(s.m, suffix), r.CopyImage, command, source, target)
+	if err := ensure(ctx, r.Client, s.m, job); err != nil {
+		return outcome{}, err
+	}
+	s.m.Status.JobName = job.Name
+	pod, err := jobPod(ctx, r.Client, job)
+	if err != nil {
+		return outcome{}, err
+	}
+	done, jobFailed := jobFinished(job)
+	if !done {
+		if p := readProgress(ctx, r.Clientset, pod); p != nil {
+			setProgress(s.m, p.BytesDone, p.BytesTotal)
+		}
+		return waiting(progressInterval, "Job %s is running nodewright-copy %s", job.Name, command), nil
+	}
+	res, err := jobResult(pod)
+	if err != nil {
+		if jobFailed {
+			return failed("Job %s failed: %v", job.Name, err), nil
+		}
+		return failed("Job %s completed without a result: %v", job.Name, err), nil
+	}
+	s.m.Status.Checksum = &nwv1.MigrationChecksum{Algorithm: algorithmOf(s.m), Source: res.SourceDigest, Target: res.TargetDigest}
+	match := !jobFailed && res.Status == "ok" && res.SourceDigest != "" && res.SourceDigest == res.TargetDigest
+	if res.Status == "mismatch" || (!jobFailed && !match) {
+		setVerified(s.m, false, describeFailure(res))
+		return failed("%s", describeFailure(res)), nil
+	}
+	if jobFailed || !match {
+		return failed("%s", describeFailure(res)), nil
+	}
+	setProgress(s.m, res.BytesTotal, res.BytesTotal)
+	setVerified(s.m, true, fmt.Sprintf("the target reads back as %s, the source's digest", res.TargetDigest))
+	verb := "copied"
+	if command == "verify" {
+		verb = "verified"
+	}
+	return succeeded("%d bytes %s in %.1fs; source and target both %s", res.BytesTotal, verb, res.Seconds, res.TargetDigest), nil
+}
+
+func algorithmOf(m *nwv1.VMVolumeMigration) nwv1.ChecksumAlgorithm {
+	if m.Spec.ChecksumAlgorithm == "" {
+		return nwv1.ChecksumBLAKE3
+	}
+	return m.Spec.ChecksumAlgorithm
+}
+
+func setVerified(m *nwv1.VMVolumeMigration, ok bool, message string) {
+	c := metav1.Condition{Type: nwv1.ConditionVerified, Status: metav1.ConditionTrue, Reason: nwv1.ReasonChecksumMatch, Message: message, ObservedGeneration: m.Generation}
+	if !ok {
+		c.Status, c.Reason = metav1.ConditionFalse, nwv1.ReasonChecksumMismatch
+	}
+	meta.SetStatusCondition(&m.Status.Conditions, c)
+}
+
+// stopVM stops the VM (if it ran) and waits until its VMI is gone.
+func (r *Reconciler) stopVM(ctx context.Context, s *scope) (outcome, error) {
+	if !s.rec.WasRunning && s.vmi == nil {
+		return skipped("the VM was not running"), nil
+	}
+	if err := stopVM(ctx, r.Client, s.vm); err != nil {
+		return outcome{}, err
+	}
+	if s.vmi == nil {
+		return succeeded("VM %s stopped", s.vm.Name), nil
+	}
+	limit := s.m.Spec.Timeouts.VMStop.Duration
+	if passed, left := s.deadline(limit); passed {
+		return failed("VM %s did not stop within %s (VMI phase %s)", s.vm.Name, limit, s.vmi.Status.Phase), nil
+	} else {
+		return waiting(left, "waiting for VMI %s to go (phase %s)", s.vmi.Name, s.vmi.Status.Phase), nil
+	}
+}
+
+// repoint points the VM's volume at src.
+func (r *Reconciler) repoint(ctx context.Context, s *scope, src virtv1.VolumeSource, format string, args ...any) (outcome, error) {
+	if volumeOf(s.vm, s.m.Spec.VolumeName) == nil {
+		return failed("VirtualMachine %s no longer has a volume %q", s.vm.Name, s.m.Spec.VolumeName), nil
+	}
+	if err := pointVolume(ctx, r.Client, s.vm, s.m.Spec.VolumeName, src); err != nil {
+		return outcome{}, err
+	}
+	return succeeded(format, args...), nil
+}
+
+// startVM starts the VM again (if it ran before) and waits until its VMI runs on claim.
+func (r *Reconciler) startVM(ctx context.Context, s *scope, claim string) (outcome, error) {
+	if !s.rec.WasRunning {
+		return skipped("the VM was not running before the migration; it stays stopped"), nil
+	}
+	if err := restoreRunStrategy(ctx, r.Client, s.vm, s.rec); err != nil {
+		return outcome{}, err
+	}
+	if vmiRunsOn(s.vmi, s.m.Spec.VolumeName, claim) {
+		return succeeded("VM %s runs with volume %s on PVC %s", s.vm.Name, s.m.Spec.VolumeName, claim), nil
+	}
+	limit := s.m.Spec.Timeouts.VMStart.Duration
+	status := string(s.vm.Status.PrintableStatus)
+	if s.vmi != nil && s.vmi.Status.Phase == virtv1.Failed && vmiUses(s.vmi, s.m.Spec.VolumeName, claim) {
+		return failed("VM %s failed to start on PVC %s (status %s)", s.vm.Name, claim, status), nil
+	}
+	if passed, left := s.deadline(limit); passed {
+		return failed("VM %s did not run on PVC %s within %s (status %s)", s.vm.Name, claim, limit, status), nil
+	} else {
+		return waiting(left, "waiting for VM %s to run on PVC %s (status %s)", s.vm.Name, claim, status), nil
+	}
+}
+
+// vmiUses reports whether the VMI was started with the named volume on claim.
+func vmiUses(vmi *virtv1.VirtualMachineInstance, volume, claim string) bool {
+	for _, v := range vmi.Spec.Volumes {
+		if v.Name == volume {
+			return claimOf(v.VolumeSource) == claim
+		}
+	}
+	return false
+}
+
+// releaseSource deletes the source PVC once the VM runs on the verified target and both
+// bookends exist.
+func (r *Reconciler) releaseSource(ctx context.Context, s *scope) (outcome, error) {
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: s.m.Status.SourcePVCName}}
+	if err := r.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsForbidden(err) {
+			return failed("deleting source PVC %s: %v", pvc.Name, err), nil
+		}
+		return outcome{}, err
+	}
+	return succeeded("source PVC %s deleted (spec.retainSource is false)", pvc.Name), nil
+}
+
+// cleanup deletes everything the migration created and waits until it is gone.
+func (r *Reconciler) cleanup(ctx context.Context, s *scope) (outcome, error) {
+	gone, err := r.deleteEphemeral(ctx, s)
+	if err != nil {
+		return outcome{}, err
+	}
+	for _, obj := range []client.Object{
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixTarget)}},
+		&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixBefore)}},
+		&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixAfter)}},
+	} {
+		g, err := deleteIfOurs(ctx, r.Client, s.m, obj)
+		if err != nil {
+			return outcome{}, err
+		}
+		gone = gone && g
+	}
+	if !gone {
+		return waiting(0, "waiting for the migration's PVCs, snapshots and Jobs to be deleted"), nil
+	}
+	return succeeded("deleted the target PVC, the snapshots and the data Jobs"), nil
+}
+
+// deleteEphemeral deletes the data Jobs (with their pods) and the snapshot view, reporting
+// whether they are gone.
+func (r *Reconciler) deleteEphemeral(ctx context.Context, s *scope) (bool, error) {
+	gone := true
+	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	for _, obj := range []struct {
+		obj  client.Object
+		opts []client.DeleteOption
+	}{
+		{&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixCopy)}}, []client.DeleteOption{background}},
+		{&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixVerify)}}, []client.DeleteOption{background}},
+		{&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixView)}}, nil},
+	} {
+		g, err := deleteIfOurs(ctx, r.Client, s.m, obj.obj, obj.opts...)
+		if err != nil {
+			return false, err
+		}
+		gone = gone && g
+	}
+	return gone, nil
+}

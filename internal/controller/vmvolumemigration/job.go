@@ -1,0 +1,177 @@
+package vmvolumemigration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/blockcopy"
+)
+
+// The data Job's container and the paths its volumes appear at.
+const (
+	containerName = "copy"
+	sourceDevice  = "/dev/nodewright/source"
+	targetDevice  = "/dev/nodewright/target"
+)
+
+// newDataJob is the Job that runs nodewright-copy (command "copy" or "verify") from the
+// source PVC to the target PVC, both attached as raw block devices. It never retries: a
+// failed copy is reported, and a mismatch is never retried into success.
+func newDataJob(m *nwv1.VMVolumeMigration, name, image, command, source, target string) *batchv1.Job {
+	hash := "blake3"
+	if m.Spec.ChecksumAlgorithm == nwv1.ChecksumSHA256 {
+		hash = "sha256"
+	}
+	labels := childLabels(m)
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labels},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: ptr.To(false),
+					SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+					Containers: []corev1.Container{{
+						Name:    containerName,
+						Image:   image,
+						Command: []string{"nodewright-copy"},
+						Args: []string{command, "--src", sourceDevice, "--dst", targetDevice,
+							"--hash", hash, "--json", "--progress", "--progress-interval", "2s"},
+						VolumeDevices: []corev1.VolumeDevice{
+							{Name: "source", DevicePath: sourceDevice},
+							{Name: "target", DevicePath: targetDevice},
+						},
+						// Opening the block devices needs root; nothing else is granted.
+						SecurityContext: &corev1.SecurityContext{
+							RunAsUser:                ptr.To[int64](0),
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						},
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "source", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: source, ReadOnly: command == "verify"}}},
+						{Name: "target", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: target, ReadOnly: command == "verify"}}},
+					},
+				},
+			},
+		},
+	}
+}
+
+// jobFinished reports whether the Job completed or failed.
+func jobFinished(job *batchv1.Job) (done, failed bool) {
+	for _, c := range job.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return true, false
+		case batchv1.JobFailed:
+			return true, true
+		}
+	}
+	return false, false
+}
+
+// jobPod is the Job's newest pod, or nil.
+func jobPod(ctx context.Context, c client.Reader, job *batchv1.Job) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return nil, err
+	}
+	var newest *corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if newest == nil || newest.CreationTimestamp.Before(&p.CreationTimestamp) {
+			newest = p
+		}
+	}
+	return newest, nil
+}
+
+// jobResult is nodewright-copy's JSON result from the pod's termination message.
+func jobResult(pod *corev1.Pod) (*blockcopy.Result, error) {
+	if pod == nil {
+		return nil, fmt.Errorf("the Job has no pod")
+	}
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.Name != containerName || s.State.Terminated == nil {
+			continue
+		}
+		t := s.State.Terminated
+		var r blockcopy.Result
+		if err := json.Unmarshal([]byte(strings.TrimSpace(t.Message)), &r); err != nil {
+			return nil, fmt.Errorf("pod %s exited with code %d (%s) without a result: %q", pod.Name, t.ExitCode, t.Reason, truncate(t.Message, 200))
+		}
+		return &r, nil
+	}
+	return nil, fmt.Errorf("pod %s has not terminated", pod.Name)
+}
+
+// describeFailure says why nodewright-copy failed, in a line.
+func describeFailure(r *blockcopy.Result) string {
+	switch {
+	case r.Status == "mismatch" && r.MismatchByteOffset != nil:
+		return fmt.Sprintf("checksum mismatch: %s differs from %s, first at byte %d", r.TargetDigest, r.SourceDigest, *r.MismatchByteOffset)
+	case r.Status == "mismatch":
+		return fmt.Sprintf("checksum mismatch: target %s, source %s", r.TargetDigest, r.SourceDigest)
+	case r.Error != "":
+		return fmt.Sprintf("nodewright-copy %s: %s (exit %d): %s", r.Command, r.Status, r.ExitCode, r.Error)
+	}
+	return fmt.Sprintf("nodewright-copy %s: %s (exit %d)", r.Command, r.Status, r.ExitCode)
+}
+
+// readProgress reads the newest progress line from the pod's log through the API server.
+// It returns nil when there is none yet (or the log cannot be read: progress is for show,
+// and its absence must not stop the copy).
+func readProgress(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod) *blockcopy.ProgressReport {
+	if cs == nil || pod == nil || pod.Spec.NodeName == "" {
+		return nil
+	}
+	raw, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+		Container: containerName, TailLines: ptr.To[int64](4), LimitBytes: ptr.To[int64](4096),
+	}).DoRaw(ctx)
+	if err != nil {
+		return nil
+	}
+	var last *blockcopy.ProgressReport
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		var p blockcopy.ProgressReport
+		if json.Unmarshal(sc.Bytes(), &p) == nil && p.BytesTotal > 0 {
+			last = &p
+		}
+	}
+	return last
+}
+
+// setProgress records bytes done of total, reporting whether it changed.
+func setProgress(m *nwv1.VMVolumeMigration, done, total int64) bool {
+	if total <= 0 {
+		return false
+	}
+	done = min(max(done, 0), total)
+	p := &nwv1.MigrationProgress{BytesDone: done, BytesTotal: total, Percent: int32(done * 100 / total)}
+	if m.Status.Progress != nil && *m.Status.Progress == *p {
+		return false
+	}
+	m.Status.Progress = p
+	return true
+}

@@ -1,0 +1,66 @@
+package vmvolumemigration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// Labels on everything a migration creates, so that the operator's cache holds only its own
+// Jobs, Pods and snapshots, and a person can find them.
+const (
+	LabelManagedBy    = "app.kubernetes.io/managed-by"
+	ManagedBy         = "nodewright"
+	LabelMigration    = "nodewright.spectrocloud.com/migration"
+	LabelMigrationUID = "nodewright.spectrocloud.com/migration-uid"
+)
+
+// AnnotationMigration on a VirtualMachine marks it as being migrated (a lock: one migration
+// per VM at a time) and keeps what a rollback restores: the VM's run strategy and the volume's
+// original source. See vmRecord.
+const AnnotationMigration = "nodewright.spectrocloud.com/migration"
+
+// Suffixes of the children's names.
+const (
+	suffixBefore = "before"
+	suffixAfter  = "after"
+	suffixTarget = "target"
+	suffixView   = "before-view"
+	suffixCopy   = "copy"
+	suffixVerify = "verify"
+)
+
+// maxChildName keeps every child's name usable as a label value (a Job's pods carry it).
+const maxChildName = 63
+
+// childName is the deterministic name of a migration's child: "<migration>-<suffix>", or a
+// shortened name with a hash of the migration's name when that would be too long.
+func childName(m *nwv1.VMVolumeMigration, suffix string) string {
+	name := m.Name + "-" + suffix
+	if len(name) <= maxChildName {
+		return name
+	}
+	sum := sha256.Sum256([]byte(m.Name))
+	hash := hex.EncodeToString(sum[:])[:10]
+	keep := maxChildName - len(suffix) - len(hash) - 2
+	return m.Name[:keep] + "-" + hash + "-" + suffix
+}
+
+// labelValue is the migration's name as a label value (its hash when too long).
+func labelValue(m *nwv1.VMVolumeMigration) string {
+	if len(m.Name) <= 63 {
+		return m.Name
+	}
+	sum := sha256.Sum256([]byte(m.Name))
+	return hex.EncodeToString(sum[:])[:40]
+}
+
+// childLabels are the labels of every child of m.
+func childLabels(m *nwv1.VMVolumeMigration) map[string]string {
+	return map[string]string{
+		LabelManagedBy:    ManagedBy,
+		LabelMigration:    labelValue(m),
+		LabelMigrationUID: string(m.UID),
+	}
+}

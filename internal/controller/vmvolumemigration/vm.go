@@ -1,0 +1,183 @@
+package vmvolumemigration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// vmRecord is what a migration keeps on its VM (annotation AnnotationMigration): whose
+// migration holds the VM, and what a rollback puts back. It is written once, in Validate,
+// before anything changes.
+type vmRecord struct {
+	Migration string    `json:"migration"`
+	UID       types.UID `json:"uid"`
+	// WasRunning: the VM ran when the migration began; only then is it started again.
+	WasRunning bool `json:"wasRunning"`
+	// RunStrategy and Running are the VM's spec.runStrategy and spec.running as they were.
+	RunStrategy *virtv1.VirtualMachineRunStrategy `json:"runStrategy,omitempty"`
+	Running     *bool                             `json:"running,omitempty"`
+	// Volume is the volume's source as it was.
+	Volume virtv1.VolumeSource `json:"volume"`
+}
+
+// recordOf reads the record on vm; nil when there is none.
+func recordOf(vm *virtv1.VirtualMachine) (*vmRecord, error) {
+	raw, ok := vm.Annotations[AnnotationMigration]
+	if !ok {
+		return nil, nil
+	}
+	var rec vmRecord
+	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+		return nil, fmt.Errorf("annotation %s on VirtualMachine %s is not valid: %w", AnnotationMigration, vm.Name, err)
+	}
+	return &rec, nil
+}
+
+// heldBy reports whether rec is m's.
+func (rec *vmRecord) heldBy(m *nwv1.VMVolumeMigration) bool { return rec != nil && rec.UID == m.UID }
+
+// volumeOf finds the named volume in the VM's template.
+func volumeOf(vm *virtv1.VirtualMachine, name string) *virtv1.Volume {
+	if vm.Spec.Template == nil {
+		return nil
+	}
+	for i := range vm.Spec.Template.Spec.Volumes {
+		if vm.Spec.Template.Spec.Volumes[i].Name == name {
+			return &vm.Spec.Template.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+// claimOf is the PVC behind a volume source: a persistentVolumeClaim's claim, or the PVC a
+// DataVolume of the same name owns.
+func claimOf(src virtv1.VolumeSource) string {
+	switch {
+	case src.PersistentVolumeClaim != nil:
+		return src.PersistentVolumeClaim.ClaimName
+	case src.DataVolume != nil:
+		return src.DataVolume.Name
+	}
+	return ""
+}
+
+// patchVM applies change to a copy of vm and patches the difference, failing on a conflict
+// with a concurrent writer rather than overwriting it.
+func patchVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, change func(*virtv1.VirtualMachine)) error {
+	base := vm.DeepCopy()
+	change(vm)
+	return c.Patch(ctx, vm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// lockVM writes rec on the VM; the optimistic lock makes two migrations racing for one VM
+// meet a conflict.
+func lockVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, rec vmRecord) error {
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) {
+		if vm.Annotations == nil {
+			vm.Annotations = map[string]string{}
+		}
+		vm.Annotations[AnnotationMigration] = string(raw)
+	})
+}
+
+// unlockVM removes m's record from the VM.
+func unlockVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, m *nwv1.VMVolumeMigration) error {
+	rec, err := recordOf(vm)
+	if err != nil || !rec.heldBy(m) {
+		return err
+	}
+	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { delete(vm.Annotations, AnnotationMigration) })
+}
+
+// wantsRunning reports whether the VM's spec asks for it to run.
+func wantsRunning(vm *virtv1.VirtualMachine) bool {
+	if vm.Spec.RunStrategy != nil {
+		switch *vm.Spec.RunStrategy {
+		case virtv1.RunStrategyAlways, virtv1.RunStrategyRerunOnFailure, virtv1.RunStrategyOnce:
+			return true
+		}
+		return false
+	}
+	return vm.Spec.Running != nil && *vm.Spec.Running
+}
+
+// stopVM asks KubeVirt to stop the VM, in the field the VM's owner uses.
+func stopVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine) error {
+	if !wantsRunning(vm) {
+		return nil
+	}
+	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) {
+		if vm.Spec.Running != nil {
+			vm.Spec.Running = ptr.To(false)
+			return
+		}
+		vm.Spec.RunStrategy = ptr.To(virtv1.RunStrategyHalted)
+	})
+}
+
+// restoreRunStrategy puts the VM's run strategy back as the record has it.
+func restoreRunStrategy(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, rec *vmRecord) error {
+	if ptr.Equal(vm.Spec.RunStrategy, rec.RunStrategy) && ptr.Equal(vm.Spec.Running, rec.Running) {
+		return nil
+	}
+	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) {
+		vm.Spec.RunStrategy = rec.RunStrategy
+		vm.Spec.Running = rec.Running
+	})
+}
+
+// pointVolume sets the named volume's source.
+func pointVolume(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, name string, src virtv1.VolumeSource) error {
+	if v := volumeOf(vm, name); v == nil {
+		return fmt.Errorf("VirtualMachine %s no longer has a volume %q", vm.Name, name)
+	} else if claimOf(v.VolumeSource) == claimOf(src) && (v.PersistentVolumeClaim != nil) == (src.PersistentVolumeClaim != nil) {
+		return nil
+	}
+	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { volumeOf(vm, name).VolumeSource = src })
+}
+
+// targetSource is the volume source naming the target PVC.
+func targetSource(claim string) virtv1.VolumeSource {
+	return virtv1.VolumeSource{PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+		PersistentVolumeClaimVolumeSource: corePVCSource(claim),
+	}}
+}
+
+// vmiRunsOn reports whether the VMI runs with the named volume on claim.
+func vmiRunsOn(vmi *virtv1.VirtualMachineInstance, volume, claim string) bool {
+	if vmi == nil || vmi.DeletionTimestamp != nil || vmi.Status.Phase != virtv1.Running {
+		return false
+	}
+	for _, v := range vmi.Spec.Volumes {
+		if v.Name == volume {
+			return claimOf(v.VolumeSource) == claim
+		}
+	}
+	return false
+}
+
+// agentConnected reports whether the VMI's guest agent is connected, so the guest can be
+// frozen.
+func agentConnected(vmi *virtv1.VirtualMachineInstance) bool {
+	if vmi == nil {
+		return false
+	}
+	for _, c := range vmi.Status.Conditions {
+		if c.Type == virtv1.VirtualMachineInstanceAgentConnected && c.Status == "True" {
+			return true
+		}
+	}
+	return false
+}
