@@ -1,0 +1,278 @@
+package site
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	virtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// KubeVirt's virt-controller (VM to VMI) and virt-handler (VMI to Running), with no
+// virt-launcher pod and no guest.
+
+// annVMGeneration is virt-controller's record, on a VMI, of the VM generation it started from.
+const annVMGeneration = "kubevirt.io/vm-generation"
+
+func (s *Site) setupKubeVirt() error {
+	inScope := predicate.NewPredicateFuncs(func(o client.Object) bool { return s.inScope(o.GetNamespace()) })
+	return ctrl.NewControllerManagedBy(s.mgr).
+		Named("site-kubevirt").
+		For(&virtv1.VirtualMachine{}, builder.WithPredicates(inScope)).
+		// The VMI has the VM's name: a VMI event wakes its VM, even one that is gone.
+		Watches(&virtv1.VirtualMachineInstance{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(inScope)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(s.vmsOfClaim), builder.WithPredicates(inScope)).
+		Complete(reconcile.Func(s.reconcileVM))
+}
+
+func (s *Site) vmsOfClaim(ctx context.Context, o client.Object) []reconcile.Request {
+	vms := &virtv1.VirtualMachineList{}
+	if err := s.client.List(ctx, vms, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var names []string
+	for i := range vms.Items {
+		if tmpl := vms.Items[i].Spec.Template; tmpl != nil {
+			for _, name := range vmiClaims(&tmpl.Spec) {
+				if name == o.GetName() {
+					names = append(names, vms.Items[i].Name)
+				}
+			}
+		}
+	}
+	return requests(o.GetNamespace(), names)
+}
+
+func (s *Site) reconcileVM(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	vmi, err := s.getVMI(ctx, req.NamespacedName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	vm := &virtv1.VirtualMachine{}
+	if err := s.client.Get(ctx, req.NamespacedName, vm); err != nil {
+		if apierrors.IsNotFound(err) && vmi != nil && controlledByVM(vmi) {
+			return ctrl.Result{}, s.deleteVMI(ctx, vmi) // the garbage collector's part
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if vmi != nil && controlledByVM(vmi) && !metav1.IsControlledBy(vmi, vm) {
+		// Left by an earlier VM of the same name.
+		if err := s.deleteVMI(ctx, vmi); err != nil {
+			return ctrl.Result{}, err
+		}
+		vmi = nil
+	}
+	strategy, err := vm.RunStrategy()
+	if err != nil {
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	claims, err := s.observeClaims(ctx, vm)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	switch {
+	case vmi != nil && strategy == virtv1.RunStrategyHalted:
+		if err := s.deleteVMI(ctx, vmi); err != nil {
+			return ctrl.Result{}, err
+		}
+		vmi = nil
+	case vmi == nil && shouldRun(strategy) && len(claims.missing) == 0:
+		if vmi, err = s.createVMI(ctx, vm); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if vmi != nil && (vmi.Status.Phase == virtv1.VmPhaseUnset || vmi.Status.Phase == virtv1.Pending || vmi.Status.Phase == virtv1.Scheduling) {
+		if err := s.startVMI(ctx, vm, vmi, claims); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	status := vmStatus(vm, vmi, strategy, claims, metav1.Now())
+	if equality.Semantic.DeepEqual(status, vm.Status) {
+		return ctrl.Result{}, nil
+	}
+	before := vm.DeepCopy()
+	vm.Status = status
+	if err := ignoreGone(s.client.Status().Patch(ctx, vm, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))); err != nil {
+		return ctrl.Result{}, fmt.Errorf("writing the status of VirtualMachine %s/%s: %w", vm.Namespace, vm.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// shouldRun says whether virt-controller starts a VMI for the strategy on its own. Manual
+// neither starts nor stops one; Once is treated like Always.
+func shouldRun(strategy virtv1.VirtualMachineRunStrategy) bool {
+	switch strategy {
+	case virtv1.RunStrategyAlways, virtv1.RunStrategyRerunOnFailure, virtv1.RunStrategyOnce:
+		return true
+	}
+	return false
+}
+
+func controlledByVM(vmi *virtv1.VirtualMachineInstance) bool {
+	owner := metav1.GetControllerOf(vmi)
+	return owner != nil && owner.Kind == "VirtualMachine" && owner.APIVersion == virtv1.GroupVersion.String()
+}
+
+func (s *Site) getVMI(ctx context.Context, key types.NamespacedName) (*virtv1.VirtualMachineInstance, error) {
+	vmi := &virtv1.VirtualMachineInstance{}
+	if err := s.client.Get(ctx, key, vmi); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return vmi, nil
+}
+
+func (s *Site) deleteVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance) error {
+	if err := ignoreGone(s.client.Delete(ctx, vmi, client.Preconditions{UID: &vmi.UID})); err != nil {
+		return fmt.Errorf("deleting VirtualMachineInstance %s/%s: %w", vmi.Namespace, vmi.Name, err)
+	}
+	return nil
+}
+
+// vmClaims is what the VM's claims look like now.
+type vmClaims struct {
+	missing []string                                 // claims that do not exist
+	unbound []string                                 // claims not bound yet
+	bound   map[string]*corev1.PersistentVolumeClaim // bound claims by name
+}
+
+func (s *Site) observeClaims(ctx context.Context, vm *virtv1.VirtualMachine) (vmClaims, error) {
+	claims := vmClaims{bound: map[string]*corev1.PersistentVolumeClaim{}}
+	if vm.Spec.Template == nil {
+		return claims, nil
+	}
+	for _, name := range vmiClaims(&vm.Spec.Template.Spec) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := s.client.Get(ctx, types.NamespacedName{Namespace: vm.Namespace, Name: name}, pvc)
+		switch {
+		case apierrors.IsNotFound(err):
+			claims.missing = append(claims.missing, name)
+		case err != nil:
+			return claims, err
+		case pvc.Status.Phase != corev1.ClaimBound:
+			claims.unbound = append(claims.unbound, name)
+		default:
+			claims.bound[name] = pvc
+		}
+	}
+	return claims, nil
+}
+
+// createVMI is virt-controller's start: the VMI is the template as it is now.
+func (s *Site) createVMI(ctx context.Context, vm *virtv1.VirtualMachine) (*virtv1.VirtualMachineInstance, error) {
+	if vm.Spec.Template == nil {
+		return nil, reconcile.TerminalError(fmt.Errorf("VirtualMachine %s/%s has no template", vm.Namespace, vm.Name))
+	}
+	tmpl := vm.Spec.Template.DeepCopy()
+	vmi := &virtv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:       vm.Namespace,
+			Name:            vm.Name,
+			Labels:          tmpl.ObjectMeta.Labels,
+			Annotations:     tmpl.ObjectMeta.Annotations,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(vm, virtv1.VirtualMachineGroupVersionKind)},
+		},
+		Spec: tmpl.Spec,
+	}
+	metav1.SetMetaDataAnnotation(&vmi.ObjectMeta, annVMGeneration, strconv.FormatInt(vm.Generation, 10))
+	vmi.Status.Phase = virtv1.Pending
+	if err := s.client.Create(ctx, vmi); err != nil {
+		return nil, fmt.Errorf("creating VirtualMachineInstance %s/%s: %w", vm.Namespace, vm.Name, err)
+	}
+	return vmi, nil
+}
+
+// startVMI is virt-handler's part: once the VMI's claims are bound it runs, or fails when the
+// FailStart fault says so. VMIs have no status subresource, so the whole object is updated.
+func (s *Site) startVMI(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, claims vmClaims) error {
+	before := vmi.DeepCopy()
+	now := metav1.Now()
+	status := &vmi.Status
+	switch {
+	case len(claims.missing) > 0 || len(claims.unbound) > 0:
+		setVMIPhase(status, virtv1.Scheduling, now)
+		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionFalse, "PodNotExists",
+			"waiting for the claims to be bound", now)
+	case s.opts.FailStart != nil && s.opts.FailStart(vm):
+		setVMIPhase(status, virtv1.Failed, now)
+		status.NodeName = s.opts.NodeName
+		status.Reason = "FailStart"
+		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionFalse, "FailStart",
+			"the site's FailStart fault stopped the domain from starting", now)
+	default:
+		setVMIPhase(status, virtv1.Running, now)
+		status.NodeName = s.opts.NodeName
+		status.VolumeStatus = volumeStatus(vmi, claims)
+		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionTrue, "", "", now)
+	}
+	if equality.Semantic.DeepEqual(before.Status, vmi.Status) {
+		return nil
+	}
+	if err := ignoreGone(s.client.Update(ctx, vmi)); err != nil {
+		return fmt.Errorf("updating VirtualMachineInstance %s/%s: %w", vmi.Namespace, vmi.Name, err)
+	}
+	return nil
+}
+
+func setVMIPhase(status *virtv1.VirtualMachineInstanceStatus, phase virtv1.VirtualMachineInstancePhase, now metav1.Time) {
+	if status.Phase == phase {
+		return
+	}
+	status.Phase = phase
+	status.PhaseTransitionTimestamps = append(status.PhaseTransitionTimestamps,
+		virtv1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: phase, PhaseTransitionTimestamp: now})
+}
+
+func setVMICondition(status *virtv1.VirtualMachineInstanceStatus, t virtv1.VirtualMachineInstanceConditionType,
+	value corev1.ConditionStatus, reason, message string, now metav1.Time) {
+	for i := range status.Conditions {
+		c := &status.Conditions[i]
+		if c.Type != t {
+			continue
+		}
+		if c.Status != value {
+			c.LastTransitionTime = now
+		}
+		c.Status, c.Reason, c.Message = value, reason, message
+		return
+	}
+	status.Conditions = append(status.Conditions, virtv1.VirtualMachineInstanceCondition{
+		Type: t, Status: value, Reason: reason, Message: message, LastTransitionTime: now})
+}
+
+// volumeStatus describes the VMI's claims as virt-handler does once the domain runs.
+func volumeStatus(vmi *virtv1.VirtualMachineInstance, claims vmClaims) []virtv1.VolumeStatus {
+	var out []virtv1.VolumeStatus
+	for i, v := range vmi.Spec.Volumes {
+		st := virtv1.VolumeStatus{Name: v.Name, Target: "vd" + string(rune('a'+i%26)), Phase: virtv1.VolumeReady}
+		name := ""
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			name = v.PersistentVolumeClaim.ClaimName
+		case v.DataVolume != nil:
+			name = v.DataVolume.Name
+		}
+		if pvc := claims.bound[name]; pvc != nil {
+			st.PersistentVolumeClaimInfo = &virtv1.PersistentVolumeClaimInfo{
+				ClaimName:   pvc.Name,
+				AccessModes: pvc.Status.AccessModes,
+				VolumeMode:  pvc.Spec.VolumeMode,
+				Capacity:    pvc.Status.Capacity,
+				Requests:    pvc.Spec.Resources.Requests,
+			}
+			st.Size = pvc.Status.Capacity.Storage().Value()
+		}
+		out = append(out, st)
+	}
+	return out
+}

@@ -1,0 +1,234 @@
+package site
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/go-logr/logr"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// DefaultNodeName is the Node a site registers when Options.NodeName is empty.
+const DefaultNodeName = "site-0"
+
+// Options configure a Site. The fault hooks are called from the site's controllers, possibly
+// at the same time, and must be safe for concurrent use; a nil hook injects nothing.
+type Options struct {
+	// Dir holds the volumes' backing files, the snapshots' files and the pods' logs. Required.
+	Dir string
+	// Drivers are the CSI driver names the site serves: the provisioner of its StorageClasses
+	// and the driver of its VolumeSnapshotClasses. Claims of other classes are left alone.
+	Drivers []string
+	// CopyBinary is the nodewright-copy executable the kubelet runs (see BuildCopy). Required.
+	CopyBinary string
+	// NodeName is the Node the site registers and binds pods to; DefaultNodeName when empty.
+	// Sites that run at the same time need different names.
+	NodeName string
+	// Namespaces limits the site to these namespaces, and the cluster-scoped volumes and
+	// snapshot contents to those bound to them; empty means every namespace.
+	Namespaces []string
+	// Logger receives the site's logs; the zero Logger discards them.
+	Logger logr.Logger
+
+	// FailCopy, when it returns true for a Job, gives the Job's nodewright-copy a target file
+	// one block long instead of the --dst volume, so the real binary refuses it (exit 2, its
+	// JSON result in the termination message) and nothing is written to the volume.
+	FailCopy func(job *batchv1.Job) bool
+	// CorruptClone, when it returns true for a claim provisioned from a snapshot or cloned
+	// from a claim, flips one byte in the middle of the new backing file after the copy.
+	CorruptClone func(pvc *corev1.PersistentVolumeClaim) bool
+	// FailStart, when it returns true for a VirtualMachine, makes its new VMI fail instead of
+	// running (phase Failed); the VM then shows CrashLoopBackOff until it is stopped.
+	FailStart func(vm *virtv1.VirtualMachine) bool
+	// HoldCopy, when it returns a channel for a Job, keeps the Job's pod Running, before
+	// nodewright-copy starts, until the channel is closed or the pod is deleted.
+	HoldCopy func(job *batchv1.Job) <-chan struct{}
+}
+
+// Site plays kubelet, the volume, snapshot, Job and garbage-collection controllers, and
+// KubeVirt against an API server. Create it with New and run it with Start.
+type Site struct {
+	opts     Options
+	mgr      manager.Manager
+	client   client.Client
+	files    layout
+	drivers  map[string]bool
+	scope    map[string]bool // namespaces; empty means all
+	kubelet  *kubelet
+	started  chan struct{}
+	startErr error
+	once     sync.Once
+}
+
+// Scheme returns a scheme with the types the site reads and writes: the core Kubernetes
+// types, KubeVirt's kubevirt.io/v1 and snapshot.storage.k8s.io/v1.
+func Scheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+// New prepares a site that acts through cfg; nothing runs until Start.
+func New(cfg *rest.Config, opts Options) (*Site, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("site: Options.Dir is required")
+	}
+	if opts.CopyBinary == "" {
+		return nil, errors.New("site: Options.CopyBinary is required")
+	}
+	if opts.NodeName == "" {
+		opts.NodeName = DefaultNodeName
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	files := layout{root: dir}
+	if err := files.create(); err != nil {
+		return nil, err
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	cacheOpts := cache.Options{}
+	if len(opts.Namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range opts.Namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := manager.New(cfg, manager.Options{
+		Scheme:                 scheme,
+		Logger:                 opts.Logger,
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("site: creating the manager: %w", err)
+	}
+	s := &Site{
+		opts:    opts,
+		mgr:     mgr,
+		client:  mgr.GetClient(),
+		files:   files,
+		drivers: map[string]bool{},
+		scope:   map[string]bool{},
+		started: make(chan struct{}),
+	}
+	for _, d := range opts.Drivers {
+		s.drivers[d] = true
+	}
+	for _, ns := range opts.Namespaces {
+		s.scope[ns] = true
+	}
+	s.kubelet = newKubelet(s)
+	if err := s.setupControllers(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NodeName is the Node the site registered.
+func (s *Site) NodeName() string { return s.opts.NodeName }
+
+// Dir is the folder that holds the site's files.
+func (s *Site) Dir() string { return s.files.root }
+
+// Start registers the site's Node, serves the kubelet's logs and runs the controllers until
+// ctx ends. It then stops every process it started, waits for them, and deletes the Node.
+func (s *Site) Start(ctx context.Context) error {
+	server, err := s.kubelet.serve()
+	if err != nil {
+		s.markStarted(err)
+		return err
+	}
+	defer server.close()
+	if err := s.registerNode(ctx, server.port); err != nil {
+		s.markStarted(err)
+		return err
+	}
+	defer s.unregisterNode()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.mgr.Start(runCtx) }()
+	go func() {
+		if s.mgr.GetCache().WaitForCacheSync(runCtx) {
+			s.markStarted(nil)
+		}
+	}()
+	err = <-done
+	s.markStarted(errors.Join(errors.New("site: stopped before its caches synced"), err))
+	s.kubelet.stopAll()
+	return err
+}
+
+// Started is closed once the site's caches are synced and its controllers run; Err then
+// says whether starting failed.
+func (s *Site) Started() <-chan struct{} { return s.started }
+
+// Err is the reason the site failed to start, once Started is closed; nil if it runs.
+func (s *Site) Err() error {
+	<-s.started
+	return s.startErr
+}
+
+func (s *Site) markStarted(err error) {
+	s.once.Do(func() {
+		s.startErr = err
+		close(s.started)
+	})
+}
+
+// inScope says whether the site acts in namespace ns.
+func (s *Site) inScope(ns string) bool { return len(s.scope) == 0 || s.scope[ns] }
+
+// serves says whether the site is the CSI driver called driver.
+func (s *Site) serves(driver string) bool { return s.drivers[driver] }
+
+func (s *Site) setupControllers() error {
+	setups := []func() error{
+		s.setupProvisioner, s.setupReclaimer,
+		s.setupSnapshots, s.setupSnapshotContents,
+		s.setupKubeVirt,
+		s.setupJobs, s.kubelet.setup,
+	}
+	for _, setup := range setups {
+		if err := setup(); err != nil {
+			return fmt.Errorf("site: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeAll removes a folder the site made, ignoring one that is already gone.
+func removeAll(path string) error {
+	if err := os.RemoveAll(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
