@@ -53,7 +53,7 @@ func newFixture(t *testing.T, opts site.Options) *fix {
 	opts.CopyBinary = site.BuildCopy(t)
 	opts.NodeName = "site-" + f.ns
 	opts.Namespaces = []string{f.ns}
-	if os.Getenv("SITE_DEBUG") != "" {
+	if os.Getenv("SITE_DEBUG") != "" { // the controllers' logs, to see why a test waits
 		opts.Logger = testr.NewWithOptions(t, testr.Options{Verbosity: 5})
 	}
 	f.site = site.Start(t, env.Config, opts)

@@ -232,12 +232,14 @@ func (k *kubelet) start(pod *corev1.Pod, plan *runPlan) (*container, error) {
 	k.procs[pod.UID] = c
 	k.ran[client.ObjectKeyFromObject(pod)] = pod.UID
 	k.mu.Unlock()
+	// The goroutine keeps only copies: the caller goes on using pod.
+	policy := pod.Spec.Containers[0].TerminationMessagePolicy
+	stub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
 	k.wg.Add(1)
 	go func() {
 		defer k.wg.Done()
-		c.exit = k.run(c, plan, logFile, pod.Spec.Containers[0].TerminationMessagePolicy)
+		c.exit = k.run(c, plan, logFile, policy)
 		close(c.done)
-		stub := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
 		select {
 		case k.exits <- event.GenericEvent{Object: stub}:
 		case <-k.stopping:

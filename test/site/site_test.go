@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -218,14 +219,19 @@ func TestCopyJobMovesTheBytes(t *testing.T) {
 	}
 }
 
-// logs reads a pod's logs through the API server, which asks the site's kubelet for them.
-func (f *fix) logs(pod string, tailLines *int64) string {
+func (f *fix) clientset() *kubernetes.Clientset {
 	f.t.Helper()
 	clientset, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	data, err := clientset.CoreV1().Pods(f.ns).GetLogs(pod, &corev1.PodLogOptions{Container: "copy", TailLines: tailLines}).DoRaw(f.ctx)
+	return clientset
+}
+
+// logs reads a pod's logs through the API server, which asks the site's kubelet for them.
+func (f *fix) logs(pod string, tailLines *int64) string {
+	f.t.Helper()
+	data, err := f.clientset().CoreV1().Pods(f.ns).GetLogs(pod, &corev1.PodLogOptions{Container: "copy", TailLines: tailLines}).DoRaw(f.ctx)
 	if err != nil {
 		f.t.Fatalf("reading the logs of %s: %v: %s", pod, err, data)
 	}
@@ -317,10 +323,20 @@ func TestHeldJobRunsAndShowsLogsWhenReleased(t *testing.T) {
 		t.Fatalf("claim dst: %v, deletion %v", err, pvc.DeletionTimestamp)
 	}
 
+	// A follower sees the lines as they come and its stream ends with the container.
+	stream, err := f.clientset().CoreV1().Pods(f.ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "copy", Follow: true}).Stream(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stream.Close() }()
 	close(hold)
+	followed, err := io.ReadAll(stream)
+	if err != nil || !strings.Contains(string(followed), `"phase":"copy"`) {
+		t.Errorf("followed logs (%v):\n%s", err, followed)
+	}
 	f.jobCondition("copy", batchv1.JobComplete)
-	if logs := f.logs(pod.Name, nil); !strings.Contains(logs, `"phase":"copy"`) {
-		t.Errorf("no copy progress in the logs:\n%s", logs)
+	if logs := f.logs(pod.Name, nil); logs != string(followed) {
+		t.Errorf("the logs after the end differ from the followed ones:\n%s\n---\n%s", logs, followed)
 	}
 	// With the pod finished, nothing uses the target: it goes, with its volume.
 	f.eventually(func() string {
