@@ -30,11 +30,14 @@
 //     (pods/log reaches the site's Node at 127.0.0.1 over TLS), and reports the exit code and
 //     the termination message like the real one. Job status follows the Kubernetes 1.34 rules
 //     the API server enforces (SuccessCriteriaMet before Complete, FailureTarget before Failed).
-//   - the garbage collector, for what the site owns: the pods of a deleted Job (with the
-//     orphan and foregroundDeletion finalizers honoured) and the VMI of a deleted VM.
+//   - the garbage collector, for what the site owns: the pods of a deleted Job and the VMI of
+//     a deleted VM. The orphan and foregroundDeletion finalizers are honoured; as in a cluster,
+//     deleting a batch/v1 Job without a propagation policy orphans its pods (the API server's
+//     default for that version), so a client that wants them gone asks for Background.
 //
 // It does not play, and tests must not assume: real block devices (volumes are regular files,
-// so nodewright-copy runs on files, with O_DIRECT where the file system allows it); a guest
+// so nodewright-copy runs on files, with O_DIRECT where the file system allows it, and its
+// JSON result names the backing files' paths where a pod would show its device paths); a guest
 // (no agent, no freeze or thaw, no writes from inside a VM); scheduling beyond binding every
 // pod to the site's one node; container images, restarts (restartPolicy OnFailure behaves like
 // Never), init containers, or any command other than nodewright-copy; filesystem volumes;
@@ -42,7 +45,9 @@
 // (a dataVolume volume is read as the claim of the same name); snapshot groups, pre-provisioned
 // snapshot contents and cross-namespace data sources; the Job features podFailurePolicy,
 // successPolicy, indexed completion, parallelism above one, suspend and ttlSecondsAfterFinished;
-// node heartbeats and the namespace controller (a deleted namespace stays Terminating).
+// node heartbeats and the namespace controller (a deleted namespace stays Terminating). A site
+// keeps its processes in memory: a pod left Running by a site that stopped is failed by the
+// next one (ContainerStatusUnknown), as a kubelet does with a container it lost.
 //
 // Faults are injected through Options, and each one makes the real thing fail for real: a copy
 // gets a target too small for its source and nodewright-copy refuses it with its own result, a

@@ -99,6 +99,11 @@ func New(cfg *rest.Config, opts Options) (*Site, error) {
 	if opts.NodeName == "" {
 		opts.NodeName = DefaultNodeName
 	}
+	if opts.Logger.GetSink() == nil {
+		// A Logger with no sink would make the manager use controller-runtime's global one,
+		// which warns, with a stack, when nobody has set it.
+		opts.Logger = logr.New(discardSink{})
+	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {
 		return nil, err
@@ -224,6 +229,16 @@ func (s *Site) setupControllers() error {
 	}
 	return nil
 }
+
+// discardSink is a log sink that drops everything.
+type discardSink struct{}
+
+func (discardSink) Init(logr.RuntimeInfo)            {}
+func (discardSink) Enabled(int) bool                 { return false }
+func (discardSink) Info(int, string, ...any)         {}
+func (discardSink) Error(error, string, ...any)      {}
+func (d discardSink) WithValues(...any) logr.LogSink { return d }
+func (d discardSink) WithName(string) logr.LogSink   { return d }
 
 // removeAll removes a folder the site made, ignoring one that is already gone.
 func removeAll(path string) error {
