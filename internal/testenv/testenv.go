@@ -28,6 +28,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +37,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -64,7 +67,15 @@ func New() *Env { return &Env{} }
 
 // Run starts the control plane, runs the package's tests and stops it again. It returns
 // the exit code for os.Exit.
+//
+// The controllers' logs are discarded unless NODEWRIGHT_TEST_LOG is set, which sends them to
+// standard error.
 func (e *Env) Run(m *testing.M) int {
+	logger := logr.Discard()
+	if os.Getenv("NODEWRIGHT_TEST_LOG") != "" {
+		logger = zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true))
+	}
+	ctrllog.SetLogger(logger)
 	if err := e.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		return 1

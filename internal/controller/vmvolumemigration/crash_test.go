@@ -1,0 +1,145 @@
+package vmvolumemigration_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/test/site"
+)
+
+// TestCrashAtEveryStepBoundary kills the operator right after it recorded the start of each
+// step, forward and rollback, and starts a new one: each migration still ends Succeeded or
+// RolledBack, with the VM running and nothing orphaned.
+func TestCrashAtEveryStepBoundary(t *testing.T) {
+	type crash struct {
+		mode     nwv1.MigrationMode
+		step     migration.Step
+		failCopy bool
+	}
+	var cases []crash
+	for _, mode := range []nwv1.MigrationMode{nwv1.MigrationCold, nwv1.MigrationHot} {
+		for _, step := range (migration.Plan{Mode: mode, RetainSource: true}).Forward() {
+			cases = append(cases, crash{mode: mode, step: step})
+		}
+	}
+	cases = append(cases, crash{mode: nwv1.MigrationCold, step: migration.RollbackStartVM, failCopy: true},
+		crash{mode: nwv1.MigrationCold, step: migration.RollbackCleanup, failCopy: true})
+
+	for _, c := range cases {
+		name := string(c.mode) + "-" + string(c.step)
+		t.Run(name, func(t *testing.T) {
+			opts := site.Options{}
+			if c.failCopy {
+				opts.FailCopy = func(*batchv1.Job) bool { return true }
+			}
+			f := newFixture(t, opts)
+			mig := strings.ToLower(name)
+			f.create(f.migration(mig, c.mode, linstorClass))
+
+			killAt(t, func(m *nwv1.VMVolumeMigration) bool {
+				return m.Name == mig && strings.Contains(stepStates(m), string(c.step)+"=Running")
+			})
+			env.StartManager(t, operator.SetupControllers)
+			want, claim := nwv1.WorkflowSucceeded, mig+"-target"
+			pvcs, snaps := []string{"web-root", mig + "-target"}, []string{mig + "-before", mig + "-after"}
+			if c.failCopy {
+				want, claim, pvcs, snaps = nwv1.WorkflowRolledBack, "web-root", []string{"web-root"}, nil
+			}
+			f.waitPhase(mig, want, 90*time.Second)
+			f.waitVMRunsOn(claim)
+			if c.failCopy {
+				f.assertVMAsBefore()
+			}
+			if !equalBytes(f.volumeBytes(claim), f.source) {
+				t.Errorf("the bytes of %s differ from the source's", claim)
+			}
+			f.assertLeftBehind(pvcs, snaps)
+		})
+	}
+}
+
+// killAt runs the migration controller until it has written a status for which dead says
+// true, and then kills it: every later call it makes fails, and its manager stops.
+func killAt(t *testing.T, dead func(*nwv1.VMVolumeMigration) bool) {
+	t.Helper()
+	var killed atomic.Bool
+	crashed := make(chan struct{})
+	var once sync.Once
+	gone := errors.New("the operator was killed")
+	guard := func() error {
+		if killed.Load() {
+			return gone
+		}
+		return nil
+	}
+	funcs := interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := guard(); err != nil {
+				return err
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if err := guard(); err != nil {
+				return err
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if err := guard(); err != nil {
+				return err
+			}
+			return c.Delete(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if err := guard(); err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if err := guard(); err != nil {
+				return err
+			}
+			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			if m, ok := obj.(*nwv1.VMVolumeMigration); ok && err == nil && dead(m) {
+				killed.Store(true)
+				once.Do(func() { close(crashed) })
+			}
+			return err
+		},
+	}
+	stop := env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
+		c := interceptor.NewClient(withWatch{mgr.GetClient()}, funcs)
+		return (&vmvolumemigration.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor("crashing-operator")}).SetupWithManager(mgr)
+	})
+	select {
+	case <-crashed:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the operator never reached the crash point")
+	}
+	stop()
+}
+
+// withWatch lets the manager's client pass where the interceptor wants a client.WithWatch;
+// the controller never watches through it.
+type withWatch struct{ client.Client }
+
+func (withWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, errors.New("watch is not supported")
+}

@@ -1,0 +1,71 @@
+package vmvolumemigration
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/migration"
+)
+
+// TestStatusRecordsTheMachineState walks every path of every plan through the machine and
+// checks that the status written for each transition reads back as the state the machine
+// moved to: the controller resumes from its status after a restart, so the two must agree.
+func TestStatusRecordsTheMachineState(t *testing.T) {
+	now := metav1.NewTime(time.Unix(1_800_000_000, 0))
+	for _, mode := range []nwv1.MigrationMode{nwv1.MigrationCold, nwv1.MigrationHot} {
+		for _, retain := range []bool{true, false} {
+			m := &nwv1.VMVolumeMigration{Spec: nwv1.VMVolumeMigrationSpec{Mode: mode, RetainSource: ptr.To(retain)}}
+			plan := planOf(m)
+			type node struct {
+				m     *nwv1.VMVolumeMigration
+				depth int
+			}
+			queue := []node{{m: m}}
+			visited := 0
+			for len(queue) > 0 {
+				n := queue[0]
+				queue = queue[1:]
+				from := stateOf(n.m)
+				for _, e := range migration.Events() {
+					to, err := plan.Next(from, e)
+					if err != nil || to == from {
+						continue
+					}
+					next := n.m.DeepCopy()
+					transition(next, plan, from, to, e, "because", false, now)
+					if got := stateOf(next); got != to {
+						t.Fatalf("%+v: %s --%s--> %s, but the status reads back as %s (steps %v)", plan, from, e, to, got, next.Status.Steps)
+					}
+					if len(next.Status.Steps) > 32 {
+						t.Fatalf("%+v: %d steps, more than the API allows", plan, len(next.Status.Steps))
+					}
+					visited++
+					queue = append(queue, node{m: next, depth: n.depth + 1})
+				}
+			}
+			if visited < 20 {
+				t.Errorf("%+v: only %d transitions walked", plan, visited)
+			}
+		}
+	}
+}
+
+func TestChildNamesFitALabel(t *testing.T) {
+	long := &nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{Name: "a-very-long-migration-name-that-goes-on-and-on-for-quite-a-while-indeed"}}
+	for _, suffix := range []string{suffixBefore, suffixAfter, suffixTarget, suffixView, suffixCopy, suffixVerify} {
+		name := childName(long, suffix)
+		if len(name) > maxChildName || name[len(name)-len(suffix):] != suffix {
+			t.Errorf("%q: %d characters", name, len(name))
+		}
+		if childName(long, suffix) != name {
+			t.Error("child names are not deterministic")
+		}
+	}
+	if got := childName(&nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, suffixTarget); got != "web-target" {
+		t.Errorf("short name %q", got)
+	}
+}
