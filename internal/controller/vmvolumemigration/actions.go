@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/blockcopy"
 	"github.com/spectrocloud/nodewright/internal/migration"
 )
 
@@ -200,10 +201,14 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 	}
 	done, jobFailed := jobFinished(job)
 	if !done {
+		what := "running nodewright-copy " + command
 		if p := readProgress(ctx, r.Clientset, pod); p != nil {
 			setProgress(s.m, p.BytesDone, p.BytesTotal)
+			if doing, ok := phaseDoing[p.Phase]; ok {
+				what = doing
+			}
 		}
-		return waiting(progressInterval, "Job %s is running nodewright-copy %s", job.Name, command), nil
+		return waiting(progressInterval, "Job %s is %s", job.Name, what), nil
 	}
 	res, err := jobResult(pod)
 	if err != nil {
@@ -228,6 +233,13 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 		verb = "verified"
 	}
 	return succeeded("%d bytes %s in %.1fs; source and target both %s", res.BytesTotal, verb, res.Seconds, res.TargetDigest), nil
+}
+
+// phaseDoing says what nodewright-copy does in each phase of its progress.
+var phaseDoing = map[string]string{
+	blockcopy.PhaseCopy:    "copying the source to the target",
+	blockcopy.PhaseVerify:  "reading the target back to verify it",
+	blockcopy.PhaseCompare: "comparing the clone with the snapshot",
 }
 
 func algorithmOf(m *nwv1.VMVolumeMigration) nwv1.ChecksumAlgorithm {

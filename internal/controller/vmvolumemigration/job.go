@@ -155,7 +155,8 @@ func readProgress(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod)
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	for sc.Scan() {
 		var p blockcopy.ProgressReport
-		if json.Unmarshal(sc.Bytes(), &p) == nil && p.BytesTotal > 0 {
+		// The JSON result line has a bytesTotal too; only progress lines name a phase.
+		if json.Unmarshal(sc.Bytes(), &p) == nil && p.Phase != "" && p.BytesTotal > 0 {
 			last = &p
 		}
 	}

@@ -1,0 +1,8 @@
+package vmvolumemigration
+
+// Exported for the tests of package vmvolumemigration_test.
+var (
+	ReadProgress = readProgress
+	NewDataJob   = newDataJob
+	JobPod       = jobPod
+)
