@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # make bench: every benchmark, each printing its figures against its baseline or target.
-#   hack/bench.sh [copy|bridge|audit]...   (default: all)
+#   hack/bench.sh [copy|bridge|audit|migration]...   (default: all)
 # BENCH_SIZE_MIB (copy), BENCH_WINDOW and BENCH_SAMPLES (bridge), BENCH_AUDIT_WINDOW and
-# BENCH_AUDIT_RECORDS (audit) shorten a run.
+# BENCH_AUDIT_RECORDS (audit), BENCH_MIGRATION_MIB (migration) shorten a run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 what=("$@")
-[ ${#what[@]} -gt 0 ] || what=(copy bridge audit)
+[ ${#what[@]} -gt 0 ] || what=(copy bridge audit migration)
 for b in "${what[@]}"; do
   case "$b" in
     copy) hack/bench-copy.sh ;;
@@ -18,6 +18,10 @@ for b in "${what[@]}"; do
     audit)
       echo
       go run ./test/bench/audit ;;
-    *) echo "unknown benchmark $b (copy, bridge, audit)" >&2; exit 2 ;;
+    migration)
+      hack/control-plane.sh >/dev/null
+      echo
+      go run ./test/bench/migration ;;
+    *) echo "unknown benchmark $b (copy, bridge, audit, migration)" >&2; exit 2 ;;
   esac
 done
