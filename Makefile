@@ -32,7 +32,7 @@ test: control-plane ## Run the unit, integration (real API server) and end-to-en
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
-bench: ## Run the benchmarks (copier, bridge, audit) and print each figure against its baseline.
+bench: ## Run the benchmarks (copier, bridge, audit, migration) and print each figure against its baseline.
 	hack/bench.sh
 
 ##@ Development
