@@ -31,6 +31,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench-bridge: %v\n", err)
 		os.Exit(1)
 	}
+	if missed {
+		os.Exit(1)
+	}
 }
 
 func run() error {
@@ -113,10 +116,13 @@ func run() error {
 	return nil
 }
 
+// missed is set when a figure misses its target; the program then exits 1 after printing.
+var missed bool
+
 func verdict(target string, ok bool) {
 	word := "PASS"
 	if !ok {
-		word = "FAIL"
+		word, missed = "FAIL", true
 	}
 	fmt.Printf("  %s  %s\n", word, target)
 }

@@ -53,6 +53,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench-migration: %v\n", err)
 		os.Exit(1)
 	}
+	if missed {
+		os.Exit(1)
+	}
 }
 
 func run(ctx context.Context) error {
