@@ -6,9 +6,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // Annotations and finalizers of the PV controller, the provisioner and the scheduler.
@@ -120,6 +123,19 @@ func (s *Site) claimUsers(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 		}
 	}
 	return users, nil
+}
+
+// viaVolume turns a map function of claims into one of volumes: a PV's event is its claim's.
+// Reads of a claim's PV go through the cache, which may learn of a new PV after the claim's
+// own events: this wakes whoever found no PV.
+func (s *Site) viaVolume(ofClaim handler.MapFunc) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		ref := o.(*corev1.PersistentVolume).Spec.ClaimRef
+		if ref == nil || !s.inScope(ref.Namespace) {
+			return nil
+		}
+		return ofClaim(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}})
+	}
 }
 
 // ignoreGone treats an object that disappeared under the site as done with.

@@ -1,6 +1,7 @@
 package site_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -158,6 +159,60 @@ func TestJobDeletedWithoutAPolicyOrphansItsPod(t *testing.T) {
 		t.Fatalf("pods %v", pods)
 	}
 	f.delete(&pods[0])
+	f.delete(claimRef("src", f.ns))
+	f.delete(claimRef("dst", f.ns))
+	f.nothingLeft()
+}
+
+// TestANewSiteFailsThePodTheOldOneWasRunning stops a site under a running pod, as a node
+// restart would, and starts another: the pod fails as a lost container, and so does its Job.
+func TestANewSiteFailsThePodTheOldOneWasRunning(t *testing.T) {
+	f := bareFixture(t)
+	dir := t.TempDir() // the node's disk, which outlives its kubelet
+	first, err := site.New(env.Config, f.options(site.Options{Dir: dir, HoldCopy: func(*batchv1.Job) <-chan struct{} { return make(chan struct{}) }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(f.ctx)
+	done := make(chan error, 1)
+	go func() { done <- first.Start(ctx) }()
+	t.Cleanup(stop)
+	if err := first.Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.site = first
+	f.volume("src", 25)
+	f.create(f.claim("dst", nil))
+	f.bound("dst")
+	f.create(f.copyJob("copy", "src", "dst", 0, "copy", "--src", "/dev/src", "--dst", "/dev/dst"))
+	f.onlyPod("copy", func(p *corev1.Pod) string {
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Sprintf("pod %s is %s", p.Name, p.Status.Phase)
+		}
+		return ""
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("the first site stopped with an error: %v", err)
+	}
+	node := &corev1.Node{}
+	if err := env.Client.Get(f.ctx, client.ObjectKey{Name: first.NodeName()}, node); !apierrors.IsNotFound(err) {
+		t.Errorf("the stopped site's Node is still there (%v)", err)
+	}
+
+	f.site = site.Start(t, env.Config, f.options(site.Options{Dir: dir}))
+	pod := f.onlyPod("copy", func(p *corev1.Pod) string {
+		if term := terminated(p); p.Status.Phase != corev1.PodFailed || term == nil || term.Reason != "ContainerStatusUnknown" {
+			return fmt.Sprintf("pod %s is %s: %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return ""
+	})
+	if term := terminated(pod); term.ExitCode != 137 {
+		t.Errorf("terminated %+v", term)
+	}
+	f.jobCondition("copy", batchv1.JobFailed)
+	// The new site removes the folder the old one made for the pod, with the pod.
+	f.delete(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "copy", Namespace: f.ns}}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	f.delete(claimRef("src", f.ns))
 	f.delete(claimRef("dst", f.ns))
 	f.nothingLeft()

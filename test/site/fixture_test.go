@@ -47,17 +47,29 @@ type fix struct {
 
 func newFixture(t *testing.T, opts site.Options) *fix {
 	t.Helper()
+	f := bareFixture(t)
+	f.site = site.Start(t, env.Config, f.options(opts))
+	return f
+}
+
+// bareFixture is a fixture whose site the test starts itself.
+func bareFixture(t *testing.T) *fix {
+	t.Helper()
 	f := &fix{t: t, ctx: context.Background(), ns: env.Namespace(t)}
 	f.createClasses(f.ns, storagev1.VolumeBindingImmediate)
+	return f
+}
+
+// options completes a test's options: the site serves the fixture's namespace and driver.
+func (f *fix) options(opts site.Options) site.Options {
 	opts.Drivers = []string{driver}
-	opts.CopyBinary = site.BuildCopy(t)
+	opts.CopyBinary = site.BuildCopy(f.t)
 	opts.NodeName = "site-" + f.ns
 	opts.Namespaces = []string{f.ns}
 	if os.Getenv("SITE_DEBUG") != "" { // the controllers' logs, to see why a test waits
-		opts.Logger = testr.NewWithOptions(t, testr.Options{Verbosity: 5})
+		opts.Logger = testr.NewWithOptions(f.t, testr.Options{Verbosity: 5})
 	}
-	f.site = site.Start(t, env.Config, opts)
-	return f
+	return opts
 }
 
 // createClasses makes a StorageClass and a default VolumeSnapshotClass of the site's driver.

@@ -95,6 +95,7 @@ func (k *kubelet) setup() error {
 		For(&corev1.Pod{}, builder.WithPredicates(onNode)).
 		// A pod waits for its claims to be bound.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(k.podsOfClaim), builder.WithPredicates(inScope)).
+		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(k.s.viaVolume(k.podsOfClaim))).
 		WatchesRawSource(source.Channel(k.exits, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(reconcile.Func(k.reconcile))
@@ -134,6 +135,9 @@ func (k *kubelet) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	}
 	k.mu.Lock()
 	c := k.procs[pod.UID]
+	if _, err := os.Stat(k.s.files.pod(string(pod.UID))); err == nil {
+		k.ran[req.NamespacedName] = pod.UID // a folder an earlier site made: removed with the pod
+	}
 	k.mu.Unlock()
 	if pod.DeletionTimestamp != nil {
 		return ctrl.Result{}, k.terminate(ctx, pod, c)
@@ -320,6 +324,29 @@ func terminationMessage(plan *runPlan, code int32, policy corev1.TerminationMess
 		return tailOfLog(plan.logPath, 80, 2048)
 	}
 	return string(data)
+}
+
+// sweep removes the folders of pods that are gone, left by an earlier site on the same Dir.
+func (k *kubelet) sweep(ctx context.Context) error {
+	entries, err := os.ReadDir(k.s.files.pods())
+	if err != nil {
+		return err
+	}
+	pods := &corev1.PodList{}
+	if err := k.s.client.List(ctx, pods); err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for _, pod := range pods.Items {
+		live[string(pod.UID)] = true
+	}
+	var errs []error
+	for _, e := range entries {
+		if !live[e.Name()] {
+			errs = append(errs, removeAll(k.s.files.pod(e.Name())))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // stopAll stops every container and waits for them, when the site stops.

@@ -35,9 +35,21 @@ func (s *Site) setupProvisioner() error {
 		// A clone waits for its source claim to be bound.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(s.claimsRestoringFrom("", "PersistentVolumeClaim")),
 			builder.WithPredicates(inScope)).
-		// A restore waits for its snapshot to be ready.
+		// A claim's binding, and its clones, wait for its PV to reach the cache.
+		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(s.viaVolume(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return append(requests(o.GetNamespace(), []string{o.GetName()}), s.claimsRestoringFrom("", "PersistentVolumeClaim")(ctx, o)...)
+		}))).
+		// A restore waits for its snapshot to be ready, and for its content to reach the cache.
 		Watches(&snapshotv1.VolumeSnapshot{}, handler.EnqueueRequestsFromMapFunc(s.claimsRestoringFrom(snapshotv1.GroupName, "VolumeSnapshot")),
 			builder.WithPredicates(inScope)).
+		Watches(&snapshotv1.VolumeSnapshotContent{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			ref := o.(*snapshotv1.VolumeSnapshotContent).Spec.VolumeSnapshotRef
+			if !s.inScope(ref.Namespace) {
+				return nil
+			}
+			vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ref.Namespace, Name: ref.Name}}
+			return s.claimsRestoringFrom(snapshotv1.GroupName, "VolumeSnapshot")(ctx, vs)
+		})).
 		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(s.claimsOfClass)).
 		// Pods and VMIs consume WaitForFirstConsumer claims and hold the pvc-protection finalizer.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

@@ -31,6 +31,7 @@ const DefaultNodeName = "site-0"
 // at the same time, and must be safe for concurrent use; a nil hook injects nothing.
 type Options struct {
 	// Dir holds the volumes' backing files, the snapshots' files and the pods' logs. Required.
+	// It is one node's disk: a site started on the Dir of an earlier one takes over its files.
 	Dir string
 	// Drivers are the CSI driver names the site serves: the provisioner of its StorageClasses
 	// and the driver of its VolumeSnapshotClasses. Claims of other classes are left alone.
@@ -183,7 +184,7 @@ func (s *Site) Start(ctx context.Context) error {
 	go func() { done <- s.mgr.Start(runCtx) }()
 	go func() {
 		if s.mgr.GetCache().WaitForCacheSync(runCtx) {
-			s.markStarted(nil)
+			s.markStarted(s.kubelet.sweep(runCtx))
 		}
 	}()
 	err = <-done

@@ -307,12 +307,15 @@ func TestHeldJobRunsAndShowsLogsWhenReleased(t *testing.T) {
 		return ""
 	})
 	job := &batchv1.Job{}
-	if err := f.get("copy", job); err != nil {
-		t.Fatal(err)
-	}
-	if job.Status.Active != 1 || ptr.Deref(job.Status.Ready, 0) != 1 {
-		t.Errorf("held Job status %+v", job.Status)
-	}
+	f.eventually(func() string {
+		if err := f.get("copy", job); err != nil {
+			return err.Error()
+		}
+		if job.Status.Active != 1 || ptr.Deref(job.Status.Ready, 0) != 1 {
+			return fmt.Sprintf("held Job status %+v", job.Status)
+		}
+		return ""
+	})
 	if logs := f.logs(pod.Name, nil); logs != "" {
 		t.Errorf("a held copy has logs already: %q", logs)
 	}

@@ -43,6 +43,7 @@ func (s *Site) setupSnapshots() error {
 		For(&snapshotv1.VolumeSnapshot{}, builder.WithPredicates(inScope)).
 		// A snapshot waits for its claim to be bound, and its deletion for restores to end.
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(s.snapshotsOfClaim), builder.WithPredicates(inScope)).
+		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(s.viaVolume(s.snapshotsOfClaim))).
 		Watches(&snapshotv1.VolumeSnapshotClass{}, handler.EnqueueRequestsFromMapFunc(s.unreadySnapshots)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(reconcile.Func(s.reconcileSnapshot))
