@@ -21,8 +21,8 @@
 //     still being restored from it.
 //   - virt-controller and virt-handler of KubeVirt: a VirtualMachine that should run gets a
 //     VirtualMachineInstance made from its template as it is at start time, which goes Running
-//     once its claims are bound; one that should not run loses it. There is no guest, so no
-//     guest agent ever connects and nothing runs inside the VMI.
+//     once its claims are bound; one that should not run loses it. A VMI created on its own
+//     runs too. There is no guest, so no guest agent ever connects and nothing runs inside.
 //   - the Job controller, the scheduler's binding of the Job's pods to the site's node, and the
 //     kubelet: each Job gets one pod at a time, whose single container must run nodewright-copy;
 //     the kubelet runs the real binary on the backing files behind the container's

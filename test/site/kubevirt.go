@@ -3,6 +3,7 @@ package site
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,12 +44,18 @@ func (s *Site) vmsOfClaim(ctx context.Context, o client.Object) []reconcile.Requ
 	}
 	var names []string
 	for i := range vms.Items {
-		if tmpl := vms.Items[i].Spec.Template; tmpl != nil {
-			for _, name := range vmiClaims(&tmpl.Spec) {
-				if name == o.GetName() {
-					names = append(names, vms.Items[i].Name)
-				}
-			}
+		if tmpl := vms.Items[i].Spec.Template; tmpl != nil && slices.Contains(vmiClaims(&tmpl.Spec), o.GetName()) {
+			names = append(names, vms.Items[i].Name)
+		}
+	}
+	// A VMI created on its own waits for its claims too; it has the key of a VM that is not there.
+	vmis := &virtv1.VirtualMachineInstanceList{}
+	if err := s.client.List(ctx, vmis, client.InNamespace(o.GetNamespace())); err != nil {
+		return requests(o.GetNamespace(), names)
+	}
+	for i := range vmis.Items {
+		if !controlledByVM(&vmis.Items[i]) && slices.Contains(vmiClaims(&vmis.Items[i].Spec), o.GetName()) {
+			names = append(names, vmis.Items[i].Name)
 		}
 	}
 	return requests(o.GetNamespace(), names)
@@ -61,10 +68,15 @@ func (s *Site) reconcileVM(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	}
 	vm := &virtv1.VirtualMachine{}
 	if err := s.client.Get(ctx, req.NamespacedName, vm); err != nil {
-		if apierrors.IsNotFound(err) && vmi != nil && controlledByVM(vmi) {
+		switch {
+		case !apierrors.IsNotFound(err):
+			return ctrl.Result{}, err
+		case vmi != nil && controlledByVM(vmi):
 			return ctrl.Result{}, s.deleteVMI(ctx, vmi) // the garbage collector's part
+		case vmi != nil:
+			return ctrl.Result{}, s.runStandalone(ctx, vmi)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, nil
 	}
 	if vmi != nil && controlledByVM(vmi) && !metav1.IsControlledBy(vmi, vm) {
 		// Left by an earlier VM of the same name.
@@ -77,9 +89,11 @@ func (s *Site) reconcileVM(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	if err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
-	claims, err := s.observeClaims(ctx, vm)
-	if err != nil {
-		return ctrl.Result{}, err
+	var claims vmClaims
+	if vm.Spec.Template != nil {
+		if claims, err = s.observeClaims(ctx, vm.Namespace, &vm.Spec.Template.Spec); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	switch {
 	case vmi != nil && strategy == virtv1.RunStrategyHalted:
@@ -92,7 +106,7 @@ func (s *Site) reconcileVM(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 			return ctrl.Result{}, err
 		}
 	}
-	if vmi != nil && (vmi.Status.Phase == virtv1.VmPhaseUnset || vmi.Status.Phase == virtv1.Pending || vmi.Status.Phase == virtv1.Scheduling) {
+	if vmi != nil && starting(vmi) {
 		if err := s.startVMI(ctx, vm, vmi, claims); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -146,14 +160,11 @@ type vmClaims struct {
 	bound   map[string]*corev1.PersistentVolumeClaim // bound claims by name
 }
 
-func (s *Site) observeClaims(ctx context.Context, vm *virtv1.VirtualMachine) (vmClaims, error) {
+func (s *Site) observeClaims(ctx context.Context, ns string, spec *virtv1.VirtualMachineInstanceSpec) (vmClaims, error) {
 	claims := vmClaims{bound: map[string]*corev1.PersistentVolumeClaim{}}
-	if vm.Spec.Template == nil {
-		return claims, nil
-	}
-	for _, name := range vmiClaims(&vm.Spec.Template.Spec) {
+	for _, name := range vmiClaims(spec) {
 		pvc := &corev1.PersistentVolumeClaim{}
-		err := s.client.Get(ctx, types.NamespacedName{Namespace: vm.Namespace, Name: name}, pvc)
+		err := s.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pvc)
 		switch {
 		case apierrors.IsNotFound(err):
 			claims.missing = append(claims.missing, name)
@@ -192,8 +203,29 @@ func (s *Site) createVMI(ctx context.Context, vm *virtv1.VirtualMachine) (*virtv
 	return vmi, nil
 }
 
+func starting(vmi *virtv1.VirtualMachineInstance) bool {
+	switch vmi.Status.Phase {
+	case virtv1.VmPhaseUnset, virtv1.Pending, virtv1.Scheduling:
+		return true
+	}
+	return false
+}
+
+// runStandalone starts a VMI created without a VM, as virt-handler does for any VMI.
+func (s *Site) runStandalone(ctx context.Context, vmi *virtv1.VirtualMachineInstance) error {
+	if !starting(vmi) {
+		return nil
+	}
+	claims, err := s.observeClaims(ctx, vmi.Namespace, &vmi.Spec)
+	if err != nil {
+		return err
+	}
+	return s.startVMI(ctx, nil, vmi, claims)
+}
+
 // startVMI is virt-handler's part: once the VMI's claims are bound it runs, or fails when the
-// FailStart fault says so. VMIs have no status subresource, so the whole object is updated.
+// FailStart fault says so of its VM. VMIs have no status subresource, so the whole object is
+// updated.
 func (s *Site) startVMI(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, claims vmClaims) error {
 	before := vmi.DeepCopy()
 	now := metav1.Now()
@@ -203,7 +235,7 @@ func (s *Site) startVMI(ctx context.Context, vm *virtv1.VirtualMachine, vmi *vir
 		setVMIPhase(status, virtv1.Scheduling, now)
 		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionFalse, "PodNotExists",
 			"waiting for the claims to be bound", now)
-	case s.opts.FailStart != nil && s.opts.FailStart(vm):
+	case vm != nil && s.opts.FailStart != nil && s.opts.FailStart(vm):
 		setVMIPhase(status, virtv1.Failed, now)
 		status.NodeName = s.opts.NodeName
 		status.Reason = "FailStart"

@@ -212,3 +212,15 @@ func TestClaimOfARunningVMIsProtected(t *testing.T) {
 	f.delete(vm)
 	f.nothingLeft()
 }
+
+func TestVMIWithoutAVMRunsOnceItsClaimIsBound(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	vmi := &virtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: "solo", Namespace: f.ns}, Spec: f.vm("solo", "root", virtv1.RunStrategyAlways).Spec.Template.Spec}
+	f.create(vmi)
+	f.vmiOn("solo", virtv1.Scheduling, "root")
+	f.create(f.claim("root", nil))
+	f.vmiOn("solo", virtv1.Running, "root")
+	f.delete(vmi)
+	f.delete(claimRef("root", f.ns))
+	f.nothingLeft()
+}
