@@ -165,6 +165,7 @@ func (s *Site) Dir() string { return s.files.root }
 
 // Start registers the site's Node, serves the kubelet's logs and runs the controllers until
 // ctx ends. It then stops every process it started, waits for them, and deletes the Node.
+// A Site starts once; a new one on the same Dir takes over.
 func (s *Site) Start(ctx context.Context) error {
 	server, err := s.kubelet.serve()
 	if err != nil {
@@ -197,7 +198,8 @@ func (s *Site) Start(ctx context.Context) error {
 // says whether starting failed.
 func (s *Site) Started() <-chan struct{} { return s.started }
 
-// Err is the reason the site failed to start, once Started is closed; nil if it runs.
+// Err waits until Started is closed and returns the reason the site failed to start, or nil
+// if it runs.
 func (s *Site) Err() error {
 	<-s.started
 	return s.startErr
