@@ -2,6 +2,9 @@
 # The local site: a self-contained Kubernetes cluster on this machine (kwokctl with the
 # control plane built by hack/control-plane.sh, three simulated nodes), the Nodewright CRDs
 # installed and the operator running against it. Everything it writes stays in .demo/.
+# Node edge-1 is played by nodewright-site (test/site): its kubelet, KubeVirt, a LINSTOR CSI
+# driver and the Job controller, on real files, so that a VM's volume can really be migrated;
+# edge-2 and edge-3 are kwok's.
 #
 #   hack/demo.sh up     start it (idempotent: an existing site is reused)
 #   hack/demo.sh down   stop every process it started and remove its state
@@ -24,6 +27,8 @@ operator_log="$state/operator.log"
 operator_pid="$state/operator.pid"
 sim_log="$state/legacy-sim.log"
 sim_pid="$state/legacy-sim.pid"
+site_log="$state/site.log"
+site_pid="$state/site.pid"
 step_interval=${NODEWRIGHT_DEMO_STEP_INTERVAL:-3s}
 probe_addr=${NODEWRIGHT_DEMO_PROBE_ADDR:-127.0.0.1:18081}
 metrics_addr=${NODEWRIGHT_DEMO_METRICS_ADDR:-127.0.0.1:18080}
@@ -93,7 +98,7 @@ up() {
   # Any step that fails without its own message is named, with the API server's log.
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   local b
-  for b in operator legacy-sim; do
+  for b in operator legacy-sim nodewright-site nodewright-copy; do
     [ -x "$root/bin/$b" ] || fail "bin/$b is missing: run 'make demo', which builds it"
   done
   [ -x "$k8s/kwokctl" ] || fail "the control plane is not built: run 'make demo', which builds it"
@@ -110,6 +115,9 @@ up() {
         --kube-controller-manager-binary "$k8s/kube-controller-manager" \
         --kube-scheduler-binary "$k8s/kube-scheduler" \
         --kwok-controller-binary "$k8s/kwok" \
+        --extra-args "kube-controller-manager=controllers=*,-job-controller,-persistentvolume-binder-controller" \
+        --extra-args "kwok-controller=manage-all-nodes=false" \
+        --extra-args "kwok-controller=manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" \
         --wait 2m >"$state/kwokctl.log" 2>&1; then
       cat "$state/kwokctl.log" >&2
       check_components
@@ -118,9 +126,9 @@ up() {
   fi
   check_components
 
-  say "adding three simulated nodes"
+  say "adding two simulated nodes (edge-1 is the site's)"
   local n
-  for n in 1 2 3; do
+  for n in 2 3; do
     "${kubectl[@]}" apply -f - >/dev/null <<NODE
 apiVersion: v1
 kind: Node
@@ -140,12 +148,38 @@ spec:
     effect: NoSchedule
 NODE
   done
-  "${kubectl[@]}" wait --for=condition=Ready node --all --timeout=60s >/dev/null ||
+  "${kubectl[@]}" wait --for=condition=Ready node edge-2 edge-3 --timeout=60s >/dev/null ||
     fail "the simulated nodes did not become Ready" "$(component_log kwok-controller)"
 
   say "installing the Nodewright CRDs"
   "${kubectl[@]}" apply --server-side -f "$root/config/crd/bases" >/dev/null
   "${kubectl[@]}" wait --for=condition=Established -f "$root/config/crd/bases" --timeout=60s >/dev/null
+  say "installing the KubeVirt and CSI snapshot CRDs"
+  "${kubectl[@]}" apply --server-side -f "$root/config/thirdparty/kubevirt" -f "$root/config/thirdparty/snapshot" >/dev/null
+  "${kubectl[@]}" wait --for=condition=Established -f "$root/config/thirdparty/kubevirt" \
+    -f "$root/config/thirdparty/snapshot" --timeout=60s >/dev/null
+
+  if running "$site_pid"; then
+    say "the site is already running (pid $(cat "$site_pid"))"
+  else
+    # The site plays edge-1 (kubelet, KubeVirt, a LINSTOR CSI driver, the Job controller)
+    # on files in $state/site; kube-controller-manager runs without the Job and volume
+    # binding controllers, which the site plays instead.
+    local i
+    say "starting the site: edge-1, KubeVirt and CSI on files (log: $site_log)"
+    nohup "$root/bin/nodewright-site" run --kubeconfig "$kubeconfig" --dir "$state/site" \
+      --copy-binary "$root/bin/nodewright-copy" --node-name edge-1 --drivers linstor.csi.linbit.com \
+      >"$site_log" 2>&1 &
+    echo $! >"$site_pid"
+  fi
+  for i in $(seq 1 60); do
+    running "$site_pid" || fail "the site exited" "$site_log"
+    if "${kubectl[@]}" get node edge-1 >/dev/null 2>&1; then break; fi
+    [ "$i" = 60 ] && fail "the site did not register node edge-1 within 30s" "$site_log"
+    sleep 0.5
+  done
+  "${kubectl[@]}" wait --for=condition=Ready node edge-1 --timeout=60s >/dev/null ||
+    fail "node edge-1 is not Ready" "$site_log"
   "${kubectl[@]}" create namespace nodewright-system --dry-run=client -o yaml | "${kubectl[@]}" apply -f - >/dev/null
 
   if operator_running; then
@@ -165,6 +199,17 @@ NODE
     [ "$i" = 60 ] && fail "the operator is not ready after 30s (readyz on $probe_addr)" "$operator_log"
     sleep 0.5
   done
+
+  say "creating the demo VM (namespace demo) with 256 MiB of data on a ReadWriteOnce volume"
+  "${kubectl[@]}" apply -f "$root/config/demo/storage.yaml" -f "$root/config/demo/vm.yaml" >/dev/null
+  "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Bound pvc/database-rootdisk --timeout=60s >/dev/null ||
+    fail "the demo VM's volume was not provisioned" "$site_log"
+  if [ ! -f "$state/site/demo-filled" ]; then
+    "$root/bin/nodewright-site" fill --kubeconfig "$kubeconfig" --dir "$state/site" --mib 256 demo database-rootdisk
+    touch "$state/site/demo-filled"
+  fi
+  "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout=60s >/dev/null ||
+    fail "the demo VM did not start" "$site_log"
 
   say "applying the sample EdgeProfile and NodewrightCluster"
   "${kubectl[@]}" apply -f "$root/config/samples/nodewright_v1alpha1_edgeprofile.yaml" \
@@ -191,6 +236,7 @@ The local site is up.
   kubeconfig:  $kubeconfig
   operator:    pid $(cat "$operator_pid"), log ${operator_log#"$root"/}, probes http://$probe_addr/readyz, metrics http://$metrics_addr/metrics
   legacy DaemonSet simulator: pid $(cat "$sim_pid"), log ${sim_log#"$root"/}, one transition every $step_interval
+  site (edge-1's kubelet, KubeVirt, CSI on files): pid $(cat "$site_pid"), log ${site_log#"$root"/}
 
 Try (from the repository root):
   export KUBECONFIG=$show_k PATH=$show_bin:\$PATH
@@ -201,6 +247,10 @@ Try (from the repository root):
   kubectl get nodewrightagentstatus         # one per node: role, heartbeat, DRBD, bond mode
   bin/legacy-sim silence edge-2              # then watch edge-2 go stale (resume edge-2 to undo)
   kubectl explain vmvolumemigration.spec
+  kubectl get vm,vmi,pvc -n demo             # the demo VM on its ReadWriteOnce volume
+  kubectl apply -n demo -f config/samples/nodewright_v1alpha1_vmvolumemigration.yaml
+  kubectl get vmvm -n demo -w                # the steps, Validate to SnapshotTarget, with progress
+  kubectl describe vmvm -n demo database-rootdisk   # steps, checksums, Events
   kubectl apply -k config/samples
 
 Stop it with: make demo-down
@@ -210,6 +260,7 @@ MSG
 down() {
   stop "$sim_pid" "legacy DaemonSet simulator"
   stop "$operator_pid" operator
+  stop "$site_pid" site
   if [ -x "$k8s/kwokctl" ] && [ -d "$KWOK_WORKDIR/clusters/$cluster" ]; then
     say "deleting cluster $cluster"
     "${kwokctl[@]}" delete cluster >/dev/null 2>&1 || true

@@ -1,71 +1,148 @@
-// Command nodewright-site runs the local site (test/site) against a cluster's API server: it
-// plays the kubelet, KubeVirt, a CSI driver and the controllers a bare API server lacks, on
-// files in one folder.
+// Command nodewright-site runs the local site's stand-ins for the parts of an edge cluster
+// that do not exist here: the kubelet of one node, KubeVirt, a CSI driver with snapshots and
+// clones, and the Job controller, all on real files (see test/site). make demo runs it beside
+// the simulated cluster so that a VM's volume can really be migrated there.
+//
+//	nodewright-site run  --kubeconfig FILE --dir DIR --copy-binary FILE [--drivers D,...] [--node-name N] [--namespaces NS,...]
+//	nodewright-site fill --kubeconfig FILE --dir DIR [--drivers D,...] --mib N NAMESPACE PVC
 package main
 
 import (
+	"context"
+	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math/rand/v2"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
+	"time"
 
-	ctrl "sigs.k8s.io/controller-runtime"
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
+const usage = `usage:
+  nodewright-site run  --kubeconfig FILE --dir DIR --copy-binary FILE [--drivers D,...] [--node-name N] [--namespaces NS,...]
+      play the kubelet of one node, KubeVirt, the CSI drivers and the Job controller until SIGTERM
+  nodewright-site fill --kubeconfig FILE --dir DIR [--drivers D,...] --mib N NAMESPACE PVC
+      write N MiB of pseudo-random data at the start of a claim's volume, once it is bound
+`
+
 func main() {
-	var opts site.Options
-	var drivers, namespaces string
-	flag.StringVar(&opts.Dir, "dir", "", "folder for the volumes', snapshots' and pods' files (required)")
-	flag.StringVar(&drivers, "drivers", "csi.example.com", "comma-separated CSI driver names to serve")
-	flag.StringVar(&opts.CopyBinary, "copy-binary", "", "the nodewright-copy executable pods run (required)")
-	flag.StringVar(&opts.NodeName, "node-name", site.DefaultNodeName, "the Node to register and run pods on")
-	flag.StringVar(&namespaces, "namespaces", "", "comma-separated namespaces to act in; empty for all")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(flag.CommandLine)
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), `Usage: %s --dir DIR --copy-binary PATH [flags]
-
-Runs the local site against the API server of --kubeconfig (or $KUBECONFIG, or
-~/.kube/config) until SIGTERM or SIGINT; see the test/site package for what it plays.
-
-Flags:
-`, os.Args[0])
-		flag.PrintDefaults()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
 	}
-	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	log := ctrl.Log.WithName("site")
-	opts.Logger = log
-	opts.Drivers = split(drivers)
-	opts.Namespaces = split(namespaces)
-
-	cfg, err := ctrl.GetConfig()
 	if err != nil {
-		log.Error(err, "Cannot reach a cluster: no usable kubeconfig")
+		fmt.Fprintf(os.Stderr, "nodewright-site: %v\n", err)
 		os.Exit(1)
 	}
-	s, err := site.New(cfg, opts)
-	if err != nil {
-		log.Error(err, "Cannot build the site")
-		os.Exit(1)
-	}
-	log.Info("Starting the site", "node", s.NodeName(), "dir", s.Dir(), "drivers", opts.Drivers)
-	if err := s.Start(ctrl.SetupSignalHandler()); err != nil {
-		log.Error(err, "The site stopped with an error")
-		os.Exit(1)
-	}
-	log.Info("Stopped cleanly")
 }
 
-func split(list string) []string {
-	var out []string
-	for _, item := range strings.Split(list, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
+type settings struct {
+	kubeconfig, dir, copyBinary, nodeName, drivers, namespaces string
+	mib                                                        int
+	seed                                                       uint64
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "run" && args[0] != "fill") {
+		fmt.Fprint(stderr, usage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			return flag.ErrHelp
+		}
+		return errors.New("say run or fill")
+	}
+	command := args[0]
+	var s settings
+	fs := flag.NewFlagSet("nodewright-site "+command, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&s.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (required)")
+	fs.StringVar(&s.dir, "dir", "", "folder of the volumes', snapshots' and pods' files (required)")
+	fs.StringVar(&s.drivers, "drivers", "linstor.csi.linbit.com", "CSI drivers the site plays, comma-separated")
+	if command == "run" {
+		fs.StringVar(&s.copyBinary, "copy-binary", "", "the nodewright-copy executable the data Jobs run (required)")
+		fs.StringVar(&s.nodeName, "node-name", site.DefaultNodeName, "the Node the site registers and runs pods on")
+		fs.StringVar(&s.namespaces, "namespaces", "", "namespaces to act in, comma-separated; empty for all")
+	} else {
+		fs.IntVar(&s.mib, "mib", 0, "MiB of pseudo-random data to write at the start of the volume (required)")
+		fs.Uint64Var(&s.seed, "seed", 1, "seed of the pseudo-random data")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if s.kubeconfig == "" || s.dir == "" {
+		return errors.New("--kubeconfig and --dir are required")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig: %w", err)
+	}
+	opts := site.Options{Dir: s.dir, Drivers: strings.Split(s.drivers, ","), CopyBinary: s.copyBinary, NodeName: s.nodeName}
+	if s.namespaces != "" {
+		opts.Namespaces = strings.Split(s.namespaces, ",")
+	}
+	if command == "fill" {
+		if fs.NArg() != 2 || s.mib <= 0 {
+			return errors.New("fill needs --mib N (N > 0), a namespace and a PVC name")
+		}
+		// Filling runs no pods; New only needs a path here.
+		opts.CopyBinary = "unused"
+		return fill(ctx, cfg, opts, fs.Arg(0), fs.Arg(1), int64(s.mib)<<20, s.seed)
+	}
+	if s.copyBinary == "" {
+		return errors.New("--copy-binary is required")
+	}
+	opts.Logger = zap.New(zap.WriteTo(stderr))
+	st, err := site.New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if st.Err() == nil {
+			opts.Logger.Info("The site runs", "node", st.NodeName(), "dir", st.Dir(), "drivers", opts.Drivers)
+		}
+	}()
+	if err := st.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// fill writes n bytes of pseudo-random data at the start of the claim's volume, once the
+// claim is bound.
+func fill(ctx context.Context, cfg *rest.Config, opts site.Options, ns, pvc string, n int64, seed uint64) error {
+	opts.Logger = logr.Discard()
+	st, err := site.New(cfg, opts)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := st.BackingFile(ctx, ns, pvc)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("claim %s/%s: %w", ns, pvc, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return out
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	return st.Fill(ctx, ns, pvc, io.LimitReader(rand.NewChaCha8(key), n))
 }

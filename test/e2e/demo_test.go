@@ -73,6 +73,25 @@ func TestLocalSite(t *testing.T) {
 	// The samples apply as a kustomization, as the demo's hint says.
 	s.kubectlOut(t, "apply", "-k", filepath.Join(s.root, "config", "samples"))
 
+	// The demo VM's volume moves onto ReadWriteMany storage as the demo's hint says: real
+	// bytes copied and verified on the site's files, the VM restarted on the target.
+	s.kubectlOut(t, "apply", "-n", "demo", "-f", filepath.Join(s.root, "config", "samples", "nodewright_v1alpha1_vmvolumemigration.yaml"))
+	s.waitOutput(t, 2*time.Minute, "the migration to succeed", func(out string) bool { return out == "Succeeded" },
+		"get", "vmvm", "-n", "demo", "database-rootdisk", "-o", "jsonpath={.status.phase}")
+	sums := strings.Fields(s.kubectlOut(t, "get", "vmvm", "-n", "demo", "database-rootdisk", "-o",
+		"jsonpath={.status.checksum.source} {.status.checksum.target} {.status.progress.percent}"))
+	if len(sums) != 3 || !strings.HasPrefix(sums[0], "blake3:") || sums[0] != sums[1] || sums[2] != "100" {
+		t.Errorf("checksum and progress of the migration: %v, want two equal BLAKE3 digests and 100", sums)
+	}
+	s.waitOutput(t, time.Minute, "the VM to run on the target", func(out string) bool { return out == "Running database-rootdisk-target" },
+		"get", "vmi", "-n", "demo", "database", "-o", "jsonpath={.status.phase} {.spec.volumes[0].persistentVolumeClaim.claimName}")
+	table := s.kubectlOut(t, "get", "vmvm", "-n", "demo")
+	for _, want := range []string{"database", "rootdisk", "Cold", "Succeeded", "100"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("kubectl get vmvm does not show %q:\n%s", want, table)
+		}
+	}
+
 	// A component that died is named, with its log, when the site is brought up again.
 	s.killComponent(t, "kube-scheduler")
 	cmd := exec.Command(filepath.Join(s.root, "hack", "demo.sh"), "up")
@@ -208,6 +227,23 @@ func (s *site) kubectlOut(t *testing.T, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// waitOutput polls kubectl until what says its output is what the test waits for.
+func (s *site) waitOutput(t *testing.T, timeout time.Duration, what string, ok func(string) bool, args ...string) {
+	t.Helper()
+	var out string
+	for deadline := time.Now().Add(timeout); ; time.Sleep(250 * time.Millisecond) {
+		cmd := exec.Command(s.kubectl, append([]string{"--kubeconfig", s.kubeconfig}, args...)...)
+		raw, err := cmd.CombinedOutput()
+		out = strings.TrimSpace(string(raw))
+		if err == nil && ok(out) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s; kubectl %s says: %s", timeout, what, strings.Join(args, " "), out)
+		}
+	}
 }
 
 func (s *site) dumpLogs(t *testing.T) {

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -49,10 +52,57 @@ func (s *Site) registerNode(ctx context.Context, port int) error {
 			ContainerRuntimeVersion: "nodewright-site://1",
 		},
 	}
-	if err := s.client.Status().Update(ctx, node); err != nil {
+	status := node.Status
+	// The node lifecycle controller of a cluster with kube-controller-manager (the demo's)
+	// may write the Node between the read and this write: read again and retry.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := s.mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+			return err
+		}
+		node.Status = status
+		return s.client.Status().Update(ctx, node)
+	})
+	if err != nil {
 		return fmt.Errorf("site: writing the status of Node %s: %w", node.Name, err)
 	}
 	return nil
+}
+
+// leaseRenewInterval is how often the site renews its Node's Lease, as a kubelet does.
+const leaseRenewInterval = 10 * time.Second
+
+// heartbeat renews the Node's Lease in kube-node-lease until ctx ends, so that the node
+// lifecycle controller of a cluster that runs one keeps the site's Node Ready.
+func (s *Site) heartbeat(ctx context.Context) {
+	ticker := time.NewTicker(leaseRenewInterval)
+	defer ticker.Stop()
+	for {
+		if err := s.renewLease(ctx); err != nil && ctx.Err() == nil {
+			s.opts.Logger.Error(err, "Renewing the site's Node Lease", "node", s.opts.NodeName)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+func (s *Site) renewLease(ctx context.Context) error {
+	now := metav1.NewMicroTime(time.Now())
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: s.opts.NodeName}}
+	err := s.mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(lease), lease)
+	if apierrors.IsNotFound(err) {
+		lease.Spec = coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(s.opts.NodeName), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &now,
+		}
+		return s.client.Create(ctx, lease)
+	}
+	if err != nil {
+		return err
+	}
+	lease.Spec.RenewTime = &now
+	return s.client.Update(ctx, lease)
 }
 
 // unregisterNode deletes the Node when the site stops; the caller's context is over by then.
@@ -62,5 +112,9 @@ func (s *Site) unregisterNode() {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: s.opts.NodeName}}
 	if err := ignoreGone(s.client.Delete(ctx, node)); err != nil {
 		s.opts.Logger.Error(err, "Deleting the site's Node", "node", node.Name)
+	}
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: corev1.NamespaceNodeLease, Name: s.opts.NodeName}}
+	if err := ignoreGone(s.client.Delete(ctx, lease)); err != nil {
+		s.opts.Logger.Error(err, "Deleting the site's Node Lease", "node", node.Name)
 	}
 }

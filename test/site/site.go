@@ -183,6 +183,7 @@ func (s *Site) Start(ctx context.Context) error {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- s.mgr.Start(runCtx) }()
+	go s.heartbeat(runCtx)
 	go func() {
 		if s.mgr.GetCache().WaitForCacheSync(runCtx) {
 			s.markStarted(s.kubelet.sweep(runCtx))
