@@ -2,6 +2,7 @@ package vmvolumemigration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,11 +24,24 @@ import (
 // snapshotTimeout bounds the wait for a snapshot to become ready to use.
 const snapshotTimeout = 10 * time.Minute
 
+// jobStartTimeout bounds the wait for a data Job's pod to be created.
+const jobStartTimeout = 2 * time.Minute
+
 // progressInterval is how often a running data Job's progress is read from its log.
 const progressInterval = 2 * time.Second
 
-// act performs the running step's action.
+// act performs the running step's action. A child's name taken by someone else's object
+// fails the step: retrying cannot help.
 func (r *Reconciler) act(ctx context.Context, s *scope) (outcome, error) {
+	out, err := r.perform(ctx, s)
+	var taken notOursError
+	if errors.As(err, &taken) {
+		return failed("%s", taken.msg), nil
+	}
+	return out, err
+}
+
+func (r *Reconciler) perform(ctx context.Context, s *scope) (outcome, error) {
 	step := migration.Action(s.state)
 	if step != migration.Validate && s.vm == nil {
 		return failed("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
@@ -200,6 +214,13 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 		return outcome{}, err
 	}
 	done, jobFailed := jobFinished(job)
+	if !done && pod == nil {
+		if passed, left := s.deadline(jobStartTimeout); passed {
+			return failed("Job %s made no pod within %s; its Events say why (a Pod Security level that forbids root, a quota...)", job.Name, jobStartTimeout), nil
+		} else {
+			return waiting(min(left, progressInterval), "waiting for Job %s to start its pod", job.Name), nil
+		}
+	}
 	if !done {
 		what := "running nodewright-copy " + command
 		if p := readProgress(ctx, r.Clientset, pod); p != nil {

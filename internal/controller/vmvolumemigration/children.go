@@ -31,10 +31,16 @@ func ensure(ctx context.Context, c client.Client, m *nwv1.VMVolumeMigration, obj
 		return err
 	}
 	if obj.GetLabels()[LabelMigrationUID] != string(m.UID) {
-		return fmt.Errorf("%s %s/%s exists and was not created by this migration", kindOf(obj), obj.GetNamespace(), obj.GetName())
+		return notOursError{fmt.Sprintf("%s %s/%s exists and was not created by this migration", kindOf(obj), obj.GetNamespace(), obj.GetName())}
 	}
 	return nil
 }
+
+// notOursError: a child's name is taken by an object the migration did not create. Waiting
+// will not help, so the step fails.
+type notOursError struct{ msg string }
+
+func (e notOursError) Error() string { return e.msg }
 
 func kindOf(obj client.Object) string {
 	switch obj.(type) {

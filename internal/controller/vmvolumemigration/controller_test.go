@@ -192,6 +192,7 @@ func TestRollbackWhenTheVMWillNotStartOnTheTarget(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	f := newFixture(t, site.Options{})
 	f.createVolume("other-root", genericClass)
+	f.createVolume("taken-target", linstorClass)
 	env.StartManager(t, operator.SetupControllers)
 	cases := []struct {
 		name   string
@@ -204,6 +205,7 @@ func TestRefusals(t *testing.T) {
 		{"no-rwx", func(m *nwv1.VMVolumeMigration) { m.Spec.Target.StorageClassName = topolvmClass }, "spec.target.storageClassName: test-topolvm is TopoLVM, which cannot provide ReadWriteMany block volumes"},
 		{"too-small", func(m *nwv1.VMVolumeMigration) { m.Spec.Target.Size = ptr.To(resource.MustParse("4Mi")) }, "spec.target.size: 4Mi is smaller than the source PVC's 8Mi"},
 		{"no-snapshot-class", func(m *nwv1.VMVolumeMigration) { m.Spec.SnapshotClassName = "nothing" }, `spec.snapshotClassName: VolumeSnapshotClass "nothing" not found`},
+		{"taken", func(*nwv1.VMVolumeMigration) {}, "metadata.name: the target's name, PVC taken-target, is taken by a PVC this migration did not create"},
 		{"filesystem", func(m *nwv1.VMVolumeMigration) { m.Spec.Target.VolumeMode = corev1.PersistentVolumeFilesystem }, "spec.target.volumeMode: Filesystem is not supported"},
 		{"hot-across-drivers", func(m *nwv1.VMVolumeMigration) {
 			m.Spec.Mode = nwv1.MigrationHot

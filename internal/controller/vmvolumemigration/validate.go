@@ -70,6 +70,14 @@ func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
 	if claim == target {
 		return failed("spec.volumeName: the volume already uses PVC %s, this migration's target name", claim), nil
 	}
+	existing := &corev1.PersistentVolumeClaim{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: target}, existing); err == nil {
+		if existing.Labels[LabelMigrationUID] != string(m.UID) {
+			return failed("metadata.name: the target's name, PVC %s, is taken by a PVC this migration did not create", target), nil
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return outcome{}, err
+	}
 
 	srcClass, problem, err := r.class(ctx, ptr.Deref(src.Spec.StorageClassName, ""), "the source PVC's storageClassName")
 	if err != nil || problem != "" {
