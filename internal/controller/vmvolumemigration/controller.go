@@ -84,6 +84,8 @@ type Reconciler struct {
 	// Audit, when set, receives one record per transition; Actor is who the records say did it.
 	Audit AuditLog
 	Actor string
+
+	audited auditProgress
 }
 
 // SetupWithManager registers the controller.
@@ -179,6 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, perr
 		}
 	}
+	r.recordTransitions(ctx, m)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -187,6 +190,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	if out.release {
+		r.audited.forget(m.UID)
 		return ctrl.Result{}, r.patchFinalizers(ctx, m, func() { controllerutil.RemoveFinalizer(m, Finalizer) })
 	}
 	return result, nil
@@ -229,7 +233,8 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, deleting bool) (outco
 	return outcome{release: deleting && controllerutil.ContainsFinalizer(s.m, Finalizer)}, nil
 }
 
-// announce reports a transition: an Event, a log line and an audit record.
+// announce reports a transition: an Event and a log line. Its audit record is written by
+// recordTransitions, from the status.
 func (r *Reconciler) announce(ctx context.Context, m *nwv1.VMVolumeMigration, from, to migration.State, out outcome) {
 	log := ctrl.LoggerFrom(ctx)
 	log.Info("Migration transition", "migration", klog.KObj(m), "from", from.String(), "to", to.String(), "event", out.event, "message", out.message)
@@ -252,12 +257,6 @@ func (r *Reconciler) announce(ctx context.Context, m *nwv1.VMVolumeMigration, fr
 			reason, msg = "Started", "the migration started"
 		}
 		r.Recorder.Event(m, kind, reason, truncate(msg, 1024))
-	}
-	if r.Audit != nil {
-		rec := migration.AuditRecord(m, r.Actor, from, to, out.event, out.message, r.Clock.Now())
-		if _, err := r.Audit.Append(ctx, rec); err != nil {
-			log.Error(err, "Recording the transition in the audit trail failed", "migration", klog.KObj(m), "to", to.String())
-		}
 	}
 }
 

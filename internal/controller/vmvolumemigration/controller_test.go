@@ -3,6 +3,7 @@ package vmvolumemigration_test
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -352,10 +353,18 @@ func (f *fix) assertEvents(name string, reasons ...string) {
 	})
 }
 
-// TestEveryTransitionIsAudited runs a migration with an audit log on a file sink: one record
-// per transition, in a chain that verifies.
-func TestEveryTransitionIsAudited(t *testing.T) {
-	f := newFixture(t, site.Options{})
+// operatorActor is who the records of the tests' operator say acted.
+const operatorActor = "system:serviceaccount:nodewright-system:nodewright-operator"
+
+// trail is an audit log on a file sink, as the operator keeps one.
+type trail struct {
+	dir string
+	log *audit.Log
+	pub ed25519.PublicKey
+}
+
+func openTrail(t *testing.T) *trail {
+	t.Helper()
 	privPEM, pubPEM, err := audit.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -364,47 +373,92 @@ func TestEveryTransitionIsAudited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	sink, err := audit.OpenFileSink(dir, audit.FileSinkOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := audit.NewLog(sink, signer, sink.State(), audit.LogOptions{CheckpointEvery: 4})
-	env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
-		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
-			Audit: log, Actor: "system:serviceaccount:nodewright-system:nodewright-operator"}).SetupWithManager(mgr)
-	})
-	f.create(f.migration("audited", nwv1.MigrationCold, linstorClass))
-	f.waitPhase("audited", nwv1.WorkflowSucceeded, 60*time.Second)
-	if _, err := log.Checkpoint(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := log.Close(); err != nil {
-		t.Fatal(err)
-	}
-	files, err := audit.ChainFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pub, err := audit.ParsePublicKey(pubPEM)
 	if err != nil {
 		t.Fatal(err)
 	}
-	report, err := audit.VerifyFiles(audit.VerifyOptions{PublicKeys: []ed25519.PublicKey{pub}}, files...)
+	tr := &trail{dir: t.TempDir(), pub: pub}
+	sink, err := audit.OpenFileSink(tr.dir, audit.FileSinkOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Start, then the eight steps of the cold path each succeeding.
-	if !report.OK || report.Records != 9 || report.Unsigned != 0 {
-		t.Errorf("audit chain: ok=%v, %d records (want 9), %d unsigned, problems %v", report.OK, report.Records, report.Unsigned, report.Problems)
-	}
-	raw, err := os.ReadFile(files[0])
-	if err != nil {
+	tr.log = audit.NewLog(sink, signer, sink.State(), audit.LogOptions{CheckpointEvery: 4})
+	t.Cleanup(func() { _ = tr.log.Close() })
+	return tr
+}
+
+// lines are the chain's entries about the migration ns/name, now. The operator records the
+// transitions of every migration it sees, earlier tests' included, so a test counts its own.
+func (tr *trail) lines(t *testing.T, ns, name string) []string {
+	t.Helper()
+	if _, err := tr.log.Checkpoint(context.Background()); err != nil && !errors.Is(err, audit.ErrClosed) {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"to":"Running/Validate"`, `"to":"Running/Copy"`, `"to":"Succeeded"`, `"actor":"system:serviceaccount:nodewright-system:nodewright-operator"`} {
-		if !strings.Contains(string(raw), want) {
-			t.Errorf("the audit file has no %s", want)
+	var out []string
+	for _, f := range tr.report(t).Files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.Contains(line, `"namespace":"`+ns+`","name":"`+name+`"`) {
+				out = append(out, line)
+			}
 		}
 	}
+	return out
+}
+
+func (tr *trail) report(t *testing.T) *audit.Report {
+	t.Helper()
+	files, err := audit.ChainFiles(tr.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := audit.VerifyFiles(audit.VerifyOptions{PublicKeys: []ed25519.PublicKey{tr.pub}}, files...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return report
+}
+
+// verify closes the log and checks the chain verifies and holds n records of the migration
+// ns/name, each transition once, all by the operator.
+func (tr *trail) verify(t *testing.T, ns, name string, n int) {
+	t.Helper()
+	if err := tr.log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	report := tr.report(t)
+	if !report.OK || report.Unsigned != 0 {
+		t.Errorf("audit chain: ok=%v, %d unsigned, problems %v", report.OK, report.Unsigned, report.Problems)
+	}
+	lines := tr.lines(t, ns, name)
+	if len(lines) != n {
+		t.Errorf("the chain holds %d records of %s/%s, want %d", len(lines), ns, name, n)
+	}
+	raw := strings.Join(lines, "\n")
+	for _, want := range []string{`"to":"Running/Validate"`, `"to":"Running/Copy"`, `"to":"Succeeded"`} {
+		if strings.Count(raw, want) != 1 {
+			t.Errorf("the audit trail holds %d of %s, want 1", strings.Count(raw, want), want)
+		}
+	}
+	if got := strings.Count(raw, `"actor":"`+operatorActor+`"`); got != n {
+		t.Errorf("%d of %d records name the operator as the actor", got, n)
+	}
+}
+
+// TestEveryTransitionIsAudited runs a migration with an audit log on a file sink: one record
+// per transition, in a chain that verifies.
+func TestEveryTransitionIsAudited(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	tr := openTrail(t)
+	env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
+		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
+			Audit: tr.log, Actor: operatorActor}).SetupWithManager(mgr)
+	})
+	f.create(f.migration("audited", nwv1.MigrationCold, linstorClass))
+	f.waitPhase("audited", nwv1.WorkflowSucceeded, 60*time.Second)
+	// Start, then the eight steps of the cold path each succeeding.
+	tr.verify(t, f.ns, "audited", 9)
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/operator"
@@ -53,7 +54,7 @@ func TestCrashAtEveryStepBoundary(t *testing.T) {
 
 			killAt(t, func(m *nwv1.VMVolumeMigration) bool {
 				return m.Name == mig && strings.Contains(stepStates(m), string(c.step)+"=Running")
-			})
+			}, nil)
 			env.StartManager(t, operator.SetupControllers)
 			want, claim := nwv1.WorkflowSucceeded, mig+"-target"
 			pvcs, snaps := []string{"web-root", mig + "-target"}, []string{mig + "-before", mig + "-after"}
@@ -74,8 +75,9 @@ func TestCrashAtEveryStepBoundary(t *testing.T) {
 }
 
 // killAt runs the migration controller until it has written a status for which dead says
-// true, and then kills it: every later call it makes fails, and its manager stops.
-func killAt(t *testing.T, dead func(*nwv1.VMVolumeMigration) bool) {
+// true, and then kills it: every later call it makes fails, appends to log included, and its
+// manager stops.
+func killAt(t *testing.T, dead func(*nwv1.VMVolumeMigration) bool, log vmvolumemigration.AuditLog) {
 	t.Helper()
 	var killed atomic.Bool
 	crashed := make(chan struct{})
@@ -126,7 +128,11 @@ func killAt(t *testing.T, dead func(*nwv1.VMVolumeMigration) bool) {
 	}
 	stop := env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
 		c := interceptor.NewClient(withWatch{mgr.GetClient()}, funcs)
-		return (&vmvolumemigration.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor("crashing-operator")}).SetupWithManager(mgr)
+		r := &vmvolumemigration.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor("crashing-operator")}
+		if log != nil {
+			r.Audit, r.Actor = dyingLog{log, guard}, operatorActor
+		}
+		return r.SetupWithManager(mgr)
 	})
 	select {
 	case <-crashed:
@@ -142,4 +148,38 @@ type withWatch struct{ client.Client }
 
 func (withWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
 	return nil, errors.New("watch is not supported")
+}
+
+// dyingLog is an audit log that dies with the operator.
+type dyingLog struct {
+	vmvolumemigration.AuditLog
+	guard func() error
+}
+
+func (d dyingLog) Append(ctx context.Context, records ...audit.Record) ([]audit.Appended, error) {
+	if err := d.guard(); err != nil {
+		return nil, err
+	}
+	return d.AuditLog.Append(ctx, records...)
+}
+
+// TestAuditRecordOfACrashIsWrittenAfterTheRestart kills the operator right after it recorded
+// a transition in the status and before its audit record was appended: the operator that
+// takes over appends it, and the chain holds every transition exactly once.
+func TestAuditRecordOfACrashIsWrittenAfterTheRestart(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	trail := openTrail(t)
+	f.create(f.migration("crash-audit", nwv1.MigrationCold, linstorClass))
+	killAt(t, func(m *nwv1.VMVolumeMigration) bool {
+		return m.Name == "crash-audit" && strings.Contains(stepStates(m), "Copy=Running")
+	}, trail.log)
+	if n := len(trail.lines(t, f.ns, "crash-audit")); n != 4 {
+		t.Fatalf("%d records before the restart, want 4 (the transition into Copy died with the operator)", n)
+	}
+	env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
+		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
+			Audit: trail.log, Actor: operatorActor}).SetupWithManager(mgr)
+	})
+	f.waitPhase("crash-audit", nwv1.WorkflowSucceeded, 60*time.Second)
+	trail.verify(t, f.ns, "crash-audit", 9)
 }

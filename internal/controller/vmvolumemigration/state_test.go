@@ -18,7 +18,8 @@ func TestStatusRecordsTheMachineState(t *testing.T) {
 	now := metav1.NewTime(time.Unix(1_800_000_000, 0))
 	for _, mode := range []nwv1.MigrationMode{nwv1.MigrationCold, nwv1.MigrationHot} {
 		for _, retain := range []bool{true, false} {
-			m := &nwv1.VMVolumeMigration{Spec: nwv1.VMVolumeMigrationSpec{Mode: mode, RetainSource: ptr.To(retain)}}
+			m := &nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{UID: "6e0c4a5e-1111-4c2b-9d7e-000000000001"},
+				Spec: nwv1.VMVolumeMigrationSpec{Mode: mode, RetainSource: ptr.To(retain)}}
 			plan := planOf(m)
 			type node struct {
 				m     *nwv1.VMVolumeMigration
@@ -39,6 +40,23 @@ func TestStatusRecordsTheMachineState(t *testing.T) {
 					transition(next, plan, from, to, e, "because", false, now)
 					if got := stateOf(next); got != to {
 						t.Fatalf("%+v: %s --%s--> %s, but the status reads back as %s (steps %v)", plan, from, e, to, got, next.Status.Steps)
+					}
+					// The audit trail rebuilt from the status has one record per transition
+					// so far, the newest for this one, each with the same ID every time.
+					recs := transitionRecords(next, "tester")
+					if from.Phase == nwv1.WorkflowPending && e == migration.Cancel {
+						if len(recs) != 0 {
+							t.Fatalf("a migration cancelled before it started has %d records", len(recs))
+						}
+					} else {
+						last := recs[len(recs)-1]
+						if len(recs) != n.depth+1 || last.From != from.String() || last.To != to.String() || last.Reason != string(e) {
+							t.Fatalf("%+v: after %s --%s--> %s the status rebuilds %d records, the last %s -> %s (%s); want %d",
+								plan, from, e, to, len(recs), last.From, last.To, last.Reason, n.depth+1)
+						}
+						if again := transitionRecords(next.DeepCopy(), "tester"); again[len(again)-1].ID != last.ID {
+							t.Fatal("rebuilding a record gave another ID")
+						}
 					}
 					if len(next.Status.Steps) > 32 {
 						t.Fatalf("%+v: %d steps, more than the API allows", plan, len(next.Status.Steps))

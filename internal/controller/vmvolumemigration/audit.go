@@ -1,0 +1,117 @@
+package vmvolumemigration
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/migration"
+)
+
+// The audit trail is derived from the status, which is the migration's memory: every
+// transition the status shows has a record, rebuilt with the same ID each time. After each
+// reconcile the records the status shows and this process has not yet seen appended are
+// appended; the log drops a record whose ID it already holds. So a transition whose record was
+// lost with a crashed operator (status written, record not) is recorded after the restart,
+// and nothing is recorded twice.
+
+// auditProgress remembers, per migration, how many of its transitions this process has seen
+// appended, so that a reconcile appends only the new ones.
+type auditProgress struct {
+	mu   sync.Mutex
+	done map[types.UID]int
+}
+
+func (p *auditProgress) get(uid types.UID) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done[uid]
+}
+
+func (p *auditProgress) set(uid types.UID, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		p.done = map[types.UID]int{}
+	}
+	p.done[uid] = max(p.done[uid], n)
+}
+
+func (p *auditProgress) forget(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.done, uid)
+}
+
+// recordTransitions appends the records of the transitions m's status shows.
+func (r *Reconciler) recordTransitions(ctx context.Context, m *nwv1.VMVolumeMigration) {
+	if r.Audit == nil {
+		return
+	}
+	records := transitionRecords(m, r.Actor)
+	from := r.audited.get(m.UID)
+	if from >= len(records) {
+		return
+	}
+	if _, err := r.Audit.Append(ctx, records[from:]...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Recording transitions in the audit trail failed; the next reconcile retries")
+		return
+	}
+	r.audited.set(m.UID, len(records))
+}
+
+// transitionRecords replays the machine along the steps the status records and builds the
+// record of each transition, in order.
+func transitionRecords(m *nwv1.VMVolumeMigration, actor string) []audit.Record {
+	plan := planOf(m)
+	st := &m.Status
+	if st.Phase == "" || st.Phase == nwv1.WorkflowPending || st.StartTime == nil {
+		return nil
+	}
+	steps := map[string]nwv1.WorkflowStep{}
+	for _, s := range st.Steps {
+		steps[s.Name] = s
+	}
+	var out []audit.Record
+	at := func(t *nwv1.WorkflowStep) time.Time {
+		if t != nil && t.FinishedAt != nil {
+			return t.FinishedAt.Time
+		}
+		return st.StartTime.Time
+	}
+	s := migration.Pending
+	next, err := plan.Next(s, migration.Start)
+	if err != nil {
+		return nil
+	}
+	out = append(out, migration.AuditRecord(m, actor, s, next, migration.Start, "started", st.StartTime.Time))
+	for s = next; s.Phase == nwv1.WorkflowRunning || s.Phase == nwv1.WorkflowRollingBack; s = next {
+		step, ok := steps[string(s.Step)]
+		if !ok {
+			break
+		}
+		var e migration.Event
+		switch step.State {
+		case nwv1.StepSucceeded, nwv1.StepSkipped:
+			e = migration.StepSucceeded
+		case nwv1.StepFailed:
+			e = migration.StepFailed
+			if s.Phase == nwv1.WorkflowRunning && strings.HasPrefix(step.Message, "cancelled:") {
+				e = migration.Cancel
+			}
+		default:
+			return out // the step is still running: nothing more happened
+		}
+		if next, err = plan.Next(s, e); err != nil {
+			return out
+		}
+		out = append(out, migration.AuditRecord(m, actor, s, next, e, step.Message, at(&step)))
+	}
+	return out
+}
