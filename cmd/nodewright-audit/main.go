@@ -3,13 +3,25 @@
 package main
 
 import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/spectrocloud/nodewright/internal/audit"
 )
@@ -18,9 +30,24 @@ const usage = `usage:
   nodewright-audit verify --public-key FILE [--public-key FILE]... [--trusted-checkpoint FILE]
                           [--allow-partial] [--json] FILE|DIR...
   nodewright-audit keygen --private-key FILE --public-key FILE
+  nodewright-audit serve  --listen ADDR --dir DIR [--tls-cert FILE --tls-key FILE] [--client-ca FILE]
+                          [--token-file FILE] [--public-key FILE]... [--max-file-bytes N]
+  nodewright-audit ship   --dir DIR --url URL [--ca FILE] [--cert FILE --key FILE] [--token-file FILE]
+                          [--name NAME] [--until-delivered]
 
 verify reads the files in the order given (a directory stands for its audit-*.jsonl files, in
 order) as one chain. Exit codes: 0 the chain verifies, 1 tampering or damage found, 2 bad input.
+
+serve is the reference receiver: it keeps a copy of a chain shipped to it over HTTP(S) in DIR
+(audit-*.jsonl files, as the operator writes them, which verify reads). GET answers where the
+copy stands; POST appends a batch that continues it exactly, and refuses anything else whole.
+It stops on SIGINT or SIGTERM.
+
+ship sends the chain in DIR (a FileSink directory) to a receiver, each entry once, resuming
+where the receiver stands; it follows the files as they grow until stopped, or with
+--until-delivered exits 0 once the receiver holds everything the files held.
+
+The protocol is in docs/audit.md, "Shipping to an HTTP endpoint".
 `
 
 // Exit codes.
@@ -31,11 +58,19 @@ const (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runContext(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // run is the whole program minus process setup, so tests can drive it.
 func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run until ctx ends: serve and ship stop then.
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitBadInput
@@ -47,6 +82,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code, err = verify(args[1:], stdout, stderr)
 	case "keygen":
 		err = keygen(args[1:], stdout, stderr)
+	case "serve":
+		err = serve(ctx, args[1:], stdout, stderr)
+	case "ship":
+		err = ship(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -88,17 +127,11 @@ func verify(args []string, stdout, stderr io.Writer) (int, error) {
 		return exitBadInput, errors.New("verify: no audit files given")
 	}
 	opts := audit.VerifyOptions{AllowPartial: *allowPartial}
-	for _, f := range keyFiles {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return exitBadInput, fmt.Errorf("reading the public key: %w", err)
-		}
-		key, err := audit.ParsePublicKey(data)
-		if err != nil {
-			return exitBadInput, fmt.Errorf("%s: %w", f, err)
-		}
-		opts.PublicKeys = append(opts.PublicKeys, key)
+	keys, err := readPublicKeys(keyFiles)
+	if err != nil {
+		return exitBadInput, err
 	}
+	opts.PublicKeys = keys
 	if *trustedFile != "" {
 		cp, err := readTrusted(*trustedFile)
 		if err != nil {
@@ -127,6 +160,22 @@ func verify(args []string, stdout, stderr io.Writer) (int, error) {
 		return exitTampered, nil
 	}
 	return exitOK, nil
+}
+
+func readPublicKeys(files []string) ([]ed25519.PublicKey, error) {
+	var keys []ed25519.PublicKey
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reading the public key: %w", err)
+		}
+		key, err := audit.ParsePublicKey(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		keys = append(keys, key)
+	}
+	return keys, nil
 }
 
 // readTrusted reads a checkpoint line as the trail holds it (the last line of a file closed
@@ -233,6 +282,206 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing key file %s: %w", path, err)
+	}
+	return nil
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nodewright-audit serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "", "address to listen on, host:port; :0 picks a free port (required)")
+	dir := fs.String("dir", "", "directory of the copy, created if missing (required)")
+	certFile := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain)")
+	keyFile := fs.String("tls-key", "", "the PEM private key of --tls-cert")
+	clientCA := fs.String("client-ca", "", "PEM bundle; require a client certificate signed by one of these (needs --tls-cert)")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token every request must carry")
+	var keyFiles repeated
+	fs.Var(&keyFiles, "public-key", "check checkpoint signatures on arrival with this key; repeat across a key rotation")
+	maxFileBytes := fs.Int64("max-file-bytes", audit.DefaultMaxFileBytes, "size at which the copy starts a new file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *listen == "" || *dir == "" || fs.NArg() > 0 {
+		return errors.New("serve: --listen ADDR and --dir DIR, and no arguments, are required")
+	}
+	if (*certFile == "") != (*keyFile == "") || (*clientCA != "" && *certFile == "") {
+		return errors.New("serve: --tls-cert and --tls-key go together, and --client-ca needs them")
+	}
+	opts := audit.ReceiverOptions{MaxFileBytes: *maxFileBytes}
+	var err error
+	if opts.Token, err = readToken(*tokenFile); err != nil {
+		return err
+	}
+	if opts.PublicKeys, err = readPublicKeys(keyFiles); err != nil {
+		return err
+	}
+	var tlsConfig *tls.Config
+	if *certFile != "" {
+		if tlsConfig, err = serverTLS(*certFile, *keyFile, *clientCA); err != nil {
+			return err
+		}
+	}
+	recv, err := audit.OpenReceiver(*dir, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = recv.Close() }() // closed explicitly below once the server stopped
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	scheme := "http"
+	if tlsConfig != nil {
+		ln, scheme = tls.NewListener(ln, tlsConfig), "https"
+	}
+	srv := &http.Server{
+		Handler:           logRefusals(recv, stderr),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute, // a batch of DefaultMaxBodyBytes over a slow link
+		IdleTimeout:       2 * time.Minute,
+	}
+	fmt.Fprintf(stdout, "receiving into %s on %s://%s/ (the copy holds %d entries)\n", *dir, scheme, ln.Addr(), recv.Head().Next)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(stopCtx); err != nil {
+		return fmt.Errorf("serve: stopping: %w", err)
+	}
+	return recv.Close()
+}
+
+func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if clientCA != "" {
+		data, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, fmt.Errorf("serve: reading the client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(data) {
+			return nil, fmt.Errorf("serve: no PEM certificate in %s", clientCA)
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// readToken reads a bearer token file ("" for none); surrounding whitespace, as a file or a
+// Secret often has, is not part of it.
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the token: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return "", fmt.Errorf("the token file %s is empty", path)
+	}
+	return token, nil
+}
+
+// logRefusals writes a line for every request answered with an error status: a 409 now and
+// then is a shipper finding its place after a lost answer; anything else deserves a look.
+func logRefusals(h http.Handler, w io.Writer) http.Handler {
+	var mu sync.Mutex
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: rw, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		if rec.status >= 400 {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(w, "%s %s %s %s: %d %s\n", time.Now().UTC().Format(time.RFC3339), r.RemoteAddr, r.Method,
+				r.Header.Get(audit.FirstSeqHeader), rec.status, http.StatusText(rec.status))
+		}
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func ship(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nodewright-audit ship", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "the chain's directory, as the operator's FileSink writes it (required)")
+	url := fs.String("url", "", "the receiver, https://host/path (required)")
+	caFile := fs.String("ca", "", "PEM bundle trusted to sign the receiver's certificate (default: the system's)")
+	certFile := fs.String("cert", "", "PEM client certificate, for a receiver that asks for one")
+	keyFile := fs.String("key", "", "the PEM private key of --cert")
+	tokenFile := fs.String("token-file", "", "file holding the bearer token to send")
+	name := fs.String("name", "cli", "names this shipper's cursor file (ship-NAME.cursor in --dir)")
+	until := fs.Bool("until-delivered", false, "exit once the receiver holds every entry the files hold")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" || *url == "" || fs.NArg() > 0 {
+		return errors.New("ship: --dir DIR and --url URL, and no arguments, are required")
+	}
+	if info, err := os.Stat(*dir); err != nil || !info.IsDir() {
+		return fmt.Errorf("ship: %s is not a directory", *dir)
+	}
+	opts := audit.ShipperOptions{URL: *url, Name: *name,
+		Logger: funcr.New(func(_, args string) { fmt.Fprintln(stderr, args) }, funcr.Options{})}
+	var err error
+	if opts.BearerToken, err = readToken(*tokenFile); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		path string
+		into *[]byte
+	}{{*caFile, &opts.CA}, {*certFile, &opts.ClientCert}, {*keyFile, &opts.ClientKey}} {
+		if f.path == "" {
+			continue
+		}
+		if *f.into, err = os.ReadFile(f.path); err != nil {
+			return fmt.Errorf("ship: %w", err)
+		}
+	}
+	shipper, err := audit.NewShipper(*dir, opts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- shipper.Start(ctx) }()
+	if *until {
+		tick := time.NewTicker(50 * time.Millisecond)
+		for !shipper.Status().CaughtUp && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+		tick.Stop()
+		cancel()
+	}
+	if err := <-stopped; err != nil {
+		return err
+	}
+	st := shipper.Status()
+	fmt.Fprintf(stdout, "the receiver holds %d entries; %d of %d local entries pending; %d failures\n", st.Delivered, st.Pending, st.Local, st.Failures)
+	if *until && !st.CaughtUp {
+		return fmt.Errorf("ship: stopped before everything was delivered (last error: %s)", st.LastError)
 	}
 	return nil
 }

@@ -3,11 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +123,162 @@ func lastLine(t *testing.T, path string) []byte {
 	}
 	lines := bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
 	return lines[len(lines)-1]
+}
+
+// lockedBuffer is written by a command running in another goroutine and read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// selfSignedCert writes a certificate for 127.0.0.1 that is its own CA, and its key.
+func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nodewright-audit test receiver"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}
+
+// A trail shipped with `ship` to `serve` over TLS with a token arrives whole: `verify` passes
+// on the copy, which is the trail byte for byte.
+func TestServeAndShip(t *testing.T) {
+	trail, pub := writeTrail(t, 60)
+	tmp := t.TempDir()
+	certFile, keyFile := selfSignedCert(t, tmp)
+	tokenFile := filepath.Join(tmp, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(tmp, "copy")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var serveOut, serveErr lockedBuffer
+	served := make(chan int, 1)
+	go func() {
+		served <- runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--dir", remote, "--tls-cert", certFile,
+			"--tls-key", keyFile, "--token-file", tokenFile, "--public-key", pub, "--max-file-bytes", "4096"}, &serveOut, &serveErr)
+	}()
+	listening := regexp.MustCompile(`on (https://127\.0\.0\.1:\d+/)`)
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); url == ""; time.Sleep(10 * time.Millisecond) {
+		if m := listening.FindStringSubmatch(serveOut.String()); m != nil {
+			url = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not start: %s%s", serveOut.String(), serveErr.String())
+		}
+	}
+
+	// Without the token, nothing: not even where the copy stands.
+	pool := x509.NewCertPool()
+	caPEM, _ := os.ReadFile(certFile)
+	pool.AppendCertsFromPEM(caPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without the token: %d", resp.StatusCode)
+	}
+
+	var out, errOut bytes.Buffer
+	if code := run([]string{"ship", "--dir", trail, "--url", url, "--ca", certFile, "--token-file", tokenFile, "--until-delivered"}, &out, &errOut); code != exitOK {
+		t.Fatalf("ship: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	files, _ := audit.ChainFiles(trail)
+	var local []byte
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		local = append(local, data...)
+	}
+	n := bytes.Count(local, []byte("\n"))
+	if want := "the receiver holds " + strconv.Itoa(n) + " entries; 0 of " + strconv.Itoa(n); !strings.Contains(out.String(), want) {
+		t.Fatalf("ship said %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	if code := run([]string{"verify", "--public-key", pub, remote}, &out, &errOut); code != exitOK {
+		t.Fatalf("verify the copy: exit %d\n%s", code, out.String())
+	}
+	copied, _ := audit.ChainFiles(remote)
+	var got []byte
+	for _, f := range copied {
+		data, _ := os.ReadFile(f)
+		got = append(got, data...)
+	}
+	if len(copied) < 2 || !bytes.Equal(got, local) {
+		t.Fatalf("the copy (%d files) differs from the trail", len(copied))
+	}
+	// Shipped again: nothing to send, nothing sent twice.
+	out.Reset()
+	if code := run([]string{"ship", "--dir", trail, "--url", url, "--ca", certFile, "--token-file", tokenFile, "--until-delivered"}, &out, &errOut); code != exitOK ||
+		!strings.Contains(out.String(), "holds "+strconv.Itoa(n)+" entries") {
+		t.Fatalf("shipping again: exit %d\n%s", code, out.String())
+	}
+
+	cancel()
+	if code := <-served; code != exitOK {
+		t.Fatalf("serve: exit %d\n%s", code, serveErr.String())
+	}
+	if !strings.Contains(serveErr.String(), "401 Unauthorized") {
+		t.Errorf("the refused request was not logged: %q", serveErr.String())
+	}
+
+	for _, bad := range [][]string{
+		{"serve", "--listen", "127.0.0.1:0"},
+		{"serve", "--dir", remote},
+		{"serve", "--listen", "127.0.0.1:0", "--dir", remote, "--tls-cert", certFile},
+		{"serve", "--listen", "127.0.0.1:0", "--dir", remote, "--client-ca", certFile},
+		{"serve", "--listen", "127.0.0.1:0", "--dir", remote, "--token-file", filepath.Join(tmp, "missing")},
+		{"ship", "--dir", trail},
+		{"ship", "--url", url},
+		{"ship", "--dir", filepath.Join(tmp, "missing"), "--url", url},
+		{"ship", "--dir", trail, "--url", "http://127.0.0.1:1/", "--token-file", tokenFile},
+	} {
+		if code := run(bad, &out, &errOut); code != exitBadInput {
+			t.Errorf("%q: exit %d, want %d", bad, code, exitBadInput)
+		}
+	}
+	out.Reset()
+	if run([]string{"help"}, &out, &errOut); !strings.Contains(out.String(), "nodewright-audit serve") || !strings.Contains(out.String(), "Shipping to an HTTP endpoint") {
+		t.Errorf("help: %s", out.String())
+	}
 }
