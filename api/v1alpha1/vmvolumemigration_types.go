@@ -96,8 +96,8 @@ type VMVolumeMigrationSpec struct {
 	VolumeName string `json:"volumeName"`
 
 	// mode is Cold (stop, copy, verify, restart) or Hot (clone while running, verify,
-	// short restart). When unset, admission picks Hot if the target's backend can clone and
-	// Cold otherwise.
+	// short restart). When unset, the migration is Cold. Hot is refused, never downgraded,
+	// where the backend cannot clone.
 	// +optional
 	Mode MigrationMode `json:"mode,omitempty"`
 

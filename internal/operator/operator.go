@@ -170,7 +170,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         cacheOptions(),
+		Cache:                         CacheOptions(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
@@ -201,11 +201,11 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 	return mgr, nil
 }
 
-// cacheOptions keep the informer caches lean: no managed fields, only Warning Events, and
+// CacheOptions keep the informer caches lean: no managed fields, only Warning Events, and
 // ConfigMaps read from the cache without a deep copy. The bridge reads the legacy ConfigMap
 // on every heartbeat and never modifies it; a controller that modifies ConfigMaps it read
 // must copy them first.
-func cacheOptions() cache.Options {
+func CacheOptions() cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{vmvolumemigration.LabelManagedBy: vmvolumemigration.ManagedBy})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),

@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -294,8 +295,21 @@ func (e *Env) StartManager(t testing.TB, setup func(context.Context, manager.Man
 // StartManagerAs is StartManager with the identity of cfg (see User).
 func (e *Env) StartManagerAs(t testing.TB, cfg *rest.Config, setup func(context.Context, manager.Manager) error) (stop func()) {
 	t.Helper()
+	return e.startManager(t, cfg, cache.Options{}, setup)
+}
+
+// StartManagerWithCache is StartManager with the cache configured as the operator configures
+// it, so that a test sees what a filtered cache hides.
+func (e *Env) StartManagerWithCache(t testing.TB, cacheOpts cache.Options, setup func(context.Context, manager.Manager) error) (stop func()) {
+	t.Helper()
+	return e.startManager(t, e.Config, cacheOpts, setup)
+}
+
+func (e *Env) startManager(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, setup func(context.Context, manager.Manager) error) (stop func()) {
+	t.Helper()
 	skip := true
 	mgr, err := manager.New(cfg, manager.Options{
+		Cache:                  cacheOpts,
 		Scheme:                 e.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -24,29 +24,53 @@ import (
 // snapshotTimeout bounds the wait for a snapshot to become ready to use.
 const snapshotTimeout = 10 * time.Minute
 
-// jobStartTimeout bounds the wait for a data Job's pod to be created.
-const jobStartTimeout = 2 * time.Minute
+// jobStartTimeout bounds the wait for a data Job's pod to be created and to start.
+const jobStartTimeout = 5 * time.Minute
+
+// bindTimeout bounds the wait for the target PVC to be bound.
+const bindTimeout = 10 * time.Minute
 
 // progressInterval is how often a running data Job's progress is read from its log.
 const progressInterval = 2 * time.Second
 
-// act performs the running step's action. A child's name taken by someone else's object
-// fails the step: retrying cannot help.
+// act performs the running step's action. What retrying cannot fix fails the step: a child's
+// name taken by someone else's object, or a write the API server refuses as invalid or
+// forbidden (KubeVirt's admission refusing a VM change, say).
 func (r *Reconciler) act(ctx context.Context, s *scope) (outcome, error) {
 	out, err := r.perform(ctx, s)
 	var taken notOursError
-	if errors.As(err, &taken) {
+	switch {
+	case errors.As(err, &taken):
 		return failed("%s", taken.msg), nil
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err):
+		return failed("the API server refused: %v", err), nil
 	}
 	return out, err
 }
 
+// vmSteps are the steps that act on the VM; the others need neither the VM nor its record.
+var vmSteps = map[migration.Step]bool{
+	migration.FreezeGuest: true, migration.ThawGuest: true, migration.StopVM: true, migration.Repoint: true,
+	migration.StartVM: true, migration.RollbackThawGuest: true, migration.RollbackStopVM: true,
+	migration.RollbackRepoint: true, migration.RollbackStartVM: true,
+}
+
 func (r *Reconciler) perform(ctx context.Context, s *scope) (outcome, error) {
 	step := migration.Action(s.state)
-	if step != migration.Validate && s.vm == nil {
-		return failed("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+	rollingBack := s.state.Phase == nwv1.WorkflowRollingBack
+	if step != migration.Validate && s.rec == nil && s.vm != nil {
+		// The cache may not show the record Validate just wrote: ask the API server.
+		if err := r.refreshVM(ctx, s); err != nil {
+			return outcome{}, err
+		}
 	}
-	if step != migration.Validate && s.rec == nil {
+	switch {
+	case step == migration.Validate || step == migration.RollbackCleanup:
+	case s.vm == nil && rollingBack && vmSteps[step]:
+		return skipped("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+	case s.vm == nil:
+		return failed("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+	case s.rec == nil:
 		return failed("the migration's record on VirtualMachine %s (annotation %s) is gone; what to restore is unknown", s.m.Spec.VMName, AnnotationMigration), nil
 	}
 	switch step {
@@ -69,7 +93,7 @@ func (r *Reconciler) perform(ctx context.Context, s *scope) (outcome, error) {
 	case migration.Copy:
 		return r.dataJob(ctx, s, suffixCopy, "copy", s.m.Status.SourcePVCName, s.m.Status.TargetPVCName)
 	case migration.Repoint:
-		return r.repoint(ctx, s, targetSource(s.m.Status.TargetPVCName), "volume %s now names PVC %s", s.m.Spec.VolumeName, s.m.Status.TargetPVCName)
+		return r.repoint(ctx, s, targetSource(s.rec.Volume, s.m.Status.TargetPVCName), "volume %s now names PVC %s", s.m.Spec.VolumeName, s.m.Status.TargetPVCName)
 	case migration.StartVM:
 		return r.startVM(ctx, s, s.m.Status.TargetPVCName)
 	case migration.SnapshotTarget:
@@ -101,7 +125,7 @@ func (r *Reconciler) snapshot(ctx context.Context, s *scope, suffix, pvcName str
 	}
 	name := childName(s.m, suffix)
 	vs := newSnapshot(s.m, name, pvcName, class)
-	if err := ensure(ctx, r.Client, s.m, vs); err != nil {
+	if err := r.ensure(ctx, s.m, vs); err != nil {
 		return outcome{}, err
 	}
 	if suffix == suffixBefore {
@@ -109,17 +133,22 @@ func (r *Reconciler) snapshot(ctx context.Context, s *scope, suffix, pvcName str
 	} else {
 		s.m.Status.Snapshots.After = name
 	}
-	ready, failure := snapshotState(vs)
-	switch {
-	case failure != "":
-		return failed("VolumeSnapshot %s failed: %s", name, failure), nil
-	case ready:
+	// The snapshot controller reports its last error, which may be a passing one (a conflict
+	// while it adds a finalizer): readiness wins, and an error fails the step only at the
+	// deadline, with the error as the reason.
+	ready, lastError := snapshotState(vs)
+	if ready {
 		return succeeded("VolumeSnapshot %s of PVC %s is ready (class %s)", name, pvcName, class), nil
 	}
-	if passed, _ := s.deadline(snapshotTimeout); passed {
-		return failed("VolumeSnapshot %s was not ready within %s", name, snapshotTimeout), nil
+	waitingFor := "waiting for VolumeSnapshot " + name + " to be ready"
+	if lastError != "" {
+		waitingFor += "; its driver reported: " + lastError
 	}
-	return waiting(0, "waiting for VolumeSnapshot %s to be ready", name), nil
+	if passed, left := s.deadline(snapshotTimeout); passed {
+		return failed("VolumeSnapshot %s was not ready within %s; %s", name, snapshotTimeout, waitingFor), nil
+	} else {
+		return waiting(left, "%s", waitingFor), nil
+	}
 }
 
 // freeze freezes or thaws the guest when its agent is connected; without an agent the
@@ -158,20 +187,26 @@ func (r *Reconciler) createTarget(ctx context.Context, s *scope, clone bool) (ou
 	}
 	var dataSource *corev1.TypedLocalObjectReference
 	if clone {
-		dataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: src.Name}
+		// A clone of the "before" snapshot, not of the live volume: the clone and the snapshot
+		// are then the same moment whatever the guest writes, and the verify compares the two.
+		dataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To(snapshotv1.GroupName), Kind: "VolumeSnapshot", Name: s.m.Status.Snapshots.Before}
 	}
 	pvc := newTargetPVC(s.m, s.m.Status.TargetPVCName, size, dataSource)
-	if err := ensure(ctx, r.Client, s.m, pvc); err != nil {
+	if err := r.ensure(ctx, s.m, pvc); err != nil {
 		return outcome{}, err
 	}
 	how := "created"
 	if clone {
-		how = "cloned from PVC " + src.Name
+		how = "cloned from VolumeSnapshot " + s.m.Status.Snapshots.Before
 	}
 	if pvcBound(pvc) || !r.bindsImmediately(ctx, s.m.Spec.Target.StorageClassName) {
 		return succeeded("PVC %s %s (%s, class %s)", pvc.Name, how, size.String(), s.m.Spec.Target.StorageClassName), nil
 	}
-	return waiting(0, "waiting for PVC %s to be bound", pvc.Name), nil
+	if passed, left := s.deadline(bindTimeout); passed {
+		return failed("PVC %s was not bound within %s (class %s)", pvc.Name, bindTimeout, s.m.Spec.Target.StorageClassName), nil
+	} else {
+		return waiting(left, "waiting for PVC %s to be bound", pvc.Name), nil
+	}
 }
 
 // bindsImmediately reports whether the class binds PVCs at once; with WaitForFirstConsumer a
@@ -195,7 +230,7 @@ func (r *Reconciler) verifyClone(ctx context.Context, s *scope) (outcome, error)
 		return outcome{}, err
 	}
 	view := newViewPVC(s.m, childName(s.m, suffixView), ptr.Deref(src.Spec.StorageClassName, ""), s.m.Status.Snapshots.Before, pvcSize(src))
-	if err := ensure(ctx, r.Client, s.m, view); err != nil {
+	if err := r.ensure(ctx, s.m, view); err != nil {
 		return outcome{}, err
 	}
 	return r.dataJob(ctx, s, suffixVerify, "verify", view.Name, s.m.Status.TargetPVCName)
@@ -205,7 +240,7 @@ func (r *Reconciler) verifyClone(ctx context.Context, s *scope) (outcome, error)
 // digests into status.checksum, its progress into status.progress.
 func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, source, target string) (outcome, error) {
 	job := newDataJob(s.m, childName(s.m, suffix), r.CopyImage, command, source, target)
-	if err := ensure(ctx, r.Client, s.m, job); err != nil {
+	if err := r.ensure(ctx, s.m, job); err != nil {
 		return outcome{}, err
 	}
 	s.m.Status.JobName = job.Name
@@ -214,11 +249,11 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 		return outcome{}, err
 	}
 	done, jobFailed := jobFinished(job)
-	if !done && pod == nil {
+	if !done && (pod == nil || pod.Status.Phase == corev1.PodPending) {
 		if passed, left := s.deadline(jobStartTimeout); passed {
-			return failed("Job %s made no pod within %s; its Events say why (a Pod Security level that forbids root, a quota...)", job.Name, jobStartTimeout), nil
+			return failed("Job %s did not start its pod within %s: %s", job.Name, jobStartTimeout, podTrouble(pod)), nil
 		} else {
-			return waiting(min(left, progressInterval), "waiting for Job %s to start its pod", job.Name), nil
+			return waiting(min(left, progressInterval), "waiting for Job %s to start its pod: %s", job.Name, podTrouble(pod)), nil
 		}
 	}
 	if !done {
@@ -230,6 +265,15 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 			}
 		}
 		return waiting(progressInterval, "Job %s is %s", job.Name, what), nil
+	}
+	if pod != nil && !terminated(pod) {
+		// The Job's status can reach the cache before its pod's: read the pod itself.
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil && !apierrors.IsNotFound(err) {
+			return outcome{}, err
+		}
+		if !terminated(pod) {
+			return waiting(time.Second, "Job %s finished; waiting for its pod's result", job.Name), nil
+		}
 	}
 	res, err := jobResult(pod)
 	if err != nil {
@@ -246,6 +290,9 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 	}
 	if jobFailed || !match {
 		return failed("%s", describeFailure(res)), nil
+	}
+	if command == "copy" && vmStarted(s) {
+		return failed("VM %s was started while its volume was copied: the copy may miss what it wrote", s.m.Spec.VMName), nil
 	}
 	setProgress(s.m, res.BytesTotal, res.BytesTotal)
 	setVerified(s.m, true, fmt.Sprintf("the target reads back as %s, the source's digest", res.TargetDigest))
@@ -302,6 +349,9 @@ func (r *Reconciler) repoint(ctx context.Context, s *scope, src virtv1.VolumeSou
 	if volumeOf(s.vm, s.m.Spec.VolumeName) == nil {
 		return failed("VirtualMachine %s no longer has a volume %q", s.vm.Name, s.m.Spec.VolumeName), nil
 	}
+	if s.state.Step == migration.Repoint && vmStarted(s) {
+		return failed("VM %s was started after StopVM: it may have written to the source since the copy", s.vm.Name), nil
+	}
 	if err := pointVolume(ctx, r.Client, s.vm, s.m.Spec.VolumeName, src); err != nil {
 		return outcome{}, err
 	}
@@ -310,6 +360,16 @@ func (r *Reconciler) repoint(ctx context.Context, s *scope, src virtv1.VolumeSou
 
 // startVM starts the VM again (if it ran before) and waits until its VMI runs on claim.
 func (r *Reconciler) startVM(ctx context.Context, s *scope, claim string) (outcome, error) {
+	if s.state.Step == migration.RollbackStartVM {
+		// A data Job may still hold the source; the VM could not attach it.
+		gone, err := r.deleteEphemeral(ctx, s)
+		if err != nil {
+			return outcome{}, err
+		}
+		if pods, err := r.dataPods(ctx, s.m); err != nil || !gone || pods > 0 {
+			return waiting(time.Second, "waiting for the data Jobs and their pods to go before the VM starts on its source"), err
+		}
+	}
 	if !s.rec.WasRunning {
 		return skipped("the VM was not running before the migration; it stays stopped"), nil
 	}
@@ -397,4 +457,63 @@ func (r *Reconciler) deleteEphemeral(ctx context.Context, s *scope) (bool, error
 		gone = gone && g
 	}
 	return gone, nil
+}
+
+// vmStarted reports whether the VM runs, or is asked to, although the migration stopped it.
+func vmStarted(s *scope) bool {
+	return (s.vmi != nil && !s.vmi.IsFinal()) || (s.vm != nil && wantsRunning(s.vm))
+}
+
+// terminated reports whether the pod's data container has exited.
+func terminated(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.Name == containerName && c.State.Terminated != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// podTrouble says why a data pod has not started, as far as its status tells.
+func podTrouble(pod *corev1.Pod) string {
+	if pod == nil {
+		return "no pod yet (the Job's Events say why: a Pod Security level that forbids root, a quota...)"
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if w := c.State.Waiting; w != nil && w.Reason != "" {
+			return fmt.Sprintf("pod %s: %s %s", pod.Name, w.Reason, w.Message)
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			return fmt.Sprintf("pod %s: %s: %s", pod.Name, c.Reason, c.Message)
+		}
+	}
+	return fmt.Sprintf("pod %s is %s", pod.Name, pod.Status.Phase)
+}
+
+// dataPods counts the pods of the migration's data Jobs.
+func (r *Reconciler) dataPods(ctx context.Context, m *nwv1.VMVolumeMigration) (int, error) {
+	var pods corev1.PodList
+	if err := r.APIReader.List(ctx, &pods, client.InNamespace(m.Namespace), client.MatchingLabels{LabelMigrationUID: string(m.UID)}); err != nil {
+		return 0, err
+	}
+	return len(pods.Items), nil
+}
+
+// refreshVM reads the VM and its record from the API server rather than the cache.
+func (r *Reconciler) refreshVM(ctx context.Context, s *scope) error {
+	vm := &virtv1.VirtualMachine{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.vm), vm); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.vm = nil
+			return nil
+		}
+		return err
+	}
+	s.vm = vm
+	if rec, err := recordOf(vm); err == nil && rec.heldBy(s.m) {
+		s.rec = rec
+	}
+	return nil
 }

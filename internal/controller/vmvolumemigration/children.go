@@ -18,16 +18,17 @@ import (
 
 // ensure creates obj unless an object of that name exists, and reads the existing one back
 // into obj. A same-named object that is not this migration's is an error: the migration
-// never adopts or overwrites what someone else made.
-func ensure(ctx context.Context, c client.Client, m *nwv1.VMVolumeMigration, obj client.Object) error {
-	err := c.Create(ctx, obj)
+// never adopts or overwrites what someone else made. The read goes to the API server: the
+// operator's cache holds only its own Jobs and snapshots.
+func (r *Reconciler) ensure(ctx context.Context, m *nwv1.VMVolumeMigration, obj client.Object) error {
+	err := r.Client.Create(ctx, obj)
 	if err == nil {
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return err
 	}
 	if obj.GetLabels()[LabelMigrationUID] != string(m.UID) {
@@ -66,7 +67,9 @@ func deleteIfOurs(ctx context.Context, c client.Client, m *nwv1.VMVolumeMigratio
 		return true, nil // not ours: leave it alone
 	}
 	if obj.GetDeletionTimestamp() == nil {
-		if err := c.Delete(ctx, obj, opts...); err != nil && !apierrors.IsNotFound(err) {
+		// The precondition keeps a stale read from deleting a same-named successor.
+		opts = append(opts, client.Preconditions{UID: ptr.To(obj.GetUID())})
+		if err := c.Delete(ctx, obj, opts...); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return false, err
 		}
 	}
@@ -122,7 +125,7 @@ func newTargetPVC(m *nwv1.VMVolumeMigration, name string, size resource.Quantity
 // verify Job can read the snapshot as a block device.
 func newViewPVC(m *nwv1.VMVolumeMigration, name, class, snapshot string, size resource.Quantity) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: childLabels(m)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: childLabels(m), OwnerReferences: owner(m)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			StorageClassName: ptr.To(class),
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -148,4 +151,11 @@ func pvcSize(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
 		return q
 	}
 	return pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+}
+
+// owner makes the migration the controller of its ephemeral children (the data Jobs and the
+// snapshot view), so that they go with it even if a cleanup was missed. The target PVC and the
+// snapshots outlive it: they belong to the VM once it succeeded.
+func owner(m *nwv1.VMVolumeMigration) []metav1.OwnerReference {
+	return []metav1.OwnerReference{*metav1.NewControllerRef(m, nwv1.GroupVersion.WithKind("VMVolumeMigration"))}
 }

@@ -75,6 +75,8 @@ type AuditLog interface {
 // Reconciler runs VMVolumeMigrations.
 type Reconciler struct {
 	Client client.Client
+	// APIReader reads past the cache where a stale or filtered read would mislead.
+	APIReader client.Reader
 	// Clientset reads the data Jobs' logs (progress) and calls KubeVirt's freeze subresource.
 	Clientset kubernetes.Interface
 	Recorder  record.EventRecorder
@@ -95,6 +97,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.CopyImage == "" {
 		r.CopyImage = DefaultCopyImage
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Clientset == nil {
 		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
@@ -167,10 +172,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err == nil {
 			transition(m, s.plan, from, to, out.event, out.message, out.skipped, s.now)
 		}
-	} else if err == nil {
-		if active := s.state.Phase == nwv1.WorkflowRunning || s.state.Phase == nwv1.WorkflowRollingBack; active && s.state.Step != "" {
-			stepMessage(m, s.state.Step, out.message)
+	} else if active := s.state.Phase == nwv1.WorkflowRunning || s.state.Phase == nwv1.WorkflowRollingBack; active && s.state.Step != "" {
+		msg := out.message
+		if err != nil {
+			msg = "retrying after an error: " + err.Error()
 		}
+		stepMessage(m, s.state.Step, msg)
+		result.RequeueAfter = out.wait
+	} else if err == nil {
 		result.RequeueAfter = out.wait
 	}
 	if err == nil {
@@ -225,8 +234,14 @@ func (r *Reconciler) finish(ctx context.Context, s *scope, deleting bool) (outco
 	if err != nil || !gone {
 		return outcome{message: "removing the data Jobs"}, err
 	}
-	if s.vm != nil && (s.state.Phase != nwv1.WorkflowFailed || deleting) {
+	switch {
+	case s.vm == nil:
+	case s.state.Phase != nwv1.WorkflowFailed:
 		if err := unlockVM(ctx, r.Client, s.vm, s.m); err != nil {
+			return outcome{}, err
+		}
+	case deleting:
+		if err := keepFailedRecord(ctx, r.Client, s.vm, s.m); err != nil {
 			return outcome{}, err
 		}
 	}
@@ -315,11 +330,8 @@ func (r *Reconciler) newScope(ctx context.Context, m *nwv1.VMVolumeMigration) (*
 	vm := &virtv1.VirtualMachine{}
 	if err := r.Client.Get(ctx, key, vm); err == nil {
 		s.vm = vm
-		rec, err := recordOf(vm)
-		if err != nil {
-			return nil, err
-		}
-		if rec.heldBy(m) {
+		// A record that does not parse is no one's: Validate refuses the VM with the reason.
+		if rec, err := recordOf(vm); err == nil && rec.heldBy(m) {
 			s.rec = rec
 		}
 	} else if !apierrors.IsNotFound(err) {

@@ -28,7 +28,7 @@ import (
 
 func TestColdMigrationMovesAndProvesTheBytes(t *testing.T) {
 	f := newFixture(t, site.Options{})
-	env.StartManager(t, operator.SetupControllers)
+	startOperator(t)
 	f.create(f.migration("to-rwx", nwv1.MigrationCold, linstorClass))
 	m := f.waitPhase("to-rwx", nwv1.WorkflowSucceeded, 60*time.Second)
 
@@ -91,7 +91,7 @@ func TestColdMigrationMovesAndProvesTheBytes(t *testing.T) {
 
 func TestHotMigrationClonesVerifiesAndRestarts(t *testing.T) {
 	f := newFixture(t, site.Options{})
-	env.StartManager(t, operator.SetupControllers)
+	startOperator(t)
 	m := f.migration("hot", nwv1.MigrationHot, linstorClass)
 	m.Spec.RetainSource = ptr.To(false)
 	f.create(m)
@@ -115,7 +115,7 @@ func TestHotMigrationClonesVerifiesAndRestarts(t *testing.T) {
 
 func TestRollbackWhenTheCopyFails(t *testing.T) {
 	f := newFixture(t, site.Options{FailCopy: func(*batchv1.Job) bool { return true }})
-	env.StartManager(t, operator.SetupControllers)
+	startOperator(t)
 	f.create(f.migration("broken-copy", nwv1.MigrationCold, linstorClass))
 	m := f.waitPhase("broken-copy", nwv1.WorkflowRolledBack, 60*time.Second)
 
@@ -138,7 +138,7 @@ func TestRollbackWhenTheCopyFails(t *testing.T) {
 
 func TestRollbackWhenTheCloneIsCorrupt(t *testing.T) {
 	f := newFixture(t, site.Options{CorruptClone: func(pvc *corev1.PersistentVolumeClaim) bool { return pvc.Name == "bad-clone-target" }})
-	env.StartManager(t, operator.SetupControllers)
+	startOperator(t)
 	f.create(f.migration("bad-clone", nwv1.MigrationHot, linstorClass))
 	m := f.waitPhase("bad-clone", nwv1.WorkflowRolledBack, 60*time.Second)
 
@@ -169,7 +169,7 @@ func TestRollbackWhenTheVMWillNotStartOnTheTarget(t *testing.T) {
 		}
 		return false
 	}})
-	env.StartManager(t, operator.SetupControllers)
+	startOperator(t)
 	m := f.migration("no-boot", nwv1.MigrationCold, linstorClass)
 	m.Spec.Timeouts.VMStart = metav1.Duration{Duration: 10 * time.Second}
 	f.create(m)
@@ -194,7 +194,7 @@ func TestRefusals(t *testing.T) {
 	f := newFixture(t, site.Options{})
 	f.createVolume("other-root", genericClass)
 	f.createVolume("taken-target", linstorClass)
-	env.StartManager(t, operator.SetupControllers)
+	startOperator(t)
 	cases := []struct {
 		name   string
 		change func(*nwv1.VMVolumeMigration)
@@ -206,7 +206,7 @@ func TestRefusals(t *testing.T) {
 		{"no-rwx", func(m *nwv1.VMVolumeMigration) { m.Spec.Target.StorageClassName = topolvmClass }, "spec.target.storageClassName: test-topolvm is TopoLVM, which cannot provide ReadWriteMany block volumes"},
 		{"too-small", func(m *nwv1.VMVolumeMigration) { m.Spec.Target.Size = ptr.To(resource.MustParse("4Mi")) }, "spec.target.size: 4Mi is smaller than the source PVC's 8Mi"},
 		{"no-snapshot-class", func(m *nwv1.VMVolumeMigration) { m.Spec.SnapshotClassName = "nothing" }, `spec.snapshotClassName: VolumeSnapshotClass "nothing" not found`},
-		{"taken", func(*nwv1.VMVolumeMigration) {}, "metadata.name: the target's name, PVC taken-target, is taken by a PVC this migration did not create"},
+		{"taken", func(*nwv1.VMVolumeMigration) {}, "metadata.name: PersistentVolumeClaim taken-target, a name this migration needs, is taken by an object it did not create"},
 		{"filesystem", func(m *nwv1.VMVolumeMigration) { m.Spec.Target.VolumeMode = corev1.PersistentVolumeFilesystem }, "spec.target.volumeMode: Filesystem is not supported"},
 		{"hot-across-drivers", func(m *nwv1.VMVolumeMigration) {
 			m.Spec.Mode = nwv1.MigrationHot
@@ -235,7 +235,7 @@ func TestRefusals(t *testing.T) {
 // know, so Hot is refused rather than downgraded to Cold.
 func TestHotRefusedOnABackendThatCannotClone(t *testing.T) {
 	f := newFixture(t, site.Options{})
-	env.StartManager(t, operator.SetupControllers)
+	startOperator(t)
 	f.createVolume("plain", genericClass)
 	vm := f.vm()
 	vm.Spec.Template.Spec.Volumes = append(vm.Spec.Template.Spec.Volumes, virtv1.Volume{Name: "plain", VolumeSource: virtv1.VolumeSource{
@@ -262,7 +262,7 @@ func TestHotRefusedOnABackendThatCannotClone(t *testing.T) {
 func TestOneMigrationPerVM(t *testing.T) {
 	hold := make(chan struct{})
 	f := newFixture(t, site.Options{HoldCopy: func(*batchv1.Job) <-chan struct{} { return hold }})
-	env.StartManager(t, operator.SetupControllers)
+	startOperator(t)
 	f.create(f.migration("first", nwv1.MigrationCold, linstorClass))
 	f.eventually(30*time.Second, func() (bool, string) {
 		m := f.get("first")
@@ -282,7 +282,7 @@ func TestDeletingARunningMigrationRollsItBack(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
 	f := newFixture(t, site.Options{HoldCopy: func(*batchv1.Job) <-chan struct{} { return hold }})
-	env.StartManager(t, operator.SetupControllers)
+	startOperator(t)
 	m := f.migration("cancelled", nwv1.MigrationCold, linstorClass)
 	f.create(m)
 	f.eventually(30*time.Second, func() (bool, string) {
@@ -453,7 +453,7 @@ func (tr *trail) verify(t *testing.T, ns, name string, n int) {
 func TestEveryTransitionIsAudited(t *testing.T) {
 	f := newFixture(t, site.Options{})
 	tr := openTrail(t)
-	env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
+	env.StartManagerWithCache(t, operator.CacheOptions(), func(ctx context.Context, mgr manager.Manager) error {
 		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
 			Audit: tr.log, Actor: operatorActor}).SetupWithManager(mgr)
 	})

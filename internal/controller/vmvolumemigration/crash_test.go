@@ -11,6 +11,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -43,6 +44,13 @@ func TestCrashAtEveryStepBoundary(t *testing.T) {
 
 	for _, c := range cases {
 		name := string(c.mode) + "-" + string(c.step)
+		if c.step == migration.Validate {
+			// Validate's VM write comes before the status that ends the step.
+			t.Run(name+"-vm-taken", func(t *testing.T) { crashAfterVMPatch(t, "taken", hasRecord) })
+		}
+		if c.step == migration.StopVM && c.mode == nwv1.MigrationCold {
+			t.Run(name+"-vm-halted", func(t *testing.T) { crashAfterVMPatch(t, "halted", isHalted) })
+		}
 		t.Run(name, func(t *testing.T) {
 			opts := site.Options{}
 			if c.failCopy {
@@ -55,7 +63,7 @@ func TestCrashAtEveryStepBoundary(t *testing.T) {
 			killAt(t, func(m *nwv1.VMVolumeMigration) bool {
 				return m.Name == mig && strings.Contains(stepStates(m), string(c.step)+"=Running")
 			}, nil)
-			env.StartManager(t, operator.SetupControllers)
+			startOperator(t)
 			want, claim := nwv1.WorkflowSucceeded, mig+"-target"
 			pvcs, snaps := []string{"web-root", mig + "-target"}, []string{mig + "-before", mig + "-after"}
 			if c.failCopy {
@@ -78,6 +86,13 @@ func TestCrashAtEveryStepBoundary(t *testing.T) {
 // true, and then kills it: every later call it makes fails, appends to log included, and its
 // manager stops.
 func killAt(t *testing.T, dead func(*nwv1.VMVolumeMigration) bool, log vmvolumemigration.AuditLog) {
+	t.Helper()
+	kill(t, dead, nil, log)
+}
+
+// kill runs the migration controller until it has written a status for which deadStatus
+// says true, or patched a VM for which deadVM says true, and then kills it.
+func kill(t *testing.T, deadStatus func(*nwv1.VMVolumeMigration) bool, deadVM func(*virtv1.VirtualMachine) bool, log vmvolumemigration.AuditLog) {
 	t.Helper()
 	var killed atomic.Bool
 	crashed := make(chan struct{})
@@ -112,21 +127,26 @@ func killAt(t *testing.T, dead func(*nwv1.VMVolumeMigration) bool, log vmvolumem
 			if err := guard(); err != nil {
 				return err
 			}
-			return c.Patch(ctx, obj, patch, opts...)
+			err := c.Patch(ctx, obj, patch, opts...)
+			if vm, ok := obj.(*virtv1.VirtualMachine); ok && err == nil && deadVM != nil && deadVM(vm) {
+				killed.Store(true)
+				once.Do(func() { close(crashed) })
+			}
+			return err
 		},
 		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
 			if err := guard(); err != nil {
 				return err
 			}
 			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-			if m, ok := obj.(*nwv1.VMVolumeMigration); ok && err == nil && dead(m) {
+			if m, ok := obj.(*nwv1.VMVolumeMigration); ok && err == nil && deadStatus != nil && deadStatus(m) {
 				killed.Store(true)
 				once.Do(func() { close(crashed) })
 			}
 			return err
 		},
 	}
-	stop := env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
+	stop := env.StartManagerWithCache(t, operator.CacheOptions(), func(ctx context.Context, mgr manager.Manager) error {
 		c := interceptor.NewClient(withWatch{mgr.GetClient()}, funcs)
 		r := &vmvolumemigration.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor("crashing-operator")}
 		if log != nil {
@@ -176,10 +196,31 @@ func TestAuditRecordOfACrashIsWrittenAfterTheRestart(t *testing.T) {
 	if n := len(trail.lines(t, f.ns, "crash-audit")); n != 4 {
 		t.Fatalf("%d records before the restart, want 4 (the transition into Copy died with the operator)", n)
 	}
-	env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
+	env.StartManagerWithCache(t, operator.CacheOptions(), func(ctx context.Context, mgr manager.Manager) error {
 		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
 			Audit: trail.log, Actor: operatorActor}).SetupWithManager(mgr)
 	})
 	f.waitPhase("crash-audit", nwv1.WorkflowSucceeded, 60*time.Second)
 	trail.verify(t, f.ns, "crash-audit", 9)
+}
+
+func hasRecord(vm *virtv1.VirtualMachine) bool {
+	_, ok := vm.Annotations[vmvolumemigration.AnnotationMigration]
+	return ok
+}
+
+func isHalted(vm *virtv1.VirtualMachine) bool {
+	return vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == virtv1.RunStrategyHalted
+}
+
+// crashAfterVMPatch kills the operator right after it changed the VM and before it wrote the
+// status that records why: the next operator must still finish the migration.
+func crashAfterVMPatch(t *testing.T, name string, dead func(*virtv1.VirtualMachine) bool) {
+	f := newFixture(t, site.Options{})
+	f.create(f.migration(name, nwv1.MigrationCold, linstorClass))
+	kill(t, nil, dead, nil)
+	startOperator(t)
+	f.waitPhase(name, nwv1.WorkflowSucceeded, 90*time.Second)
+	f.waitVMRunsOn(name + "-target")
+	f.assertLeftBehind([]string{"web-root", name + "-target"}, []string{name + "-before", name + "-after"})
 }

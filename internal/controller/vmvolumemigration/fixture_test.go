@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site"
 )
@@ -347,3 +348,10 @@ func (f *fix) vm() *virtv1.VirtualMachine {
 }
 
 func equalBytes(a, b []byte) bool { return bytes.Equal(a, b) }
+
+// startOperator runs the operator's controllers as the operator does, its filtered cache
+// included, until the test ends.
+func startOperator(t *testing.T) (stop func()) {
+	t.Helper()
+	return env.StartManagerWithCache(t, operator.CacheOptions(), operator.SetupControllers)
+}

@@ -36,7 +36,7 @@ func newDataJob(m *nwv1.VMVolumeMigration, name, image, command, source, target 
 	}
 	labels := childLabels(m)
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labels, OwnerReferences: owner(m)},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](0),
 			Template: corev1.PodTemplateSpec{
@@ -65,7 +65,7 @@ func newDataJob(m *nwv1.VMVolumeMigration, name, image, command, source, target 
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 					}},
 					Volumes: []corev1.Volume{
-						{Name: "source", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: source, ReadOnly: command == "verify"}}},
+						{Name: "source", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: source, ReadOnly: true}}},
 						{Name: "target", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: target, ReadOnly: command == "verify"}}},
 					},
 				},
@@ -128,8 +128,10 @@ func jobResult(pod *corev1.Pod) (*blockcopy.Result, error) {
 // describeFailure says why nodewright-copy failed, in a line.
 func describeFailure(r *blockcopy.Result) string {
 	switch {
-	case r.Status == "mismatch" && r.MismatchByteOffset != nil:
+	case r.Status == "mismatch" && r.MismatchByteOffset != nil && r.TargetDigest != "":
 		return fmt.Sprintf("checksum mismatch: %s differs from %s, first at byte %d", r.TargetDigest, r.SourceDigest, *r.MismatchByteOffset)
+	case r.Status == "mismatch" && r.MismatchByteOffset != nil:
+		return fmt.Sprintf("checksum mismatch: the volumes differ, first at byte %d", *r.MismatchByteOffset)
 	case r.Status == "mismatch":
 		return fmt.Sprintf("checksum mismatch: target %s, source %s", r.TargetDigest, r.SourceDigest)
 	case r.Error != "":

@@ -21,6 +21,11 @@ const (
 // original source. See vmRecord.
 const AnnotationMigration = "nodewright.spectrocloud.com/migration"
 
+// AnnotationFailedMigration on a VirtualMachine is the record of a migration that failed and
+// could not be rolled back, kept when that migration was deleted. Migrations of the VM are
+// refused until a person has restored the VM and removed it.
+const AnnotationFailedMigration = "nodewright.spectrocloud.com/failed-migration"
+
 // Suffixes of the children's names.
 const (
 	suffixBefore = "before"

@@ -21,7 +21,9 @@ import (
 func TestProgressIsReadFromTheJobsLog(t *testing.T) {
 	f := newFixture(t, site.Options{})
 	f.createVolume("copy-target", linstorClass)
+	// No operator runs here: the migration only owns the Job.
 	m := f.migration("progress", nwv1.MigrationCold, linstorClass)
+	f.create(m)
 	job := vmvolumemigration.NewDataJob(m, "progress-copy", "nodewright-copy:test", "copy", "web-root", "copy-target")
 	f.create(job)
 	ctx := context.Background()

@@ -163,7 +163,7 @@ func setSucceededCondition(m *nwv1.VMVolumeMigration, s migration.State, failure
 	case nwv1.WorkflowRollingBack:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, nwv1.ReasonRollingBack, failure+"; rolling back"
 	case nwv1.WorkflowSucceeded:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, nwv1.ReasonSucceeded, "the VM runs on the verified target volume"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, nwv1.ReasonSucceeded, "the VM's volume is the verified target PVC"
 	case nwv1.WorkflowRolledBack:
 		c.Status, c.Reason = metav1.ConditionFalse, string(s.FailedStep)+"Failed"
 		c.Message = failure + "; rolled back: the VM is as it was before the migration"

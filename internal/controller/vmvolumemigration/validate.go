@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/storage"
 )
 
@@ -43,6 +45,9 @@ func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
 	if claim == "" {
 		return failed("spec.volumeName: volume %q is not backed by a PVC or a DataVolume", vol.Name), nil
 	}
+	if vol.DataVolume != nil && slices.ContainsFunc(vm.Spec.DataVolumeTemplates, func(t virtv1.DataVolumeTemplateSpec) bool { return t.Name == vol.DataVolume.Name }) {
+		return failed("spec.volumeName: volume %q comes from the VM's dataVolumeTemplates, which KubeVirt requires a volume to keep naming; it cannot be repointed", vol.Name), nil
+	}
 	if vol.DataVolume != nil && !s.plan.RetainSource {
 		return failed("spec.retainSource: the source PVC %s belongs to DataVolume %s; it can only be retained", claim, vol.DataVolume.Name), nil
 	}
@@ -70,13 +75,8 @@ func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
 	if claim == target {
 		return failed("spec.volumeName: the volume already uses PVC %s, this migration's target name", claim), nil
 	}
-	existing := &corev1.PersistentVolumeClaim{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: target}, existing); err == nil {
-		if existing.Labels[LabelMigrationUID] != string(m.UID) {
-			return failed("metadata.name: the target's name, PVC %s, is taken by a PVC this migration did not create", target), nil
-		}
-	} else if !apierrors.IsNotFound(err) {
-		return outcome{}, err
+	if taken, err := r.takenName(ctx, m); err != nil || taken != "" {
+		return failed("metadata.name: %s, a name this migration needs, is taken by an object it did not create; rename the migration", taken), err
 	}
 
 	srcClass, problem, err := r.class(ctx, ptr.Deref(src.Spec.StorageClassName, ""), "the source PVC's storageClassName")
@@ -114,7 +114,7 @@ func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
 	if s.rec == nil {
 		rec := vmRecord{
 			Migration: m.Name, UID: m.UID,
-			WasRunning:  wantsRunning(vm) || (s.vmi != nil && !s.vmi.IsFinal()),
+			WasRunning:  wantsRunning(vm),
 			RunStrategy: vm.Spec.RunStrategy, Running: vm.Spec.Running,
 			Volume: *vol.VolumeSource.DeepCopy(),
 		}
@@ -147,9 +147,15 @@ func (r *Reconciler) checkNotHeld(ctx context.Context, s *scope) (outcome, error
 		if other.UID == s.m.UID || other.Spec.VMName != s.m.Spec.VMName {
 			continue
 		}
-		if p := other.Status.Phase; p == nwv1.WorkflowRunning || p == nwv1.WorkflowRollingBack || p == nwv1.WorkflowFailed {
+		// Another migration holds the VM once its Validate succeeded; two that validate at once
+		// meet at the VM's annotation, which only one can write.
+		if p := other.Status.Phase; (p == nwv1.WorkflowRunning || p == nwv1.WorkflowRollingBack || p == nwv1.WorkflowFailed) && validated(&other) {
 			return failed("spec.vmName: VirtualMachine %s is held by migration %s (%s); one migration per VM at a time", s.m.Spec.VMName, other.Name, p), nil
 		}
+	}
+	if raw, ok := s.vm.Annotations[AnnotationFailedMigration]; ok {
+		return failed("spec.vmName: a failed migration left VirtualMachine %s as its annotation %s says (%s); restore the VM and remove the annotation first",
+			s.m.Spec.VMName, AnnotationFailedMigration, truncate(raw, 300)), nil
 	}
 	rec, err := recordOf(s.vm)
 	if err != nil {
@@ -224,4 +230,44 @@ func (r *Reconciler) snapshotClass(ctx context.Context, m *nwv1.VMVolumeMigratio
 	}
 	return "", fmt.Sprintf("spec.snapshotClassName: no VolumeSnapshotClass for driver %s (StorageClass %s); name one or mark one with %s=true",
 		sc.Provisioner, sc.Name, defaultSnapshotClassAnnotation), nil
+}
+
+// validated reports whether the migration's Validate step succeeded.
+func validated(m *nwv1.VMVolumeMigration) bool {
+	return slices.ContainsFunc(m.Status.Steps, func(s nwv1.WorkflowStep) bool {
+		return s.Name == string(migration.Validate) && s.State == nwv1.StepSucceeded
+	})
+}
+
+// takenName names the first of the migration's children whose name an object it did not
+// create already has, reading the API server (the operator caches only its own children).
+func (r *Reconciler) takenName(ctx context.Context, m *nwv1.VMVolumeMigration) (string, error) {
+	key := func(suffix string) client.ObjectKey {
+		return client.ObjectKey{Namespace: m.Namespace, Name: childName(m, suffix)}
+	}
+	children := []struct {
+		kind string
+		obj  client.Object
+		key  client.ObjectKey
+	}{
+		{"PersistentVolumeClaim", &corev1.PersistentVolumeClaim{}, key(suffixTarget)},
+		{"PersistentVolumeClaim", &corev1.PersistentVolumeClaim{}, key(suffixView)},
+		{"VolumeSnapshot", &snapshotv1.VolumeSnapshot{}, key(suffixBefore)},
+		{"VolumeSnapshot", &snapshotv1.VolumeSnapshot{}, key(suffixAfter)},
+		{"Job", &batchv1.Job{}, key(suffixCopy)},
+		{"Job", &batchv1.Job{}, key(suffixVerify)},
+	}
+	for _, c := range children {
+		err := r.APIReader.Get(ctx, c.key, c.obj)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if c.obj.GetLabels()[LabelMigrationUID] != string(m.UID) {
+			return c.kind + " " + c.key.Name, nil
+		}
+	}
+	return "", nil
 }

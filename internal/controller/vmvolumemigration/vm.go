@@ -94,9 +94,9 @@ func lockVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, rec
 
 // unlockVM removes m's record from the VM.
 func unlockVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, m *nwv1.VMVolumeMigration) error {
-	rec, err := recordOf(vm)
-	if err != nil || !rec.heldBy(m) {
-		return err
+	// A record that does not parse is no one's, and not this migration's to remove.
+	if rec, err := recordOf(vm); err != nil || !rec.heldBy(m) {
+		return nil
 	}
 	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { delete(vm.Annotations, AnnotationMigration) })
 }
@@ -148,11 +148,18 @@ func pointVolume(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine
 	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { volumeOf(vm, name).VolumeSource = src })
 }
 
-// targetSource is the volume source naming the target PVC.
-func targetSource(claim string) virtv1.VolumeSource {
-	return virtv1.VolumeSource{PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
-		PersistentVolumeClaimVolumeSource: corePVCSource(claim),
-	}}
+// targetSource is the volume's original source pointed at the target PVC: a PVC source keeps
+// its options (hotplug); a DataVolume's becomes a PVC source, as the target is a plain PVC.
+func targetSource(orig virtv1.VolumeSource, claim string) virtv1.VolumeSource {
+	src := virtv1.PersistentVolumeClaimVolumeSource{PersistentVolumeClaimVolumeSource: corePVCSource(claim)}
+	switch {
+	case orig.PersistentVolumeClaim != nil:
+		src.Hotpluggable = orig.PersistentVolumeClaim.Hotpluggable
+		src.ReadOnly = orig.PersistentVolumeClaim.ReadOnly
+	case orig.DataVolume != nil:
+		src.Hotpluggable = orig.DataVolume.Hotpluggable
+	}
+	return virtv1.VolumeSource{PersistentVolumeClaim: &src}
 }
 
 // vmiRunsOn reports whether the VMI runs with the named volume on claim.
@@ -180,4 +187,17 @@ func agentConnected(vmi *virtv1.VirtualMachineInstance) bool {
 		}
 	}
 	return false
+}
+
+// keepFailedRecord moves a Failed migration's record to AnnotationFailedMigration when the
+// migration is deleted: it says what the VM was like before, and until a person removes it no
+// new migration starts on a VM a rollback could not restore.
+func keepFailedRecord(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, m *nwv1.VMVolumeMigration) error {
+	if rec, err := recordOf(vm); err != nil || !rec.heldBy(m) {
+		return nil
+	}
+	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) {
+		vm.Annotations[AnnotationFailedMigration] = vm.Annotations[AnnotationMigration]
+		delete(vm.Annotations, AnnotationMigration)
+	})
 }

@@ -1,0 +1,176 @@
+package vmvolumemigration_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/test/site"
+)
+
+// waitStep waits until the migration's steps show want (e.g. "Copy=Running").
+func (f *fix) waitStep(name, want string) *nwv1.VMVolumeMigration {
+	f.t.Helper()
+	var m *nwv1.VMVolumeMigration
+	f.eventually(60*time.Second, func() (bool, string) {
+		m = f.get(name)
+		return strings.Contains(stepStates(m), want), name + ": " + stepStates(m)
+	})
+	return m
+}
+
+func (f *fix) condition(m *nwv1.VMVolumeMigration) string {
+	c := meta.FindStatusCondition(m.Status.Conditions, nwv1.ConditionSucceeded)
+	if c == nil {
+		return ""
+	}
+	return c.Reason + ": " + c.Message
+}
+
+func (f *fix) patchVM(change func(*virtv1.VirtualMachine)) {
+	f.t.Helper()
+	vm := f.vm()
+	base := vm.DeepCopy()
+	change(vm)
+	if err := env.Client.Patch(context.Background(), vm, client.MergeFrom(base)); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func TestVMDeletedDuringTheMigrationRollsBackWhatItCan(t *testing.T) {
+	hold := make(chan struct{})
+	f := newFixture(t, site.Options{HoldCopy: func(*batchv1.Job) <-chan struct{} { return hold }})
+	startOperator(t)
+	f.create(f.migration("orphaned", nwv1.MigrationCold, linstorClass))
+	f.waitStep("orphaned", "Copy=Running")
+	if err := env.Client.Delete(context.Background(), f.vm()); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	m := f.waitPhase("orphaned", nwv1.WorkflowRolledBack, 60*time.Second)
+	if got := describeSteps(m); !strings.Contains(got, "Copy=Failed (VirtualMachine web no longer exists)") ||
+		!strings.Contains(got, "RollbackStartVM=Skipped") || !strings.Contains(got, "RollbackCleanup=Succeeded") {
+		t.Errorf("steps %s: want the step to fail, the VM's rollback step skipped and the cleanup done", got)
+	}
+	f.assertLeftBehind([]string{"web-root"}, nil)
+}
+
+func TestTwoMigrationsOfOneVMAtOnceOneWins(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	startOperator(t)
+	f.create(f.migration("one", nwv1.MigrationCold, linstorClass))
+	f.create(f.migration("two", nwv1.MigrationCold, linstorClass))
+	var won, lost []string
+	f.eventually(90*time.Second, func() (bool, string) {
+		won, lost = nil, nil
+		for _, name := range []string{"one", "two"} {
+			switch m := f.get(name); m.Status.Phase {
+			case nwv1.WorkflowSucceeded:
+				won = append(won, name)
+			case nwv1.WorkflowRolledBack:
+				if !strings.Contains(f.condition(m), "one migration per VM at a time") {
+					t.Fatalf("%s rolled back for another reason: %s", name, f.condition(m))
+				}
+				lost = append(lost, name)
+			}
+		}
+		return len(won)+len(lost) == 2, "not both finished yet"
+	})
+	if len(won) != 1 || len(lost) != 1 {
+		t.Fatalf("succeeded %v, refused %v: want one of each", won, lost)
+	}
+}
+
+func TestVMStartedDuringTheCopyRollsBack(t *testing.T) {
+	hold := make(chan struct{})
+	f := newFixture(t, site.Options{HoldCopy: func(*batchv1.Job) <-chan struct{} { return hold }})
+	startOperator(t)
+	f.create(f.migration("restarted", nwv1.MigrationCold, linstorClass))
+	f.waitStep("restarted", "Copy=Running")
+	f.patchVM(func(vm *virtv1.VirtualMachine) { vm.Spec.RunStrategy = ptr.To(virtv1.RunStrategyAlways) })
+	f.waitVMRunsOn("web-root")
+	close(hold)
+	m := f.waitPhase("restarted", nwv1.WorkflowRolledBack, 60*time.Second)
+	if c := f.condition(m); !strings.HasPrefix(c, "CopyFailed") || !strings.Contains(c, "was started while its volume was copied") {
+		t.Errorf("condition %q, want the copy refused because the VM was started", c)
+	}
+	f.waitVMRunsOn("web-root")
+	f.assertLeftBehind([]string{"web-root"}, nil)
+	f.assertVMAsBefore()
+}
+
+func TestUnreadableRecordOnTheVMIsRefused(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	startOperator(t)
+	f.patchVM(func(vm *virtv1.VirtualMachine) {
+		vm.Annotations = map[string]string{vmvolumemigration.AnnotationMigration: "not json"}
+	})
+	f.create(f.migration("unreadable", nwv1.MigrationCold, linstorClass))
+	m := f.waitPhase("unreadable", nwv1.WorkflowRolledBack, 30*time.Second)
+	if c := f.condition(m); !strings.Contains(c, "spec.vmName: annotation "+vmvolumemigration.AnnotationMigration) {
+		t.Errorf("condition %q, want the annotation named", c)
+	}
+	if err := env.Client.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually(20*time.Second, func() (bool, string) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), m)
+		return err != nil, "the refused migration cannot be deleted"
+	})
+}
+
+// TestFailedMigrationKeepsItsRecordWhenDeleted: a VM that starts neither on the target nor
+// on its source leaves the migration Failed; deleting it keeps what the VM was like on the
+// VM, and further migrations are refused until a person removes it.
+func TestFailedMigrationKeepsItsRecordWhenDeleted(t *testing.T) {
+	var broken atomic.Bool
+	f := newFixture(t, site.Options{FailStart: func(*virtv1.VirtualMachine) bool { return broken.Load() }})
+	startOperator(t)
+	broken.Store(true)
+	m := f.migration("doomed", nwv1.MigrationCold, linstorClass)
+	m.Spec.Timeouts.VMStart = metav1.Duration{Duration: 10 * time.Second}
+	f.create(m)
+	m = f.waitPhase("doomed", nwv1.WorkflowFailed, 90*time.Second)
+	if c := f.condition(m); !strings.HasPrefix(c, "StartVMFailed") || !strings.Contains(c, "then rollback step RollbackStartVM failed") {
+		t.Errorf("condition %q", c)
+	}
+	if err := env.Client.Delete(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually(20*time.Second, func() (bool, string) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), m)
+		_, kept := f.vm().Annotations[vmvolumemigration.AnnotationFailedMigration]
+		return err != nil && kept, "the failed migration is not gone with its record kept on the VM"
+	})
+	f.create(f.migration("after", nwv1.MigrationCold, linstorClass))
+	after := f.waitPhase("after", nwv1.WorkflowRolledBack, 30*time.Second)
+	if c := f.condition(after); !strings.Contains(c, "a failed migration left VirtualMachine web") {
+		t.Errorf("condition %q, want the next migration refused", c)
+	}
+}
+
+func TestTakenSnapshotNameIsRefused(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	startOperator(t)
+	f.create(&snapshotv1.VolumeSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Name: "taken-before", Namespace: f.ns},
+		Spec:       snapshotv1.VolumeSnapshotSpec{Source: snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To("web-root")}},
+	})
+	f.create(f.migration("taken", nwv1.MigrationCold, linstorClass))
+	m := f.waitPhase("taken", nwv1.WorkflowRolledBack, 30*time.Second)
+	if c := f.condition(m); !strings.Contains(c, "metadata.name: VolumeSnapshot taken-before, a name this migration needs, is taken") {
+		t.Errorf("condition %q", c)
+	}
+}
