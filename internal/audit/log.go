@@ -26,6 +26,10 @@ type LogOptions struct {
 	CheckpointInterval time.Duration
 	// Now is the clock of checkpoint times (default time.Now).
 	Now func() time.Time
+	// OnCheckpoint, when set, is called with each checkpoint's line (its canonical encoding,
+	// without the newline) once the checkpoint is durable, so that it can be published outside
+	// the trail too. It runs on the log's committer and must not block.
+	OnCheckpoint func(line []byte)
 }
 
 // Appended is the outcome of appending one record.
@@ -240,6 +244,13 @@ func (l *Log) flush(batch []*request, forceCheckpoint bool) bool {
 	if err != nil {
 		l.failed = fmt.Errorf("storing %d audit entries from seq %d: %w", len(entries), entries[0].Seq, err)
 	}
+	if err == nil && l.opts.OnCheckpoint != nil {
+		for i := range entries {
+			if entries[i].Checkpoint != nil {
+				l.opts.OnCheckpoint(append([]byte(nil), entries[i].line...))
+			}
+		}
+	}
 	for _, req := range batch {
 		if err != nil {
 			req.err = l.failed
@@ -247,4 +258,9 @@ func (l *Log) flush(batch []*request, forceCheckpoint bool) bool {
 		close(req.done)
 	}
 	return err == nil
+}
+
+// Appender is what records transitions: a Log, or a stand-in for one.
+type Appender interface {
+	Append(ctx context.Context, records ...Record) ([]Appended, error)
 }

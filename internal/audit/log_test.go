@@ -5,8 +5,10 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 func openTestLog(t *testing.T, dir string, opts FileSinkOptions, every uint64) (*Log, *FileSink) {
@@ -202,5 +204,54 @@ func TestSinkFailureStopsTheLog(t *testing.T) {
 	}
 	if err := l.Close(); err == nil {
 		t.Fatal("Close hid the sink failure")
+	}
+}
+
+// TestOnCheckpointPublishesEachCheckpointLine: the hook receives every checkpoint's line once
+// it is durable, and the newest one serves as a trusted checkpoint for the files.
+func TestOnCheckpointPublishesEachCheckpointLine(t *testing.T) {
+	priv, pubPEM, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := LoadSigner(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ParsePublicKey(pubPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sink, err := OpenFileSink(dir, FileSinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	log := NewLog(sink, signer, sink.State(), LogOptions{CheckpointEvery: 3, OnCheckpoint: func(line []byte) { lines = append(lines, line) }})
+	subject := Subject{Kind: "VMVolumeMigration", Name: "m", UID: "u"}
+	for i := range 7 {
+		if _, err := log.Append(context.Background(), Transition(subject, "a", "Step", "x", "y", "r", "", strconv.Itoa(i), time.Now())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Seven records: checkpoints after the third and the sixth entry, and one on Close.
+	if len(lines) != 3 {
+		t.Fatalf("%d checkpoint lines, want 3", len(lines))
+	}
+	e, err := ParseLine(lines[2])
+	if err != nil || e.Checkpoint == nil {
+		t.Fatalf("the newest line is no checkpoint: %v", err)
+	}
+	files, err := ChainFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := VerifyFiles(VerifyOptions{PublicKeys: []ed25519.PublicKey{pub}, Trusted: e.Checkpoint}, files...)
+	if err != nil || !report.OK {
+		t.Fatalf("verifying against the published checkpoint: %v %+v", err, report)
 	}
 }
