@@ -98,7 +98,7 @@ up() {
   # Any step that fails without its own message is named, with the API server's log.
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   local b
-  for b in operator legacy-sim nodewright-site nodewright-copy; do
+  for b in operator legacy-sim nodewright-site nodewright-copy nodewright-audit; do
     [ -x "$root/bin/$b" ] || fail "bin/$b is missing: run 'make demo', which builds it"
   done
   [ -x "$k8s/kwokctl" ] || fail "the control plane is not built: run 'make demo', which builds it"
@@ -185,9 +185,15 @@ NODE
   if operator_running; then
     say "the operator is already running (pid $(cat "$operator_pid"))"
   else
-    say "starting the operator (log: $operator_log)"
+    # The audit trail: in $state/audit, checkpoints signed with a key made for this site and
+    # published in the ConfigMap nodewright-system/nodewright-audit-checkpoint.
+    if [ ! -f "$state/audit-key.pem" ]; then
+      "$root/bin/nodewright-audit" keygen --private-key "$state/audit-key.pem" --public-key "$state/audit-key.pub"
+    fi
+    say "starting the operator (log: $operator_log, audit trail: $state/audit)"
     nohup "$root/bin/operator" --kubeconfig "$kubeconfig" \
       --leader-election-namespace nodewright-system \
+      --audit-dir "$state/audit" --audit-key-file "$state/audit-key.pem" --audit-checkpoint-interval 5s \
       --health-probe-bind-address "$probe_addr" --metrics-bind-address "$metrics_addr" \
       >"$operator_log" 2>&1 &
     echo $! >"$operator_pid"
@@ -228,8 +234,8 @@ NODE
     running "$sim_pid" || fail "the legacy DaemonSet simulator exited" "$sim_log"
   fi
 
-  local show_k show_bin
-  show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s")
+  local show_k show_bin show_state
+  show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s") show_state=$(from_root "$state")
   cat <<MSG
 
 The local site is up.
@@ -251,6 +257,7 @@ Try (from the repository root):
   kubectl apply -n demo -f config/samples/nodewright_v1alpha1_vmvolumemigration.yaml
   kubectl get vmvm -n demo -w                # the steps, Validate to SnapshotTarget, with progress
   kubectl describe vmvm -n demo database-rootdisk   # steps, checksums, Events
+  bin/nodewright-audit verify --public-key $show_state/audit-key.pub $show_state/audit   # the audit trail
   kubectl apply -k config/samples
 
 Stop it with: make demo-down

@@ -204,3 +204,18 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+func TestRefusesAnAuditTrailWithoutAKey(t *testing.T) {
+	binary := buildOperator(t)
+	cmd := exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--leader-election-namespace", "default",
+		"--audit-dir", t.TempDir(), "--audit-checkpoint-configmap", "nowhere")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the operator started with an audit trail it cannot sign:\n%s", out)
+	}
+	for _, want := range []string{"--audit-dir needs --audit-key-file", "--audit-checkpoint-configmap", "nowhere", "want namespace/name"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the refusal does not say %q:\n%s", want, out)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -30,6 +31,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/agentstatus"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
@@ -56,6 +58,8 @@ type Options struct {
 	ShutdownTimeout         time.Duration
 	// CopyImage is the image with nodewright-copy that VMVolumeMigration's data Jobs run.
 	CopyImage string
+	// Audit configures the audit trail.
+	Audit AuditOptions
 }
 
 // BindFlags registers the options as flags, with their defaults and documentation.
@@ -80,6 +84,20 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"How long to wait for running reconciles to finish after SIGTERM before exiting.")
 	fs.StringVar(&o.CopyImage, "copy-image", vmvolumemigration.DefaultCopyImage,
 		"Image with nodewright-copy that the Jobs of a VMVolumeMigration run to copy and verify volumes.")
+	fs.StringVar(&o.Audit.Dir, "audit-dir", "",
+		"Folder of the audit trail (keep it on a PersistentVolume); empty: no trail, records go only to the log.")
+	fs.StringVar(&o.Audit.KeyFile, "audit-key-file", "",
+		"ed25519 private key (PKCS #8 PEM, e.g. a mounted Secret) that signs the trail's checkpoints; required with --audit-dir.")
+	fs.StringVar(&o.Audit.Actor, "audit-actor", "",
+		"Who the operator's records say acted; empty: the operator's identity as the API server reports it.")
+	fs.StringVar(&o.Audit.CheckpointConfigMap, "audit-checkpoint-configmap", "nodewright-system/nodewright-audit-checkpoint",
+		"namespace/name of the ConfigMap that receives the newest signed checkpoint, kept outside the trail.")
+	fs.DurationVar(&o.Audit.CheckpointInterval, "audit-checkpoint-interval", time.Minute,
+		"Longest time records stay unsigned before a checkpoint is written.")
+	fs.StringVar(&o.Audit.ShipURL, "audit-ship-url", "",
+		"HTTP(S) endpoint the trail is shipped to (see docs/audit.md); empty: not shipped.")
+	fs.StringVar(&o.Audit.ShipCAFile, "audit-ship-ca-file", "", "PEM bundle of the CAs trusted for --audit-ship-url.")
+	fs.StringVar(&o.Audit.ShipTokenFile, "audit-ship-token-file", "", "File with the bearer token for --audit-ship-url.")
 }
 
 // Validate reports settings that cannot work together.
@@ -96,6 +114,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--leader-election-retry-period (%s) must be shorter than --leader-election-renew-deadline (%s)",
 			o.RetryPeriod, o.RenewDeadline))
 	}
+	errs = append(errs, o.Audit.validate())
 	return errors.Join(errs...)
 }
 
@@ -123,7 +142,28 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager) error {
 
 func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	recorder := mgr.GetEventRecorderFor(EventSource)
-	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(ctx, mgr); err != nil {
+	var trail audit.Appender
+	var actor string
+	if o.Audit.Dir != "" {
+		t, err := newAuditTrail(mgr.GetConfig(), mgr.GetClient(), o.Audit)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(t); err != nil {
+			return err
+		}
+		shipper, err := t.shipper()
+		if err != nil {
+			return err
+		}
+		if shipper != nil {
+			if err := mgr.Add(leaderOnly{shipper}); err != nil {
+				return err
+			}
+		}
+		trail, actor = t, t.actor
+	}
+	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightCluster controller: %w", err)
 	}
 	if err := (&agentstatus.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
@@ -133,12 +173,17 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		ctrl.LoggerFrom(ctx).Info("VMVolumeMigrations are not served: the cluster lacks the APIs they use", "missing", missing)
 		return nil
 	}
-	migrations := &vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: recorder, CopyImage: o.CopyImage}
+	migrations := &vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: recorder, CopyImage: o.CopyImage, Audit: trail, Actor: actor}
 	if err := migrations.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMVolumeMigration controller: %w", err)
 	}
 	return nil
 }
+
+// leaderOnly runs a runnable only on the leader.
+type leaderOnly struct{ manager.Runnable }
+
+func (leaderOnly) NeedLeaderElection() bool { return true }
 
 // migrationAPIs are the third-party APIs the VMVolumeMigration controller uses.
 var migrationAPIs = []schema.GroupVersionKind{

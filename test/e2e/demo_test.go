@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -85,6 +86,7 @@ func TestLocalSite(t *testing.T) {
 	}
 	s.waitOutput(t, time.Minute, "the VM to run on the target", func(out string) bool { return out == "Running database-rootdisk-target" },
 		"get", "vmi", "-n", "demo", "database", "-o", "jsonpath={.status.phase} {.spec.volumes[0].persistentVolumeClaim.claimName}")
+	s.checkAuditTrail(t)
 	table := s.kubectlOut(t, "get", "vmvm", "-n", "demo")
 	for _, want := range []string{"database", "rootdisk", "Cold", "Succeeded", "100"} {
 		if !strings.Contains(table, want) {
@@ -171,10 +173,12 @@ func newSite(t *testing.T) *site {
 	if _, err := os.Stat(filepath.Join(k8s, "kwokctl")); err != nil {
 		t.Fatalf("the control plane is not built in %s: run 'make test', which builds it", k8s)
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/operator", "./cmd/legacy-sim")
+	// Every binary the site runs: the operator, the simulator, the site, nodewright-copy and
+	// nodewright-audit, as make demo builds them.
+	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/...")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the operator and the simulator: %v\n%s", err, out)
+		t.Fatalf("building the binaries: %v\n%s", err, out)
 	}
 	dir := filepath.Join(t.TempDir(), "site")
 	s := &site{root: root, dir: dir, kubectl: filepath.Join(k8s, "kubectl"), kubeconfig: filepath.Join(dir, "kubeconfig")}
@@ -227,6 +231,65 @@ func (s *site) kubectlOut(t *testing.T, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// checkAuditTrail verifies the operator's audit trail against the newest checkpoint it
+// published in its ConfigMap: the migration's transitions and the legacy DaemonSet's observed
+// transitions are in it, by the operator's own identity.
+func (s *site) checkAuditTrail(t *testing.T) {
+	t.Helper()
+	// The migration's last records are signed within the checkpoint interval (5s).
+	var checkpoint string
+	s.waitOutput(t, time.Minute, "a checkpoint that covers the migration", func(out string) bool {
+		checkpoint = out
+		trusted := filepath.Join(t.TempDir(), "checkpoint.jsonl")
+		if os.WriteFile(trusted, []byte(out+"\n"), 0o600) != nil {
+			return false
+		}
+		verify := exec.Command(filepath.Join(s.root, "bin", "nodewright-audit"), "verify", "--json",
+			"--public-key", filepath.Join(s.dir, "audit-key.pub"), "--trusted-checkpoint", trusted, filepath.Join(s.dir, "audit"))
+		report, err := verify.CombinedOutput()
+		if err != nil {
+			t.Fatalf("nodewright-audit verify: %v\n%s", err, report)
+		}
+		// The checkpoint covers the migration once its size passes the seq of its last record.
+		var cp struct {
+			Checkpoint struct{ Size uint64 } `json:"checkpoint"`
+		}
+		if json.Unmarshal([]byte(out), &cp) != nil {
+			return false
+		}
+		for _, line := range strings.Split(s.auditText(t), "\n") {
+			if strings.Contains(line, `"name":"database-rootdisk"`) && strings.Contains(line, `"to":"Succeeded"`) {
+				var e struct{ Seq uint64 }
+				return json.Unmarshal([]byte(line), &e) == nil && e.Seq < cp.Checkpoint.Size
+			}
+		}
+		return false
+	}, "get", "configmap", "-n", "nodewright-system", "nodewright-audit-checkpoint", "-o", `jsonpath={.data.checkpoint\.jsonl}`)
+	trail := s.auditText(t)
+	// The operator runs with the site's kubeconfig: its records name that identity.
+	who := strings.TrimSpace(s.kubectlOut(t, "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"))
+	for _, want := range []string{`"action":"MigrationTransition"`, `"action":"LegacyTransitionObserved"`, `"actor":"` + who + `"`} {
+		if !strings.Contains(trail, want) {
+			t.Errorf("the audit trail has no %s (newest checkpoint %s)", want, checkpoint)
+		}
+	}
+}
+
+// auditText is the whole audit trail.
+func (s *site) auditText(t *testing.T) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(s.dir, "audit", "audit-*.jsonl"))
+	var all []byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	return string(all)
 }
 
 // waitOutput polls kubectl until what says its output is what the test waits for.

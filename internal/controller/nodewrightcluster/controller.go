@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/bridge"
 )
 
@@ -34,6 +35,10 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	Clock    clock.PassiveClock
+	// Audit, when set, receives a record of every legacy transition and anomaly observed;
+	// Actor is who the records say observed it (the operator).
+	Audit audit.Appender
+	Actor string
 }
 
 // SetupWithManager registers the controller and the Event index it lists by.
@@ -101,6 +106,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	now := r.Clock.Now()
 	status, anomalies, deadline := computeStatus(observed{configMap: cm, daemonSet: ds, events: events.Items,
 		now: now, staleAfter: bridge.StaleAfter(nwc), cluster: nwc})
+	// Recorded before the status that remembers them is written: a crash in between observes
+	// them again, and the records, built with the same IDs, are not added twice.
+	r.recordLegacy(ctx, nwc, cm.Legacy, status, anomalies, now)
 	if !equality.Semantic.DeepEqual(status, nwc.Status) {
 		before := nwc.DeepCopy()
 		nwc.Status = status

@@ -68,9 +68,7 @@ const (
 )
 
 // AuditLog receives the record of every transition; *audit.Log is one.
-type AuditLog interface {
-	Append(ctx context.Context, records ...audit.Record) ([]audit.Appended, error)
-}
+type AuditLog = audit.Appender
 
 // Reconciler runs VMVolumeMigrations.
 type Reconciler struct {

@@ -1,0 +1,237 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/spectrocloud/nodewright/internal/audit"
+)
+
+// The operator publishes its newest audit checkpoint in one ConfigMap of its namespace.
+// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=configmaps,verbs=create;update;patch
+// It learns the identity its records name with a SelfSubjectReview.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
+
+// CheckpointKey is the ConfigMap key that holds the newest checkpoint line, for
+// `nodewright-audit verify --trusted-checkpoint`.
+const CheckpointKey = "checkpoint.jsonl"
+
+// AuditOptions configure the audit trail.
+type AuditOptions struct {
+	// Dir holds the trail (JSON Lines files); empty: no trail, the records reach only the log.
+	Dir string
+	// KeyFile is the ed25519 private key (PKCS #8 PEM) that signs checkpoints, typically a
+	// Secret mounted as a file.
+	KeyFile string
+	// Actor is who the records say acted; empty: the operator's own identity, as the API
+	// server reports it.
+	Actor string
+	// CheckpointConfigMap, namespace/name, receives the newest checkpoint.
+	CheckpointConfigMap string
+	// CheckpointInterval bounds how long records stay unsigned.
+	CheckpointInterval time.Duration
+	// ShipURL, when set, is the HTTP(S) receiver the trail is shipped to; ShipCAFile and
+	// ShipTokenFile hold its CA bundle and bearer token.
+	ShipURL, ShipCAFile, ShipTokenFile string
+}
+
+func (o *AuditOptions) validate() error {
+	var errs []error
+	if o.Dir == "" {
+		if o.ShipURL != "" {
+			errs = append(errs, errors.New("--audit-ship-url needs --audit-dir: the trail is shipped from its files"))
+		}
+		return errors.Join(errs...)
+	}
+	if o.KeyFile == "" {
+		errs = append(errs, errors.New("--audit-dir needs --audit-key-file: checkpoints are signed"))
+	}
+	if ns, name, ok := strings.Cut(o.CheckpointConfigMap, "/"); !ok || ns == "" || name == "" {
+		errs = append(errs, fmt.Errorf("--audit-checkpoint-configmap %q: want namespace/name", o.CheckpointConfigMap))
+	}
+	if o.CheckpointInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--audit-checkpoint-interval %s: must be positive", o.CheckpointInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// auditTrail is the operator's audit log. It opens only once this replica leads (two
+// replicas must never append to one chain), so the controllers are given the trail itself,
+// whose Append waits until the log is open.
+type auditTrail struct {
+	opts  AuditOptions
+	actor string
+	cfg   *rest.Config
+	c     client.Client
+
+	ready   chan struct{}
+	log     *audit.Log
+	openErr error
+
+	mu     sync.Mutex
+	latest []byte
+	wake   chan struct{}
+}
+
+func newAuditTrail(cfg *rest.Config, c client.Client, opts AuditOptions) (*auditTrail, error) {
+	t := &auditTrail{opts: opts, cfg: cfg, c: c, ready: make(chan struct{}), wake: make(chan struct{}, 1)}
+	t.actor = opts.Actor
+	if t.actor == "" {
+		who, err := whoAmI(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("learning the operator's identity for the audit trail (or set --audit-actor): %w", err)
+		}
+		t.actor = who
+	}
+	return t, nil
+}
+
+// whoAmI asks the API server who this client is.
+func whoAmI(cfg *rest.Config) (string, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return review.Status.UserInfo.Username, nil
+}
+
+// Append waits until the log is open, then appends.
+func (t *auditTrail) Append(ctx context.Context, records ...audit.Record) ([]audit.Appended, error) {
+	select {
+	case <-t.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if t.openErr != nil {
+		return nil, t.openErr
+	}
+	return t.log.Append(ctx, records...)
+}
+
+// NeedLeaderElection: only the leader writes the trail.
+func (t *auditTrail) NeedLeaderElection() bool { return true }
+
+// Start opens the trail, publishes each checkpoint until ctx ends, then closes the log,
+// which writes a last checkpoint.
+func (t *auditTrail) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("audit")
+	err := t.open()
+	t.openErr = err
+	close(t.ready)
+	if err != nil {
+		return err
+	}
+	log.Info("The audit trail is open", "dir", t.opts.Dir, "actor", t.actor)
+	for {
+		select {
+		case <-ctx.Done():
+			closeErr := t.log.Close()
+			// The last checkpoint was written on Close: publish it too.
+			publishCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return errors.Join(closeErr, t.publish(publishCtx))
+		case <-t.wake:
+			if err := t.publish(ctx); err != nil && ctx.Err() == nil {
+				log.Error(err, "Publishing the audit checkpoint failed; the next one retries", "configMap", t.opts.CheckpointConfigMap)
+			}
+		}
+	}
+}
+
+func (t *auditTrail) open() error {
+	pem, err := os.ReadFile(t.opts.KeyFile)
+	if err != nil {
+		return fmt.Errorf("--audit-key-file: %w", err)
+	}
+	signer, err := audit.LoadSigner(pem)
+	if err != nil {
+		return fmt.Errorf("--audit-key-file %s: %w", t.opts.KeyFile, err)
+	}
+	if err := os.MkdirAll(t.opts.Dir, 0o700); err != nil {
+		return fmt.Errorf("--audit-dir: %w", err)
+	}
+	sink, err := audit.OpenFileSink(t.opts.Dir, audit.FileSinkOptions{})
+	if err != nil {
+		return fmt.Errorf("opening the audit trail in %s: %w", filepath.Clean(t.opts.Dir), err)
+	}
+	t.log = audit.NewLog(sink, signer, sink.State(), audit.LogOptions{
+		CheckpointInterval: t.opts.CheckpointInterval,
+		OnCheckpoint:       t.offer,
+	})
+	return nil
+}
+
+// offer keeps the newest checkpoint line and wakes the publisher; it never blocks the log.
+func (t *auditTrail) offer(line []byte) {
+	t.mu.Lock()
+	t.latest = line
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// publish writes the newest checkpoint into the ConfigMap.
+func (t *auditTrail) publish(ctx context.Context) error {
+	t.mu.Lock()
+	line := t.latest
+	t.mu.Unlock()
+	if line == nil {
+		return nil
+	}
+	ns, name, _ := strings.Cut(t.opts.CheckpointConfigMap, "/")
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": "nodewright"}}}
+	cm.Data = map[string]string{CheckpointKey: string(line) + "\n"}
+	err := t.c.Create(ctx, cm)
+	if apierrors.IsAlreadyExists(err) {
+		patch := client.MergeFrom(&corev1.ConfigMap{ObjectMeta: cm.ObjectMeta})
+		err = t.c.Patch(ctx, cm, patch)
+	}
+	return err
+}
+
+// shipper ships the trail to an HTTP(S) receiver, if one is configured.
+func (t *auditTrail) shipper() (*audit.Shipper, error) {
+	if t.opts.ShipURL == "" {
+		return nil, nil
+	}
+	opts := audit.ShipperOptions{URL: t.opts.ShipURL}
+	if t.opts.ShipCAFile != "" {
+		ca, err := os.ReadFile(t.opts.ShipCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-ship-ca-file: %w", err)
+		}
+		opts.CA = ca
+	}
+	if t.opts.ShipTokenFile != "" {
+		token, err := os.ReadFile(t.opts.ShipTokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--audit-ship-token-file: %w", err)
+		}
+		opts.BearerToken = strings.TrimSpace(string(token))
+	}
+	return audit.NewShipper(t.opts.Dir, opts)
+}
