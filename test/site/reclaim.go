@@ -80,26 +80,29 @@ func (s *Site) reconcileVolume(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-// released says whether the claim pv was made for is gone. The cache may lag behind a claim
-// that was just created, so a claim it does not hold is looked for in the API server before
-// any data is deleted.
+// released says whether the claim pv was made for is gone.
 func (s *Site) released(ctx context.Context, pv *corev1.PersistentVolume) (bool, error) {
 	ref := pv.Spec.ClaimRef
-	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-	pvc := &corev1.PersistentVolumeClaim{}
-	err := s.client.Get(ctx, key, pvc)
-	if err == nil && pvc.UID == ref.UID {
+	return s.gone(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, ref.UID, &corev1.PersistentVolumeClaim{})
+}
+
+// gone says whether the object key named, with that UID, no longer exists. The cache may lag
+// behind an object that was just created, so one it does not hold is looked for in the API
+// server before any data is deleted.
+func (s *Site) gone(ctx context.Context, key types.NamespacedName, uid types.UID, obj client.Object) (bool, error) {
+	err := s.client.Get(ctx, key, obj)
+	if err == nil && obj.GetUID() == uid {
 		return false, nil
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, err
 	}
-	err = s.mgr.GetAPIReader().Get(ctx, key, pvc)
+	err = s.mgr.GetAPIReader().Get(ctx, key, obj)
 	if apierrors.IsNotFound(err) {
 		return true, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	return pvc.UID != ref.UID, nil
+	return obj.GetUID() != uid, nil
 }

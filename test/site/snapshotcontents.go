@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -74,25 +73,8 @@ func (s *Site) reconcileContent(ctx context.Context, req ctrl.Request) (ctrl.Res
 	return ctrl.Result{}, nil
 }
 
-// snapshotGone says whether the snapshot the content was made for no longer exists, asking the
-// API server before believing the cache.
+// snapshotGone says whether the snapshot the content was made for no longer exists.
 func (s *Site) snapshotGone(ctx context.Context, content *snapshotv1.VolumeSnapshotContent) (bool, error) {
 	ref := content.Spec.VolumeSnapshotRef
-	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
-	vs := &snapshotv1.VolumeSnapshot{}
-	err := s.client.Get(ctx, key, vs)
-	if err == nil && vs.UID == ref.UID {
-		return false, nil
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		return false, err
-	}
-	err = s.mgr.GetAPIReader().Get(ctx, key, vs)
-	if apierrors.IsNotFound(err) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return vs.UID != ref.UID, nil
+	return s.gone(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, ref.UID, &snapshotv1.VolumeSnapshot{})
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 // Start runs a site for the test and stops it when the test ends; it returns once the site's
@@ -45,20 +47,27 @@ var copyBuild struct {
 	err  error
 }
 
-// BuildCopy builds ./cmd/nodewright-copy once per test process and returns the binary's path,
-// bin/site/nodewright-copy in the repository. The build goes to a folder of its own and is
-// renamed into place, so test processes that build at the same time do not collide.
+// BuildCopy builds ./cmd/nodewright-copy once per test process and returns the binary's path
+// (see CopyBinary), failing the test if it cannot.
 func BuildCopy(t testing.TB) string {
 	t.Helper()
-	copyBuild.once.Do(func() { copyBuild.path, copyBuild.err = buildCopy() })
-	if copyBuild.err != nil {
-		t.Fatal(copyBuild.err)
+	path, err := CopyBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return copyBuild.path
+	return path
+}
+
+// CopyBinary builds ./cmd/nodewright-copy once per process and returns the binary's path,
+// bin/site/nodewright-copy in the repository. The build goes to a folder of its own and is
+// renamed into place, so processes that build at the same time do not collide.
+func CopyBinary() (string, error) {
+	copyBuild.once.Do(func() { copyBuild.path, copyBuild.err = buildCopy() })
+	return copyBuild.path, copyBuild.err
 }
 
 func buildCopy() (string, error) {
-	root, err := repoRoot()
+	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -82,22 +91,4 @@ func buildCopy() (string, error) {
 		return "", err
 	}
 	return path, nil
-}
-
-// repoRoot is the nearest folder above the working directory that holds go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

@@ -9,6 +9,7 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -212,8 +213,8 @@ func (r *Reconciler) createTarget(ctx context.Context, s *scope, clone bool) (ou
 // bindsImmediately reports whether the class binds PVCs at once; with WaitForFirstConsumer a
 // PVC binds only when the data Job uses it.
 func (r *Reconciler) bindsImmediately(ctx context.Context, class string) bool {
-	sc := &storageClass{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: class}, &sc.StorageClass); err != nil {
+	sc := &storagev1.StorageClass{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: class}, sc); err != nil {
 		return true
 	}
 	return sc.VolumeBindingMode == nil || *sc.VolumeBindingMode == "Immediate"

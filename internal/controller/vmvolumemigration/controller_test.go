@@ -1,10 +1,13 @@
 package vmvolumemigration_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -40,10 +43,10 @@ func TestColdMigrationMovesAndProvesTheBytes(t *testing.T) {
 	if c := m.Status.Checksum; c == nil || c.Algorithm != nwv1.ChecksumBLAKE3 || c.Source != digest || c.Target != digest {
 		t.Errorf("checksum %+v, want both %s", c, digest)
 	}
-	if !equalBytes(f.volumeBytes("to-rwx-target"), f.source) {
+	if !bytes.Equal(f.volumeBytes("to-rwx-target"), f.source) {
 		t.Error("the target's bytes differ from the source's")
 	}
-	if !equalBytes(f.volumeBytes("web-root"), f.source) {
+	if !bytes.Equal(f.volumeBytes("web-root"), f.source) {
 		t.Error("the source changed")
 	}
 	if p := m.Status.Progress; p == nil || p.BytesDone != volumeSize || p.BytesTotal != volumeSize || p.Percent != 100 {
@@ -105,7 +108,7 @@ func TestHotMigrationClonesVerifiesAndRestarts(t *testing.T) {
 	if c := m.Status.Checksum; c == nil || c.Source != digest || c.Target != digest {
 		t.Errorf("checksum %+v, want both %s", c, digest)
 	}
-	if !equalBytes(f.volumeBytes("hot-target"), f.source) {
+	if !bytes.Equal(f.volumeBytes("hot-target"), f.source) {
 		t.Error("the clone's bytes differ from the source's")
 	}
 	f.waitVMRunsOn("hot-target")
@@ -128,7 +131,7 @@ func TestRollbackWhenTheCopyFails(t *testing.T) {
 		t.Errorf("Succeeded condition %+v, want False/CopyFailed naming nodewright-copy's error", c)
 	}
 	f.waitVMRunsOn("web-root")
-	if !equalBytes(f.volumeBytes("web-root"), f.source) {
+	if !bytes.Equal(f.volumeBytes("web-root"), f.source) {
 		t.Error("the source changed")
 	}
 	f.assertLeftBehind([]string{"web-root"}, nil)
@@ -318,16 +321,8 @@ func (f *fix) assertVMAsBefore() {
 		_, held := vm.Annotations[vmvolumemigration.AnnotationMigration]
 		v := vm.Spec.Template.Spec.Volumes[0]
 		ok := !held && ptr.Deref(vm.Spec.RunStrategy, "") == virtv1.RunStrategyAlways && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "web-root"
-		return ok, "the VM is not as it was: annotations " + strings.Join(keys(vm.Annotations), ",") + ", runStrategy " + string(ptr.Deref(vm.Spec.RunStrategy, ""))
+		return ok, "the VM is not as it was: annotations " + strings.Join(slices.Sorted(maps.Keys(vm.Annotations)), ",") + ", runStrategy " + string(ptr.Deref(vm.Spec.RunStrategy, ""))
 	})
-}
-
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // assertEvents checks the migration's Events include these reasons.

@@ -1,6 +1,7 @@
 package vmvolumemigration_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -74,7 +75,7 @@ func TestCrashAtEveryStepBoundary(t *testing.T) {
 			if c.failCopy {
 				f.assertVMAsBefore()
 			}
-			if !equalBytes(f.volumeBytes(claim), f.source) {
+			if !bytes.Equal(f.volumeBytes(claim), f.source) {
 				t.Errorf("the bytes of %s differ from the source's", claim)
 			}
 			f.assertLeftBehind(pvcs, snaps)

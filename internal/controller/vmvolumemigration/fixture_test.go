@@ -1,14 +1,11 @@
 package vmvolumemigration_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -39,25 +36,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nodewright-copy-")
-	if err != nil {
+	var err error
+	if copyBinary, err = site.CopyBinary(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	root, err := testenv.RepoRoot()
-	if err == nil {
-		copyBinary = filepath.Join(dir, "nodewright-copy")
-		cmd := exec.Command("go", "build", "-o", copyBinary, "./cmd/nodewright-copy")
-		cmd.Dir, cmd.Stderr = root, os.Stderr
-		err = cmd.Run()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building nodewright-copy: %v\n", err)
-		os.Exit(1)
-	}
-	code := env.Run(m)
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(env.Run(m))
 }
 
 // The storage the site serves: a LINSTOR class (snapshots, clones, ReadWriteMany block), a
@@ -346,8 +330,6 @@ func (f *fix) vm() *virtv1.VirtualMachine {
 	}
 	return vm
 }
-
-func equalBytes(a, b []byte) bool { return bytes.Equal(a, b) }
 
 // startOperator runs the operator's controllers as the operator does, its filtered cache
 // included, until the test ends.

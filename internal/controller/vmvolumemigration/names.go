@@ -46,10 +46,8 @@ func childName(m *nwv1.VMVolumeMigration, suffix string) string {
 	if len(name) <= maxChildName {
 		return name
 	}
-	sum := sha256.Sum256([]byte(m.Name))
-	hash := hex.EncodeToString(sum[:])[:10]
-	keep := maxChildName - len(suffix) - len(hash) - 2
-	return m.Name[:keep] + "-" + hash + "-" + suffix
+	keep := maxChildName - len(suffix) - 10 - 2
+	return m.Name[:keep] + "-" + nameHash(m.Name, 10) + "-" + suffix
 }
 
 // labelValue is the migration's name as a label value (its hash when too long).
@@ -57,8 +55,13 @@ func labelValue(m *nwv1.VMVolumeMigration) string {
 	if len(m.Name) <= 63 {
 		return m.Name
 	}
-	sum := sha256.Sum256([]byte(m.Name))
-	return hex.EncodeToString(sum[:])[:40]
+	return nameHash(m.Name, 40)
+}
+
+// nameHash is the first n hex digits of the SHA-256 of name.
+func nameHash(name string, n int) string {
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:])[:n]
 }
 
 // childLabels are the labels of every child of m.

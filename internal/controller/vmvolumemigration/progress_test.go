@@ -1,6 +1,7 @@
 package vmvolumemigration_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -50,7 +51,7 @@ func TestProgressIsReadFromTheJobsLog(t *testing.T) {
 	if p == nil || p.BytesDone != volumeSize || p.BytesTotal != volumeSize {
 		t.Fatalf("progress read from the log: %+v, want %d of %d bytes", p, volumeSize, volumeSize)
 	}
-	if !equalBytes(f.volumeBytes("copy-target"), f.source) {
+	if !bytes.Equal(f.volumeBytes("copy-target"), f.source) {
 		t.Error("the Job did not copy the bytes")
 	}
 }

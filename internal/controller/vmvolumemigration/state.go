@@ -3,6 +3,7 @@ package vmvolumemigration
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,9 +50,7 @@ func stateOf(m *nwv1.VMVolumeMigration) migration.State {
 	return s
 }
 
-func isRollback(s migration.Step) bool {
-	return len(s) > len("Rollback") && s[:len("Rollback")] == "Rollback"
-}
+func isRollback(s migration.Step) bool { return strings.HasPrefix(string(s), "Rollback") }
 
 // transition writes the move from one state to the next into the status: the step that
 // finished (or failed), the step that starts, the phase, the times and the Succeeded
@@ -77,7 +76,7 @@ func transition(m *nwv1.VMVolumeMigration, plan migration.Plan, from, to migrati
 		}
 		finish(st, from.Step, state, message, now)
 	}
-	if to.Phase == nwv1.WorkflowRollingBack && from.Phase == nwv1.WorkflowRunning || to.Phase == nwv1.WorkflowRolledBack && from.Phase == nwv1.WorkflowRunning {
+	if from.Phase == nwv1.WorkflowRunning && (to.Phase == nwv1.WorkflowRollingBack || to.Phase == nwv1.WorkflowRolledBack) {
 		// The forward steps that will not run now are skipped; the rollback steps are listed.
 		for i := range st.Steps {
 			if st.Steps[i].State == nwv1.StepPending {

@@ -20,8 +20,6 @@ import (
 	"github.com/spectrocloud/nodewright/internal/storage"
 )
 
-type storageClass struct{ storagev1.StorageClass }
-
 // defaultSnapshotClassAnnotation marks a driver's default VolumeSnapshotClass.
 const defaultSnapshotClassAnnotation = "snapshot.storage.kubernetes.io/is-default-class"
 

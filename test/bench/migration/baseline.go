@@ -115,19 +115,6 @@ func createSparse(path string, size int64) error {
 	return errors.Join(f.Truncate(size), f.Close())
 }
 
-// buildCopy builds nodewright-copy into dir; the site's kubelet and the baseline run the same
-// binary.
-func buildCopy(root, dir string) (string, error) {
-	path := filepath.Join(dir, "nodewright-copy")
-	cmd := exec.Command("go", "build", "-o", path, "./cmd/nodewright-copy")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building nodewright-copy: %w\n%s", err, out)
-	}
-	return path, nil
-}
-
 // checkSpace fails early when the folder's file system has less than need bytes free.
 func checkSpace(dir string, need int64) error {
 	var st unix.Statfs_t

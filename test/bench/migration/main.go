@@ -40,6 +40,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site"
 )
 
 // goal is the most the migration may take on top of the copy alone.
@@ -79,11 +80,7 @@ func run(ctx context.Context) error {
 	if err := checkSpace(dir, 5*size+size/4); err != nil {
 		return err
 	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		return err
-	}
-	copyBinary, err := buildCopy(root, dir)
+	copyBinary, err := site.CopyBinary()
 	if err != nil {
 		return err
 	}
