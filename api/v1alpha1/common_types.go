@@ -150,3 +150,9 @@ type WorkflowStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// AnnotationRequestedBy is stamped on every Nodewright object by the mutating admission
+// webhook: the Kubernetes user who created it, as the API server authenticated them. The
+// webhook sets it on create and keeps it unchanged on every update, so no user can forge or
+// rewrite it; the audit trail names this user as the one who asked.
+const AnnotationRequestedBy = "nodewright.spectrocloud.com/requested-by"

@@ -18,6 +18,10 @@ const (
 	ConditionStorageHealthy = "StorageHealthy"
 	// ConditionSignatureVerified: the EdgeProfile's signature matches its spec (EdgeProfile).
 	ConditionSignatureVerified = "SignatureVerified"
+	// ConditionProfileApplied: the EdgeProfile named by spec.profileRef exists, its signature
+	// verified against a trusted key, it is not a downgrade, and its names and thresholds are
+	// in force (NodewrightCluster).
+	ConditionProfileApplied = "ProfileApplied"
 	// ConditionSucceeded: the workflow finished every step (True), is still running or
 	// rolling back (Unknown), or a step failed (False, with the step in the reason)
 	// (VMVolumeMigration).
@@ -54,4 +58,13 @@ const (
 	ReasonCancelled           = "Cancelled"
 	ReasonChecksumMatch       = "ChecksumMatch"
 	ReasonChecksumMismatch    = "ChecksumMismatch"
+	// EdgeProfile signature and application.
+	ReasonSignatureValid    = "SignatureValid"
+	ReasonUnsigned          = "Unsigned"
+	ReasonSignatureInvalid  = "SignatureInvalid"
+	ReasonNoTrustedKeys     = "NoTrustedKeys"
+	ReasonProfileApplied    = "Applied"
+	ReasonProfileNotFound   = "ProfileNotFound"
+	ReasonProfileDowngrade  = "Downgrade"
+	ReasonProfileUnverified = "SignatureNotVerified"
 )

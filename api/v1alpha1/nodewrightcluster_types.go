@@ -108,6 +108,27 @@ type ClusterWarning struct {
 	Message string `json:"message"`
 }
 
+// ActiveProfile identifies the EdgeProfile in force.
+type ActiveProfile struct {
+	// name of the EdgeProfile.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// version is the profile's spec.version. A profile with a lower version is not applied.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version"`
+	// digest is "sha256:" and the hex SHA-256 of the canonical encoding of the profile's
+	// spec, the bytes its signature covers.
+	// +required
+	// +kubebuilder:validation:MaxLength=80
+	Digest string `json:"digest"`
+	// keyID identifies the trusted public key that verified the signature.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	KeyID string `json:"keyID,omitempty"`
+}
+
 // NodewrightClusterStatus is the cluster's health as observed.
 type NodewrightClusterStatus struct {
 	// phase is the rolled-up lifecycle phase.
@@ -138,11 +159,17 @@ type NodewrightClusterStatus struct {
 	// +kubebuilder:validation:MaxItems=20
 	RecentWarnings []ClusterWarning `json:"recentWarnings,omitempty"`
 
+	// profile is the EdgeProfile in force: the one spec.profileRef names, once its signature
+	// verified. The legacy names and thresholds come from it.
+	// +optional
+	Profile *ActiveProfile `json:"profile,omitempty"`
+
 	// observedGeneration is the metadata.generation this status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Observed, StateRecognized, HeartbeatsFresh, DaemonSetAvailable.
+	// conditions: Observed, StateRecognized, HeartbeatsFresh, DaemonSetAvailable,
+	// ProfileApplied (when spec.profileRef is set).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -161,6 +188,7 @@ type NodewrightClusterStatus struct {
 // +kubebuilder:printcolumn:name="Legacy State",type=string,JSONPath=`.status.legacyState`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.nodes.ready`,description="Nodes with a fresh heartbeat"
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes.total`,description="Nodes the legacy DaemonSet manages"
+// +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.status.profile.version`,description="Version of the EdgeProfile in force",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == 'nodewright'",message="NodewrightCluster is a singleton: metadata.name must be 'nodewright'"
 type NodewrightCluster struct {
