@@ -46,7 +46,7 @@ func TestCapabilities(t *testing.T) {
 	want := map[nwv1.StorageBackendKind]caps{
 		nwv1.StorageLINSTOR:    {true, true, true, false, true, PlacementSyncPerVolume, 32, true},
 		nwv1.StorageTopoLVM:    {false, false, false, false, true, PlacementNodeLocal, 1, false},
-		nwv1.StorageLonghorn:   {true, true, false, true, false, PlacementSyncPerVolume, 20, false},
+		nwv1.StorageLonghorn:   {true, true, false, true, true, PlacementSyncPerVolume, 20, false},
 		nwv1.StorageCephRBD:    {true, true, true, false, true, PlacementSyncPerPool, 10, true},
 		nwv1.StorageGenericCSI: {false, false, false, false, false, PlacementUnknown, 1, false},
 	}

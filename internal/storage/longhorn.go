@@ -25,7 +25,8 @@ func (Longhorn) SupportsRWXBlock() bool { return false }
 // volume's share-manager pod.
 func (Longhorn) SupportsRWXFilesystem() bool { return true }
 
-func (Longhorn) SupportsOnlineExpansion() bool { return false }
+// SupportsOnlineExpansion is true: Longhorn grows attached volumes since v1.4 (V1 data engine).
+func (Longhorn) SupportsOnlineExpansion() bool { return true }
 
 // ReplicaPlacement is synchronous per volume: the engine writes to the StorageClass's
 // numberOfReplicas replicas, on distinct nodes by default.
