@@ -120,7 +120,7 @@ func (r *Reconciler) snapshot(ctx context.Context, s *scope, suffix, pvcName str
 		}
 		return outcome{}, err
 	}
-	class, problem, err := r.snapshotClass(ctx, s.m, ptr.Deref(pvc.Spec.StorageClassName, ""))
+	class, problem, err := r.checker().snapshotClass(ctx, s.m, ptr.Deref(pvc.Spec.StorageClassName, ""))
 	if err != nil || problem != "" {
 		return failed("%s", problem), err
 	}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,108 +24,151 @@ import (
 // defaultSnapshotClassAnnotation marks a driver's default VolumeSnapshotClass.
 const defaultSnapshotClassAnnotation = "snapshot.storage.kubernetes.io/is-default-class"
 
-// validate checks everything the migration needs before it changes anything, then takes the
-// VM: the VM and its volume exist, the source is a bound block PVC, the target class's backend
-// can do what the spec asks (ReadWriteMany block; a clone for Hot; snapshots on both sides),
-// the target is big enough, and no other migration holds the VM. A refusal names the field.
-func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
-	m, vm := s.m, s.vm
+// Checker asks the cluster whether a migration can run. The admission webhook and the
+// controller's Validate step ask the same questions, so that a refusal reads the same
+// whichever finds it, and the controller still refuses when the webhook is not installed.
+type Checker struct {
+	// Client reads VMs, PVCs, classes and migrations (a cache will do).
+	Client client.Reader
+	// APIReader reads what the operator does not cache: objects under the names the
+	// migration's children will take.
+	APIReader client.Reader
+}
+
+// Preflight is what the checks found out about a migration that can run.
+type Preflight struct {
+	// Volume is the VM's volume being moved, and Claim the PVC it names.
+	Volume *virtv1.Volume
+	Claim  string
+	// Source is the source PVC, and Size its size.
+	Source *corev1.PersistentVolumeClaim
+	Size   resource.Quantity
+	// SourceClass and TargetClass are the StorageClasses on both sides, and SourceBackend
+	// and TargetBackend what their drivers can do.
+	SourceClass, TargetClass     *storagev1.StorageClass
+	SourceBackend, TargetBackend storage.Backend
+}
+
+// Check runs every check on migration m of VM vm (nil when it does not exist) in mode: the
+// VM and its volume exist, the source is a bound block PVC, the target class's backend can
+// do what the spec asks (ReadWriteMany block; a clone for Hot; snapshots on both sides), the
+// target is big enough, and no other migration holds the VM. A problem, when there is one,
+// names the field and the reason.
+func (c Checker) Check(ctx context.Context, m *nwv1.VMVolumeMigration, vm *virtv1.VirtualMachine, mode nwv1.MigrationMode) (*Preflight, string, error) {
 	if vm == nil {
-		return failed("spec.vmName: VirtualMachine %q not found in namespace %s", m.Spec.VMName, m.Namespace), nil
+		return nil, fmt.Sprintf("spec.vmName: VirtualMachine %q not found in namespace %s", m.Spec.VMName, m.Namespace), nil
 	}
-	if out, err := r.checkNotHeld(ctx, s); err != nil || out.event != "" {
-		return out, err
+	if problem, err := c.checkNotHeld(ctx, m, vm); err != nil || problem != "" {
+		return nil, problem, err
 	}
-	vol := volumeOf(vm, m.Spec.VolumeName)
-	if vol == nil {
-		return failed("spec.volumeName: VirtualMachine %s has no volume %q (it has %s)", vm.Name, m.Spec.VolumeName, volumeNames(vm)), nil
-	}
-	claim := claimOf(vol.VolumeSource)
-	if claim == "" {
-		return failed("spec.volumeName: volume %q is not backed by a PVC or a DataVolume", vol.Name), nil
-	}
-	if vol.DataVolume != nil && slices.ContainsFunc(vm.Spec.DataVolumeTemplates, func(t virtv1.DataVolumeTemplateSpec) bool { return t.Name == vol.DataVolume.Name }) {
-		return failed("spec.volumeName: volume %q comes from the VM's dataVolumeTemplates, which KubeVirt requires a volume to keep naming; it cannot be repointed", vol.Name), nil
-	}
-	if vol.DataVolume != nil && !s.plan.RetainSource {
-		return failed("spec.retainSource: the source PVC %s belongs to DataVolume %s; it can only be retained", claim, vol.DataVolume.Name), nil
-	}
-	if vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == virtv1.RunStrategyManual {
-		return failed("spec.vmName: VirtualMachine %s has runStrategy Manual; Nodewright stops and starts VMs through their run strategy", vm.Name), nil
+	pf, problem, err := c.Source(ctx, m, vm)
+	if err != nil || problem != "" {
+		return nil, problem, err
 	}
 	if m.Spec.Target.VolumeMode == corev1.PersistentVolumeFilesystem {
-		return failed("spec.target.volumeMode: Filesystem is not supported; the copy is block for block, use Block"), nil
-	}
-
-	src := &corev1.PersistentVolumeClaim{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: claim}, src); err != nil {
-		if apierrors.IsNotFound(err) {
-			return failed("spec.volumeName: volume %q names PVC %s, which does not exist", vol.Name, claim), nil
-		}
-		return outcome{}, err
-	}
-	if !pvcBound(src) {
-		return failed("spec.volumeName: the source PVC %s is not bound", claim), nil
-	}
-	if ptr.Deref(src.Spec.VolumeMode, corev1.PersistentVolumeFilesystem) != corev1.PersistentVolumeBlock {
-		return failed("spec.volumeName: the source PVC %s has volumeMode Filesystem; only Block volumes are copied", claim), nil
+		return nil, "spec.target.volumeMode: Filesystem is not supported; the copy is block for block, use Block", nil
 	}
 	target := childName(m, suffixTarget)
-	if claim == target {
-		return failed("spec.volumeName: the volume already uses PVC %s, this migration's target name", claim), nil
+	if pf.Claim == target {
+		return nil, fmt.Sprintf("spec.volumeName: the volume already uses PVC %s, this migration's target name", pf.Claim), nil
 	}
-	if taken, err := r.takenName(ctx, m); err != nil || taken != "" {
-		return failed("metadata.name: %s, a name this migration needs, is taken by an object it did not create; rename the migration", taken), err
+	if taken, err := c.takenName(ctx, m); err != nil || taken != "" {
+		return nil, fmt.Sprintf("metadata.name: %s, a name this migration needs, is taken by an object it did not create; rename the migration", taken), err
 	}
-
-	srcClass, problem, err := r.class(ctx, ptr.Deref(src.Spec.StorageClassName, ""), "the source PVC's storageClassName")
+	dstClass, problem, err := c.class(ctx, m.Spec.Target.StorageClassName, "spec.target.storageClassName")
 	if err != nil || problem != "" {
-		return failed("%s", problem), err
+		return nil, problem, err
 	}
-	dstClass, problem, err := r.class(ctx, m.Spec.Target.StorageClassName, "spec.target.storageClassName")
-	if err != nil || problem != "" {
-		return failed("%s", problem), err
-	}
-	srcBackend, dstBackend := storage.ForProvisioner(srcClass.Provisioner), storage.ForProvisioner(dstClass.Provisioner)
+	pf.TargetClass, pf.TargetBackend = dstClass, storage.ForProvisioner(dstClass.Provisioner)
+	srcClass, srcBackend, dstBackend := pf.SourceClass, pf.SourceBackend, pf.TargetBackend
 	access := m.Spec.Target.AccessMode
 	switch {
 	case (access == "" || access == corev1.ReadWriteMany) && !dstBackend.SupportsRWXBlock():
-		return failed("spec.target.storageClassName: %s is %s, which cannot provide ReadWriteMany block volumes", dstClass.Name, dstBackend.Name()), nil
-	case s.plan.Mode == nwv1.MigrationHot && !srcBackend.SupportsClone():
-		return failed("spec.mode: Hot needs a CSI clone, which %s (the source's backend) cannot make; use Cold", srcBackend.Name()), nil
-	case s.plan.Mode == nwv1.MigrationHot && srcClass.Provisioner != dstClass.Provisioner:
-		return failed("spec.mode: Hot clones within one CSI driver, but the source is on %s and the target class on %s; use Cold", srcClass.Provisioner, dstClass.Provisioner), nil
+		return nil, fmt.Sprintf("spec.target.storageClassName: %s is %s, which cannot provide ReadWriteMany block volumes", dstClass.Name, dstBackend.Name()), nil
+	case mode == nwv1.MigrationHot && !srcBackend.SupportsClone():
+		return nil, fmt.Sprintf("spec.mode: Hot needs a CSI clone, which %s (the source's backend) cannot make; use Cold", srcBackend.Name()), nil
+	case mode == nwv1.MigrationHot && srcClass.Provisioner != dstClass.Provisioner:
+		return nil, fmt.Sprintf("spec.mode: Hot clones within one CSI driver, but the source is on %s and the target class on %s; use Cold", srcClass.Provisioner, dstClass.Provisioner), nil
 	case !srcBackend.SupportsSnapshot():
-		return failed("the source PVC %s is on %s, which cannot take the \"before\" snapshot", claim, srcBackend.Name()), nil
+		return nil, fmt.Sprintf("the source PVC %s is on %s, which cannot take the \"before\" snapshot", pf.Claim, srcBackend.Name()), nil
 	case !dstBackend.SupportsSnapshot():
-		return failed("spec.target.storageClassName: %s is %s, which cannot take the \"after\" snapshot", dstClass.Name, dstBackend.Name()), nil
+		return nil, fmt.Sprintf("spec.target.storageClassName: %s is %s, which cannot take the \"after\" snapshot", dstClass.Name, dstBackend.Name()), nil
 	}
-	size := pvcSize(src)
-	if t := m.Spec.Target.Size; t != nil && t.Cmp(size) < 0 {
-		return failed("spec.target.size: %s is smaller than the source PVC's %s", t.String(), size.String()), nil
+	if t := m.Spec.Target.Size; t != nil && t.Cmp(pf.Size) < 0 {
+		return nil, fmt.Sprintf("spec.target.size: %s is smaller than the source PVC's %s", t.String(), pf.Size.String()), nil
 	}
 	for _, class := range []string{srcClass.Name, dstClass.Name} {
-		if _, problem, err := r.snapshotClass(ctx, m, class); err != nil || problem != "" {
-			return failed("%s", problem), err
+		if _, problem, err := c.snapshotClass(ctx, m, class); err != nil || problem != "" {
+			return nil, problem, err
 		}
 	}
+	return pf, "", nil
+}
 
+// Source finds the volume being moved, its PVC and that PVC's class: what defaulting needs
+// (the size, and whether a clone can move it) and the first half of Check.
+func (c Checker) Source(ctx context.Context, m *nwv1.VMVolumeMigration, vm *virtv1.VirtualMachine) (*Preflight, string, error) {
+	vol := volumeOf(vm, m.Spec.VolumeName)
+	if vol == nil {
+		return nil, fmt.Sprintf("spec.volumeName: VirtualMachine %s has no volume %q (it has %s)", vm.Name, m.Spec.VolumeName, volumeNames(vm)), nil
+	}
+	claim := claimOf(vol.VolumeSource)
+	if claim == "" {
+		return nil, fmt.Sprintf("spec.volumeName: volume %q is not backed by a PVC or a DataVolume", vol.Name), nil
+	}
+	if vol.DataVolume != nil && slices.ContainsFunc(vm.Spec.DataVolumeTemplates, func(t virtv1.DataVolumeTemplateSpec) bool { return t.Name == vol.DataVolume.Name }) {
+		return nil, fmt.Sprintf("spec.volumeName: volume %q comes from the VM's dataVolumeTemplates, which KubeVirt requires a volume to keep naming; it cannot be repointed", vol.Name), nil
+	}
+	if vol.DataVolume != nil && !ptr.Deref(m.Spec.RetainSource, true) {
+		return nil, fmt.Sprintf("spec.retainSource: the source PVC %s belongs to DataVolume %s; it can only be retained", claim, vol.DataVolume.Name), nil
+	}
+	if vm.Spec.RunStrategy != nil && *vm.Spec.RunStrategy == virtv1.RunStrategyManual {
+		return nil, fmt.Sprintf("spec.vmName: VirtualMachine %s has runStrategy Manual; Nodewright stops and starts VMs through their run strategy", vm.Name), nil
+	}
+	src := &corev1.PersistentVolumeClaim{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: claim}, src); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("spec.volumeName: volume %q names PVC %s, which does not exist", vol.Name, claim), nil
+		}
+		return nil, "", err
+	}
+	if !pvcBound(src) {
+		return nil, fmt.Sprintf("spec.volumeName: the source PVC %s is not bound", claim), nil
+	}
+	if ptr.Deref(src.Spec.VolumeMode, corev1.PersistentVolumeFilesystem) != corev1.PersistentVolumeBlock {
+		return nil, fmt.Sprintf("spec.volumeName: the source PVC %s has volumeMode Filesystem; only Block volumes are copied", claim), nil
+	}
+	srcClass, problem, err := c.class(ctx, ptr.Deref(src.Spec.StorageClassName, ""), "the source PVC's storageClassName")
+	if err != nil || problem != "" {
+		return nil, problem, err
+	}
+	return &Preflight{Volume: vol, Claim: claim, Source: src, Size: pvcSize(src),
+		SourceClass: srcClass, SourceBackend: storage.ForProvisioner(srcClass.Provisioner)}, "", nil
+}
+
+// validate runs the Checker, then takes the VM.
+func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
+	m, vm := s.m, s.vm
+	pf, problem, err := r.checker().Check(ctx, m, vm, s.plan.Mode)
+	if err != nil || problem != "" {
+		return failed("%s", problem), err
+	}
 	if s.rec == nil {
 		rec := vmRecord{
 			Migration: m.Name, UID: m.UID,
 			WasRunning:  wantsRunning(vm),
 			RunStrategy: vm.Spec.RunStrategy, Running: vm.Spec.Running,
-			Volume: *vol.VolumeSource.DeepCopy(),
+			Volume: *pf.Volume.VolumeSource.DeepCopy(),
 		}
 		if err := lockVM(ctx, r.Client, vm, rec); err != nil {
 			return outcome{}, fmt.Errorf("taking VirtualMachine %s for the migration: %w", vm.Name, err)
 		}
 		s.rec = &rec
 	}
-	m.Status.SourcePVCName = claim
-	m.Status.TargetPVCName = target
+	m.Status.SourcePVCName = pf.Claim
+	m.Status.TargetPVCName = childName(m, suffixTarget)
 	m.Status.Checksum = &nwv1.MigrationChecksum{Algorithm: algorithmOf(m)}
-	if q, ok := size.AsInt64(); ok {
+	if q, ok := pf.Size.AsInt64(); ok {
 		setProgress(m, 0, q)
 	}
 	mode := string(s.plan.Mode)
@@ -132,46 +176,50 @@ func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
 		mode += " (spec.mode unset)"
 	}
 	return succeeded("volume %s is PVC %s (%s on %s); target class %s on %s; mode %s",
-		vol.Name, claim, size.String(), srcBackend.Name(), dstClass.Name, dstBackend.Name(), mode), nil
+		pf.Volume.Name, pf.Claim, pf.Size.String(), pf.SourceBackend.Name(), pf.TargetClass.Name, pf.TargetBackend.Name(), mode), nil
+}
+
+func (r *Reconciler) checker() Checker {
+	return Checker{Client: r.Client, APIReader: r.APIReader}
 }
 
 // checkNotHeld refuses a VM another unfinished migration holds, or is about to.
-func (r *Reconciler) checkNotHeld(ctx context.Context, s *scope) (outcome, error) {
+func (c Checker) checkNotHeld(ctx context.Context, m *nwv1.VMVolumeMigration, vm *virtv1.VirtualMachine) (string, error) {
 	var list nwv1.VMVolumeMigrationList
-	if err := r.Client.List(ctx, &list, client.InNamespace(s.m.Namespace)); err != nil {
-		return outcome{}, err
+	if err := c.Client.List(ctx, &list, client.InNamespace(m.Namespace)); err != nil {
+		return "", err
 	}
 	for _, other := range list.Items {
-		if other.UID == s.m.UID || other.Spec.VMName != s.m.Spec.VMName {
+		if other.UID == m.UID || other.Spec.VMName != m.Spec.VMName {
 			continue
 		}
 		// Another migration holds the VM once its Validate succeeded; two that validate at once
 		// meet at the VM's annotation, which only one can write.
 		if p := other.Status.Phase; (p == nwv1.WorkflowRunning || p == nwv1.WorkflowRollingBack || p == nwv1.WorkflowFailed) && validated(&other) {
-			return failed("spec.vmName: VirtualMachine %s is held by migration %s (%s); one migration per VM at a time", s.m.Spec.VMName, other.Name, p), nil
+			return fmt.Sprintf("spec.vmName: VirtualMachine %s is held by migration %s (%s); one migration per VM at a time", m.Spec.VMName, other.Name, p), nil
 		}
 	}
-	if raw, ok := s.vm.Annotations[AnnotationFailedMigration]; ok {
-		return failed("spec.vmName: a failed migration left VirtualMachine %s as its annotation %s says (%s); restore the VM and remove the annotation first",
-			s.m.Spec.VMName, AnnotationFailedMigration, truncate(raw, 300)), nil
+	if raw, ok := vm.Annotations[AnnotationFailedMigration]; ok {
+		return fmt.Sprintf("spec.vmName: a failed migration left VirtualMachine %s as its annotation %s says (%s); restore the VM and remove the annotation first",
+			m.Spec.VMName, AnnotationFailedMigration, truncate(raw, 300)), nil
 	}
-	rec, err := recordOf(s.vm)
+	rec, err := recordOf(vm)
 	if err != nil {
-		return failed("spec.vmName: %v", err), nil
+		return fmt.Sprintf("spec.vmName: %v", err), nil
 	}
-	if rec != nil && !rec.heldBy(s.m) {
+	if rec != nil && !rec.heldBy(m) {
 		holder := &nwv1.VMVolumeMigration{}
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.m.Namespace, Name: rec.Migration}, holder)
+		err := c.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: rec.Migration}, holder)
 		if err == nil && holder.UID == rec.UID {
-			return failed("spec.vmName: VirtualMachine %s is held by migration %s; one migration per VM at a time", s.m.Spec.VMName, rec.Migration), nil
+			return fmt.Sprintf("spec.vmName: VirtualMachine %s is held by migration %s; one migration per VM at a time", m.Spec.VMName, rec.Migration), nil
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
-			return outcome{}, err
+			return "", err
 		}
-		// The holder is gone: its record is stale and is replaced when this one takes the VM.
-		s.rec = nil
+		// The holder is gone: its record is stale and is replaced when this migration takes
+		// the VM.
 	}
-	return outcome{}, nil
+	return "", nil
 }
 
 func volumeNames(vm *virtv1.VirtualMachine) string {
@@ -186,12 +234,12 @@ func volumeNames(vm *virtv1.VirtualMachine) string {
 }
 
 // class reads a StorageClass, or says what is wrong with the reference.
-func (r *Reconciler) class(ctx context.Context, name, field string) (*storagev1.StorageClass, string, error) {
+func (c Checker) class(ctx context.Context, name, field string) (*storagev1.StorageClass, string, error) {
 	if name == "" {
 		return nil, field + " is empty: the backend, and what it can do, is unknown", nil
 	}
 	sc := &storagev1.StorageClass{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, sc); err != nil {
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, sc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Sprintf("%s: StorageClass %q not found", field, name), nil
 		}
@@ -203,13 +251,13 @@ func (r *Reconciler) class(ctx context.Context, name, field string) (*storagev1.
 // snapshotClass is the VolumeSnapshotClass for volumes of the named StorageClass:
 // spec.snapshotClassName when its driver is the class's provisioner, or else the driver's
 // default class.
-func (r *Reconciler) snapshotClass(ctx context.Context, m *nwv1.VMVolumeMigration, storageClassName string) (string, string, error) {
-	sc, problem, err := r.class(ctx, storageClassName, "storageClassName")
+func (c Checker) snapshotClass(ctx context.Context, m *nwv1.VMVolumeMigration, storageClassName string) (string, string, error) {
+	sc, problem, err := c.class(ctx, storageClassName, "storageClassName")
 	if err != nil || problem != "" {
 		return "", problem, err
 	}
 	var classes snapshotv1.VolumeSnapshotClassList
-	if err := r.Client.List(ctx, &classes); err != nil {
+	if err := c.Client.List(ctx, &classes); err != nil {
 		return "", "", err
 	}
 	if name := m.Spec.SnapshotClassName; name != "" {
@@ -239,7 +287,7 @@ func validated(m *nwv1.VMVolumeMigration) bool {
 
 // takenName names the first of the migration's children whose name an object it did not
 // create already has, reading the API server (the operator caches only its own children).
-func (r *Reconciler) takenName(ctx context.Context, m *nwv1.VMVolumeMigration) (string, error) {
+func (c Checker) takenName(ctx context.Context, m *nwv1.VMVolumeMigration) (string, error) {
 	key := func(suffix string) client.ObjectKey {
 		return client.ObjectKey{Namespace: m.Namespace, Name: childName(m, suffix)}
 	}
@@ -255,16 +303,16 @@ func (r *Reconciler) takenName(ctx context.Context, m *nwv1.VMVolumeMigration) (
 		{"Job", &batchv1.Job{}, key(suffixCopy)},
 		{"Job", &batchv1.Job{}, key(suffixVerify)},
 	}
-	for _, c := range children {
-		err := r.APIReader.Get(ctx, c.key, c.obj)
+	for _, child := range children {
+		err := c.APIReader.Get(ctx, child.key, child.obj)
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
 			return "", err
 		}
-		if c.obj.GetLabels()[LabelMigrationUID] != string(m.UID) {
-			return c.kind + " " + c.key.Name, nil
+		if child.obj.GetLabels()[LabelMigrationUID] != string(m.UID) {
+			return child.kind + " " + child.key.Name, nil
 		}
 	}
 	return "", nil
