@@ -1,0 +1,219 @@
+package certs
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=secrets,verbs=get;create;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update
+
+// Rotator keeps the webhook serving certificate in its Secret valid, serves it from memory,
+// and writes the CA bundle into the webhook configurations. It runs on every replica, since
+// every replica serves the webhooks.
+type Rotator struct {
+	// Client writes the Secret and the webhook configurations.
+	Client client.Client
+	// Reader reads them from the API server; the Secret is not cached.
+	Reader client.Reader
+	// Secret is where the CA and the serving certificate are kept.
+	Secret types.NamespacedName
+	// Subject is what the serving certificate must be valid for.
+	Subject Subject
+	// Lifetimes of the certificates; DefaultLifetimes when zero.
+	Lifetimes Lifetimes
+	// ValidatingWebhooks and MutatingWebhooks name the configurations that get the CA bundle.
+	ValidatingWebhooks, MutatingWebhooks []string
+	// Clock is the real clock unless a test sets another.
+	Clock clock.Clock
+
+	current atomic.Pointer[tls.Certificate]
+	bundle  atomic.Pointer[[]byte]
+}
+
+func (r *Rotator) lifetimes() Lifetimes {
+	if r.Lifetimes.CA == 0 {
+		return DefaultLifetimes
+	}
+	return r.Lifetimes
+}
+
+func (r *Rotator) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
+}
+
+// GetCertificate serves the certificate read last; it is a tls.Config's GetCertificate.
+func (r *Rotator) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if c := r.current.Load(); c != nil {
+		return c, nil
+	}
+	return nil, errors.New("no webhook serving certificate yet")
+}
+
+// CABundle is the PEM bundle the webhook configurations should trust.
+func (r *Rotator) CABundle() []byte {
+	if b := r.bundle.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
+
+// Ensure makes the Secret hold a bundle that is not due, creating or renewing it as needed,
+// and loads it. It returns when the bundle will be due next.
+func (r *Rotator) Ensure(ctx context.Context) (time.Time, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("secret", r.Secret)
+	life := r.lifetimes()
+	// A conflict means another replica wrote the Secret meanwhile: read what it wrote.
+	for attempt := 0; attempt < 5; attempt++ {
+		now := r.clock().Now()
+		secret := &corev1.Secret{}
+		err := r.Reader.Get(ctx, r.Secret, secret)
+		if apierrors.IsNotFound(err) {
+			b, err := Bundle{}.Renew(now, r.Subject, life)
+			if err != nil {
+				return time.Time{}, err
+			}
+			secret = &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: r.Secret.Namespace, Name: r.Secret.Name,
+					Labels: map[string]string{"app.kubernetes.io/managed-by": "nodewright-operator"}},
+				Type: corev1.SecretTypeOpaque,
+				Data: b.Data(),
+			}
+			if err := r.Client.Create(ctx, secret); apierrors.IsAlreadyExists(err) {
+				continue
+			} else if err != nil {
+				return time.Time{}, fmt.Errorf("creating the webhook certificate Secret %s: %w", r.Secret, err)
+			}
+			log.Info("Created the webhook CA and serving certificate")
+			continue
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("reading the webhook certificate Secret %s: %w", r.Secret, err)
+		}
+		b := FromData(secret.Data)
+		due, why, next := b.Due(now, r.Subject, life)
+		if due {
+			renewed, err := b.Renew(now, r.Subject, life)
+			if err != nil {
+				return time.Time{}, err
+			}
+			secret.Data = renewed.Data()
+			if err := r.Client.Update(ctx, secret); apierrors.IsConflict(err) {
+				continue
+			} else if err != nil {
+				return time.Time{}, fmt.Errorf("renewing the webhook certificate in Secret %s: %w", r.Secret, err)
+			}
+			log.Info("Renewed the webhook serving certificate", "because", why)
+			continue
+		}
+		cert, err := b.Certificate()
+		if err != nil {
+			return time.Time{}, err
+		}
+		r.current.Store(cert)
+		bundle := b.CABundle
+		r.bundle.Store(&bundle)
+		return next, nil
+	}
+	return time.Time{}, fmt.Errorf("the webhook certificate Secret %s kept changing while it was being renewed", r.Secret)
+}
+
+// Inject writes the CA bundle into every webhook of the configurations, where it differs.
+func (r *Rotator) Inject(ctx context.Context) error {
+	bundle := r.CABundle()
+	if len(bundle) == 0 {
+		return errors.New("no CA bundle loaded yet")
+	}
+	var errs []error
+	for _, name := range r.ValidatingWebhooks {
+		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		errs = append(errs, r.inject(ctx, cfg, "ValidatingWebhookConfiguration", name, func() bool {
+			changed := false
+			for i := range cfg.Webhooks {
+				changed = setBundle(&cfg.Webhooks[i].ClientConfig, bundle) || changed
+			}
+			return changed
+		}))
+	}
+	for _, name := range r.MutatingWebhooks {
+		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		errs = append(errs, r.inject(ctx, cfg, "MutatingWebhookConfiguration", name, func() bool {
+			changed := false
+			for i := range cfg.Webhooks {
+				changed = setBundle(&cfg.Webhooks[i].ClientConfig, bundle) || changed
+			}
+			return changed
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Rotator) inject(ctx context.Context, cfg client.Object, kind, name string, set func() bool) error {
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
+		return fmt.Errorf("reading %s %s to write its CA bundle: %w", kind, name, err)
+	}
+	if !set() {
+		return nil
+	}
+	// Update carries the resourceVersion read: a configuration changed meanwhile is read
+	// again on the next pass rather than overwritten.
+	if err := r.Client.Update(ctx, cfg); err != nil {
+		return fmt.Errorf("writing the CA bundle into %s %s: %w", kind, name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Wrote the webhook CA bundle", "kind", kind, "name", name)
+	return nil
+}
+
+func setBundle(cc *admissionregistrationv1.WebhookClientConfig, bundle []byte) bool {
+	if bytes.Equal(cc.CABundle, bundle) {
+		return false
+	}
+	cc.CABundle = bundle
+	return true
+}
+
+// Start keeps the certificate fresh until ctx ends: it ensures and injects, then sleeps
+// until the certificate is next due, retrying failures with a growing pause.
+func (r *Rotator) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("webhook-certs")
+	ctx = ctrl.LoggerInto(ctx, log)
+	retry := time.Second
+	for {
+		next, err := r.Ensure(ctx)
+		if err == nil {
+			err = r.Inject(ctx)
+		}
+		wait := next.Sub(r.clock().Now())
+		if err != nil {
+			log.Error(err, "Keeping the webhook certificate fresh failed; retrying", "in", retry)
+			wait, retry = retry, min(2*retry, time.Minute)
+		} else {
+			retry = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.clock().After(wait):
+		}
+	}
+}
+
+// NeedLeaderElection is false: every replica serves webhooks and needs the certificate.
+func (r *Rotator) NeedLeaderElection() bool { return false }
