@@ -59,12 +59,31 @@ type Env struct {
 	Scheme *runtime.Scheme
 	// RepoRoot is the repository's top folder.
 	RepoRoot string
+	// Webhooks, when the Env was made WithWebhooks, is where the API server calls the
+	// admission webhooks of config/webhook: https://Host:Port, the paths unchanged.
+	Webhooks *envtest.WebhookInstallOptions
 
-	control *envtest.Environment
+	control      *envtest.Environment
+	withWebhooks bool
+	beforeStop   []func()
 }
+
+// BeforeStop registers fn to run after the package's tests and before the control plane
+// stops: to stop a manager shared by the tests, say, which would otherwise hold the API
+// server's connections open.
+func (e *Env) BeforeStop(fn func()) { e.beforeStop = append(e.beforeStop, fn) }
 
 // New returns an Env that is not started yet; Run starts it.
 func New() *Env { return &Env{} }
+
+// WithWebhooks makes Start install the webhook configurations of config/webhook, rewritten
+// to call a local server (Webhooks says where) instead of the in-cluster Service. Whoever
+// serves them must present a certificate the configurations' CA bundle trusts: envtest's
+// own (in Webhooks.LocalServingCertDir), or one whose CA the server writes into them.
+func (e *Env) WithWebhooks() *Env {
+	e.withWebhooks = true
+	return e
+}
 
 // Run starts the control plane, runs the package's tests and stops it again. It returns
 // the exit code for os.Exit.
@@ -82,6 +101,9 @@ func (e *Env) Run(m *testing.M) int {
 		return 1
 	}
 	code := m.Run()
+	for _, fn := range e.beforeStop {
+		fn()
+	}
 	if err := e.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: stopping the control plane: %v\n", err)
 		if code == 0 {
@@ -127,6 +149,13 @@ func (e *Env) Start() error {
 		CRDDirectoryPaths:     CRDPaths(root),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                e.Scheme,
+	}
+	if e.withWebhooks {
+		e.control.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			Paths: []string{filepath.Join(root, "config", "webhook")}, IgnoreErrorIfPathMissing: false,
+			LocalServingHost: "127.0.0.1",
+		}
+		e.Webhooks = &e.control.WebhookInstallOptions
 	}
 	// Clusters that enforce owner-reference permissions (OpenShift among them) refuse a
 	// controller reference from a client that cannot update the owner's finalizers: enforce
