@@ -10,8 +10,11 @@ K8S_BIN     := $(ROOT)/bin/k8s/$(KUBE_VERSION)
 TOOLS       := $(ROOT)/bin/tools
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT  := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+COSIGN         := $(TOOLS)/cosign-$(COSIGN_VERSION)
 GO_TEST_FLAGS ?= -count=1
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
+# The cosign the EdgeProfile signature tests run against (internal/profile).
+export NODEWRIGHT_COSIGN := $(COSIGN)
 
 ##@ Everyday
 
@@ -28,7 +31,7 @@ demo-down: ## Stop the local site and every process it started.
 	@hack/demo.sh down
 
 .PHONY: test
-test: control-plane ## Run the unit, integration (real API server) and end-to-end tests.
+test: control-plane $(COSIGN) ## Run the unit, integration (real API server) and end-to-end tests.
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
@@ -78,3 +81,7 @@ $(GOLANGCI_LINT):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(TOOLS)/golangci-lint $@
+
+# cosign is a test tool (the signature compatibility tests), never a module dependency.
+$(COSIGN):
+	@hack/cosign.sh >/dev/null
