@@ -7,6 +7,7 @@ require (
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.4.0
 	github.com/prometheus/client_golang v1.22.0
 	github.com/prometheus/client_model v0.6.1
+	golang.org/x/crypto v0.36.0
 	golang.org/x/sys v0.31.0
 	k8s.io/api v0.34.2
 	k8s.io/apiextensions-apiserver v0.34.2
