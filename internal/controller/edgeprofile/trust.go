@@ -1,0 +1,90 @@
+// Package edgeprofile verifies EdgeProfiles against the trusted public keys configured in
+// the operator's namespace, for the admission webhook, the NodewrightCluster controller
+// (which applies a profile only once it verified) and this package's controller (which
+// shows the verdict in each profile's SignatureVerified condition).
+package edgeprofile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/profile"
+)
+
+// DefaultTrustConfigMap holds the trusted public keys: every data key of the ConfigMap is one
+// PEM document with one or more "PUBLIC KEY" blocks (cosign.pub, say).
+var DefaultTrustConfigMap = types.NamespacedName{Namespace: "nodewright-system", Name: "nodewright-profile-keys"}
+
+// Trust reads the trusted public keys from their ConfigMap.
+type Trust struct {
+	Reader    client.Reader
+	ConfigMap types.NamespacedName
+}
+
+// Keys are the trusted public keys. No ConfigMap, or one without keys, is
+// profile.ErrNoTrustedKeys; a key that does not parse is an error naming its data key.
+func (t Trust) Keys(ctx context.Context) ([]profile.PublicKey, error) {
+	cm := &corev1.ConfigMap{}
+	if err := t.Reader.Get(ctx, t.ConfigMap, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: ConfigMap %s does not exist", profile.ErrNoTrustedKeys, t.ConfigMap)
+		}
+		return nil, fmt.Errorf("reading the trusted keys from ConfigMap %s: %w", t.ConfigMap, err)
+	}
+	names := make([]string, 0, len(cm.Data))
+	for name := range cm.Data {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var keys []profile.PublicKey
+	for _, name := range names {
+		k, err := profile.ParsePublicKeys([]byte(cm.Data[name]))
+		if err != nil {
+			return nil, fmt.Errorf("ConfigMap %s, key %s: %w", t.ConfigMap, name, err)
+		}
+		keys = append(keys, k...)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: ConfigMap %s holds none", profile.ErrNoTrustedKeys, t.ConfigMap)
+	}
+	return keys, nil
+}
+
+// Verify checks p's signature against the trusted keys and describes it as the profile in
+// force. The error names what is wrong, starting with the field ("signature: ...").
+func (t Trust) Verify(ctx context.Context, p *nwv1.EdgeProfile) (nwv1.ActiveProfile, error) {
+	keys, err := t.Keys(ctx)
+	if err != nil {
+		return nwv1.ActiveProfile{}, fmt.Errorf("signature: cannot be verified: %w", err)
+	}
+	id, err := profile.Verify(p.Spec, p.Signature, keys)
+	if err != nil {
+		return nwv1.ActiveProfile{}, fmt.Errorf("signature: %w", err)
+	}
+	digest, err := profile.Digest(p.Spec)
+	if err != nil {
+		return nwv1.ActiveProfile{}, fmt.Errorf("spec: %w", err)
+	}
+	return nwv1.ActiveProfile{Name: p.Name, Version: p.Spec.Version, Digest: digest, KeyID: string(id)}, nil
+}
+
+// Reason is the condition reason for a verification error.
+func Reason(err error) string {
+	switch {
+	case err == nil:
+		return nwv1.ReasonSignatureValid
+	case errors.Is(err, profile.ErrUnsigned):
+		return nwv1.ReasonUnsigned
+	case errors.Is(err, profile.ErrNoTrustedKeys):
+		return nwv1.ReasonNoTrustedKeys
+	}
+	return nwv1.ReasonSignatureInvalid
+}
