@@ -10,13 +10,14 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
 
-// Cluster returns the singleton from the cache, or nil.
+// Cluster returns the singleton from the cache, with its profile's names in force (see
+// Effective), or nil.
 func Cluster(ctx context.Context, c client.Reader) *nwv1.NodewrightCluster {
 	nwc := &nwv1.NodewrightCluster{}
 	if err := c.Get(ctx, ClusterKey, nwc); err != nil {
 		return nil
 	}
-	return nwc
+	return Effective(ctx, c, nwc)
 }
 
 // Matches returns a map function that enqueues the result of requests when obj is one of the

@@ -99,6 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Without the cluster object, the garbage collector removes its children.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	nwc = bridge.Effective(ctx, r.Client, nwc)
 	obs, err := bridge.ObserveConfigMap(ctx, r.Client, nwc)
 	if err != nil {
 		return ctrl.Result{}, err

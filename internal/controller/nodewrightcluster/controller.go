@@ -22,6 +22,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/bridge"
+	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=get;list;watch
@@ -39,6 +40,8 @@ type Reconciler struct {
 	// Actor is who the records say observed it (the operator).
 	Audit audit.Appender
 	Actor string
+	// Trust verifies the EdgeProfile spec.profileRef names.
+	Trust edgeprofile.Trust
 }
 
 // SetupWithManager registers the controller and the Event index it lists by.
@@ -71,7 +74,20 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: daemonSetReadinessChanged})).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsLegacyEventObject, singleton)),
 			builder.WithPredicates(isWarning)).
+		// The profile it names, and the keys that verify it.
+		Watches(&nwv1.EdgeProfile{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, namesProfile, singleton)),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: bridge.ClusterKey}}
+		}), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.Trust.ConfigMap.Namespace && o.GetName() == r.Trust.ConfigMap.Name
+		}))).
 		Complete(r)
+}
+
+// namesProfile: obj is the EdgeProfile the cluster names.
+func namesProfile(nwc *nwv1.NodewrightCluster, obj client.Object) bool {
+	return nwc.Spec.ProfileRef != nil && nwc.Spec.ProfileRef.Name == obj.GetName()
 }
 
 // daemonSetReadinessChanged passes only the updates that can change DaemonSetAvailable.
@@ -90,22 +106,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, nwc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	cm, err := bridge.ObserveConfigMap(ctx, r.Client, nwc)
+	verdict, err := r.resolveProfile(ctx, nwc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ds, err := bridge.DaemonSet(ctx, r.Client, nwc)
+	// The legacy names and threshold in force: the profile's, once it verified.
+	observedAs := nwc
+	if verdict.profile != nil {
+		observedAs = bridge.WithProfile(nwc, verdict.profile)
+	}
+	cm, err := bridge.ObserveConfigMap(ctx, r.Client, observedAs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ds, err := bridge.DaemonSet(ctx, r.Client, observedAs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	var events corev1.EventList
-	if err := r.Client.List(ctx, &events, client.MatchingFields{eventComponentIndex: nwc.Spec.Legacy.EventComponent}); err != nil {
+	if err := r.Client.List(ctx, &events, client.MatchingFields{eventComponentIndex: observedAs.Spec.Legacy.EventComponent}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the legacy Warning Events: %w", err)
 	}
 
 	now := r.Clock.Now()
 	status, anomalies, deadline := computeStatus(observed{configMap: cm, daemonSet: ds, events: events.Items,
-		now: now, staleAfter: bridge.StaleAfter(nwc), cluster: nwc})
+		now: now, staleAfter: bridge.StaleAfter(observedAs), cluster: observedAs})
+	setProfileStatus(&status, verdict)
 	// Recorded before the status that remembers them is written: a crash in between observes
 	// them again, and the records, built with the same IDs, are not added twice.
 	r.recordLegacy(ctx, nwc, cm.Legacy, status, anomalies, now)
