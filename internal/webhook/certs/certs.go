@@ -51,7 +51,7 @@ type Lifetimes struct {
 	RenewBefore float64
 }
 
-// DefaultLifetimes: a CA for ten years and a serving certificate for one, each renewed with a
+// DefaultLifetimes are a CA for ten years and a serving certificate for one, each renewed with a
 // third of its life left.
 var DefaultLifetimes = Lifetimes{CA: 10 * 365 * 24 * time.Hour, Serving: 365 * 24 * time.Hour, RenewBefore: 1.0 / 3}
 
