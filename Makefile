@@ -49,17 +49,23 @@ control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into b
 	@hack/control-plane.sh >/dev/null
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones) and RBAC.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones), RBAC, webhooks and docs/capabilities.md.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=nodewright-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
+	sed -i -e 's/name: mutating-webhook-configuration/name: nodewright-mutating-webhook/' \
+		-e 's/name: validating-webhook-configuration/name: nodewright-validating-webhook/' \
+		-e 's/name: webhook-service/name: nodewright-webhook/' -e 's/namespace: system/namespace: nodewright-system/' \
+		config/webhook/manifests.yaml
+	go run ./hack/capabilities -o docs/capabilities.md
 	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/thirdparty-crds.sh
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale or the code is not gofmt/vet clean.
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config docs/capabilities.md)" ]; then \
 		echo "Generated files are out of date; run 'make generate' and commit:"; \
-		git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; fi
+		git status --porcelain -- api config docs/capabilities.md; git --no-pager diff --stat -- api config docs/capabilities.md; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then \
 		echo "Not gofmt-clean:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...

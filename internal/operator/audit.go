@@ -129,6 +129,16 @@ func (t *auditTrail) Append(ctx context.Context, records ...audit.Record) ([]aud
 	return t.log.Append(ctx, records...)
 }
 
+// Ready reports, without waiting, whether the trail is open on this replica.
+func (t *auditTrail) Ready() bool {
+	select {
+	case <-t.ready:
+		return t.openErr == nil
+	default:
+		return false
+	}
+}
+
 // NeedLeaderElection: only the leader writes the trail.
 func (t *auditTrail) NeedLeaderElection() bool { return true }
 

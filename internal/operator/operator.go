@@ -33,8 +33,10 @@ import (
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/agentstatus"
+	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	webhookv1alpha1 "github.com/spectrocloud/nodewright/internal/webhook/v1alpha1"
 )
 
 // The operator coordinates its replicas through one Lease and reports through Events.
@@ -60,6 +62,11 @@ type Options struct {
 	CopyImage string
 	// Audit configures the audit trail.
 	Audit AuditOptions
+	// Webhooks configure the admission webhooks.
+	Webhooks WebhookOptions
+	// ProfileKeys, namespace/name, is the ConfigMap of public keys EdgeProfiles are
+	// verified with.
+	ProfileKeys string
 }
 
 // BindFlags registers the options as flags, with their defaults and documentation.
@@ -98,6 +105,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"HTTP(S) endpoint the trail is shipped to (see docs/audit.md); empty: not shipped.")
 	fs.StringVar(&o.Audit.ShipCAFile, "audit-ship-ca-file", "", "PEM bundle of the CAs trusted for --audit-ship-url.")
 	fs.StringVar(&o.Audit.ShipTokenFile, "audit-ship-token-file", "", "File with the bearer token for --audit-ship-url.")
+	fs.StringVar(&o.ProfileKeys, "profile-keys-configmap", edgeprofile.DefaultTrustConfigMap.String(),
+		"namespace/name of the ConfigMap whose values are the PEM public keys EdgeProfile signatures are verified with.")
+	o.Webhooks.bindFlags(fs)
 }
 
 // Validate reports settings that cannot work together.
@@ -114,7 +124,10 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--leader-election-retry-period (%s) must be shorter than --leader-election-renew-deadline (%s)",
 			o.RetryPeriod, o.RenewDeadline))
 	}
-	errs = append(errs, o.Audit.validate())
+	errs = append(errs, o.Audit.validate(), o.Webhooks.validate())
+	if _, err := splitName(o.ProfileKeys); err != nil {
+		errs = append(errs, fmt.Errorf("--profile-keys-configmap: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -137,13 +150,19 @@ const EventSource = "nodewright-operator"
 
 // SetupControllers registers the controllers, one per CRD, with the default options.
 func SetupControllers(ctx context.Context, mgr ctrl.Manager) error {
-	return setupControllers(ctx, mgr, Options{})
+	return setupControllers(ctx, mgr, Options{ProfileKeys: edgeprofile.DefaultTrustConfigMap.String()})
 }
 
 func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	recorder := mgr.GetEventRecorderFor(EventSource)
 	var trail audit.Appender
+	var trailReady func() bool
 	var actor string
+	keys, err := splitName(o.ProfileKeys)
+	if err != nil {
+		return fmt.Errorf("--profile-keys-configmap: %w", err)
+	}
+	trust := edgeprofile.Trust{Reader: mgr.GetClient(), ConfigMap: keys}
 	if o.Audit.Dir != "" {
 		t, err := newAuditTrail(mgr.GetConfig(), mgr.GetClient(), o.Audit)
 		if err != nil {
@@ -161,15 +180,29 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 				return err
 			}
 		}
-		trail, actor = t, t.actor
+		trail, trailReady, actor = t, t.Ready, t.actor
 	}
-	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&edgeprofile.Reconciler{Client: mgr.GetClient(), Trust: trust}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the EdgeProfile controller: %w", err)
+	}
+	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor, Trust: trust}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightCluster controller: %w", err)
 	}
 	if err := (&agentstatus.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightAgentStatus controller: %w", err)
 	}
-	if missing := missingAPIs(mgr, migrationAPIs); len(missing) > 0 {
+	missing := missingAPIs(mgr, migrationAPIs)
+	if o.Webhooks.Enabled {
+		err := webhookv1alpha1.Setup(mgr, webhookv1alpha1.Options{
+			Decisions:  &webhookv1alpha1.Decisions{Trail: trail, Ready: trailReady},
+			Trust:      trust,
+			Migrations: len(missing) == 0,
+		})
+		if err != nil {
+			return fmt.Errorf("setting up the admission webhooks: %w", err)
+		}
+	}
+	if len(missing) > 0 {
 		ctrl.LoggerFrom(ctx).Info("VMVolumeMigrations are not served: the cluster lacks the APIs they use", "missing", missing)
 		return nil
 	}
@@ -213,8 +246,10 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 	if err != nil {
 		return nil, err
 	}
+	server, rotator := o.Webhooks.webhookServer()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
+		WebhookServer:                 server,
 		Cache:                         CacheOptions(),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
@@ -232,6 +267,16 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 	}
 	if err := setupControllers(ctx, mgr, o); err != nil {
 		return nil, err
+	}
+	if o.Webhooks.Enabled {
+		if rotator != nil {
+			if err := startRotator(ctx, mgr, rotator); err != nil {
+				return nil, err
+			}
+		}
+		if err := mgr.AddReadyzCheck("webhooks", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return nil, err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err

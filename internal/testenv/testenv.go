@@ -378,3 +378,29 @@ func FreeAddr(t testing.TB) string {
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
+
+// CosignBinary is the cosign the signature compatibility tests run: $NODEWRIGHT_COSIGN (which
+// `make test` sets after building it), or else bin/tools/cosign-<COSIGN_VERSION>, which
+// hack/cosign.sh builds. Its absence is an error, never a reason to skip: a compatibility
+// claim that is not checked is worse than none.
+func CosignBinary() (string, error) {
+	if path := os.Getenv("NODEWRIGHT_COSIGN"); path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("NODEWRIGHT_COSIGN=%s: %w; run 'make test' or hack/cosign.sh to build cosign", path, err)
+		}
+		return path, nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	version, err := PinnedVersion(root, "COSIGN_VERSION")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(root, "bin", "tools", "cosign-"+version)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("cosign %s not found at %s (and NODEWRIGHT_COSIGN is not set): run 'make test', which builds it, or hack/cosign.sh", version, path)
+	}
+	return path, nil
+}

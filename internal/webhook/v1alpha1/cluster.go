@@ -1,0 +1,129 @@
+package v1alpha1
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
+	"github.com/spectrocloud/nodewright/internal/profile"
+)
+
+// +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-nodewrightcluster,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=create;update,versions=v1alpha1,name=mnodewrightcluster-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-nodewrightcluster,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=create;update,versions=v1alpha1,name=vnodewrightcluster-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-edgeprofile,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=edgeprofiles,verbs=create;update,versions=v1alpha1,name=medgeprofile-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-edgeprofile,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=edgeprofiles,verbs=create;update,versions=v1alpha1,name=vedgeprofile-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
+
+// clusters admits the NodewrightCluster singleton and the profile it names.
+type clusters struct {
+	client client.Reader
+	trust  edgeprofile.Trust
+}
+
+func (w *clusters) create(ctx context.Context, c *nwv1.NodewrightCluster) (admission.Warnings, error) {
+	if c.Name != nwv1.NodewrightClusterName {
+		return nil, fmt.Errorf("metadata.name: NodewrightCluster is a singleton and must be named %q, not %q", nwv1.NodewrightClusterName, c.Name)
+	}
+	return nil, w.checkProfile(ctx, c, "")
+}
+
+func (w *clusters) update(ctx context.Context, old, c *nwv1.NodewrightCluster) (admission.Warnings, error) {
+	if old.Spec.ProfileRef != nil && c.Spec.ProfileRef != nil && *old.Spec.ProfileRef == *c.Spec.ProfileRef {
+		return nil, nil
+	}
+	active := ""
+	if old.Status.Profile != nil {
+		active = old.Status.Profile.Version
+	}
+	return nil, w.checkProfile(ctx, c, active)
+}
+
+// checkProfile refuses a profileRef to a profile that does not exist, does not verify, or
+// is a lower version than the one in force.
+func (w *clusters) checkProfile(ctx context.Context, c *nwv1.NodewrightCluster, active string) error {
+	if c.Spec.ProfileRef == nil {
+		return nil
+	}
+	p := &nwv1.EdgeProfile{}
+	if err := w.client.Get(ctx, client.ObjectKey{Name: c.Spec.ProfileRef.Name}, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("spec.profileRef.name: EdgeProfile %q not found", c.Spec.ProfileRef.Name)
+		}
+		return fmt.Errorf("reading EdgeProfile %s: %w", c.Spec.ProfileRef.Name, err)
+	}
+	if _, err := w.trust.Verify(ctx, p); err != nil {
+		return fmt.Errorf("spec.profileRef.name: EdgeProfile %s cannot be used: %w", p.Name, err)
+	}
+	if err := profile.CheckUpgrade(active, p.Spec.Version); err != nil {
+		return fmt.Errorf("spec.profileRef.name: EdgeProfile %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// profiles admits EdgeProfiles: signed by a trusted key, and never downgraded.
+type profiles struct {
+	client client.Reader
+	trust  edgeprofile.Trust
+}
+
+func (w *profiles) create(ctx context.Context, p *nwv1.EdgeProfile) (admission.Warnings, error) {
+	if err := profile.Validate(p.Spec); err != nil {
+		return nil, err
+	}
+	_, err := w.trust.Verify(ctx, p)
+	return nil, err
+}
+
+func (w *profiles) update(ctx context.Context, old, p *nwv1.EdgeProfile) (admission.Warnings, error) {
+	if equality.Semantic.DeepEqual(old.Spec, p.Spec) && slices.Equal(old.Signature, p.Signature) {
+		return nil, nil
+	}
+	if err := profile.CheckUpgrade(old.Spec.Version, p.Spec.Version); err != nil {
+		return nil, err
+	}
+	if err := w.inUseDowngrade(ctx, p); err != nil {
+		return nil, err
+	}
+	return w.create(ctx, p)
+}
+
+// inUseDowngrade refuses lowering a profile below the version the cluster has in force.
+func (w *profiles) inUseDowngrade(ctx context.Context, p *nwv1.EdgeProfile) error {
+	c := &nwv1.NodewrightCluster{}
+	err := w.client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, c)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the NodewrightCluster: %w", err)
+	}
+	if c.Status.Profile == nil || c.Status.Profile.Name != p.Name {
+		return nil
+	}
+	return profile.CheckUpgrade(c.Status.Profile.Version, p.Spec.Version)
+}
+
+// errNodeMissing is a node a workflow names that is not in the cluster.
+var errNodeMissing = errors.New("no such Node")
+
+// nodesExist checks that every named node is a Node of the cluster.
+func nodesExist(ctx context.Context, c client.Reader, field string, names []string) error {
+	for i, name := range names {
+		err := c.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s[%d]: %q: %w", field, i, name, errNodeMissing)
+		}
+		if err != nil {
+			return fmt.Errorf("reading Node %s: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package v1alpha1
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+)
+
+// ActionAdmission is the audit action of an admission decision.
+const ActionAdmission = "AdmissionDecision"
+
+// The outcomes of an admission decision, the records' "to".
+const (
+	// Defaulted: the mutating webhook filled in fields the request left unset.
+	Defaulted = "Defaulted"
+	// Admitted: the validating webhook allowed a create or an update.
+	Admitted = "Admitted"
+	// Refused: the validating webhook refused the request; the reason names the field.
+	Refused = "Refused"
+	// DeletionAllowed: a workflow's deletion (its cancellation) was allowed.
+	DeletionAllowed = "DeletionAllowed"
+)
+
+// Decisions records admission decisions in the audit trail, under the requesting user's
+// name. A dry run is not recorded: it decides nothing.
+type Decisions struct {
+	// Trail receives the records; nil: they are only logged.
+	Trail audit.Appender
+	// Ready reports whether this replica holds the trail. Only the leader does; a decision
+	// taken by a standby replica is logged, not recorded (see docs/audit.md).
+	Ready func() bool
+	// Clock is the real clock unless a test sets another.
+	Clock clock.PassiveClock
+}
+
+// record appends the record of one decision about obj of kind: to is the outcome, reason
+// the operation, message what was decided and why.
+func (d *Decisions) record(ctx context.Context, obj client.Object, kind, to, message string, details ...audit.Detail) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil || (req.DryRun != nil && *req.DryRun) {
+		return
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("kind", kind, "name", obj.GetName(), "namespace", obj.GetNamespace(),
+		"user", req.UserInfo.Username, "operation", req.Operation, "decision", to)
+	if d == nil || d.Trail == nil {
+		log.Info("Admission decision", "message", message)
+		return
+	}
+	if d.Ready != nil && !d.Ready() {
+		log.Info("Admission decision not recorded in the audit trail: this replica does not hold it", "message", message)
+		return
+	}
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	subject := audit.Subject{
+		APIVersion: nwv1.GroupVersion.String(), Kind: kind,
+		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(), Generation: obj.GetGeneration(),
+	}
+	if r := requester(obj); r != "" && r != req.UserInfo.Username {
+		details = append(details, audit.Detail{Name: "requestedBy", Value: r})
+	}
+	// The admission request's UID tells this decision from every other about the object; the
+	// same request asked again (the API server retries a webhook call) makes the same record.
+	rec := audit.Transition(subject, req.UserInfo.Username, ActionAdmission, "", to, string(req.Operation), message,
+		string(req.UID), clk.Now(), details...)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := d.Trail.Append(ctx, rec); err != nil {
+		log.Error(err, "Recording an admission decision in the audit trail failed", "message", message)
+	}
+}

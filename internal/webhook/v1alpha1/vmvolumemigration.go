@@ -1,0 +1,129 @@
+package v1alpha1
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+)
+
+// +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=create;update,versions=v1alpha1,name=mvmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=create;update;delete,versions=v1alpha1,name=vvmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
+
+// migrations admits VMVolumeMigrations: it fills in the mode and the target size, and
+// refuses what the controller's Validate step would refuse, before anything starts.
+type migrations struct {
+	checker vmvolumemigration.Checker
+	client  client.Reader
+}
+
+// defaults sets spec.target.size to the source's size and spec.mode to Cold when unset. A
+// migration the checks will refuse is left as it is; the validator says why.
+//
+// The mode defaults to Cold whatever the backend: Hot keeps the VM running, so what the
+// guest writes after the snapshot is not on the target; that is a choice only the user can
+// make. Where the backend could clone, the validator's warning says Hot is available.
+func (w *migrations) defaults(ctx context.Context, m *nwv1.VMVolumeMigration) ([]string, error) {
+	vm, err := w.vm(ctx, m)
+	if err != nil || vm == nil {
+		return nil, err
+	}
+	var set []string
+	if m.Spec.Target.Size == nil {
+		pf, problem, err := w.checker.Source(ctx, m, vm)
+		if err != nil {
+			return nil, err
+		}
+		if problem == "" {
+			size := pf.Size.DeepCopy()
+			m.Spec.Target.Size = &size
+			set = append(set, "spec.target.size="+size.String())
+		}
+	}
+	if m.Spec.Mode == "" {
+		m.Spec.Mode = nwv1.MigrationCold
+		set = append(set, "spec.mode="+string(nwv1.MigrationCold))
+	}
+	return set, nil
+}
+
+// create runs the controller's checks, and refuses a second migration of a VM that already
+// has one that has not finished, even one still Pending.
+func (w *migrations) create(ctx context.Context, m *nwv1.VMVolumeMigration) (admission.Warnings, error) {
+	vm, err := w.vm(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	if vm != nil {
+		if err := w.notPending(ctx, m); err != nil {
+			return nil, err
+		}
+	}
+	mode := m.Spec.Mode
+	if mode == "" {
+		mode = nwv1.MigrationCold
+	}
+	pf, problem, err := w.checker.Check(ctx, m, vm, mode)
+	if err != nil {
+		return nil, fmt.Errorf("checking the migration: %w", err)
+	}
+	if problem != "" {
+		return nil, errors.New(problem)
+	}
+	return modeWarnings(mode, pf), nil
+}
+
+// modeWarnings tell the user what the mode implies.
+func modeWarnings(mode nwv1.MigrationMode, pf *vmvolumemigration.Preflight) admission.Warnings {
+	sameDriver := pf.SourceClass.Provisioner == pf.TargetClass.Provisioner
+	switch {
+	case mode == nwv1.MigrationHot:
+		return admission.Warnings{"spec.mode Hot: the VM keeps running during the clone; what the guest writes after the \"before\" snapshot is not on the target"}
+	case sameDriver && pf.SourceBackend.SupportsClone():
+		return admission.Warnings{fmt.Sprintf("spec.mode Cold: the VM is stopped for the copy; %s can clone, so spec.mode Hot would keep it running, at the cost of the guest's writes after the snapshot", pf.SourceBackend.Name())}
+	}
+	return nil
+}
+
+// notPending refuses a VM that another unfinished migration names.
+func (w *migrations) notPending(ctx context.Context, m *nwv1.VMVolumeMigration) error {
+	var list nwv1.VMVolumeMigrationList
+	if err := w.client.List(ctx, &list, client.InNamespace(m.Namespace)); err != nil {
+		return fmt.Errorf("listing the migrations of namespace %s: %w", m.Namespace, err)
+	}
+	for _, other := range list.Items {
+		if other.Name == m.Name || other.Spec.VMName != m.Spec.VMName || other.DeletionTimestamp != nil {
+			continue
+		}
+		switch other.Status.Phase {
+		case nwv1.WorkflowSucceeded, nwv1.WorkflowRolledBack:
+			continue
+		}
+		phase := other.Status.Phase
+		if phase == "" {
+			phase = nwv1.WorkflowPending
+		}
+		return fmt.Errorf("spec.vmName: VirtualMachine %s already has migration %s (%s); one migration per VM at a time", m.Spec.VMName, other.Name, phase)
+	}
+	return nil
+}
+
+// vm reads the migration's VM; nil when it does not exist.
+func (w *migrations) vm(ctx context.Context, m *nwv1.VMVolumeMigration) (*virtv1.VirtualMachine, error) {
+	vm := &virtv1.VirtualMachine{}
+	err := w.client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.VMName}, vm)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading VirtualMachine %s: %w", m.Spec.VMName, err)
+	}
+	return vm, nil
+}

@@ -1,0 +1,841 @@
+package v1alpha1_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/profile"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/webhook/certs"
+)
+
+var env = testenv.New().WithWebhooks()
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+const (
+	systemNS     = "nodewright-system"
+	certSecret   = "nodewright-webhook-cert"
+	keysCM       = "nodewright-profile-keys"
+	linstorClass = "wh-linstor"
+	topolvmClass = "wh-topolvm"
+	genericClass = "wh-generic"
+)
+
+var (
+	startOnce sync.Once
+	trailDir  string
+	startErr  error
+)
+
+// startOperator runs the operator once for the package, as it runs in a cluster but
+// reached by the API server at the local address the Env rewrote the webhook
+// configurations to: it keeps its own certificate and writes its CA into them.
+func startOperator(t *testing.T) {
+	t.Helper()
+	startOnce.Do(func() {
+		ctx := context.Background()
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			startErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "nodewright-webhook-test-")
+		if err != nil {
+			startErr = err
+			return
+		}
+		trailDir = filepath.Join(dir, "audit")
+		priv, _, err := audit.GenerateKey()
+		if err != nil {
+			startErr = err
+			return
+		}
+		keyFile := filepath.Join(dir, "audit.key")
+		if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
+			startErr = err
+			return
+		}
+		opts := operator.Options{
+			MetricsAddr: "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
+			ProfileKeys: systemNS + "/" + keysCM,
+			Audit: operator.AuditOptions{Dir: trailDir, KeyFile: keyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
+				CheckpointConfigMap: systemNS + "/nodewright-audit-checkpoint", CheckpointInterval: time.Minute},
+			Webhooks: operator.WebhookOptions{
+				Enabled: true, Host: env.Webhooks.LocalServingHost, Port: env.Webhooks.LocalServingPort,
+				CertMode: operator.CertModeSelf, Secret: systemNS + "/" + certSecret, Service: systemNS + "/nodewright-webhook",
+				ExtraHosts:            []string{env.Webhooks.LocalServingHost},
+				MutatingConfiguration: "nodewright-mutating-webhook", ValidatingConfiguration: "nodewright-validating-webhook",
+			},
+		}
+		mgr, err := operator.NewManager(ctx, env.Config, opts)
+		if err != nil {
+			startErr = err
+			return
+		}
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := mgr.Start(runCtx); err != nil {
+				fmt.Fprintf(os.Stderr, "the operator stopped: %v\n", err)
+			}
+		}()
+		env.BeforeStop(func() { cancel(); <-done })
+		// Ready once the API server reaches the webhooks through the injected CA.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			err := env.Client.Create(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "active-backup"}},
+				client.DryRunAll)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				startErr = fmt.Errorf("the API server cannot call the webhooks: %w", err)
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+}
+
+// as is a client that the API server authenticates as user (a member of system:masters,
+// so that every request reaches admission).
+func as(t *testing.T, user string) client.Client {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// warnings collects the warnings the API server passes on from admission.
+type warnings struct {
+	mu   sync.Mutex
+	text []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.text = append(w.text, text)
+}
+
+func asWithWarnings(t *testing.T, user string) (client.Client, *warnings) {
+	t.Helper()
+	w := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
+
+// refused checks that err is the webhook's refusal and that it says want.
+func refused(t *testing.T, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("admitted; want a refusal saying %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("refusal %q does not say %q", err.Error(), want)
+	}
+	if !strings.Contains(err.Error(), "denied the request") {
+		t.Fatalf("refusal %q did not come from the admission webhook", err.Error())
+	}
+}
+
+// trailRecords reads the admission records of the operator's trail about namespace/name.
+func trailRecords(t *testing.T, namespace, name string) []audit.Record {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(trailDir, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []audit.Record
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var line struct {
+				Record *audit.Record `json:"record"`
+			}
+			if json.Unmarshal(sc.Bytes(), &line) != nil || line.Record == nil {
+				continue
+			}
+			if line.Record.Action == "AdmissionDecision" && line.Record.Subject.Namespace == namespace && line.Record.Subject.Name == name {
+				out = append(out, *line.Record)
+			}
+		}
+	}
+	return out
+}
+
+// eventually polls cond until it holds or 30 seconds pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// storage creates the classes once: LINSTOR (RWX block, snapshots, clones), TopoLVM (none of
+// those) and a CSI driver Nodewright does not know.
+func storage(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, c := range []struct{ name, driver string }{
+		{linstorClass, "linstor.csi.linbit.com"}, {topolvmClass, "topolvm.io"}, {genericClass, "csi.example.com"},
+	} {
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Provisioner: c.driver}
+		if err := env.Client.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		vsc := &snapshotv1.VolumeSnapshotClass{
+			ObjectMeta: metav1.ObjectMeta{Name: c.name + "-snap", Annotations: map[string]string{"snapshot.storage.kubernetes.io/is-default-class": "true"}},
+			Driver:     c.driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
+		}
+		if err := env.Client.Create(ctx, vsc); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// vmWithVolume creates VM name, stopped, whose volume "root" is a bound 1 GiB block PVC of
+// class.
+func vmWithVolume(t *testing.T, ns, name, class string) {
+	t.Helper()
+	ctx := context.Background()
+	claim := name + "-root"
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeMode: ptr.To(corev1.PersistentVolumeBlock),
+			StorageClassName: ptr.To(class), VolumeName: "pv-" + ns + "-" + claim,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := env.Client.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound,
+		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}
+	if err := env.Client.Status().Update(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	vm := &virtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: virtv1.VirtualMachineSpec{
+			RunStrategy: ptr.To(virtv1.RunStrategyHalted),
+			Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
+				Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
+				Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{
+					PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+						PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+					},
+				}}},
+			}},
+		},
+	}
+	if err := env.Client.Create(ctx, vm); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func migration(ns, name, vm, class string) *nwv1.VMVolumeMigration {
+	return &nwv1.VMVolumeMigration{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: nwv1.VMVolumeMigrationSpec{VMName: vm, VolumeName: "root",
+			Target: nwv1.MigrationTarget{StorageClassName: class}},
+	}
+}
+
+func TestTheOperatorKeepsItsOwnCertificateAndWritesItsCA(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	secret := &corev1.Secret{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: certSecret}, secret); err != nil {
+		t.Fatal(err)
+	}
+	bundle := secret.Data[certs.KeyCABundle]
+	if len(bundle) == 0 || len(secret.Data[certs.KeyCert]) == 0 {
+		t.Fatalf("Secret %s holds %v", certSecret, keys(secret.Data))
+	}
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "nodewright-validating-webhook"}, v); err != nil {
+		t.Fatal(err)
+	}
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "nodewright-mutating-webhook"}, m); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range v.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, bundle) {
+			t.Errorf("validating webhook %s does not trust the operator's CA", w.Name)
+		}
+	}
+	for _, w := range m.Webhooks {
+		if !bytes.Equal(w.ClientConfig.CABundle, bundle) {
+			t.Errorf("mutating webhook %s does not trust the operator's CA", w.Name)
+		}
+	}
+
+	// Someone re-applies the configuration without the CA (an upgrade, say): it is put back.
+	v.Webhooks[0].ClientConfig.CABundle = nil
+	if err := env.Client.Update(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the CA bundle to be written back", func() bool {
+		got := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		return env.Client.Get(ctx, client.ObjectKey{Name: v.Name}, got) == nil && bytes.Equal(got.Webhooks[0].ClientConfig.CABundle, bundle)
+	})
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestTheRequesterIsStampedAndCannotBeForged(t *testing.T) {
+	startOperator(t)
+	storage(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	vmWithVolume(t, ns, "db", linstorClass)
+
+	m := migration(ns, "move-db", "db", linstorClass)
+	m.Annotations = map[string]string{nwv1.AnnotationRequestedBy: "mallory"}
+	if err := as(t, "alice").Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Annotations[nwv1.AnnotationRequestedBy]; got != "alice" {
+		t.Fatalf("requested-by = %q, want alice", got)
+	}
+
+	// Bob rewrites it: the update goes through with alice kept.
+	// (The controller works on the migration meanwhile: each edit retries on a conflict.)
+	bob := as(t, "bob")
+	edit := func(change func(*nwv1.VMVolumeMigration)) {
+		t.Helper()
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := bob.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+				return err
+			}
+			change(m)
+			return bob.Update(ctx, m)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(func(m *nwv1.VMVolumeMigration) {
+		m.Annotations[nwv1.AnnotationRequestedBy] = "bob"
+		m.Labels = map[string]string{"team": "storage"}
+	})
+	if got := m.Annotations[nwv1.AnnotationRequestedBy]; got != "alice" || m.Labels["team"] != "storage" {
+		t.Fatalf("after bob's update: requested-by = %q, labels %v; want alice and bob's label", got, m.Labels)
+	}
+	// Removing it puts it back too.
+	edit(func(m *nwv1.VMVolumeMigration) { delete(m.Annotations, nwv1.AnnotationRequestedBy) })
+	if got := m.Annotations[nwv1.AnnotationRequestedBy]; got != "alice" {
+		t.Fatalf("after removal: requested-by = %q, want alice", got)
+	}
+}
+
+func TestMigrationDefaultsAndWarnings(t *testing.T) {
+	startOperator(t)
+	storage(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	vmWithVolume(t, ns, "db", linstorClass)
+
+	c, w := asWithWarnings(t, "alice")
+	m := migration(ns, "move-db", "db", linstorClass)
+	if err := c.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Spec.Mode != nwv1.MigrationCold || m.Spec.Target.Size == nil || m.Spec.Target.Size.String() != "1Gi" {
+		t.Fatalf("defaults: mode %q size %v; want Cold and the source's 1Gi", m.Spec.Mode, m.Spec.Target.Size)
+	}
+	if len(w.text) != 1 || !strings.Contains(w.text[0], "LINSTOR can clone, so spec.mode Hot would keep it running") {
+		t.Fatalf("warnings %q; want the one saying Hot is available", w.text)
+	}
+
+	// The trail says who asked, what was filled in and that it was admitted.
+	eventually(t, "the admission records", func() bool { return len(trailRecords(t, ns, "move-db")) >= 2 })
+	recs := trailRecords(t, ns, "move-db")
+	if recs[0].To != "Defaulted" || recs[0].Actor != "alice" || !strings.Contains(recs[0].Message, "spec.target.size=1Gi") || !strings.Contains(recs[0].Message, "spec.mode=Cold") {
+		t.Errorf("first record %+v; want alice's defaults", recs[0])
+	}
+	if recs[1].To != "Admitted" || recs[1].Actor != "alice" || recs[1].Subject.UID != m.UID {
+		t.Errorf("second record %+v; want alice's admission of uid %s", recs[1], m.UID)
+	}
+
+	// A dry run decides nothing and is not recorded.
+	dry := migration(ns, "dry", "db", linstorClass)
+	if err := c.Create(ctx, dry, client.DryRunAll); err == nil {
+		t.Fatal("a second migration of db was admitted (dry run)")
+	}
+	if recs := trailRecords(t, ns, "dry"); len(recs) != 0 {
+		t.Fatalf("a dry run was recorded: %+v", recs)
+	}
+}
+
+func TestMigrationRefusals(t *testing.T) {
+	startOperator(t)
+	storage(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	vmWithVolume(t, ns, "db", linstorClass)
+	vmWithVolume(t, ns, "web", linstorClass)
+	vmWithVolume(t, ns, "local", topolvmClass)
+	alice := as(t, "alice")
+
+	cases := []struct {
+		name string
+		edit func(*nwv1.VMVolumeMigration)
+		want string
+	}{
+		{"no-vm", func(m *nwv1.VMVolumeMigration) { m.Spec.VMName = "nope" },
+			`spec.vmName: VirtualMachine "nope" not found in namespace ` + ns},
+		{"no-volume", func(m *nwv1.VMVolumeMigration) { m.Spec.VolumeName = "data" },
+			`spec.volumeName: VirtualMachine db has no volume "data" (it has "root")`},
+		{"no-class", func(m *nwv1.VMVolumeMigration) { m.Spec.Target.StorageClassName = "gold" },
+			`spec.target.storageClassName: StorageClass "gold" not found`},
+		{"not-rwx", func(m *nwv1.VMVolumeMigration) { m.Spec.Target.StorageClassName = topolvmClass },
+			"spec.target.storageClassName: wh-topolvm is TopoLVM, which cannot provide ReadWriteMany block volumes"},
+		{"too-small", func(m *nwv1.VMVolumeMigration) { m.Spec.Target.Size = ptr.To(resource.MustParse("512Mi")) },
+			"spec.target.size: 512Mi is smaller than the source PVC's 1Gi"},
+		{"hot-cannot-clone", func(m *nwv1.VMVolumeMigration) {
+			m.Spec.VMName, m.Spec.Mode = "local", nwv1.MigrationHot
+		}, "spec.mode: Hot needs a CSI clone, which TopoLVM (the source's backend) cannot make; use Cold"},
+		{"hot-across-drivers", func(m *nwv1.VMVolumeMigration) {
+			m.Spec.Mode = nwv1.MigrationHot
+			m.Spec.Target.StorageClassName, m.Spec.Target.AccessMode = genericClass, corev1.ReadWriteOnce
+		}, "spec.mode: Hot clones within one CSI driver, but the source is on linstor.csi.linbit.com and the target class on csi.example.com; use Cold"},
+		{"target-cannot-snapshot", func(m *nwv1.VMVolumeMigration) {
+			m.Spec.Target.StorageClassName, m.Spec.Target.AccessMode = genericClass, corev1.ReadWriteOnce
+		}, `spec.target.storageClassName: wh-generic is generic CSI (csi.example.com), which cannot take the "after" snapshot`},
+		{"no-snapshot-class", func(m *nwv1.VMVolumeMigration) { m.Spec.SnapshotClassName = "none" },
+			`spec.snapshotClassName: VolumeSnapshotClass "none" not found`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := migration(ns, c.name, "db", linstorClass)
+			c.edit(m)
+			err := alice.Create(ctx, m)
+			refused(t, err, c.want)
+			eventually(t, "the refusal's record", func() bool {
+				for _, r := range trailRecords(t, ns, c.name) {
+					if r.To == "Refused" && r.Actor == "alice" && strings.Contains(r.Message, c.want) {
+						return true
+					}
+				}
+				return false
+			})
+		})
+	}
+
+	// One migration per VM: a second one is refused while the first has not finished.
+	if err := alice.Create(ctx, migration(ns, "first", "web", linstorClass)); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, alice.Create(ctx, migration(ns, "second", "web", linstorClass)), "spec.vmName: VirtualMachine web already has migration first")
+}
+
+func TestWorkflowShapes(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	alice := as(t, "alice")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "wh-edge-1"}}
+	if err := env.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+
+	flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "to-lacp"},
+		Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "802.3ad", NodeOrder: []string{"wh-edge-1", "wh-edge-9"}}}
+	refused(t, alice.Create(ctx, flip), `spec.nodeOrder[1]: "wh-edge-9": no such Node`)
+
+	flip.Spec.NodeOrder = []string{"wh-edge-1"}
+	if err := alice.Create(ctx, flip); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, flip) })
+	up := &nwv1.ReplicationUpgrade{ObjectMeta: metav1.ObjectMeta{Name: "to-two"},
+		Spec: nwv1.ReplicationUpgradeSpec{PeerNodes: []string{"wh-edge-9"}}}
+	refused(t, alice.Create(ctx, up), `spec.peerNodes[0]: "wh-edge-9": no such Node`)
+	up.Spec.PeerNodes = []string{"wh-edge-1"}
+	refused(t, alice.Create(ctx, up), "metadata.name: BondModeFlipPlan to-lacp has not finished (Pending); one cluster-wide workflow at a time")
+
+	// Deleting a workflow cancels it, and the trail says who did.
+	if err := as(t, "bob").Delete(ctx, flip); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deletion's record", func() bool {
+		for _, r := range trailRecords(t, "", "to-lacp") {
+			if r.To == "DeletionAllowed" && r.Actor == "bob" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// signer makes a key pair, trusts its public key (alone, replacing any other) and returns
+// the private key.
+func signer(t *testing.T) *profile.PrivateKey {
+	t.Helper()
+	ctx := context.Background()
+	priv, pub, err := profile.GenerateKeyPair([]byte("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := profile.LoadPrivateKey(priv, []byte("test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: keysCM}}
+	_, err = controllerutil.CreateOrUpdate(ctx, env.Client, cm, func() error {
+		cm.Data = map[string]string{"site.pub": string(pub)}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+func edgeProfile(name, version string) *nwv1.EdgeProfile {
+	return &nwv1.EdgeProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: nwv1.EdgeProfileSpec{
+			Version: version, Topology: nwv1.TopologyTwoNodeTiebreaker, OS: nwv1.HostOSKairos,
+			Storage: nwv1.ProfileStorage{Backend: nwv1.StorageLINSTOR},
+			Network: nwv1.ProfileNetwork{BondInterface: "bond0", BondMode: "active-backup"},
+			Legacy: &nwv1.LegacySource{
+				ConfigMapRef:   nwv1.NamespacedObjectReference{Namespace: "edge-system", Name: "node-init-state"},
+				DaemonSetRef:   nwv1.NamespacedObjectReference{Namespace: "edge-system", Name: "node-init"},
+				EventComponent: "node-init",
+			},
+		},
+	}
+}
+
+func sign(t *testing.T, p *nwv1.EdgeProfile, key *profile.PrivateKey) {
+	t.Helper()
+	sig, err := profile.Sign(p.Spec, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Signature = sig
+}
+
+func TestEdgeProfilesMustBeSignedByATrustedKeyAndNeverDowngraded(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	key := signer(t)
+	alice := as(t, "alice")
+
+	unsigned := edgeProfile("unsigned", "1.0.0")
+	refused(t, alice.Create(ctx, unsigned), "signature: the profile is not signed")
+
+	tampered := edgeProfile("tampered", "1.0.0")
+	sign(t, tampered, key)
+	tampered.Spec.Network.BondInterface = "bond1" // one byte of the signed spec
+	refused(t, alice.Create(ctx, tampered), "signature: the signature does not verify: it is not a signature of this spec by the trusted key")
+
+	otherPriv, _, err := profile.GenerateKeyPair([]byte("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherKey, err := profile.LoadPrivateKey(otherPriv, []byte("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	untrusted := edgeProfile("untrusted", "1.0.0")
+	sign(t, untrusted, otherKey)
+	refused(t, alice.Create(ctx, untrusted), "signature: the signature does not verify: it is not a signature of this spec by the trusted key")
+
+	site := edgeProfile("site-a", "1.2.0")
+	sign(t, site, key)
+	if err := alice.Create(ctx, site); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "SignatureVerified", func() bool {
+		got := &nwv1.EdgeProfile{}
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(site), got) == nil &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, nwv1.ConditionSignatureVerified)
+	})
+
+	// A lower version, even signed, is refused.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := alice.Get(ctx, client.ObjectKeyFromObject(site), site); err != nil {
+			return err
+		}
+		site.Spec.Version = "1.1.9"
+		site.Spec.Network.BondMode = "802.3ad"
+		sign(t, site, key)
+		return alice.Update(ctx, site)
+	})
+	refused(t, err, "1.1.9 is lower than")
+
+	// A higher one goes through.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := alice.Get(ctx, client.ObjectKeyFromObject(site), site); err != nil {
+			return err
+		}
+		site.Spec.Version = "1.3.0"
+		site.Spec.Network.BondMode = "802.3ad"
+		sign(t, site, key)
+		return alice.Update(ctx, site)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTheClusterAppliesOnlyAVerifiedProfileAndNeverALowerVersion(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	key := signer(t)
+	alice := as(t, "alice")
+
+	// The legacy DaemonSet keeps its state where the profile says, not where the cluster's
+	// own spec points.
+	for _, ns := range []string{"edge-system"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	legacyCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "edge-system", Name: "node-init-state"}, Data: map[string]string{
+		"state": "SINGLE_NODE_READY", "previousState": "STORAGE_BOOTSTRAPPING", "stateSince": time.Now().UTC().Format(time.RFC3339),
+		"generation": "3", "nodes": "edge-1", "node.edge-1.heartbeat": time.Now().UTC().Format(time.RFC3339), "node.edge-1.role": "primary",
+	}}
+	if err := env.Client.Create(ctx, legacyCM); err != nil {
+		t.Fatal(err)
+	}
+	cluster := &nwv1.NodewrightCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName},
+		Spec: nwv1.NodewrightClusterSpec{
+			Legacy: nwv1.LegacySource{
+				ConfigMapRef:   nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"},
+				DaemonSetRef:   nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"},
+				EventComponent: "absent",
+			},
+			ProfileRef: &nwv1.ProfileReference{Name: "nope"},
+		},
+	}
+	refused(t, alice.Create(ctx, cluster.DeepCopy()), `spec.profileRef.name: EdgeProfile "nope" not found`)
+
+	site := edgeProfile("site-b", "2.0.0")
+	site.Spec.Thresholds.HeartbeatStaleAfter = metav1.Duration{Duration: 45 * time.Second}
+	sign(t, site, key)
+	if err := alice.Create(ctx, site); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := profile.Digest(site.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Spec.ProfileRef.Name = "site-b"
+	if err := alice.Create(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, cluster) })
+	got := &nwv1.NodewrightCluster{}
+	eventually(t, "the profile in force and the legacy state read through it", func() bool {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
+			return false
+		}
+		p := got.Status.Profile
+		return p != nil && p.Name == "site-b" && p.Version == "2.0.0" && p.Digest == digest && p.KeyID != "" &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, nwv1.ConditionProfileApplied) &&
+			got.Status.LegacyState == "SINGLE_NODE_READY"
+	})
+
+	// The trusted keys are gone: the profile no longer applies, the cluster says why and
+	// observes with its own names (which find nothing), and remembers the version in force.
+	if err := env.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: keysCM}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ProfileApplied False without trusted keys", func() bool {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, nwv1.ConditionProfileApplied)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == nwv1.ReasonProfileUnverified &&
+			strings.Contains(c.Message, "no trusted public keys") && got.Status.Phase == nwv1.ClusterUnknown &&
+			got.Status.Profile != nil && got.Status.Profile.Version == "2.0.0"
+	})
+	key = signer(t)
+	// Re-signed with the new key: the version is unchanged, only the signature is new.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := alice.Get(ctx, client.ObjectKey{Name: "site-b"}, site); err != nil {
+			return err
+		}
+		sign(t, site, key)
+		return alice.Update(ctx, site)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the profile in force again", func() bool {
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), got) == nil &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, nwv1.ConditionProfileApplied) && got.Status.LegacyState == "SINGLE_NODE_READY"
+	})
+
+	// A lower version is refused at admission ...
+	old := edgeProfile("site-b-old", "1.0.0")
+	sign(t, old, key)
+	if err := alice.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := alice.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		cluster.Spec.ProfileRef.Name = "site-b-old"
+		return alice.Update(ctx, cluster)
+	})
+	refused(t, err, "spec.profileRef.name: EdgeProfile site-b-old: spec.version: 1.0.0 is lower than")
+
+	// ... and by the controller when the webhook is not there to refuse it.
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "nodewright-validating-webhook"}, vwc); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		vwc.ResourceVersion = ""
+		if err := env.Client.Create(ctx, vwc); err != nil {
+			t.Errorf("restoring the validating webhooks: %v", err)
+		}
+	})
+	eventually(t, "the API server to stop calling the validating webhooks", func() bool {
+		probe := cluster.DeepCopy()
+		probe.Spec.ProfileRef.Name = "site-b-old"
+		return env.Client.Update(ctx, probe, client.DryRunAll) == nil
+	})
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := alice.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		cluster.Spec.ProfileRef.Name = "site-b-old"
+		return alice.Update(ctx, cluster)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the controller to refuse the downgrade", func() bool {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), got); err != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, nwv1.ConditionProfileApplied)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == nwv1.ReasonProfileDowngrade &&
+			got.Status.Profile != nil && got.Status.Profile.Name == "site-b" && got.Status.Profile.Version == "2.0.0"
+	})
+}
+
+func TestAProfileSignedWithCosignIsAdmitted(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	bin, err := testenv.CosignBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cosign := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "HOME="+dir, "COSIGN_PASSWORD=edge")
+		var out, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("cosign %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out.String()
+	}
+	// A key made by cosign, trusted as the user would: its cosign.pub in the ConfigMap.
+	cosign("generate-key-pair")
+	pub, err := os.ReadFile(filepath.Join(dir, "cosign.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: keysCM}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, env.Client, cm, func() error {
+		cm.Data = map[string]string{"cosign.pub": string(pub)}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The canonical spec signed by cosign sign-blob; its output pasted into signature.
+	p := edgeProfile("cosign-signed", "1.0.0")
+	blob, err := profile.Canonical(p.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "profile.json"), blob, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	printed := strings.TrimSpace(cosign("sign-blob", "--key", "cosign.key", "--tlog-upload=false", "profile.json"))
+	sig, err := base64.StdEncoding.DecodeString(printed)
+	if err != nil {
+		t.Fatalf("cosign printed %q: %v", printed, err)
+	}
+	p.Signature = sig
+	if err := as(t, "alice").Create(ctx, p); err != nil {
+		t.Fatalf("a profile signed by cosign was refused: %v", err)
+	}
+}

@@ -1,0 +1,81 @@
+package v1alpha1
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-bondmodeflipplan,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=bondmodeflipplans,verbs=create;update,versions=v1alpha1,name=mbondmodeflipplan-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-bondmodeflipplan,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=bondmodeflipplans,verbs=create;update;delete,versions=v1alpha1,name=vbondmodeflipplan-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-replicationupgrade,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=replicationupgrades,verbs=create;update,versions=v1alpha1,name=mreplicationupgrade-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-replicationupgrade,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=replicationupgrades,verbs=create;update;delete,versions=v1alpha1,name=vreplicationupgrade-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
+
+// Admission reads the Nodes a workflow names and the workflows already there.
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bondmodeflipplans;replicationupgrades,verbs=get;list;watch
+
+// The cluster-wide workflows (bond-mode flips and replication upgrades) change the network
+// or the storage of every node, so at most one of them runs at a time, and only on nodes
+// that exist. Their controllers come in a later release; admission already holds them to
+// this shape.
+type clusterWorkflows struct {
+	client client.Reader
+}
+
+func (w *clusterWorkflows) createFlip(ctx context.Context, f *nwv1.BondModeFlipPlan) (admission.Warnings, error) {
+	if err := nodesExist(ctx, w.client, "spec.nodeOrder", f.Spec.NodeOrder); err != nil {
+		return nil, err
+	}
+	return nil, w.noneActive(ctx, "BondModeFlipPlan", f.Name)
+}
+
+func (w *clusterWorkflows) createUpgrade(ctx context.Context, u *nwv1.ReplicationUpgrade) (admission.Warnings, error) {
+	if err := nodesExist(ctx, w.client, "spec.peerNodes", u.Spec.PeerNodes); err != nil {
+		return nil, err
+	}
+	return nil, w.noneActive(ctx, "ReplicationUpgrade", u.Name)
+}
+
+// noneActive refuses a second cluster-wide workflow while one has not finished.
+func (w *clusterWorkflows) noneActive(ctx context.Context, kind, name string) error {
+	var flips nwv1.BondModeFlipPlanList
+	if err := w.client.List(ctx, &flips); err != nil {
+		return fmt.Errorf("listing the BondModeFlipPlans: %w", err)
+	}
+	for _, f := range flips.Items {
+		if (kind != "BondModeFlipPlan" || f.Name != name) && active(f.Status.Phase, f.DeletionTimestamp != nil) {
+			return fmt.Errorf("metadata.name: BondModeFlipPlan %s has not finished (%s); one cluster-wide workflow at a time", f.Name, phaseOrPending(f.Status.Phase))
+		}
+	}
+	var ups nwv1.ReplicationUpgradeList
+	if err := w.client.List(ctx, &ups); err != nil {
+		return fmt.Errorf("listing the ReplicationUpgrades: %w", err)
+	}
+	for _, u := range ups.Items {
+		if (kind != "ReplicationUpgrade" || u.Name != name) && active(u.Status.Phase, u.DeletionTimestamp != nil) {
+			return fmt.Errorf("metadata.name: ReplicationUpgrade %s has not finished (%s); one cluster-wide workflow at a time", u.Name, phaseOrPending(u.Status.Phase))
+		}
+	}
+	return nil
+}
+
+// active: a workflow in this phase may still change the cluster. A Failed one holds the
+// cluster until a person has looked at it and deleted it.
+func active(p nwv1.WorkflowPhase, deleting bool) bool {
+	if deleting {
+		return p == nwv1.WorkflowRunning || p == nwv1.WorkflowRollingBack
+	}
+	return p != nwv1.WorkflowSucceeded && p != nwv1.WorkflowRolledBack
+}
+
+func phaseOrPending(p nwv1.WorkflowPhase) nwv1.WorkflowPhase {
+	if p == "" {
+		return nwv1.WorkflowPending
+	}
+	return p
+}
