@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -50,4 +51,38 @@ func appendLines(dst []byte, entries []Entry) []byte {
 		dst = append(dst, '\n')
 	}
 	return dst
+}
+
+// Tee appends every batch to primary, the sink that holds the chain, and then to each copy
+// (a WriterSink on standard output, for a log collector). A copy that fails is reported to
+// onError and skipped: a collector's stream that is down never blocks or fails an append,
+// and the primary keeps the record.
+func Tee(primary Sink, onError func(error), copies ...Sink) Sink {
+	return &tee{primary: primary, copies: copies, onError: onError}
+}
+
+type tee struct {
+	primary Sink
+	copies  []Sink
+	onError func(error)
+}
+
+func (t *tee) Append(ctx context.Context, entries []Entry) error {
+	if err := t.primary.Append(ctx, entries); err != nil {
+		return err
+	}
+	for _, c := range t.copies {
+		if err := c.Append(ctx, entries); err != nil && t.onError != nil {
+			t.onError(err)
+		}
+	}
+	return nil
+}
+
+func (t *tee) Close() error {
+	errs := []error{t.primary.Close()}
+	for _, c := range t.copies {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
