@@ -45,6 +45,8 @@ type AuditOptions struct {
 	CheckpointConfigMap string
 	// CheckpointInterval bounds how long records stay unsigned.
 	CheckpointInterval time.Duration
+	// Stdout copies every line of the trail to standard output, for a log collector.
+	Stdout bool
 	// ShipURL, when set, is the HTTP(S) receiver the trail is shipped to; ShipCAFile and
 	// ShipTokenFile hold its CA bundle and bearer token.
 	ShipURL, ShipCAFile, ShipTokenFile string
@@ -55,6 +57,9 @@ func (o *AuditOptions) validate() error {
 	if o.Dir == "" {
 		if o.ShipURL != "" {
 			errs = append(errs, errors.New("--audit-ship-url needs --audit-dir: the trail is shipped from its files"))
+		}
+		if o.Stdout {
+			errs = append(errs, errors.New("--audit-stdout needs --audit-dir: the copy on standard output is of the trail kept there"))
 		}
 		return errors.Join(errs...)
 	}
@@ -185,7 +190,14 @@ func (t *auditTrail) open() error {
 	if err != nil {
 		return fmt.Errorf("opening the audit trail in %s: %w", filepath.Clean(t.opts.Dir), err)
 	}
-	t.log = audit.NewLog(sink, signer, sink.State(), audit.LogOptions{
+	var out audit.Sink = sink
+	if t.opts.Stdout {
+		log := ctrl.Log.WithName("audit")
+		out = audit.Tee(sink, func(err error) {
+			log.Error(err, "Copying the audit trail to standard output failed; the trail keeps the records")
+		}, audit.NewWriterSink(os.Stdout))
+	}
+	t.log = audit.NewLog(out, signer, sink.State(), audit.LogOptions{
 		CheckpointInterval: t.opts.CheckpointInterval,
 		OnCheckpoint:       t.offer,
 	})

@@ -101,6 +101,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"namespace/name of the ConfigMap that receives the newest signed checkpoint, kept outside the trail.")
 	fs.DurationVar(&o.Audit.CheckpointInterval, "audit-checkpoint-interval", time.Minute,
 		"Longest time records stay unsigned before a checkpoint is written.")
+	fs.BoolVar(&o.Audit.Stdout, "audit-stdout", false,
+		"Also write every line of the trail to standard output (the logs go to standard error), for a log collector; needs --audit-dir.")
 	fs.StringVar(&o.Audit.ShipURL, "audit-ship-url", "",
 		"HTTP(S) endpoint the trail is shipped to (see docs/audit.md); empty: not shipped.")
 	fs.StringVar(&o.Audit.ShipCAFile, "audit-ship-ca-file", "", "PEM bundle of the CAs trusted for --audit-ship-url.")
@@ -271,6 +273,9 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 	if o.Webhooks.Enabled {
 		if rotator != nil {
 			if err := startRotator(ctx, mgr, rotator); err != nil {
+				return nil, err
+			}
+			if err := mgr.AddReadyzCheck("webhook-ca-bundle", rotator.Injected); err != nil {
 				return nil, err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -41,8 +42,18 @@ type Rotator struct {
 	// Clock is the real clock unless a test sets another.
 	Clock clock.Clock
 
-	current atomic.Pointer[tls.Certificate]
-	bundle  atomic.Pointer[[]byte]
+	current  atomic.Pointer[tls.Certificate]
+	bundle   atomic.Pointer[[]byte]
+	injected atomic.Bool
+}
+
+// Injected is a readiness check: it passes once the CA bundle was written into the webhook
+// configurations, so that the API server trusts this replica's certificate.
+func (r *Rotator) Injected(*http.Request) error {
+	if !r.injected.Load() {
+		return errors.New("the webhook CA bundle is not yet written into the webhook configurations")
+	}
+	return nil
 }
 
 func (r *Rotator) lifetimes() Lifetimes {
@@ -162,7 +173,11 @@ func (r *Rotator) Inject(ctx context.Context) error {
 			return changed
 		}))
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if err == nil {
+		r.injected.Store(true)
+	}
+	return err
 }
 
 func (r *Rotator) inject(ctx context.Context, cfg client.Object, kind, name string, set func() bool) error {
