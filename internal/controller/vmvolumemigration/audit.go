@@ -90,7 +90,12 @@ func transitionRecords(m *nwv1.VMVolumeMigration, actor string) []audit.Record {
 	if err != nil {
 		return nil
 	}
-	out = append(out, migration.AuditRecord(m, actor, s, next, migration.Start, "started", st.StartTime.Time))
+	// The start names who asked for the migration, as the admission webhook stamped it.
+	var asked []audit.Detail
+	if who := m.Annotations[nwv1.AnnotationRequestedBy]; who != "" {
+		asked = append(asked, audit.Detail{Name: "requestedBy", Value: who})
+	}
+	out = append(out, migration.AuditRecord(m, actor, s, next, migration.Start, "started", st.StartTime.Time, asked...))
 	for s = next; s.Phase == nwv1.WorkflowRunning || s.Phase == nwv1.WorkflowRollingBack; s = next {
 		step, ok := steps[string(s.Step)]
 		if !ok {
