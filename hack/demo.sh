@@ -11,6 +11,7 @@
 #
 # Environment: NODEWRIGHT_DEMO_DIR (state folder, default .demo), NODEWRIGHT_DEMO_NAME
 # (cluster name), NODEWRIGHT_DEMO_PROBE_ADDR / NODEWRIGHT_DEMO_METRICS_ADDR (operator ports),
+# NODEWRIGHT_DEMO_WEBHOOK_PORT (the operator's admission webhooks on 127.0.0.1, 19443),
 # NODEWRIGHT_DEMO_STEP_INTERVAL (pause between the simulated DaemonSet's transitions, 3s).
 set -euo pipefail
 
@@ -32,6 +33,9 @@ site_pid="$state/site.pid"
 step_interval=${NODEWRIGHT_DEMO_STEP_INTERVAL:-3s}
 probe_addr=${NODEWRIGHT_DEMO_PROBE_ADDR:-127.0.0.1:18081}
 metrics_addr=${NODEWRIGHT_DEMO_METRICS_ADDR:-127.0.0.1:18080}
+webhook_port=${NODEWRIGHT_DEMO_WEBHOOK_PORT:-19443}
+# The demo's EdgeProfile signing key is encrypted with this password.
+export NODEWRIGHT_PROFILE_PASSWORD=demo
 
 export KWOK_WORKDIR="$state/kwok"
 export KWOK_KUBE_VERSION="$KUBE_VERSION"
@@ -98,7 +102,7 @@ up() {
   # Any step that fails without its own message is named, with the API server's log.
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   local b
-  for b in operator legacy-sim nodewright-site nodewright-copy nodewright-audit; do
+  for b in operator legacy-sim nodewright-site nodewright-copy nodewright-audit nodewright-profile; do
     [ -x "$root/bin/$b" ] || fail "bin/$b is missing: run 'make demo', which builds it"
   done
   [ -x "$k8s/kwokctl" ] || fail "the control plane is not built: run 'make demo', which builds it"
@@ -182,6 +186,21 @@ NODE
     fail "node edge-1 is not Ready" "$site_log"
   "${kubectl[@]}" create namespace nodewright-system --dry-run=client -o yaml | "${kubectl[@]}" apply -f - >/dev/null
 
+  # Admission: the webhook configurations of config/webhook, calling the operator on
+  # 127.0.0.1 instead of an in-cluster Service; the operator writes its own CA into them.
+  # EdgeProfiles are trusted when signed with the demo's key.
+  awk -v base="https://127.0.0.1:$webhook_port" '
+    /^    service:$/ { svc = 1; next }
+    svc && /^      (name|namespace):/ { next }
+    svc && /^      path:/ { sub(/^      path: /, ""); print "    url: " base $0; svc = 0; next }
+    { print }' "$root/config/webhook/manifests.yaml" >"$state/webhooks.yaml"
+  "${kubectl[@]}" apply --server-side -f "$state/webhooks.yaml" >/dev/null
+  if [ ! -f "$state/profile.key" ]; then
+    "$root/bin/nodewright-profile" keygen --output-key-prefix "$state/profile" >/dev/null
+  fi
+  "${kubectl[@]}" create configmap -n nodewright-system nodewright-profile-keys --from-file=demo.pub="$state/profile.pub" \
+    --dry-run=client -o yaml | "${kubectl[@]}" apply -f - >/dev/null
+
   if operator_running; then
     say "the operator is already running (pid $(cat "$operator_pid"))"
   else
@@ -195,6 +214,7 @@ NODE
       --leader-election-namespace nodewright-system \
       --audit-dir "$state/audit" --audit-key-file "$state/audit-key.pem" --audit-checkpoint-interval 5s \
       --health-probe-bind-address "$probe_addr" --metrics-bind-address "$metrics_addr" \
+      --webhook-host 127.0.0.1 --webhook-port "$webhook_port" --webhook-cert-hosts 127.0.0.1 \
       >"$operator_log" 2>&1 &
     echo $! >"$operator_pid"
   fi
@@ -217,8 +237,10 @@ NODE
   "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout=60s >/dev/null ||
     fail "the demo VM did not start" "$site_log"
 
-  say "applying the sample EdgeProfile and NodewrightCluster"
-  "${kubectl[@]}" apply -f "$root/config/samples/nodewright_v1alpha1_edgeprofile.yaml" \
+  say "signing the sample EdgeProfile with the demo's key; applying it and the sample NodewrightCluster"
+  "$root/bin/nodewright-profile" sign --key "$state/profile.key" "$root/config/samples/nodewright_v1alpha1_edgeprofile.yaml" \
+    >"$state/edgeprofile.yaml"
+  "${kubectl[@]}" apply -f "$state/edgeprofile.yaml" \
     -f "$root/config/samples/nodewright_v1alpha1_nodewrightcluster.yaml" >/dev/null
 
   if running "$sim_pid"; then
@@ -258,7 +280,9 @@ Try (from the repository root):
   kubectl get vmvm -n demo -w                # the steps, Validate to SnapshotTarget, with progress
   kubectl describe vmvm -n demo database-rootdisk   # steps, checksums, Events
   bin/nodewright-audit verify --public-key $show_state/audit-key.pub $show_state/audit   # the audit trail
-  kubectl apply -k config/samples
+  kubectl get edgeprofile                    # the sample profile, signed with the demo's key: Verified True
+  kubectl apply -f config/samples/nodewright_v1alpha1_edgeprofile.yaml   # refused: not signed
+  kubectl apply -f config/samples/nodewright_v1alpha1_vmvolumemigration.yaml   # refused: no VM "database" in default
 
 Stop it with: make demo-down
 MSG

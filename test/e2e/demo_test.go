@@ -71,8 +71,20 @@ func TestLocalSite(t *testing.T) {
 		}
 	}
 
-	// The samples apply as a kustomization, as the demo's hint says.
-	s.kubectlOut(t, "apply", "-k", filepath.Join(s.root, "config", "samples"))
+	// Admission, as the demo's hints say: the profile it signed verified, and what cannot be
+	// done is refused with the webhook's own words.
+	s.waitOutput(t, time.Minute, "the signed sample profile to verify", func(out string) bool { return out == "True" },
+		"get", "edgeprofile", "three-node-linstor-kairos", "-o", `jsonpath={.status.conditions[?(@.type=="SignatureVerified")].status}`)
+	for file, want := range map[string]string{
+		"nodewright_v1alpha1_edgeprofile.yaml":        "signature: the profile is not signed",
+		"nodewright_v1alpha1_vmvolumemigration.yaml":  `spec.vmName: VirtualMachine "database" not found in namespace default`,
+		"nodewright_v1alpha1_replicationupgrade.yaml": `spec.peerNodes[0]: "node-b": no such Node`,
+	} {
+		out := s.kubectlFails(t, "apply", "-f", filepath.Join(s.root, "config", "samples", file))
+		if !strings.Contains(out, "denied the request: "+want) {
+			t.Errorf("kubectl apply -f %s: %s; want the webhook's refusal %q", file, out, want)
+		}
+	}
 
 	// The demo VM's volume moves onto ReadWriteMany storage as the demo's hint says: real
 	// bytes copied and verified on the site's files, the VM restarted on the target.
@@ -187,7 +199,8 @@ func newSite(t *testing.T) *site {
 		"NODEWRIGHT_DEMO_STEP_INTERVAL=300ms",
 		fmt.Sprintf("NODEWRIGHT_DEMO_NAME=nodewright-e2e-%d", os.Getpid()),
 		"NODEWRIGHT_DEMO_PROBE_ADDR="+testenv.FreeAddr(t),
-		"NODEWRIGHT_DEMO_METRICS_ADDR="+testenv.FreeAddr(t))
+		"NODEWRIGHT_DEMO_METRICS_ADDR="+testenv.FreeAddr(t),
+		"NODEWRIGHT_DEMO_WEBHOOK_PORT="+port(testenv.FreeAddr(t)))
 	return s
 }
 
@@ -229,6 +242,20 @@ func (s *site) kubectlOut(t *testing.T, args ...string) string {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// port is the port of a host:port address.
+func port(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
+
+// kubectlFails runs kubectl, which must fail, and returns what it printed.
+func (s *site) kubectlFails(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(s.kubectl, append([]string{"--kubeconfig", s.kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("kubectl %s succeeded; want it refused:\n%s", strings.Join(args, " "), out)
 	}
 	return string(out)
 }
