@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 // TestCapabilities pins every OS's declared capabilities: changing one is a decision, made
@@ -67,7 +68,7 @@ func inside(path, dir string) bool {
 }
 
 func TestForKindCoversTheEnum(t *testing.T) {
-	values := enumValues(t, "HostOSKind")
+	values := testenv.EnumValues(t, "HostOSKind")
 	for _, v := range values {
 		kind := nwv1.HostOSKind(v)
 		p, err := ForKind(kind)

@@ -1,7 +1,6 @@
 package profile
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 // These tests run the real cosign (built by hack/cosign.sh, which make test runs first) against
@@ -25,61 +25,15 @@ import (
 
 const cosignPassword = "correct horse battery staple"
 
-// cosignBinary is $NODEWRIGHT_COSIGN, or bin/tools/cosign-<COSIGN_VERSION> in the repository.
-// Without it the tests fail: a compatibility claim that is not checked is worse than none.
+// cosignBinary is the cosign testenv.CosignBinary finds. Without it the tests fail: a
+// compatibility claim that is not checked is worse than none.
 func cosignBinary(t *testing.T) string {
 	t.Helper()
-	if path := os.Getenv("NODEWRIGHT_COSIGN"); path != "" {
-		if _, err := os.Stat(path); err != nil {
-			t.Fatalf("NODEWRIGHT_COSIGN=%s: %v; run 'make test' or hack/cosign.sh to build cosign", path, err)
-		}
-		return path
-	}
-	root, err := repoRoot()
+	path, err := testenv.CosignBinary()
 	if err != nil {
 		t.Fatal(err)
-	}
-	version, err := pinnedVersion(root, "COSIGN_VERSION")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(root, "bin", "tools", "cosign-"+version)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("cosign %s not found at %s (and NODEWRIGHT_COSIGN is not set): run 'make test', which builds it, or hack/cosign.sh", version, path)
 	}
 	return path
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
-
-func pinnedVersion(root, key string) (string, error) {
-	f, err := os.Open(filepath.Join(root, "hack", "versions.env"))
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }()
-	scanner := bufio.NewScanner(f)
-	for scanner.Scan() {
-		if name, value, ok := strings.Cut(strings.TrimSpace(scanner.Text()), "="); ok && name == key {
-			return value, nil
-		}
-	}
-	return "", errors.New("hack/versions.env has no " + key)
 }
 
 // cosign runs cosign in dir with the test password and a private HOME, and returns its stdout and

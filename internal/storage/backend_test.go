@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 func TestForProvisioner(t *testing.T) {
@@ -73,7 +74,7 @@ func TestDeclarationsAgree(t *testing.T) {
 }
 
 func TestForKindCoversTheEnum(t *testing.T) {
-	values := enumValues(t, "StorageBackendKind")
+	values := testenv.EnumValues(t, "StorageBackendKind")
 	for _, v := range values {
 		kind := nwv1.StorageBackendKind(v)
 		b, err := ForKind(kind)

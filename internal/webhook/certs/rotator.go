@@ -155,22 +155,22 @@ func (r *Rotator) Inject(ctx context.Context) error {
 	var errs []error
 	for _, name := range r.ValidatingWebhooks {
 		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		errs = append(errs, r.inject(ctx, cfg, "ValidatingWebhookConfiguration", name, func() bool {
-			changed := false
+		errs = append(errs, r.inject(ctx, cfg, "ValidatingWebhookConfiguration", name, bundle, func() []*admissionregistrationv1.WebhookClientConfig {
+			out := make([]*admissionregistrationv1.WebhookClientConfig, len(cfg.Webhooks))
 			for i := range cfg.Webhooks {
-				changed = setBundle(&cfg.Webhooks[i].ClientConfig, bundle) || changed
+				out[i] = &cfg.Webhooks[i].ClientConfig
 			}
-			return changed
+			return out
 		}))
 	}
 	for _, name := range r.MutatingWebhooks {
 		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		errs = append(errs, r.inject(ctx, cfg, "MutatingWebhookConfiguration", name, func() bool {
-			changed := false
+		errs = append(errs, r.inject(ctx, cfg, "MutatingWebhookConfiguration", name, bundle, func() []*admissionregistrationv1.WebhookClientConfig {
+			out := make([]*admissionregistrationv1.WebhookClientConfig, len(cfg.Webhooks))
 			for i := range cfg.Webhooks {
-				changed = setBundle(&cfg.Webhooks[i].ClientConfig, bundle) || changed
+				out[i] = &cfg.Webhooks[i].ClientConfig
 			}
-			return changed
+			return out
 		}))
 	}
 	err := errors.Join(errs...)
@@ -180,11 +180,18 @@ func (r *Rotator) Inject(ctx context.Context) error {
 	return err
 }
 
-func (r *Rotator) inject(ctx context.Context, cfg client.Object, kind, name string, set func() bool) error {
+// inject reads the configuration cfg named name, sets bundle in each of its webhooks'
+// client configs, and writes it back when that changed something.
+func (r *Rotator) inject(ctx context.Context, cfg client.Object, kind, name string, bundle []byte,
+	clientConfigs func() []*admissionregistrationv1.WebhookClientConfig) error {
 	if err := r.Reader.Get(ctx, client.ObjectKey{Name: name}, cfg); err != nil {
 		return fmt.Errorf("reading %s %s to write its CA bundle: %w", kind, name, err)
 	}
-	if !set() {
+	changed := false
+	for _, cc := range clientConfigs() {
+		changed = setBundle(cc, bundle) || changed
+	}
+	if !changed {
 		return nil
 	}
 	// Update carries the resourceVersion read: a configuration changed meanwhile is read

@@ -134,12 +134,7 @@ func startOperator(t *testing.T) {
 // so that every request reaches admission).
 func as(t *testing.T, user string) client.Client {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := asWithWarnings(t, user)
 	return c
 }
 
@@ -155,6 +150,7 @@ func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
 	w.text = append(w.text, text)
 }
 
+// asWithWarnings is as, with the warnings of its requests collected.
 func asWithWarnings(t *testing.T, user string) (client.Client, *warnings) {
 	t.Helper()
 	w := &warnings{}

@@ -1,4 +1,4 @@
-package hostos
+package testenv
 
 import (
 	"go/ast"
@@ -11,12 +11,16 @@ import (
 	"testing"
 )
 
-// enumValues is every value the API admits for a string type of api/v1alpha1: its
+// EnumValues is every value the API admits for a string type of api/v1alpha1: its
 // +kubebuilder:validation:Enum marker, which must name exactly the type's constants. It is
 // read from the source so that a value added to the API fails the tests until it is mapped.
-func enumValues(t *testing.T, typeName string) []string {
+func EnumValues(t testing.TB, typeName string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "api", "v1alpha1", "*_types.go"))
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "api", "v1alpha1", "*_types.go"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("finding api/v1alpha1: %v (%d files)", err, len(files))
 	}
