@@ -670,6 +670,12 @@ func TestTheClusterAppliesOnlyAVerifiedProfileAndNeverALowerVersion(t *testing.T
 		},
 	}
 	refused(t, alice.Create(ctx, cluster.DeepCopy()), `spec.profileRef.name: EdgeProfile "nope" not found`)
+	// The singleton: the CRD's own rule refuses another name before the webhook is asked.
+	other := cluster.DeepCopy()
+	other.Name, other.Spec.ProfileRef = "second", nil
+	if err := alice.Create(ctx, other); err == nil || !strings.Contains(err.Error(), "NodewrightCluster is a singleton: metadata.name must be 'nodewright'") {
+		t.Fatalf("a second NodewrightCluster: %v; want the singleton refusal", err)
+	}
 
 	site := edgeProfile("site-b", "2.0.0")
 	site.Spec.Thresholds.HeartbeatStaleAfter = metav1.Duration{Duration: 45 * time.Second}
