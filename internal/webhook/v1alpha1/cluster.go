@@ -62,8 +62,14 @@ func (w *clusters) checkProfile(ctx context.Context, c *nwv1.NodewrightCluster, 
 	if _, err := w.trust.Verify(ctx, p); err != nil {
 		return fmt.Errorf("spec.profileRef.name: EdgeProfile %s cannot be used: %w", p.Name, err)
 	}
-	if err := profile.CheckUpgrade(active, p.Spec.Version); err != nil {
-		return fmt.Errorf("spec.profileRef.name: EdgeProfile %s: %w", p.Name, err)
+	floor, err := w.trust.Floor(ctx)
+	if err != nil {
+		return err
+	}
+	for _, before := range []string{floor, active} {
+		if err := profile.CheckUpgrade(before, p.Spec.Version); err != nil {
+			return fmt.Errorf("spec.profileRef.name: EdgeProfile %s: %w", p.Name, err)
+		}
 	}
 	return nil
 }
@@ -108,7 +114,16 @@ func (w *profiles) inUseDowngrade(ctx context.Context, p *nwv1.EdgeProfile) erro
 	if c.Status.Profile == nil || c.Status.Profile.Name != p.Name {
 		return nil
 	}
-	return profile.CheckUpgrade(c.Status.Profile.Version, p.Spec.Version)
+	floor, err := w.trust.Floor(ctx)
+	if err != nil {
+		return err
+	}
+	for _, before := range []string{floor, c.Status.Profile.Version} {
+		if err := profile.CheckUpgrade(before, p.Spec.Version); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // errNodeMissing is a node a workflow names that is not in the cluster.

@@ -20,7 +20,11 @@ const ActionAdmission = "AdmissionDecision"
 const (
 	// Defaulted: the mutating webhook filled in fields the request left unset.
 	Defaulted = "Defaulted"
-	// Admitted: the validating webhook allowed a create or an update.
+	// RequesterKept: the request tried to set the requested-by annotation; the stamp was
+	// kept.
+	RequesterKept = "RequesterKept"
+	// Admitted: the validating webhook allowed a create. The API server may still fail to
+	// store it (a name already taken, say): the record is of the decision.
 	Admitted = "Admitted"
 	// Refused: the validating webhook refused the request; the reason names the field.
 	Refused = "Refused"
@@ -68,6 +72,9 @@ func (d *Decisions) record(ctx context.Context, obj client.Object, kind, to, mes
 	if r := requester(obj); r != "" && r != req.UserInfo.Username {
 		details = append(details, audit.Detail{Name: "requestedBy", Value: r})
 	}
+	// The admission request's UID ties the records of one request together: the mutating
+	// webhook's (made before the object has a UID of its own) and the validating one's.
+	details = append(details, audit.Detail{Name: "admissionRequest", Value: string(req.UID)})
 	// The admission request's UID tells this decision from every other about the object; the
 	// same request asked again (the API server retries a webhook call) makes the same record.
 	rec := audit.Transition(subject, req.UserInfo.Username, ActionAdmission, "", to, string(req.Operation), message,

@@ -15,7 +15,8 @@ import (
 )
 
 // +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=create;update,versions=v1alpha1,name=mvmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
-// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=create;update;delete,versions=v1alpha1,name=vvmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=create;update,versions=v1alpha1,name=vvmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-delete-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=delete,versions=v1alpha1,name=vdeletevmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,timeoutSeconds=5
 
 // migrations admits VMVolumeMigrations: it fills in the mode and the target size, and
 // refuses what the controller's Validate step would refuse, before anything starts.
@@ -30,12 +31,12 @@ type migrations struct {
 // The mode defaults to Cold whatever the backend: Hot keeps the VM running, so what the
 // guest writes after the snapshot is not on the target; that is a choice only the user can
 // make. Where the backend could clone, the validator's warning says Hot is available.
-func (w *migrations) defaults(ctx context.Context, m *nwv1.VMVolumeMigration) ([]string, error) {
+func (w *migrations) defaults(ctx context.Context, m *nwv1.VMVolumeMigration) ([]fieldDefault, error) {
 	vm, err := w.vm(ctx, m)
 	if err != nil || vm == nil {
 		return nil, err
 	}
-	var set []string
+	var set []fieldDefault
 	if m.Spec.Target.Size == nil {
 		pf, problem, err := w.checker.Source(ctx, m, vm)
 		if err != nil {
@@ -44,12 +45,12 @@ func (w *migrations) defaults(ctx context.Context, m *nwv1.VMVolumeMigration) ([
 		if problem == "" {
 			size := pf.Size.DeepCopy()
 			m.Spec.Target.Size = &size
-			set = append(set, "spec.target.size="+size.String())
+			set = append(set, fieldDefault{field: "spec.target.size", text: size.String()})
 		}
 	}
 	if m.Spec.Mode == "" {
 		m.Spec.Mode = nwv1.MigrationCold
-		set = append(set, "spec.mode="+string(nwv1.MigrationCold))
+		set = append(set, fieldDefault{field: "spec.mode", text: string(nwv1.MigrationCold)})
 	}
 	return set, nil
 }

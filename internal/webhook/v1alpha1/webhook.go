@@ -9,14 +9,17 @@ package v1alpha1
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -25,15 +28,17 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 )
 
-// kindWebhook adapts one kind's checks to controller-runtime's CustomDefaulter and
-// CustomValidator: it stamps the requester, runs the kind's defaults and checks, and records
-// the decisions.
+// kindWebhook is one kind's admission: a mutating handler that stamps the requester and
+// fills in defaults, and controller-runtime's CustomValidator for the checks. Each decision
+// that changed or refused something is recorded.
 type kindWebhook[T client.Object] struct {
 	kind      string
 	decisions *Decisions
-	// defaults fills in what a new object leaves unset and says what it set
-	// ("spec.mode=Cold"). Optional.
-	defaults func(ctx context.Context, obj T) (set []string, err error)
+	decoder   admission.Decoder
+	// newObject makes an empty T to decode into.
+	newObject func() T
+	// defaults fills in what a new object leaves unset and says what it set. Optional.
+	defaults func(ctx context.Context, obj T) ([]fieldDefault, error)
 	// create and update check a new or changed object. A returned error refuses it; its
 	// text is shown to the user as is, so it names the field and the reason. Optional.
 	create func(ctx context.Context, obj T) (admission.Warnings, error)
@@ -42,37 +47,84 @@ type kindWebhook[T client.Object] struct {
 	workflow bool
 }
 
-// register installs the kind's mutating and validating webhooks.
-func (w *kindWebhook[T]) register(mgr ctrl.Manager, obj T) error {
-	return ctrl.NewWebhookManagedBy(mgr).For(obj).WithDefaulter(w).WithValidator(w).Complete()
-}
+// fieldDefault is one field the mutating webhook filled in: its path ("spec.mode") and the
+// value it got, as the audit record shows it.
+type fieldDefault struct{ field, text string }
 
-// Default stamps the requester and, on create, fills in the kind's defaults.
-func (w *kindWebhook[T]) Default(ctx context.Context, raw runtime.Object) error {
-	obj, ok := raw.(T)
-	if !ok {
-		return fmt.Errorf("expected a %s, got %T", w.kind, raw)
-	}
-	if _, err := stampRequester(ctx, obj); err != nil {
-		return err
-	}
-	req, err := admission.RequestFromContext(ctx)
-	if err != nil || req.Operation != admissionv1.Create || w.defaults == nil {
-		return err
-	}
-	set, err := w.defaults(ctx, obj)
+// register installs the kind's webhooks: the mutating handler, the validator for creates and
+// updates, and the same validator for deletes on a path of its own (its configuration fails
+// open: a deletion only records who asked, and must not hang while the operator is down).
+func (w *kindWebhook[T]) register(mgr ctrl.Manager, obj T) error {
+	gvk, err := apiutil.GVKForObject(obj, mgr.GetScheme())
 	if err != nil {
 		return err
 	}
-	if len(set) > 0 {
-		details := make([]audit.Detail, 0, len(set))
-		for _, s := range set {
-			name, value, _ := strings.Cut(s, "=")
-			details = append(details, audit.Detail{Name: name, Value: value})
-		}
-		w.decisions.record(ctx, obj, w.kind, Defaulted, "set "+strings.Join(set, ", "), details...)
+	w.decoder = admission.NewDecoder(mgr.GetScheme())
+	suffix := strings.ReplaceAll(gvk.Group, ".", "-") + "-" + gvk.Version + "-" + strings.ToLower(gvk.Kind)
+	server := mgr.GetWebhookServer()
+	server.Register("/mutate-"+suffix, &admission.Webhook{Handler: w})
+	validator := admission.WithCustomValidator(mgr.GetScheme(), obj, w)
+	server.Register("/validate-"+suffix, validator)
+	if w.workflow {
+		server.Register("/validate-delete-"+suffix, admission.WithCustomValidator(mgr.GetScheme(), obj, w))
 	}
 	return nil
+}
+
+// Handle is the mutating webhook.
+//
+// On create it stamps the requester, fills in the defaults and answers with the difference
+// between the request and the object as the Go types write it: the object is stored in that
+// canonical form ("5m0s", not "5m"), so that a client that reads it into the Go types and
+// writes it back does not change a spec that must not change.
+//
+// On update it answers with the stamp's patch alone and never re-encodes the object: an
+// object stored before the webhook existed keeps its spec byte for byte.
+func (w *kindWebhook[T]) Handle(ctx context.Context, req admission.Request) admission.Response {
+	obj := w.newObject()
+	if err := w.decoder.Decode(req, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	ctx = admission.NewContextWithRequest(ctx, req)
+	stamp, err := stampPatch(req, obj)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if stamp.message != "" {
+		w.decisions.record(ctx, obj, w.kind, RequesterKept, stamp.message)
+	}
+	if req.Operation != admissionv1.Create {
+		if stamp.patch == nil {
+			return admission.Allowed("")
+		}
+		return admission.Patched("", *stamp.patch)
+	}
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[nwv1.AnnotationRequestedBy] = req.UserInfo.Username
+	obj.SetAnnotations(annotations)
+	if w.defaults != nil {
+		set, err := w.defaults(ctx, obj)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		if len(set) > 0 {
+			texts := make([]string, 0, len(set))
+			details := make([]audit.Detail, 0, len(set))
+			for _, d := range set {
+				texts = append(texts, d.field+"="+d.text)
+				details = append(details, audit.Detail{Name: d.field, Value: d.text})
+			}
+			w.decisions.record(ctx, obj, w.kind, Defaulted, "set "+strings.Join(texts, ", "), details...)
+		}
+	}
+	canonical, err := json.Marshal(obj)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, canonical)
 }
 
 // ValidateCreate checks a new object; the decision is recorded either way.
@@ -90,7 +142,7 @@ func (w *kindWebhook[T]) ValidateCreate(ctx context.Context, raw runtime.Object)
 	if err != nil {
 		return warnings, err
 	}
-	w.decisions.record(ctx, obj, w.kind, Admitted, "created")
+	w.decisions.record(ctx, obj, w.kind, Admitted, "allowed to be created")
 	return warnings, nil
 }
 
@@ -154,7 +206,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	d := o.Decisions
 
 	mig := &migrations{checker: vmvolumemigration.Checker{Client: reader, APIReader: reader}, client: reader}
-	migHook := &kindWebhook[*nwv1.VMVolumeMigration]{kind: "VMVolumeMigration", decisions: d, workflow: true}
+	migHook := &kindWebhook[*nwv1.VMVolumeMigration]{kind: "VMVolumeMigration", decisions: d, workflow: true,
+		newObject: func() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} }}
 	if o.Migrations {
 		migHook.defaults, migHook.create = mig.defaults, mig.create
 	}
@@ -163,9 +216,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	wf := &clusterWorkflows{client: reader}
 	return errors.Join(
 		migHook.register(mgr, &nwv1.VMVolumeMigration{}),
-		(&kindWebhook[*nwv1.NodewrightCluster]{kind: "NodewrightCluster", decisions: d, create: cl.create, update: cl.update}).register(mgr, &nwv1.NodewrightCluster{}),
-		(&kindWebhook[*nwv1.EdgeProfile]{kind: "EdgeProfile", decisions: d, create: pr.create, update: pr.update}).register(mgr, &nwv1.EdgeProfile{}),
-		(&kindWebhook[*nwv1.BondModeFlipPlan]{kind: "BondModeFlipPlan", decisions: d, create: wf.createFlip, workflow: true}).register(mgr, &nwv1.BondModeFlipPlan{}),
-		(&kindWebhook[*nwv1.ReplicationUpgrade]{kind: "ReplicationUpgrade", decisions: d, create: wf.createUpgrade, workflow: true}).register(mgr, &nwv1.ReplicationUpgrade{}),
+		(&kindWebhook[*nwv1.NodewrightCluster]{kind: "NodewrightCluster", decisions: d, create: cl.create, update: cl.update,
+			newObject: func() *nwv1.NodewrightCluster { return &nwv1.NodewrightCluster{} }}).register(mgr, &nwv1.NodewrightCluster{}),
+		(&kindWebhook[*nwv1.EdgeProfile]{kind: "EdgeProfile", decisions: d, create: pr.create, update: pr.update,
+			newObject: func() *nwv1.EdgeProfile { return &nwv1.EdgeProfile{} }}).register(mgr, &nwv1.EdgeProfile{}),
+		(&kindWebhook[*nwv1.BondModeFlipPlan]{kind: "BondModeFlipPlan", decisions: d, create: wf.createFlip, workflow: true,
+			newObject: func() *nwv1.BondModeFlipPlan { return &nwv1.BondModeFlipPlan{} }}).register(mgr, &nwv1.BondModeFlipPlan{}),
+		(&kindWebhook[*nwv1.ReplicationUpgrade]{kind: "ReplicationUpgrade", decisions: d, create: wf.createUpgrade, workflow: true,
+			newObject: func() *nwv1.ReplicationUpgrade { return &nwv1.ReplicationUpgrade{} }}).register(mgr, &nwv1.ReplicationUpgrade{}),
 	)
 }

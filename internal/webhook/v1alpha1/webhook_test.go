@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -411,7 +412,7 @@ func TestMigrationDefaultsAndWarnings(t *testing.T) {
 	if recs[0].To != "Defaulted" || recs[0].Actor != "alice" || !strings.Contains(recs[0].Message, "spec.target.size=1Gi") || !strings.Contains(recs[0].Message, "spec.mode=Cold") {
 		t.Errorf("first record %+v; want alice's defaults", recs[0])
 	}
-	if recs[1].To != "Admitted" || recs[1].Actor != "alice" || recs[1].Subject.UID != m.UID {
+	if recs[1].To != "Admitted" || recs[1].Actor != "alice" || recs[1].Subject.UID != m.UID || recs[1].Message != "allowed to be created" {
 		t.Errorf("second record %+v; want alice's admission of uid %s", recs[1], m.UID)
 	}
 
@@ -748,6 +749,30 @@ func TestTheClusterAppliesOnlyAVerifiedProfileAndNeverALowerVersion(t *testing.T
 		return alice.Update(ctx, cluster)
 	})
 	refused(t, err, "spec.profileRef.name: EdgeProfile site-b-old: spec.version: 1.0.0 is lower than")
+	// Clearing the ref first does not help: the version in force is remembered outside the
+	// cluster object, in the floor ConfigMap.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := alice.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		cluster.Spec.ProfileRef = nil
+		return alice.Update(ctx, cluster)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := &corev1.ConfigMap{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: "nodewright-profile-floor"}, floor); err != nil || floor.Data["version"] != "2.0.0" {
+		t.Fatalf("the profile floor: %v %v; want version 2.0.0", floor.Data, err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := alice.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
+			return err
+		}
+		cluster.Spec.ProfileRef = &nwv1.ProfileReference{Name: "site-b-old"}
+		return alice.Update(ctx, cluster)
+	})
+	refused(t, err, "spec.profileRef.name: EdgeProfile site-b-old: spec.version: 1.0.0 is lower than")
 
 	// ... and by the controller when the webhook is not there to refuse it.
 	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
@@ -764,15 +789,18 @@ func TestTheClusterAppliesOnlyAVerifiedProfileAndNeverALowerVersion(t *testing.T
 		}
 	})
 	eventually(t, "the API server to stop calling the validating webhooks", func() bool {
-		probe := cluster.DeepCopy()
-		probe.Spec.ProfileRef.Name = "site-b-old"
+		probe := &nwv1.NodewrightCluster{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cluster), probe); err != nil {
+			return false
+		}
+		probe.Spec.ProfileRef = &nwv1.ProfileReference{Name: "site-b-old"}
 		return env.Client.Update(ctx, probe, client.DryRunAll) == nil
 	})
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := alice.Get(ctx, client.ObjectKeyFromObject(cluster), cluster); err != nil {
 			return err
 		}
-		cluster.Spec.ProfileRef.Name = "site-b-old"
+		cluster.Spec.ProfileRef = &nwv1.ProfileReference{Name: "site-b-old"}
 		return alice.Update(ctx, cluster)
 	})
 	if err != nil {
@@ -840,4 +868,128 @@ func TestAProfileSignedWithCosignIsAdmitted(t *testing.T) {
 	if err := as(t, "alice").Create(ctx, p); err != nil {
 		t.Fatalf("a profile signed by cosign was refused: %v", err)
 	}
+}
+
+// withoutWebhooks runs fn with the webhook configurations removed, as on a cluster where
+// objects were stored before Nodewright's admission was installed, and puts them back.
+func withoutWebhooks(t *testing.T, fn func()) {
+	t.Helper()
+	ctx := context.Background()
+	v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+	for _, obj := range []client.Object{v, m} {
+		name := "nodewright-validating-webhook"
+		if obj == client.Object(m) {
+			name = "nodewright-mutating-webhook"
+		}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The API server stops calling them once its informer saw the deletions: a forged stamp
+	// then goes through.
+	probe := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "probe",
+		Annotations: map[string]string{nwv1.AnnotationRequestedBy: "nobody"}}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "active-backup"}}
+	eventually(t, "the API server to stop calling the webhooks", func() bool {
+		p := probe.DeepCopy()
+		return env.Client.Create(ctx, p, client.DryRunAll) == nil && p.Annotations[nwv1.AnnotationRequestedBy] == "nobody"
+	})
+	fn()
+	for _, obj := range []client.Object{v, m} {
+		obj.SetResourceVersion("")
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the API server to call the webhooks again", func() bool {
+		p := probe.DeepCopy()
+		return as(t, "alice").Create(ctx, p, client.DryRunAll) == nil && p.Annotations[nwv1.AnnotationRequestedBy] == "alice"
+	})
+}
+
+func TestObjectsStoredBeforeTheWebhooksStayEditable(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	key := signer(t)
+	old := migration(ns, "stored-before", "absent", linstorClass)
+	p := edgeProfile("stored-before", "1.0.0")
+	sign(t, p, key)
+	withoutWebhooks(t, func() {
+		// Stored as the API server defaulted them: vmStop "5m", not Go's "5m0s". The
+		// controller starts it (and fails it: the VM does not exist), after which its spec may
+		// not change.
+		if err := env.Client.Create(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the migration to start", func() bool {
+			got := &nwv1.VMVolumeMigration{}
+			return env.Client.Get(ctx, client.ObjectKeyFromObject(old), got) == nil &&
+				got.Status.Phase != "" && got.Status.Phase != nwv1.WorkflowPending
+		})
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Edits that leave the spec alone go through the mutating webhook unchanged, made as
+	// kubectl makes them (a merge patch: a client that decodes the object into the Go types
+	// and writes it all back would itself rewrite "5m" as "5m0s")...
+	alice := as(t, "alice")
+	label := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"storage"}}}`))
+	if err := alice.Patch(ctx, old, label); err != nil {
+		t.Fatalf("labelling a started migration stored before the webhooks: %v", err)
+	}
+	if old.Labels["team"] != "storage" {
+		t.Fatalf("labels %v after the patch", old.Labels)
+	}
+	if _, ok := old.Annotations[nwv1.AnnotationRequestedBy]; ok {
+		t.Fatalf("an object created without the webhook got a requester: %v", old.Annotations)
+	}
+	// ... a profile is re-signed in place ...
+	key = signer(t)
+	sig, err := profile.Sign(p.Spec, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resign, err := json.Marshal(map[string]any{"signature": sig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.Patch(ctx, p, client.RawPatch(types.MergePatchType, resign)); err != nil {
+		t.Fatalf("re-signing a profile stored before the webhooks: %v", err)
+	}
+	// ... and deletion finishes, finalizer and all.
+	if err := alice.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the started migration to be gone", func() bool {
+		got := &nwv1.VMVolumeMigration{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), got)
+		return apierrors.IsNotFound(err)
+	})
+}
+
+func TestATryToForgeTheRequesterIsRecorded(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	storage(t)
+	vmWithVolume(t, ns, "db", linstorClass)
+	m := migration(ns, "forged", "db", linstorClass)
+	m.Annotations = map[string]string{nwv1.AnnotationRequestedBy: "mallory"}
+	if err := as(t, "alice").Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the record of the kept stamp", func() bool {
+		for _, r := range trailRecords(t, ns, "forged") {
+			if r.To == "RequesterKept" && r.Actor == "alice" && strings.Contains(r.Message, `the request set nodewright.spectrocloud.com/requested-by to "mallory"; it stays "alice"`) {
+				return true
+			}
+		}
+		return false
+	})
 }
