@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,4 +88,51 @@ func Reason(err error) string {
 		return nwv1.ReasonNoTrustedKeys
 	}
 	return nwv1.ReasonSignatureInvalid
+}
+
+// floorName is the ConfigMap, beside the trusted keys, that remembers the highest profile
+// version ever applied, under floorKey.
+const (
+	floorName = "nodewright-profile-floor"
+	floorKey  = "version"
+)
+
+// Floor is the highest profile version ever applied to the cluster: no profile with a lower
+// version is applied after it. It is kept in a ConfigMap of the operator's namespace, not in
+// the NodewrightCluster, so that clearing spec.profileRef, re-creating the cluster object or
+// writing its status does not lower it. "" when no profile was ever applied.
+func (t Trust) Floor(ctx context.Context) (string, error) {
+	cm := &corev1.ConfigMap{}
+	err := t.Reader.Get(ctx, types.NamespacedName{Namespace: t.ConfigMap.Namespace, Name: floorName}, cm)
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the profile version floor: %w", err)
+	}
+	return cm.Data[floorKey], nil
+}
+
+// RaiseFloor makes the floor at least version.
+func (t Trust) RaiseFloor(ctx context.Context, c client.Client, version string) error {
+	key := types.NamespacedName{Namespace: t.ConfigMap.Namespace, Name: floorName}
+	cm := &corev1.ConfigMap{}
+	err := c.Get(ctx, key, cm)
+	if apierrors.IsNotFound(err) {
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+			Data: map[string]string{floorKey: version}}
+		return c.Create(ctx, cm)
+	}
+	if err != nil {
+		return err
+	}
+	if cmp, err := profile.CompareVersions(version, cm.Data[floorKey]); err == nil && cmp <= 0 {
+		return nil
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[floorKey] = version
+	// Update carries the resourceVersion read: a concurrent raise is read again.
+	return c.Update(ctx, cm)
 }

@@ -29,10 +29,11 @@ type profileVerdict struct {
 // exists, its signature is one of its spec by a trusted key, and its version is not lower
 // than the one in force. The webhook can be bypassed or deleted; this check cannot.
 func (r *Reconciler) resolveProfile(ctx context.Context, nwc *nwv1.NodewrightCluster) (profileVerdict, error) {
-	if nwc.Spec.ProfileRef == nil {
-		return profileVerdict{}, nil
-	}
+	// status.profile stays when the ref is cleared: it is the last profile applied.
 	v := profileVerdict{active: nwc.Status.Profile}
+	if nwc.Spec.ProfileRef == nil {
+		return v, nil
+	}
 	refuse := func(reason, format string, args ...any) (profileVerdict, error) {
 		v.condition = &metav1.Condition{Type: nwv1.ConditionProfileApplied, Status: metav1.ConditionFalse, Reason: reason, ObservedGeneration: nwc.Generation,
 			Message: fmt.Sprintf(format, args...) + "; the NodewrightCluster's own legacy names and threshold are used meanwhile"}
@@ -53,15 +54,31 @@ func (r *Reconciler) resolveProfile(ctx context.Context, nwc *nwv1.NodewrightClu
 		}
 		return refuse(nwv1.ReasonProfileUnverified, "EdgeProfile %s is not applied: %v", name, err)
 	}
-	if before := nwc.Status.Profile; before != nil {
-		if err := profile.CheckUpgrade(before.Version, p.Spec.Version); err != nil {
+	floor, err := r.Trust.Floor(ctx)
+	if err != nil {
+		return v, err
+	}
+	for _, before := range []string{floor, versionOf(nwc.Status.Profile)} {
+		if err := profile.CheckUpgrade(before, p.Spec.Version); err != nil {
 			return refuse(nwv1.ReasonProfileDowngrade, "EdgeProfile %s is not applied: %v", name, err)
 		}
+	}
+	// The floor rises before the profile is in force: a crash in between leaves a floor no
+	// lower than what was applied.
+	if err := r.Trust.RaiseFloor(ctx, r.Client, p.Spec.Version); err != nil {
+		return v, fmt.Errorf("raising the profile version floor to %s: %w", p.Spec.Version, err)
 	}
 	v.profile, v.active = p, &active
 	v.condition = &metav1.Condition{Type: nwv1.ConditionProfileApplied, Status: metav1.ConditionTrue, Reason: nwv1.ReasonProfileApplied, ObservedGeneration: nwc.Generation,
 		Message: fmt.Sprintf("EdgeProfile %s version %s (%s), signed by trusted key %s, is in force", name, active.Version, active.Digest, active.KeyID)}
 	return v, nil
+}
+
+func versionOf(p *nwv1.ActiveProfile) string {
+	if p == nil {
+		return ""
+	}
+	return p.Version
 }
 
 // isTransient: the error is the API server's, not the profile's (reading the keys failed).
