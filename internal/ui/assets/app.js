@@ -1,0 +1,701 @@
+// Nodewright UI. Plain JavaScript, no build step. State arrives as server-sent events from
+// the watches the local server runs with the user's credentials; the page never polls.
+'use strict';
+
+const token = document.querySelector('meta[name="nodewright-token"]').content;
+const fixedNamespace = document.querySelector('meta[name="nodewright-namespace"]').content;
+
+const store = {
+  objects: {},   // kind -> key -> object
+  problems: {},  // kind -> message
+  synced: {},    // kind -> true once listed
+  timeline: [],  // transitions the server observed
+  user: '',
+  trailGiven: false,
+  ready: false,
+};
+let trail = null;          // the last /api/trail answer
+let confirming = null;     // the key of the migration whose cancel is being confirmed
+const announced = {};      // key -> phase last announced
+
+// The legacy states and the phase each rolls up to (docs: design §3).
+const statePhase = {
+  INIT: 'Bootstrap', NETWORK_CONFIGURING: 'Bootstrap', STORAGE_BOOTSTRAPPING: 'Bootstrap',
+  SINGLE_NODE_READY: 'SingleNode', PEER_DETECTED: 'Upgrading', PEER_NETWORK_CONFIGURING: 'Upgrading',
+  PEER_STORAGE_JOINING: 'Upgrading', REPLICA_PLACEMENT: 'Upgrading', DRBD_CONNECTING: 'Upgrading',
+  DRBD_SYNCING: 'Upgrading', DRBD_VERIFYING: 'Upgrading', QUORUM_CONFIGURING: 'Upgrading',
+  TAINTS_RELEASING: 'Upgrading', MULTI_NODE_READY: 'MultiNode', PEER_LOST: 'Degraded',
+  DRBD_DEGRADED: 'Degraded', SPLIT_BRAIN: 'Degraded', FAILED: 'Degraded', BOOT_RECOVERY: 'Recovering',
+  RECOVERING: 'Recovering', RESYNCING: 'Recovering',
+};
+
+// Every phase and state has a word, an icon and a tone; colour is never the only signal.
+const looks = {
+  Bootstrap: ['◐', 'info'], SingleNode: ['●', 'ok'], Upgrading: ['⇧', 'info'], MultiNode: ['✔', 'ok'],
+  Degraded: ['▲', 'bad'], Recovering: ['↻', 'info'], Unknown: ['?', 'warn'],
+  Pending: ['○', 'neutral'], Running: ['↻', 'info'], Succeeded: ['✔', 'ok'], Failed: ['✖', 'bad'],
+  RollingBack: ['↶', 'warn'], RolledBack: ['↩', 'warn'], Skipped: ['–', 'neutral'],
+  True: ['✔', 'ok'], False: ['✖', 'bad'],
+};
+
+// ---- DOM helpers ---------------------------------------------------------------------
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'class') el.className = v;
+    else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function badge(word, opts = {}) {
+  const [icon, tone] = looks[word] || ['•', 'neutral'];
+  return h('span', { class: `badge tone-${opts.tone || tone}`, id: opts.id, 'data-phase': word },
+    h('span', { class: 'icon', 'aria-hidden': 'true' }, icon), ' ', opts.label || word);
+}
+
+function replace(el, ...children) {
+  el.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
+}
+
+function fmtTime(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  const sameDay = d.toDateString() === new Date().toDateString();
+  const time = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
+  return sameDay ? time : `${d.toLocaleDateString()} ${time}`;
+}
+
+function timeEl(iso) {
+  return h('time', { datetime: iso, title: iso }, fmtTime(iso));
+}
+
+function ago(iso) {
+  if (!iso) return '';
+  const s = Math.max(0, Math.round((Date.now() - new Date(iso).getTime()) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+// An age that the page's clock keeps current (see tick).
+function agoEl(iso) {
+  return h('span', { class: 'ago', 'data-since': iso }, ago(iso));
+}
+
+function bytes(n) {
+  if (n === undefined || n === null) return '';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${n.toFixed(i === 0 ? 0 : 1)} ${units[i]}`;
+}
+
+function condition(obj, type) {
+  return ((obj && obj.status && obj.status.conditions) || []).find((c) => c.type === type);
+}
+
+function objects(kind) {
+  return Object.values(store.objects[kind] || {});
+}
+
+function announce(text) {
+  const el = document.getElementById('announce');
+  el.textContent = text;
+}
+
+function problemsFor(kinds) {
+  const msgs = kinds.filter((k) => store.problems[k]).map((k) => store.problems[k]);
+  return msgs.map((m) => h('p', { class: 'notice tone-bad', role: 'alert' }, h('span', { 'aria-hidden': 'true' }, '✖ '), m));
+}
+
+function conditionsTable(obj, caption) {
+  const conds = (obj.status && obj.status.conditions) || [];
+  if (!conds.length) return null;
+  return h('table', { class: 'conditions' },
+    h('caption', { class: 'visually-hidden' }, caption),
+    h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Condition'), h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col' }, 'Why'))),
+    h('tbody', {}, conds.map((c) => h('tr', {},
+      h('th', { scope: 'row' }, c.type),
+      h('td', {}, badge(c.status)),
+      h('td', {}, h('span', { class: 'reason' }, c.reason), c.message ? [' — ', c.message] : '')))));
+}
+
+// ---- Cluster page --------------------------------------------------------------------
+
+function renderCluster() {
+  replace(document.getElementById('cluster-problems'),
+    problemsFor(['NodewrightCluster', 'NodewrightAgentStatus', 'EdgeProfile', 'LegacyConfigMap', 'LegacyEvent']));
+  const nwc = (store.objects.NodewrightCluster || {}).nodewright;
+  const health = document.getElementById('cluster-health');
+  if (!nwc) {
+    replace(health, h('p', {}, store.synced.NodewrightCluster
+      ? 'There is no NodewrightCluster named “nodewright” (or you may not read it): Nodewright observes nothing yet.'
+      : 'Loading…'));
+  } else {
+    const st = nwc.status || {};
+    const phase = st.phase || 'Unknown';
+    const nodes = st.nodes || {};
+    if (announced.cluster && announced.cluster !== phase) announce(`Cluster phase is now ${phase}`);
+    announced.cluster = phase;
+    replace(health,
+      h('div', { class: 'phase-line' }, h('span', { class: 'label' }, 'Phase'), badge(phase, { id: 'cluster-phase', label: st.phase ? phase : 'Unknown (not observed yet)' })),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Legacy state'), h('dd', { id: 'legacy-state' }, st.legacyState || '—',
+          st.legacyStateSince ? [' since ', timeEl(st.legacyStateSince), ' (', agoEl(st.legacyStateSince), ')'] : ''),
+        h('dt', {}, 'Legacy generation'), h('dd', {}, st.legacyGeneration ?? '—'),
+        h('dt', {}, 'Nodes ready'), h('dd', {}, `${nodes.ready || 0} of ${nodes.total || 0}`),
+        h('dt', {}, 'Legacy ConfigMap'), h('dd', {}, nwc.spec && nwc.spec.legacy ? `${nwc.spec.legacy.configMapRef.namespace}/${nwc.spec.legacy.configMapRef.name}` : '—'),
+        h('dt', {}, 'Stale after'), h('dd', {}, (nwc.spec && nwc.spec.heartbeatStaleAfter) || '30s')),
+      details('cluster-conditions', 'Conditions', conditionsTable(nwc, 'Conditions of the cluster')));
+  }
+  renderNodes(nwc);
+  renderTimeline(nwc);
+  renderWarnings(nwc);
+  renderProfile(nwc);
+}
+
+function legacyHeartbeat(node) {
+  const cm = objects('LegacyConfigMap')[0];
+  return cm && cm.data ? cm.data[`node.${node}.heartbeat`] : undefined;
+}
+
+function storageHealth(a) {
+  const s = a.status && a.status.storage;
+  const cond = condition(a, 'StorageHealthy');
+  let word = 'Not reported';
+  let look = 'Unknown';
+  if (cond) {
+    word = cond.status === 'True' ? 'Healthy' : cond.status === 'False' ? 'Degraded' : 'Unknown';
+    look = cond.status;
+  } else if (s) {
+    const healthy = s.upToDate === s.resources && s.outOfSyncKiB === 0;
+    word = healthy ? 'Healthy' : 'Degraded';
+    look = healthy ? 'True' : 'False';
+  }
+  return { s, cond, word, look };
+}
+
+function renderNodes(nwc) {
+  const el = document.getElementById('nodes');
+  const agents = objects('NodewrightAgentStatus').sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  if (!agents.length) {
+    replace(el, h('p', {}, store.synced.NodewrightAgentStatus ? 'No node reports yet (NodewrightAgentStatus).' : 'Loading…'));
+    return;
+  }
+  const staleAfter = nwc && nwc.spec && nwc.spec.heartbeatStaleAfter;
+  replace(el, agents.map((a) => {
+    const st = a.status || {};
+    const name = a.metadata.name;
+    const hb = st.heartbeat || {};
+    const live = legacyHeartbeat(name);
+    const fresh = !hb.stale;
+    const { s, cond, word, look } = storageHealth(a);
+    return h('article', { class: `card node ${fresh ? '' : 'is-stale'}`, 'data-node': name, 'aria-labelledby': `node-${name}` },
+      h('h3', { id: `node-${name}` }, name),
+      h('dl', { class: 'facts' },
+        h('dt', {}, 'Role'), h('dd', { class: 'role' }, st.role || '—'),
+        h('dt', {}, 'Heartbeat'), h('dd', { class: 'heartbeat' },
+          badge(fresh ? 'True' : 'False', { label: fresh ? 'Fresh' : 'Stale' }), ' ',
+          live ? ['last ', agoEl(live)] : hb.lastSeen ? ['recorded ', agoEl(hb.lastSeen)] : '',
+          !fresh && staleAfter ? h('span', { class: 'hint' }, ` (older than ${staleAfter})`) : ''),
+        h('dt', {}, 'Storage'), h('dd', { class: 'storage' }, badge(look, { label: word }),
+          s ? h('span', { class: 'drbd' }, `${s.connected} of ${s.resources} connected · ${s.upToDate} of ${s.resources} up to date · ${s.outOfSyncKiB ? bytes(s.outOfSyncKiB * 1024) : '0 KiB'} out of sync`)
+            : cond && cond.message ? h('span', { class: 'hint block' }, cond.message) : ''),
+        h('dt', {}, 'Bond mode'), h('dd', { class: 'bond' }, (st.network && st.network.bondMode) || '—')));
+  }));
+}
+
+// timelineRows merges the transitions this UI saw, the legacy DaemonSet's Events and the
+// audit trail's records, one row per legacy generation.
+function timelineRows() {
+  const rows = new Map();
+  const add = (key, fields, evidence) => {
+    const row = rows.get(key) || { evidence: new Set() };
+    for (const [k, v] of Object.entries(fields)) if (v !== undefined && v !== null && v !== '' && row[k] === undefined) row[k] = v;
+    row.evidence.add(evidence);
+    rows.set(key, row);
+  };
+  for (const t of store.timeline) {
+    add(`g${t.generation}`, { generation: t.generation, from: t.from, to: t.to, time: t.since || t.observed, missed: t.missed },
+      t.source === 'live' ? 'seen live' : 'in the status');
+  }
+  for (const ev of objects('LegacyEvent')) {
+    const m = /(\S+)\s*->\s*(\S+)/.exec(ev.message || '');
+    const g = /generation (\d+)/.exec(ev.message || '');
+    if (!m) continue;
+    const gen = g ? Number(g[1]) : undefined;
+    add(gen !== undefined ? `g${gen}` : `e${ev.time}${ev.message}`, { generation: gen, from: m[1] === '(none)' ? '' : m[1], to: m[2], time: ev.time }, 'Event');
+  }
+  for (const r of (trail && trail.records) || []) {
+    if (r.action !== 'LegacyTransitionObserved') continue;
+    const d = (r.details || []).find((x) => x.name === 'legacyGeneration');
+    const gen = d ? Number(d.value) : undefined;
+    add(gen !== undefined ? `g${gen}` : `a${r.id}`, { generation: gen, from: r.from, to: r.to, time: r.time }, 'audit trail');
+  }
+  return [...rows.values()].sort((a, b) => (b.generation ?? 0) - (a.generation ?? 0) || new Date(b.time) - new Date(a.time));
+}
+
+function renderTimeline(nwc) {
+  const rows = timelineRows();
+  const hint = [];
+  hint.push('Each transition of the legacy DaemonSet, newest first, with where it was seen: live on this page, in the cluster’s status, in its Events, in the audit trail.');
+  if (!store.trailGiven) hint.push(' No audit trail folder was given, so older transitions come from Events only (kept about an hour).');
+  replace(document.getElementById('timeline-hint'), hint.join(''));
+  const ol = document.getElementById('timeline');
+  if (!rows.length) {
+    replace(ol, h('li', { class: 'empty' }, nwc ? 'No transition seen yet.' : '—'));
+    return;
+  }
+  const shown = rows.slice(0, 30);
+  replace(ol, shown.map((r) => {
+    const phase = statePhase[r.to] || 'Unknown';
+    return h('li', { 'data-generation': r.generation ?? '' },
+      h('span', { class: 'when' }, r.time ? timeEl(r.time) : ''),
+      h('span', { class: 'what' }, r.from ? [h('span', { class: 'state' }, r.from), h('span', { class: 'arrow', 'aria-label': 'to' }, ' → ')] : '',
+        h('span', { class: 'state' }, r.to), ' ', badge(phase)),
+      h('span', { class: 'evidence' },
+        r.generation !== undefined ? `generation ${r.generation}` : '',
+        ` · ${[...r.evidence].join(', ')}`,
+        r.missed ? h('span', { class: 'warn-text' }, ` · ${r.missed} transition(s) before it not seen`) : ''));
+  }), rows.length > shown.length ? h('li', { class: 'empty' }, `${rows.length - shown.length} older transition(s) not shown${store.trailGiven ? ': see the audit trail' : ''}.`) : null);
+}
+
+function renderWarnings(nwc) {
+  const ol = document.getElementById('warnings');
+  const ws = ((nwc && nwc.status && nwc.status.recentWarnings) || []).slice().reverse();
+  if (!ws.length) {
+    replace(ol, h('li', { class: 'empty' }, 'None.'));
+    return;
+  }
+  replace(ol, ws.map((w) => h('li', {},
+    h('span', { class: 'when' }, timeEl(w.time)), ' ',
+    badge('Degraded', { label: w.reason, tone: 'warn' }), ' ',
+    h('span', { class: 'hint' }, `(${w.source})`), h('span', { class: 'block' }, w.message))));
+}
+
+function renderProfile(nwc) {
+  const el = document.getElementById('profile');
+  if (!nwc) { replace(el, h('p', {}, '—')); return; }
+  const ref = nwc.spec && nwc.spec.profileRef;
+  const active = nwc.status && nwc.status.profile;
+  const applied = condition(nwc, 'ProfileApplied');
+  if (!ref && !active) {
+    replace(el, h('p', {}, 'No EdgeProfile: spec.profileRef is not set, so the cluster’s own legacy names and threshold apply.'));
+    return;
+  }
+  const p = (store.objects.EdgeProfile || {})[(active && active.name) || ref.name];
+  const verified = p && condition(p, 'SignatureVerified');
+  const spec = (p && p.spec) || {};
+  replace(el,
+    applied ? h('p', {}, badge(applied.status, { label: applied.status === 'True' ? 'Applied' : 'Not applied' }), ' ', applied.message || '') : null,
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Name'), h('dd', {}, (active && active.name) || ref.name),
+      h('dt', {}, 'Version'), h('dd', {}, (active && active.version) || spec.version || '—'),
+      active ? [h('dt', {}, 'Digest'), h('dd', { class: 'mono', title: active.digest }, short(active.digest, 23))] : null,
+      active && active.keyID ? [h('dt', {}, 'Signed by key'), h('dd', { class: 'mono' }, active.keyID)] : null,
+      spec.topology ? [h('dt', {}, 'Topology'), h('dd', {}, spec.topology)] : null,
+      spec.storage ? [h('dt', {}, 'Storage'), h('dd', {}, spec.storage.backend, spec.storage.storageClassName ? ` (${spec.storage.storageClassName})` : '')] : null,
+      spec.os ? [h('dt', {}, 'OS'), h('dd', {}, spec.os)] : null,
+      spec.network ? [h('dt', {}, 'Bond'), h('dd', {}, `${spec.network.bondInterface || ''} ${spec.network.bondMode || ''}`)] : null,
+      verified ? [h('dt', {}, 'Signature'), h('dd', {}, badge(verified.status, { label: verified.status === 'True' ? 'Verified' : 'Not verified' }))] : null));
+}
+
+// Disclosures keep their open state across re-renders.
+const openDetails = new Set();
+function details(key, summary, ...content) {
+  const el = h('details', { 'data-key': key, open: openDetails.has(key) }, h('summary', {}, summary), content);
+  el.addEventListener('toggle', () => { if (el.open) openDetails.add(key); else openDetails.delete(key); });
+  return el;
+}
+
+function seconds(ms) {
+  const s = ms / 1000;
+  return s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`;
+}
+
+function short(s, n) {
+  return s && s.length > n ? `${s.slice(0, n)}…` : s || '';
+}
+
+// ---- Workflows page ------------------------------------------------------------------
+
+const finished = new Set(['Succeeded', 'RolledBack', 'Failed']);
+
+function renderWorkflows() {
+  replace(document.getElementById('workflow-problems'), problemsFor(['VMVolumeMigration']));
+  const el = document.getElementById('migrations');
+  const ms = objects('VMVolumeMigration').sort((a, b) =>
+    new Date(b.metadata.creationTimestamp) - new Date(a.metadata.creationTimestamp) || a.metadata.name.localeCompare(b.metadata.name));
+  if (!ms.length) {
+    replace(el, h('p', {}, store.synced.VMVolumeMigration
+      ? `No VMVolumeMigration ${fixedNamespace ? `in namespace ${fixedNamespace}` : 'in any namespace you may list'}. Start one with the form.`
+      : 'Loading…'));
+    return;
+  }
+  replace(el, ms.map(migrationCard));
+}
+
+function migrationCard(m) {
+  const key = `${m.metadata.namespace}/${m.metadata.name}`;
+  const st = m.status || {};
+  const phase = st.phase || 'Pending';
+  const deleting = !!m.metadata.deletionTimestamp;
+  if (announced[key] && announced[key] !== phase) announce(`Migration ${key} is now ${phase}`);
+  announced[key] = phase;
+  const id = `mig-${m.metadata.namespace}-${m.metadata.name}`;
+  const spec = m.spec || {};
+  const who = m.metadata.annotations && m.metadata.annotations['nodewright.spectrocloud.com/requested-by'];
+  const succeeded = condition(m, 'Succeeded');
+  const verified = condition(m, 'Verified');
+  return h('article', { class: `card migration tone-edge-${(looks[phase] || [])[1] || 'neutral'}`, id, 'data-key': key, 'data-phase': phase, 'aria-labelledby': `${id}-title` },
+    h('header', { class: 'card-head' },
+      h('h3', { id: `${id}-title` }, fixedNamespace ? '' : h('span', { class: 'ns' }, `${m.metadata.namespace}/`), m.metadata.name),
+      badge(phase, { id: `${id}-phase` }),
+      deleting ? badge('RollingBack', { label: finished.has(phase) ? 'Deleting' : 'Cancelling' }) : null),
+    h('p', { class: 'sub' }, 'VM ', h('strong', {}, spec.vmName), ', volume ', h('strong', {}, spec.volumeName),
+      ' → StorageClass ', h('strong', {}, spec.target && spec.target.storageClassName), ` · ${spec.mode || 'Cold'}`,
+      who ? [' · requested by ', h('strong', { class: 'requested-by' }, who)] : ''),
+    progress(st, id),
+    steps(st),
+    succeeded && succeeded.status === 'False' ? h('p', { class: 'notice tone-bad' }, h('span', { 'aria-hidden': 'true' }, '✖ '), `${succeeded.reason}: ${succeeded.message}`) : null,
+    h('dl', { class: 'facts evidence-list' },
+      st.checksum ? [h('dt', {}, 'Checksum'), h('dd', { class: 'checksum' },
+        verified ? [badge(verified.status, { label: verified.status === 'True' ? 'Match' : 'Mismatch' }), ' '] : '',
+        h('span', { class: 'mono block', title: st.checksum.source }, 'source ', short(st.checksum.source, 30)),
+        h('span', { class: 'mono block', title: st.checksum.target }, 'target ', short(st.checksum.target, 30)))] : null,
+      st.sourcePVCName || st.targetPVCName ? [h('dt', {}, 'PVCs'), h('dd', { class: 'mono pvcs' }, st.sourcePVCName || '—', ' → ', st.targetPVCName || '—')] : null,
+      st.snapshots && (st.snapshots.before || st.snapshots.after) ? [h('dt', {}, 'Snapshots'), h('dd', { class: 'mono snapshots' },
+        h('span', { class: 'block' }, 'before ', st.snapshots.before || '—'), h('span', { class: 'block' }, 'after ', st.snapshots.after || '—'))] : null,
+      st.jobName ? [h('dt', {}, 'Job'), h('dd', { class: 'mono' }, st.jobName)] : null,
+      st.startTime ? [h('dt', {}, 'Started'), h('dd', {}, timeEl(st.startTime))] : null,
+      st.completionTime ? [h('dt', {}, 'Finished'), h('dd', {}, timeEl(st.completionTime))] : null),
+    deleting ? null : actions(m, key, phase));
+}
+
+function progress(st, id) {
+  const p = st.progress;
+  if (!p) return null;
+  return h('div', { class: 'progress' },
+    h('label', { for: `${id}-progress` }, 'Data'),
+    h('progress', { id: `${id}-progress`, max: 100, value: p.percent }, `${p.percent} %`),
+    h('span', {}, `${p.percent} % · ${bytes(p.bytesDone)} of ${bytes(p.bytesTotal)}`));
+}
+
+function steps(st) {
+  const list = st.steps || [];
+  if (!list.length) return h('p', { class: 'hint' }, 'No step has started yet.');
+  return h('ol', { class: 'steps' }, list.map((s) => h('li', { class: `step st-${s.state}`, 'data-step': s.name, 'data-state': s.state },
+    h('span', { class: 'step-name' }, s.name), ' ', badge(s.state),
+    s.startedAt && s.finishedAt ? h('span', { class: 'hint' }, ` ${seconds(new Date(s.finishedAt) - new Date(s.startedAt))}`) : '',
+    s.message ? h('span', { class: 'step-msg block' }, s.message) : '')));
+}
+
+function actions(m, key, phase) {
+  const done = finished.has(phase);
+  const noun = done ? 'Delete' : 'Cancel';
+  if (confirming === key) {
+    return h('div', { class: 'confirm', role: 'group', 'aria-label': `${noun} ${key}?` },
+      h('p', {}, done
+        ? `Delete the record of ${key}? What it made (the target PVC, the snapshots) stays.`
+        : `Cancel ${key}? It rolls back first: the VM is put back on its source volume.`),
+      h('button', { type: 'button', class: 'danger', 'data-key': `${key}#yes`, onclick: () => cancel(m) }, done ? 'Yes, delete it' : 'Yes, cancel it'),
+      ' ',
+      h('button', { type: 'button', 'data-key': `${key}#no`, onclick: () => { confirming = null; render(); focusKey(`${key}#cancel`); } }, 'Keep it'));
+  }
+  return h('div', { class: 'actions' },
+    h('button', { type: 'button', 'data-key': `${key}#cancel`, onclick: () => { confirming = key; render(); focusKey(`${key}#no`); } },
+      done ? 'Delete record…' : 'Cancel migration…'));
+}
+
+async function cancel(m) {
+  const key = `${m.metadata.namespace}/${m.metadata.name}`;
+  confirming = null;
+  const res = await api('DELETE', `/api/migrations/${encodeURIComponent(m.metadata.namespace)}/${encodeURIComponent(m.metadata.name)}?uid=${encodeURIComponent(m.metadata.uid)}`);
+  if (res.ok) {
+    announce(`Cancel of ${key} requested`);
+  } else {
+    const errs = (res.body.errors || []).map((e) => e.message).join('; ');
+    announce(`Could not cancel ${key}: ${errs}`);
+    window.alert(`Could not cancel ${key}: ${errs}`);
+  }
+  render();
+}
+
+// ---- The form ------------------------------------------------------------------------
+
+const fieldInputs = { namespace: 'f-namespace', vm: 'f-vm', volume: 'f-volume', class: 'f-class', hot: 'f-hot', name: 'f-name', form: null };
+
+// fieldFor places an error by the field path it names.
+function fieldFor(path) {
+  if (!path) return 'form';
+  if (path === 'metadata.namespace') return 'namespace';
+  if (path === 'metadata.name' || path === 'metadata.generateName') return 'name';
+  if (path.startsWith('spec.vmName')) return 'vm';
+  if (path.startsWith('spec.volumeName')) return 'volume';
+  if (path.startsWith('spec.target.storageClassName')) return 'class';
+  if (path.startsWith('spec.mode')) return 'hot';
+  return 'form';
+}
+
+function clearErrors() {
+  for (const [field, inputId] of Object.entries(fieldInputs)) {
+    document.getElementById(`err-${field}`).textContent = '';
+    if (inputId) document.getElementById(inputId).removeAttribute('aria-invalid');
+  }
+}
+
+function showErrors(errors) {
+  let first = null;
+  for (const e of errors) {
+    const field = fieldFor(e.field);
+    const el = document.getElementById(`err-${field}`);
+    el.replaceChildren(h('span', { 'aria-hidden': 'true' }, '✖ '), e.message);
+    const inputId = fieldInputs[field];
+    if (inputId) {
+      document.getElementById(inputId).setAttribute('aria-invalid', 'true');
+      if (!first) first = document.getElementById(inputId);
+    }
+  }
+  return first;
+}
+
+async function submitForm(ev) {
+  ev.preventDefault();
+  const button = document.getElementById('start-button');
+  const status = document.getElementById('form-status');
+  clearErrors();
+  const body = {
+    namespace: document.getElementById('f-namespace').value,
+    vmName: document.getElementById('f-vm').value,
+    volumeName: document.getElementById('f-volume').value,
+    storageClassName: document.getElementById('f-class').value,
+    hot: document.getElementById('f-hot').checked,
+    name: document.getElementById('f-name').value,
+  };
+  button.disabled = true;
+  status.textContent = 'Sending to the API server…';
+  const res = await api('POST', '/api/migrations', body);
+  button.disabled = false;
+  const warnings = (res.body.warnings || []).map((w) => h('span', { class: 'block hint' }, h('span', { 'aria-hidden': 'true' }, '▲ '), `Warning: ${w}`));
+  if (res.ok) {
+    status.className = 'form-status tone-ok';
+    replace(status, h('span', { 'aria-hidden': 'true' }, '✔ '), `Created ${fixedNamespace ? '' : `${res.body.namespace}/`}${res.body.name}. It appears in the list of migrations and updates as it runs.`, warnings);
+    document.getElementById('f-name').value = '';
+    return;
+  }
+  const errors = res.body.errors || [{ message: `HTTP ${res.status}` }];
+  const first = showErrors(errors);
+  status.className = 'form-status tone-bad';
+  replace(status, h('span', { 'aria-hidden': 'true' }, '✖ '), `Refused: ${errors.map((e) => e.message).join('; ')}`, warnings);
+  if (first) first.focus();
+}
+
+let choices = null;
+
+async function loadChoices() {
+  const ns = fixedNamespace || document.getElementById('f-namespace').value;
+  const res = await api('GET', `/api/choices?namespace=${encodeURIComponent(ns)}`);
+  if (!res.ok) return;
+  choices = res.body;
+  replace(document.getElementById('vm-list'), choices.vms.map((v) => h('option', { value: v.name })));
+  replace(document.getElementById('class-list'), choices.storageClasses.map((c) => h('option', { value: c.name }, c.provisioner)));
+  updateVolumes();
+}
+
+function updateVolumes() {
+  const vm = choices && choices.vms.find((v) => v.name === document.getElementById('f-vm').value);
+  replace(document.getElementById('volume-list'), (vm ? vm.volumes : []).map((v) => h('option', { value: v })));
+}
+
+// ---- Audit page ----------------------------------------------------------------------
+
+async function fetchTrail() {
+  const res = await api('GET', '/api/trail');
+  if (res.ok) {
+    trail = res.body;
+    render();
+  }
+}
+
+function renderAudit() {
+  const statusEl = document.getElementById('trail-status');
+  const body = document.getElementById('trail-body');
+  if (!store.trailGiven) {
+    statusEl.className = 'card notice tone-warn';
+    replace(statusEl, h('p', { id: 'trail-verification' }, h('span', { 'aria-hidden': 'true' }, '? '), h('strong', {}, 'No audit trail folder was given to this UI.')),
+      h('p', {}, 'The operator keeps its trail inside its own pod, out of reach of your kubeconfig. To see it here, copy the trail’s folder (audit-*.jsonl files; the demo’s is .demo/audit) and give it, with the trail’s public key, when starting the UI.'));
+    body.hidden = true;
+    return;
+  }
+  if (!trail) {
+    replace(statusEl, h('p', {}, 'Reading the trail…'));
+    return;
+  }
+  const v = trail.verification;
+  let head;
+  if (trail.error) {
+    statusEl.className = 'card notice tone-warn';
+    head = h('p', { id: 'trail-verification' }, h('span', { 'aria-hidden': 'true' }, '? '), h('strong', {}, trail.error));
+  } else if (v.status === 'verified' && !v.checkpoints) {
+    statusEl.className = 'card notice tone-warn';
+    head = h('p', { id: 'trail-verification' }, h('span', { 'aria-hidden': 'true' }, '▲ '), h('strong', {}, 'Intact, not signed yet: '),
+      `the hash chain of ${v.entries} entries links up, but no signed checkpoint has been written yet, so a rewrite of the whole trail would not show.`);
+  } else if (v.status === 'verified') {
+    statusEl.className = 'card notice tone-ok';
+    head = h('p', { id: 'trail-verification' }, h('span', { 'aria-hidden': 'true' }, '✔ '), h('strong', {}, 'Verified: '),
+      `the hash chain of ${v.entries} entries is intact, and its ${v.checkpoints} signed checkpoint(s) check out with the key given`,
+      v.lastCheckpoint ? [' (the last at ', timeEl(v.lastCheckpoint), ')'] : '', '.',
+      v.unsigned ? ` The newest ${v.unsigned} entries come after the last checkpoint: the chain alone protects them.` : '');
+  } else if (v.status === 'unverified') {
+    statusEl.className = 'card notice tone-warn';
+    head = h('p', { id: 'trail-verification' }, h('span', { 'aria-hidden': 'true' }, '? '), h('strong', {}, 'Not verified: '),
+      'no public key was given, so the records below are shown as the files hold them.');
+  } else {
+    statusEl.className = 'card notice tone-bad';
+    head = h('p', { id: 'trail-verification', role: 'alert' }, h('span', { 'aria-hidden': 'true' }, '✖ '), h('strong', {}, 'Verification failed: '),
+      'the trail was changed or damaged.');
+  }
+  replace(statusEl, head,
+    h('p', { class: 'hint' }, `Folder ${trail.dir}${trail.files ? `, ${trail.files.length} file(s)` : ''}. Updated as the files change.`),
+    v && v.problems ? h('ul', { class: 'problems' }, v.problems.map((p) => h('li', {}, p))) : null,
+    v && v.notes && v.notes.length ? details('trail-notes', 'Notes', h('ul', {}, v.notes.map((n) => h('li', {}, n)))) : null);
+  body.hidden = false;
+  renderRecords();
+}
+
+function renderRecords() {
+  if (!trail) return;
+  const q = document.getElementById('trail-filter').value.trim().toLowerCase();
+  const rows = trail.records.filter((r) => !q || JSON.stringify(r).toLowerCase().includes(q));
+  replace(document.getElementById('trail-caption'), `Newest first: ${rows.length} of ${trail.total} record(s)${q ? ` matching “${q}”` : ''}.`);
+  replace(document.getElementById('trail-records'), rows.slice(0, 500).map((r) => {
+    const subj = r.subject || {};
+    const you = store.user && r.actor === store.user;
+    return h('tr', { class: you ? 'is-you' : '' },
+      h('td', {}, timeEl(r.time)),
+      h('td', { class: 'actor' }, r.actor, you ? h('span', { class: 'you' }, ' (you)') : ''),
+      h('td', {}, r.action),
+      h('td', {}, h('span', { class: 'hint block' }, subj.kind), h('span', { class: 'mono' }, subj.namespace && subj.namespace !== fixedNamespace ? `${subj.namespace}/${subj.name}` : subj.name)),
+      h('td', {}, r.from ? [r.from, ' → '] : '', h('strong', {}, r.to), r.reason ? h('span', { class: 'hint block' }, r.reason) : ''),
+      h('td', { class: 'msg' }, r.message || ''));
+  }));
+}
+
+// ---- Plumbing ------------------------------------------------------------------------
+
+async function api(method, url, body) {
+  const opts = { method, headers: { 'X-Nodewright-Token': token }, credentials: 'same-origin' };
+  if (body !== undefined) {
+    opts.headers['Content-Type'] = 'application/json';
+    opts.body = JSON.stringify(body);
+  }
+  try {
+    const res = await fetch(url, opts);
+    let parsed = {};
+    try { parsed = await res.json(); } catch (_) { parsed = {}; }
+    return { ok: res.ok, status: res.status, body: parsed };
+  } catch (err) {
+    return { ok: false, status: 0, body: { errors: [{ message: `The UI's server cannot be reached: ${err}` }] } };
+  }
+}
+
+function focusKey(key) {
+  const el = document.querySelector(`[data-key="${CSS.escape(key)}"]`);
+  if (el) el.focus();
+}
+
+let renderQueued = false;
+function render() {
+  renderQueued = false;
+  // Keep the keyboard focus on the same control across a re-render.
+  const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.key : undefined;
+  renderCluster();
+  renderWorkflows();
+  renderAudit();
+  if (focused) {
+    const el = document.querySelector(`[data-key="${CSS.escape(focused)}"]`);
+    if (el && el !== document.activeElement) el.focus();
+  }
+}
+
+function queueRender() {
+  if (!renderQueued) {
+    renderQueued = true;
+    setTimeout(render, 0);
+  }
+}
+
+function showPage() {
+  const page = (location.hash || '#cluster').slice(1);
+  const known = ['cluster', 'workflows', 'audit'].includes(page) ? page : 'cluster';
+  for (const p of ['cluster', 'workflows', 'audit']) {
+    document.getElementById(`page-${p}`).hidden = p !== known;
+  }
+  for (const a of document.querySelectorAll('nav a')) {
+    if (a.dataset.page === known) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  document.title = `${{ cluster: 'Cluster', workflows: 'Workflows', audit: 'Audit trail' }[known]} · Nodewright`;
+  if (known === 'workflows' && !choices) loadChoices();
+}
+
+function setConn(live, text) {
+  const el = document.getElementById('conn');
+  el.className = `conn ${live ? 'tone-ok' : 'tone-warn'}`;
+  replace(el, h('span', { 'aria-hidden': 'true' }, live ? '● ' : '○ '), text);
+}
+
+function connect() {
+  const es = new EventSource('/api/events');
+  const on = (name, fn) => es.addEventListener(name, (e) => { fn(JSON.parse(e.data)); queueRender(); });
+  on('hello', (d) => {
+    store.objects = {}; store.problems = {}; store.synced = {}; store.timeline = [];
+    store.user = d.user; store.trailGiven = d.trailGiven; store.ready = false;
+    document.getElementById('user').textContent = d.user || 'the kubeconfig’s user';
+    if (d.trailGiven) fetchTrail();
+  });
+  on('upsert', (d) => { (store.objects[d.kind] = store.objects[d.kind] || {})[d.key] = d.object; });
+  on('delete', (d) => { if (store.objects[d.kind]) delete store.objects[d.kind][d.key]; });
+  on('reset', (d) => { delete store.objects[d.kind]; delete store.synced[d.kind]; delete store.problems[d.kind]; });
+  on('synced', (d) => { store.synced[d.kind] = true; });
+  on('problem', (d) => { if (d.message) store.problems[d.kind] = d.message; else delete store.problems[d.kind]; });
+  on('timeline', (d) => { store.timeline = d || []; });
+  on('transition', (d) => { store.timeline.push(d); });
+  on('trail', () => { fetchTrail(); });
+  on('ready', () => { store.ready = true; setConn(true, 'Live'); });
+  es.onopen = () => setConn(true, 'Live');
+  es.onerror = () => setConn(false, 'Reconnecting…');
+}
+
+// The page's own clock: ages ("12 s ago") stay current between updates.
+function tick() {
+  for (const el of document.querySelectorAll('[data-since]')) el.textContent = ago(el.dataset.since);
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  const nsInput = document.getElementById('f-namespace');
+  if (fixedNamespace) {
+    nsInput.value = fixedNamespace;
+    nsInput.readOnly = true;
+  } else {
+    nsInput.value = 'default';
+  }
+  nsInput.addEventListener('change', loadChoices);
+  document.getElementById('f-vm').addEventListener('input', updateVolumes);
+  if (fixedNamespace) document.getElementById('scope').textContent = `Namespace ${fixedNamespace}`;
+  document.getElementById('start-form').addEventListener('submit', submitForm);
+  document.getElementById('trail-filter').addEventListener('input', renderRecords);
+  window.addEventListener('hashchange', () => { showPage(); document.getElementById('main').focus(); });
+  showPage();
+  connect();
+  setInterval(tick, 1000);
+});

@@ -1,0 +1,111 @@
+package ui
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"sync"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+//go:embed assets
+var assets embed.FS
+
+var indexTemplate = template.Must(template.ParseFS(assets, "assets/index.html"))
+
+// server is the UI's handler. Its client acts as the user.
+type server struct {
+	opts   Options
+	client client.WithWatch
+	hub    *hub
+	trail  *trail
+	mux    *http.ServeMux
+
+	userMu sync.Mutex
+	user   string
+}
+
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, nwv1.AddToScheme, virtv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return scheme, nil
+}
+
+func newServer(cfg *rest.Config, opts Options) (*server, error) {
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.WarningHandlerWithContext = warningHandler{}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("building a client from the kubeconfig: %w", err)
+	}
+	tr, err := newTrail(opts.TrailDir, opts.TrailKeys)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{opts: opts, client: c, trail: tr, mux: http.NewServeMux()}
+	s.hub = newHub(c, opts.Namespace, tr)
+	static, err := fs.Sub(assets, "assets")
+	if err != nil {
+		return nil, err
+	}
+	s.mux.HandleFunc("GET /{$}", s.index)
+	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	s.mux.HandleFunc("GET /api/events", s.events)
+	s.mux.HandleFunc("GET /api/trail", s.trailRecords)
+	s.mux.HandleFunc("GET /api/choices", s.choices)
+	s.mux.HandleFunc("POST /api/migrations", s.createMigration)
+	s.mux.HandleFunc("DELETE /api/migrations/{namespace}/{name}", s.deleteMigration)
+	return s, nil
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.guard(s.mux).ServeHTTP(w, r)
+}
+
+// index is the page; the token in it lets the page's scripts prove they are the page.
+func (s *server) index(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	data := struct{ Token, Namespace string }{s.opts.Token, s.opts.Namespace}
+	if err := indexTemplate.Execute(w, data); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// whoAmI is the user the API server authenticates the kubeconfig as, asked until it answers.
+func (s *server) whoAmI(ctx context.Context) string {
+	s.userMu.Lock()
+	defer s.userMu.Unlock()
+	if s.user == "" {
+		review := &authenticationv1.SelfSubjectReview{}
+		if err := s.client.Create(ctx, review); err == nil {
+			s.user = review.Status.UserInfo.Username
+		}
+	}
+	return s.user
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
