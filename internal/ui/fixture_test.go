@@ -1,0 +1,455 @@
+package ui_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/ui"
+	"github.com/spectrocloud/nodewright/test/site"
+)
+
+var (
+	env = testenv.New().WithWebhooks()
+	// copyBinary is nodewright-copy, which the sites' kubelet runs in the migrations' Jobs.
+	copyBinary string
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	if copyBinary, err = site.CopyBinary(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(env.Run(m))
+}
+
+// user is who the UI's kubeconfig says the user is; the webhooks stamp it on what the page
+// creates, and the trail names it.
+const user = "ada@example.com"
+
+// userConfig is the user's own credentials, as a kubeconfig would give them: the API server
+// authenticates every request of the UI as user (a member of system:masters, so that every
+// request reaches admission).
+func userConfig() *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
+	return cfg
+}
+
+const systemNS = "nodewright-system"
+
+var (
+	startOnce sync.Once
+	startErr  error
+	// trailDir and trailKey are the operator's audit trail and the public key of its
+	// checkpoints.
+	trailDir, trailKey string
+)
+
+// startOperator runs the operator once for the package, with its admission webhooks reached
+// through the API server and an audit trail in a folder of its own (as
+// internal/webhook/v1alpha1's tests run it).
+func startOperator(t *testing.T) {
+	t.Helper()
+	startOnce.Do(func() { startErr = runOperator() })
+	if startErr != nil {
+		t.Fatal(startErr)
+	}
+}
+
+func runOperator() error {
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "nodewright-ui-test-")
+	if err != nil {
+		return err
+	}
+	env.BeforeStop(func() { _ = os.RemoveAll(dir) })
+	trailDir = filepath.Join(dir, "audit")
+	priv, pub, err := audit.GenerateKey()
+	if err != nil {
+		return err
+	}
+	keyFile := filepath.Join(dir, "audit.key")
+	trailKey = filepath.Join(dir, "audit.pub")
+	if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(trailKey, pub, 0o600); err != nil {
+		return err
+	}
+	opts := operator.Options{
+		MetricsAddr: "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
+		ProfileKeys: systemNS + "/nodewright-profile-keys",
+		Audit: operator.AuditOptions{Dir: trailDir, KeyFile: keyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
+			CheckpointConfigMap: systemNS + "/nodewright-audit-checkpoint", CheckpointInterval: 2 * time.Second},
+		Webhooks: operator.WebhookOptions{
+			Enabled: true, Host: env.Webhooks.LocalServingHost, Port: env.Webhooks.LocalServingPort,
+			CertMode: operator.CertModeSelf, Secret: systemNS + "/nodewright-webhook-cert", Service: systemNS + "/nodewright-webhook",
+			ExtraHosts:            []string{env.Webhooks.LocalServingHost},
+			MutatingConfiguration: "nodewright-mutating-webhook", ValidatingConfiguration: "nodewright-validating-webhook",
+		},
+	}
+	mgr, err := operator.NewManager(ctx, env.Config, opts)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(runCtx); err != nil {
+			fmt.Fprintf(os.Stderr, "the operator stopped: %v\n", err)
+		}
+	}()
+	env.BeforeStop(func() { cancel(); <-done })
+	// Ready once the API server reaches the webhooks through the CA the operator wrote.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := env.Client.Create(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "active-backup"}},
+			client.DryRunAll)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the API server cannot call the webhooks: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The storage the sites serve: LINSTOR (ReadWriteMany block, snapshots, clones) and TopoLVM
+// (none of those).
+const (
+	linstorDriver = "linstor.csi.linbit.com"
+	topolvmDriver = "topolvm.io"
+	linstorClass  = "ui-linstor"
+	topolvmClass  = "ui-topolvm"
+	volumeSize    = 8 << 20
+)
+
+// newSite starts a local site in a namespace of the test's own, playing kubelet, KubeVirt and
+// CSI there, with the VM "web" running on volume "root" (PVC web-root, full of data).
+func newSite(t *testing.T, opts site.Options) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	for _, c := range []struct{ name, driver string }{{linstorClass, linstorDriver}, {topolvmClass, topolvmDriver}} {
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Provisioner: c.driver,
+			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
+		if err := env.Client.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		vsc := &snapshotv1.VolumeSnapshotClass{
+			ObjectMeta: metav1.ObjectMeta{Name: c.name + "-snap", Annotations: map[string]string{"snapshot.storage.kubernetes.io/is-default-class": "true"}},
+			Driver:     c.driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
+		}
+		if err := env.Client.Create(ctx, vsc); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	opts.Drivers = []string{linstorDriver, topolvmDriver}
+	opts.CopyBinary = copyBinary
+	opts.NodeName = "site-" + ns
+	opts.Namespaces = []string{ns}
+	s := site.Start(t, env.Config, opts)
+	select {
+	case <-s.Started():
+		if err := s.Err(); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the site did not start")
+	}
+
+	create(t, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-root", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To(linstorClass),
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeMode:       ptr.To(corev1.PersistentVolumeBlock),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(volumeSize, resource.BinarySI)}},
+		},
+	})
+	var path string
+	eventually(t, "PVC web-root to be bound", 30*time.Second, func() (bool, string) {
+		p, err := s.BackingFile(ctx, ns, "web-root")
+		path = p
+		return err == nil, fmt.Sprint(err)
+	})
+	data := make([]byte, volumeSize)
+	rng := rand.New(rand.NewPCG(uint64(len(ns)), 7))
+	for i := range data[:2<<20] {
+		data[i] = byte(rng.Uint32())
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	create(t, &virtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: virtv1.VirtualMachineSpec{
+			RunStrategy: ptr.To(virtv1.RunStrategyAlways),
+			Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
+				Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
+				Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{
+					PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+						PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "web-root"},
+					},
+				}}},
+			}},
+		},
+	})
+	waitVMRunsOn(t, ns, "web-root")
+	return ns
+}
+
+// waitVMRunsOn waits until the VM "web" runs with volume "root" on claim.
+func waitVMRunsOn(t *testing.T, ns, claim string) {
+	t.Helper()
+	eventually(t, "VM web to run on "+claim, 60*time.Second, func() (bool, string) {
+		vmi := &virtv1.VirtualMachineInstance{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, vmi); err != nil {
+			return false, err.Error()
+		}
+		on := ""
+		for _, v := range vmi.Spec.Volumes {
+			if v.Name == "root" && v.PersistentVolumeClaim != nil {
+				on = v.PersistentVolumeClaim.ClaimName
+			}
+		}
+		return vmi.Status.Phase == virtv1.Running && on == claim, fmt.Sprintf("VMI web is %s on %q", vmi.Status.Phase, on)
+	})
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// eventually polls cond until it holds, failing with its last message after timeout.
+func eventually(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, msg)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// syncBuffer is the UI's output, read while it runs.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+var printedURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]+`)
+
+// startUI runs the UI as `kubectl nodewright ui` does, with the user's credentials, until the
+// test ends, and returns the URL it printed.
+func startUI(t *testing.T, opts ui.Options) string {
+	t.Helper()
+	out := &syncBuffer{}
+	opts.Out = out
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ui.Run(ctx, userConfig(), opts) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the UI stopped with an error: %v", err)
+		}
+	})
+	var url string
+	eventually(t, "the UI to print its URL", 10*time.Second, func() (bool, string) {
+		url = printedURL.FindString(out.String())
+		return url != "", fmt.Sprintf("output so far: %q", out.String())
+	})
+	return url
+}
+
+// chromium is the browser the tests drive: Debian's package, which hack/chromium.sh installs
+// (`make test` runs it first). Its absence fails the tests: a UI that was not looked at in a
+// browser is not tested.
+func chromium(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv("NODEWRIGHT_CHROMIUM")
+	if path == "" {
+		path = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("Chromium not found at %s (%v): run hack/chromium.sh, which installs Debian's chromium package (make test runs it first)", path, err)
+	}
+	return path
+}
+
+// browserPage is one headless Chromium, with a fresh profile, showing the UI.
+type browserPage struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// openPage starts Chromium with the flags this machine needs (no network of its own, no
+// sandbox as root) and opens url in a window of width × height.
+func openPage(t *testing.T, url string, width, height int) *browserPage {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium(t)),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("force-color-profile", "srgb"),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(width, height),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(allocCtx)
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	p := &browserPage{t: t, ctx: ctx}
+	// The first run starts the browser, so it runs without a timeout (see chromedp.Run).
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height)), chromedp.Navigate(url)); err != nil {
+		t.Fatalf("opening %s in Chromium: %v", url, err)
+	}
+	p.waitJS("the page to connect to its event stream", `document.getElementById('conn').textContent.includes('Live')`)
+	return p
+}
+
+// do runs browser actions, each bounded.
+func (p *browserPage) do(actions ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		p.t.Fatalf("in the browser: %v", err)
+	}
+}
+
+func evaluate[T any](p *browserPage, js string) (T, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	return chromedp.Run(ctx, chromedp.Evaluate[T](js))
+}
+
+// text is what the page shows, as a person reads it.
+func (p *browserPage) text(selector string) string {
+	p.t.Helper()
+	s, err := evaluate[string](p, fmt.Sprintf(`(document.querySelector(%q) || {innerText: ''}).innerText`, selector))
+	if err != nil {
+		p.t.Fatalf("reading %s: %v", selector, err)
+	}
+	return s
+}
+
+// waitJS waits until the expression is true in the page, failing with what the page shows.
+func (p *browserPage) waitJS(what, js string) {
+	p.t.Helper()
+	p.waitJSFor(what, js, 30*time.Second)
+}
+
+func (p *browserPage) waitJSFor(what, js string, timeout time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := evaluate[bool](p, js)
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			shown, _ := evaluate[string](p, `document.body.innerText`)
+			p.t.Fatalf("timed out after %s waiting for %s (last error: %v); the page shows:\n%s", timeout, what, err, shown)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// shot saves a screenshot of the whole page as name.png in the screenshot folder:
+// $NODEWRIGHT_UI_SCREENSHOTS (docs/ui to regenerate the documentation's), or the test's
+// temporary folder.
+func (p *browserPage) shot(name string, width, height int) {
+	p.t.Helper()
+	dir := os.Getenv("NODEWRIGHT_UI_SCREENSHOTS")
+	if dir == "" {
+		dir = p.t.TempDir()
+	}
+	p.do(chromedp.EmulateViewport(int64(width), int64(height)))
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		p.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Logf("screenshot %s (%d bytes)", path, len(png))
+}
+
+// query is a script expression for the first element the CSS selector matches.
+func query(selector string) string {
+	return "document.querySelector(" + js(selector) + ")"
+}
+
+// js quotes s for a script.
+func js(s string) string {
+	return fmt.Sprintf("%q", s)
+}
+
+func contains(haystack string, needles ...string) bool {
+	for _, n := range needles {
+		if !strings.Contains(haystack, n) {
+			return false
+		}
+	}
+	return true
+}
