@@ -157,12 +157,12 @@ func (o *WebhookOptions) webhookServer() (webhook.Server, *certs.Rotator) {
 // puts back a CA bundle someone removed from a webhook configuration (an upgrade that
 // re-applied the manifests, say).
 func startRotator(ctx context.Context, mgr ctrl.Manager, r *certs.Rotator) error {
-	c, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	c, err := client.NewWithWatch(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
 	if err != nil {
 		return err
 	}
-	r.Client, r.Reader = c, c
-	if _, err := r.Ensure(ctx); err != nil {
+	r.Client, r.Reader, r.Watcher = c, c, c
+	if err := r.Prepare(ctx); err != nil {
 		return fmt.Errorf("preparing the webhook serving certificate: %w", err)
 	}
 	if err := mgr.Add(r); err != nil {

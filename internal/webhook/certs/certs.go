@@ -86,19 +86,28 @@ type parsed struct {
 	tlsKey tls.Certificate
 }
 
-// parse checks that the bundle is complete and consistent: the CA and its key match, the
-// serving certificate was signed by the CA and matches its key, and the bundle holds the CA.
-func (b Bundle) parse() (*parsed, error) {
+// parseCA reads the CA and its key, which must match.
+func (b Bundle) parseCA() (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	ca, err := parseCert(b.CACert, KeyCACert)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	caKey, err := parseKey(b.CAKey, KeyCAKey)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !caKey.PublicKey.Equal(ca.PublicKey) {
-		return nil, fmt.Errorf("%s does not belong to %s", KeyCAKey, KeyCACert)
+		return nil, nil, fmt.Errorf("%s does not belong to %s", KeyCAKey, KeyCACert)
+	}
+	return ca, caKey, nil
+}
+
+// parse checks that the bundle is complete and consistent: the CA and its key match, the
+// serving certificate was signed by the CA and matches its key, and the bundle holds the CA.
+func (b Bundle) parse() (*parsed, error) {
+	ca, caKey, err := b.parseCA()
+	if err != nil {
+		return nil, err
 	}
 	leaf, err := parseCert(b.Cert, KeyCert)
 	if err != nil {
@@ -137,17 +146,21 @@ func (b Bundle) Due(now time.Time, subject Subject, life Lifetimes) (due bool, w
 	return false, "", minTime(caRenew, leafRenew)
 }
 
-// Renew returns the bundle with what is due replaced: a new CA when the CA is due or
+// Renew returns the bundle with what is due replaced: a new CA only when the CA is due or
 // unusable (the old CA stays in the bundle while it is valid, so replicas still serving a
-// certificate it signed stay trusted), and always a new serving certificate.
+// certificate it signed stay trusted), and always a new serving certificate. A damaged
+// serving certificate or key, or a damaged bundle, never costs a CA that is still good.
 func (b Bundle) Renew(now time.Time, subject Subject, life Lifetimes) (Bundle, error) {
-	p, perr := b.parse()
+	oldCA, oldKey, caErr := b.parseCA()
 	var ca *x509.Certificate
 	var caKey *ecdsa.PrivateKey
 	out := Bundle{}
-	if perr == nil && now.Before(renewAt(p.ca, life.RenewBefore)) {
-		ca, caKey = p.ca, p.caKey
+	if caErr == nil && now.Before(renewAt(oldCA, life.RenewBefore)) {
+		ca, caKey = oldCA, oldKey
 		out.CACert, out.CAKey, out.CABundle = b.CACert, b.CAKey, b.CABundle
+		if !bytes.Contains(out.CABundle, out.CACert) {
+			out.CABundle = out.CACert
+		}
 	} else {
 		var err error
 		ca, caKey, out.CACert, out.CAKey, err = newCA(now, life.CA)
@@ -156,7 +169,7 @@ func (b Bundle) Renew(now time.Time, subject Subject, life Lifetimes) (Bundle, e
 		}
 		out.CABundle = out.CACert
 		// The CA being replaced stays trusted until it expires.
-		if perr == nil && now.Before(p.ca.NotAfter) {
+		if caErr == nil && now.Before(oldCA.NotAfter) {
 			out.CABundle = append(slices.Clone(out.CACert), b.CACert...)
 		}
 	}

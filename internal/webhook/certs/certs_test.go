@@ -148,3 +148,25 @@ func TestABundleForAnotherSubjectOrDamagedIsDue(t *testing.T) {
 		t.Fatal("a certificate for no name was issued")
 	}
 }
+
+func TestADamagedServingKeyKeepsTheCA(t *testing.T) {
+	b := fresh(t)
+	damaged := b
+	damaged.Key = []byte("not a key")
+	r, err := damaged.Renew(t0, subject, life)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.CACert) != string(b.CACert) || string(r.CABundle) != string(b.CABundle) {
+		t.Fatal("a damaged serving key cost the CA")
+	}
+	damaged = b
+	damaged.CABundle = []byte("edited")
+	r, err = damaged.Renew(t0, subject, life)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.CACert) != string(b.CACert) || string(r.CABundle) != string(b.CACert) {
+		t.Fatal("a damaged bundle was not rebuilt from the CA it should hold")
+	}
+}

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=secrets,verbs=get;create;update
+// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=secrets,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update
 
 // Rotator keeps the webhook serving certificate in its Secret valid, serves it from memory,
@@ -39,6 +39,9 @@ type Rotator struct {
 	Lifetimes Lifetimes
 	// ValidatingWebhooks and MutatingWebhooks name the configurations that get the CA bundle.
 	ValidatingWebhooks, MutatingWebhooks []string
+	// Watcher, when set, watches the Secret, so that a replica serves what another one
+	// renewed as soon as it is written.
+	Watcher client.WithWatch
 	// Clock is the real clock unless a test sets another.
 	Clock clock.Clock
 
@@ -87,8 +90,8 @@ func (r *Rotator) CABundle() []byte {
 }
 
 // Ensure makes the Secret hold a bundle that is not due, creating or renewing it as needed,
-// and loads it. It returns when the bundle will be due next.
-func (r *Rotator) Ensure(ctx context.Context) (time.Time, error) {
+// and returns it, when it is due next, and the Secret's resourceVersion.
+func (r *Rotator) Ensure(ctx context.Context) (Bundle, time.Time, string, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("secret", r.Secret)
 	life := r.lifetimes()
 	// A conflict means another replica wrote the Secret meanwhile: read what it wrote.
@@ -99,7 +102,7 @@ func (r *Rotator) Ensure(ctx context.Context) (time.Time, error) {
 		if apierrors.IsNotFound(err) {
 			b, err := Bundle{}.Renew(now, r.Subject, life)
 			if err != nil {
-				return time.Time{}, err
+				return Bundle{}, time.Time{}, "", err
 			}
 			secret = &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Namespace: r.Secret.Namespace, Name: r.Secret.Name,
@@ -110,48 +113,95 @@ func (r *Rotator) Ensure(ctx context.Context) (time.Time, error) {
 			if err := r.Client.Create(ctx, secret); apierrors.IsAlreadyExists(err) {
 				continue
 			} else if err != nil {
-				return time.Time{}, fmt.Errorf("creating the webhook certificate Secret %s: %w", r.Secret, err)
+				return Bundle{}, time.Time{}, "", fmt.Errorf("creating the webhook certificate Secret %s: %w", r.Secret, err)
 			}
 			log.Info("Created the webhook CA and serving certificate")
 			continue
 		}
 		if err != nil {
-			return time.Time{}, fmt.Errorf("reading the webhook certificate Secret %s: %w", r.Secret, err)
+			return Bundle{}, time.Time{}, "", fmt.Errorf("reading the webhook certificate Secret %s: %w", r.Secret, err)
 		}
 		b := FromData(secret.Data)
 		due, why, next := b.Due(now, r.Subject, life)
 		if due {
 			renewed, err := b.Renew(now, r.Subject, life)
 			if err != nil {
-				return time.Time{}, err
+				return Bundle{}, time.Time{}, "", err
 			}
 			secret.Data = renewed.Data()
 			if err := r.Client.Update(ctx, secret); apierrors.IsConflict(err) {
 				continue
 			} else if err != nil {
-				return time.Time{}, fmt.Errorf("renewing the webhook certificate in Secret %s: %w", r.Secret, err)
+				return Bundle{}, time.Time{}, "", fmt.Errorf("renewing the webhook certificate in Secret %s: %w", r.Secret, err)
 			}
 			log.Info("Renewed the webhook serving certificate", "because", why)
 			continue
 		}
-		cert, err := b.Certificate()
-		if err != nil {
-			return time.Time{}, err
-		}
-		r.current.Store(cert)
-		bundle := b.CABundle
-		r.bundle.Store(&bundle)
-		return next, nil
+		return b, next, secret.ResourceVersion, nil
 	}
-	return time.Time{}, fmt.Errorf("the webhook certificate Secret %s kept changing while it was being renewed", r.Secret)
+	return Bundle{}, time.Time{}, "", fmt.Errorf("the webhook certificate Secret %s kept changing while it was being renewed", r.Secret)
 }
 
-// Inject writes the CA bundle into every webhook of the configurations, where it differs.
-func (r *Rotator) Inject(ctx context.Context) error {
-	bundle := r.CABundle()
-	if len(bundle) == 0 {
-		return errors.New("no CA bundle loaded yet")
+// Prepare ensures the Secret and serves its certificate, before the webhook server starts.
+// Configurations that do not exist yet (installed after the operator) are not an error: the
+// certificate is served, and Start writes the CA bundle into them once they do.
+func (r *Rotator) Prepare(ctx context.Context) error {
+	b, _, _, err := r.Ensure(ctx)
+	if err != nil {
+		return err
 	}
+	if err := r.serve(ctx, b); err != nil {
+		if r.current.Load() == nil {
+			return err
+		}
+		ctrl.LoggerFrom(ctx).Info("The webhook CA bundle is not written yet; retrying", "reason", err.Error())
+	}
+	return nil
+}
+
+// serve makes b's certificate the one served. When b brings a CA bundle other than the one
+// served so far, the bundle is written into the webhook configurations first, so that the API
+// server trusts the new certificate before it is presented; if that fails, the old
+// certificate (which the configurations still trust) is kept, unless there is none yet.
+func (r *Rotator) serve(ctx context.Context, b Bundle) error {
+	cert, err := b.Certificate()
+	if err != nil {
+		return err
+	}
+	injectErr := r.injectBundle(ctx, b.CABundle)
+	if injectErr != nil && r.current.Load() != nil && !bytes.Equal(r.CABundle(), b.CABundle) {
+		return fmt.Errorf("keeping the current certificate until its successor's CA is trusted: %w", injectErr)
+	}
+	r.current.Store(cert)
+	bundle := b.CABundle
+	r.bundle.Store(&bundle)
+	r.injected.Store(injectErr == nil)
+	return injectErr
+}
+
+// Inject writes the CA bundle the Secret holds into the webhook configurations, where it
+// differs. It reads the Secret rather than what this replica serves, so that a replica
+// that has not yet seen a change never writes back an older CA.
+func (r *Rotator) Inject(ctx context.Context) error {
+	secret := &corev1.Secret{}
+	if err := r.Reader.Get(ctx, r.Secret, secret); err != nil {
+		return fmt.Errorf("reading the webhook certificate Secret %s: %w", r.Secret, err)
+	}
+	bundle := secret.Data[KeyCABundle]
+	if len(bundle) == 0 {
+		return fmt.Errorf("the webhook certificate Secret %s holds no %s", r.Secret, KeyCABundle)
+	}
+	if err := r.injectBundle(ctx, bundle); err != nil {
+		return err
+	}
+	if bytes.Equal(bundle, r.CABundle()) {
+		r.injected.Store(true)
+	}
+	return nil
+}
+
+// injectBundle writes bundle into every webhook of the configurations, where it differs.
+func (r *Rotator) injectBundle(ctx context.Context, bundle []byte) error {
 	var errs []error
 	for _, name := range r.ValidatingWebhooks {
 		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
@@ -173,11 +223,7 @@ func (r *Rotator) Inject(ctx context.Context) error {
 			return out
 		}))
 	}
-	err := errors.Join(errs...)
-	if err == nil {
-		r.injected.Store(true)
-	}
-	return err
+	return errors.Join(errs...)
 }
 
 // inject reads the configuration cfg named name, sets bundle in each of its webhooks'
@@ -211,16 +257,17 @@ func setBundle(cc *admissionregistrationv1.WebhookClientConfig, bundle []byte) b
 	return true
 }
 
-// Start keeps the certificate fresh until ctx ends: it ensures and injects, then sleeps
-// until the certificate is next due, retrying failures with a growing pause.
+// Start keeps the certificate fresh until ctx ends: it ensures and serves, then waits until
+// the certificate is next due or the Secret changes (another replica renewed it, or someone
+// deleted it), retrying failures with a growing pause.
 func (r *Rotator) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("webhook-certs")
 	ctx = ctrl.LoggerInto(ctx, log)
 	retry := time.Second
 	for {
-		next, err := r.Ensure(ctx)
+		b, next, rv, err := r.Ensure(ctx)
 		if err == nil {
-			err = r.Inject(ctx)
+			err = r.serve(ctx, b)
 		}
 		wait := next.Sub(r.clock().Now())
 		if err != nil {
@@ -229,12 +276,41 @@ func (r *Rotator) Start(ctx context.Context) error {
 		} else {
 			retry = time.Second
 		}
+		changed, stop := r.watchSecret(ctx, rv)
 		select {
 		case <-ctx.Done():
+			stop()
 			return nil
 		case <-r.clock().After(wait):
+		case <-changed:
 		}
+		stop()
 	}
+}
+
+// watchSecret returns a channel that receives when the Secret changes after resourceVersion
+// rv, and a function that stops watching. Without a Watcher, or when the watch cannot be
+// made, the channel never receives and the due time alone wakes the rotator.
+func (r *Rotator) watchSecret(ctx context.Context, rv string) (<-chan struct{}, func()) {
+	changed := make(chan struct{}, 1)
+	if r.Watcher == nil || rv == "" {
+		return changed, func() {}
+	}
+	w, err := r.Watcher.Watch(ctx, &corev1.SecretList{}, client.InNamespace(r.Secret.Namespace),
+		client.MatchingFields{"metadata.name": r.Secret.Name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Watching the webhook certificate Secret failed; relying on its due time")
+		return changed, func() {}
+	}
+	go func() {
+		for range w.ResultChan() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return changed, w.Stop
 }
 
 // NeedLeaderElection is false: every replica serves webhooks and needs the certificate.
