@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // Sink stores entries in order. Append returns once the entries are as durable as the sink can
@@ -53,36 +54,84 @@ func appendLines(dst []byte, entries []Entry) []byte {
 	return dst
 }
 
-// Tee appends every batch to primary, the sink that holds the chain, and then to each copy
-// (a WriterSink on standard output, for a log collector). A copy that fails is reported to
-// onError and skipped: a collector's stream that is down never blocks or fails an append,
-// and the primary keeps the record.
+// Tee appends every batch to primary, the sink that holds the chain, and hands a copy to
+// each of copies (a WriterSink on standard output, for a log collector), which write it in
+// the background. A copy never blocks or fails an append: when one falls behind by more than
+// a bounded queue of batches (its reader stalled, say), the batches it cannot take are
+// dropped and reported to onError, and the primary keeps every record.
 func Tee(primary Sink, onError func(error), copies ...Sink) Sink {
-	return &tee{primary: primary, copies: copies, onError: onError}
+	t := &tee{primary: primary, onError: onError}
+	for _, c := range copies {
+		q := &teeCopy{sink: c, batches: make(chan []Entry, teeQueue), done: make(chan struct{})}
+		go q.run(onError)
+		t.copies = append(t.copies, q)
+	}
+	return t
 }
+
+// teeQueue is how many batches a copy may fall behind before batches are dropped.
+const teeQueue = 1024
 
 type tee struct {
 	primary Sink
-	copies  []Sink
+	copies  []*teeCopy
 	onError func(error)
+}
+
+type teeCopy struct {
+	sink    Sink
+	batches chan []Entry
+	done    chan struct{}
+	dropped int
+}
+
+func (q *teeCopy) run(onError func(error)) {
+	defer close(q.done)
+	for batch := range q.batches {
+		if err := q.sink.Append(context.Background(), batch); err != nil && onError != nil {
+			onError(err)
+		}
+	}
 }
 
 func (t *tee) Append(ctx context.Context, entries []Entry) error {
 	if err := t.primary.Append(ctx, entries); err != nil {
 		return err
 	}
-	for _, c := range t.copies {
-		if err := c.Append(ctx, entries); err != nil && t.onError != nil {
-			t.onError(err)
+	for _, q := range t.copies {
+		// The log may reuse the lines' memory once Append returns: the copy gets its own.
+		batch := make([]Entry, len(entries))
+		for i, e := range entries {
+			batch[i] = e
+			batch[i].line = append([]byte(nil), e.line...)
+		}
+		select {
+		case q.batches <- batch:
+		default:
+			q.dropped += len(batch)
+			if t.onError != nil {
+				t.onError(fmt.Errorf("the copy fell %d batches behind: %d entries not copied so far (the trail keeps them)", teeQueue, q.dropped))
+			}
 		}
 	}
 	return nil
 }
 
+// teeCloseWait bounds how long Close waits for a copy to write what it was handed.
+var teeCloseWait = 5 * time.Second
+
+// Close closes the primary, then lets each copy write what it was handed (for a while: a
+// stalled reader must not hold up shutdown) and closes it.
 func (t *tee) Close() error {
 	errs := []error{t.primary.Close()}
-	for _, c := range t.copies {
-		errs = append(errs, c.Close())
+	for _, q := range t.copies {
+		close(q.batches)
+		select {
+		case <-q.done:
+			errs = append(errs, q.sink.Close())
+		case <-time.After(teeCloseWait):
+			errs = append(errs, fmt.Errorf("a copy of the trail did not finish writing within %s", teeCloseWait))
+		}
 	}
 	return errors.Join(errs...)
 }

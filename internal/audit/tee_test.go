@@ -6,7 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 type brokenWriter struct{}
@@ -48,5 +51,48 @@ func TestTeeCopiesTheChainAndAFailingCopyNeverFailsAnAppend(t *testing.T) {
 	}
 	if len(reported) == 0 {
 		t.Fatal("the broken copy's failures were not reported")
+	}
+}
+
+// stalled is a reader that never reads: every Write blocks until the test ends.
+type stalled struct{ release chan struct{} }
+
+func (s stalled) Write(p []byte) (int, error) { <-s.release; return len(p), nil }
+
+func TestAStalledCopyNeverBlocksTheTrail(t *testing.T) {
+	teeCloseWait = 100 * time.Millisecond
+	t.Cleanup(func() { teeCloseWait = 5 * time.Second })
+	release := make(chan struct{})
+	defer close(release)
+	file, err := OpenFileSink(t.TempDir(), FileSinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reported int
+	var mu sync.Mutex
+	sink := Tee(file, func(error) { mu.Lock(); reported++; mu.Unlock() }, NewWriterSink(stalled{release}))
+	l := NewLog(sink, testSigner(t), file.State(), LogOptions{CheckpointEvery: 100})
+	done := make(chan error, 1)
+	go func() {
+		for i := range 3 * teeQueue {
+			if _, err := l.Append(context.Background(), testRecord(i)); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- l.Close()
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "did not finish writing") {
+			t.Fatalf("Close: %v; want the stalled copy reported", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("appends blocked on a stalled copy")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if reported == 0 {
+		t.Fatal("the dropped batches were not reported")
 	}
 }

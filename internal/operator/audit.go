@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
@@ -87,6 +89,7 @@ type auditTrail struct {
 	ready   chan struct{}
 	log     *audit.Log
 	openErr error
+	closed  atomic.Bool
 
 	mu     sync.Mutex
 	latest []byte
@@ -138,10 +141,20 @@ func (t *auditTrail) Append(ctx context.Context, records ...audit.Record) ([]aud
 func (t *auditTrail) Ready() bool {
 	select {
 	case <-t.ready:
-		return t.openErr == nil
+		return t.openErr == nil && !t.closed.Load()
 	default:
 		return false
 	}
+}
+
+// Holding is a readiness check, when the operator keeps a trail: a replica serves admission
+// only while it holds the trail, so that every admission decision is recorded. Standby
+// replicas are not ready, and the webhook Service sends requests to the leader alone.
+func (t *auditTrail) Holding(*http.Request) error {
+	if !t.Ready() {
+		return errors.New("this replica does not hold the audit trail (it is not the leader, or the trail is not open)")
+	}
+	return nil
 }
 
 // NeedLeaderElection: only the leader writes the trail.
@@ -161,6 +174,7 @@ func (t *auditTrail) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			t.closed.Store(true)
 			closeErr := t.log.Close()
 			// The last checkpoint was written on Close: publish it too.
 			publishCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -183,6 +183,11 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			}
 		}
 		trail, trailReady, actor = t, t.Ready, t.actor
+		if o.Webhooks.Enabled {
+			if err := mgr.AddReadyzCheck("audit-trail", t.Holding); err != nil {
+				return err
+			}
+		}
 	}
 	if err := (&edgeprofile.Reconciler{Client: mgr.GetClient(), Trust: trust}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the EdgeProfile controller: %w", err)
