@@ -90,7 +90,7 @@ func (c Checker) Check(ctx context.Context, m *nwv1.VMVolumeMigration, vm *virtv
 	case mode == nwv1.MigrationHot && srcClass.Provisioner != dstClass.Provisioner:
 		return nil, fmt.Sprintf("spec.mode: Hot clones within one CSI driver, but the source is on %s and the target class on %s; use Cold", srcClass.Provisioner, dstClass.Provisioner), nil
 	case !srcBackend.SupportsSnapshot():
-		return nil, fmt.Sprintf("the source PVC %s is on %s, which cannot take the \"before\" snapshot", pf.Claim, srcBackend.Name()), nil
+		return nil, fmt.Sprintf("spec.volumeName: the source PVC %s is on %s, which cannot take the \"before\" snapshot", pf.Claim, srcBackend.Name()), nil
 	case !dstBackend.SupportsSnapshot():
 		return nil, fmt.Sprintf("spec.target.storageClassName: %s is %s, which cannot take the \"after\" snapshot", dstClass.Name, dstBackend.Name()), nil
 	}
@@ -138,7 +138,7 @@ func (c Checker) Source(ctx context.Context, m *nwv1.VMVolumeMigration, vm *virt
 	if ptr.Deref(src.Spec.VolumeMode, corev1.PersistentVolumeFilesystem) != corev1.PersistentVolumeBlock {
 		return nil, fmt.Sprintf("spec.volumeName: the source PVC %s has volumeMode Filesystem; only Block volumes are copied", claim), nil
 	}
-	srcClass, problem, err := c.class(ctx, ptr.Deref(src.Spec.StorageClassName, ""), "the source PVC's storageClassName")
+	srcClass, problem, err := c.class(ctx, ptr.Deref(src.Spec.StorageClassName, ""), "spec.volumeName: the source PVC "+claim+"'s storageClassName")
 	if err != nil || problem != "" {
 		return nil, problem, err
 	}
@@ -252,7 +252,7 @@ func (c Checker) class(ctx context.Context, name, field string) (*storagev1.Stor
 // spec.snapshotClassName when its driver is the class's provisioner, or else the driver's
 // default class.
 func (c Checker) snapshotClass(ctx context.Context, m *nwv1.VMVolumeMigration, storageClassName string) (string, string, error) {
-	sc, problem, err := c.class(ctx, storageClassName, "storageClassName")
+	sc, problem, err := c.class(ctx, storageClassName, "spec.snapshotClassName: the StorageClass")
 	if err != nil || problem != "" {
 		return "", problem, err
 	}
