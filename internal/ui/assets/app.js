@@ -317,9 +317,9 @@ function details(key, summary, ...content) {
   return el;
 }
 
+// seconds words a step's duration; the API's times have whole seconds.
 function seconds(ms) {
-  const s = ms / 1000;
-  return s < 10 ? `${s.toFixed(1)} s` : `${Math.round(s)} s`;
+  return ms < 1000 ? '< 1 s' : `${Math.round(ms / 1000)} s`;
 }
 
 function short(s, n) {
