@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// scheme knows the core Kubernetes kinds and Nodewright's.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(nwv1.AddToScheme(s))
+	return s
+}()
+
+// Client is a direct (uncached) client for the API server the flags name, with the core and
+// Nodewright kinds registered.
+func (f *Factory) Client() (client.WithWatch, error) {
+	cfg, err := f.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the API server: %w", err)
+	}
+	return c, nil
+}

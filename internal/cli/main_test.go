@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+// The tests run the commands in-process against a real API server (no operator: the tests
+// write the status the operator would). cmd/kubectl-nodewright's tests run the operator with
+// its admission webhooks, for the refusals and defaults.
+var env = testenv.New()
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// invocation is one run of the plugin.
+type invocation struct {
+	stdout, stderr string
+	code           int
+}
+
+// runOpts adjust the Factory of a run.
+type runOpts struct {
+	now      time.Time // the clock; zero: the real one
+	terminal bool      // stdout is a terminal
+	stdin    string
+	ctx      context.Context
+	stdout   *syncBuffer // to read the output while the command runs
+}
+
+// syncBuffer is a buffer one goroutine writes while another reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// plugin runs kubectl-nodewright with args against the test API server through a kubeconfig
+// file, as a user would.
+func plugin(t *testing.T, o runOpts, args ...string) invocation {
+	t.Helper()
+	kubeconfig := kubeconfigPath(t)
+	stdout, stderr := o.stdout, &syncBuffer{}
+	if stdout == nil {
+		stdout = &syncBuffer{}
+	}
+	streams := genericiooptions.IOStreams{In: strings.NewReader(o.stdin), Out: stdout, ErrOut: stderr}
+	root := NewRootCommand(streams)
+	f := factories[root]
+	if !o.now.IsZero() {
+		f.Now = func() time.Time { return o.now }
+	}
+	f.IsTerminal = func(any) bool { return o.terminal }
+	f.Getenv = func(string) string { return "" }
+	ctx := o.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	code := Run(ctx, root, append([]string{"--kubeconfig", kubeconfig}, args...))
+	return invocation{stdout: stdout.String(), stderr: stderr.String(), code: code}
+}
+
+var (
+	kubeconfigsMu sync.Mutex
+	kubeconfigs   = map[string]string{}
+)
+
+// kubeconfigPath writes an administrator's kubeconfig once per test.
+func kubeconfigPath(t *testing.T) string {
+	t.Helper()
+	kubeconfigsMu.Lock()
+	defer kubeconfigsMu.Unlock()
+	if p, ok := kubeconfigs[t.Name()]; ok {
+		return p
+	}
+	p := env.Kubeconfig(t)
+	kubeconfigs[t.Name()] = p
+	t.Cleanup(func() {
+		kubeconfigsMu.Lock()
+		defer kubeconfigsMu.Unlock()
+		delete(kubeconfigs, t.Name())
+	})
+	return p
+}
+
+// wantCode fails the test unless the run ended with code.
+func (r invocation) wantCode(t *testing.T, code int) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+}
