@@ -136,6 +136,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 
 	for _, build := range []func(*Factory) *cobra.Command{
 		newStatusCommand,
+		newMigrateCommand,
 		newCompletionCommand,
 	} {
 		root.AddCommand(build(f))

@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// recorded are the sequences of snapshots in testdata: a Cold migration that succeeds, and a
+// Hot one whose clone does not verify and that rolls back.
+var recorded = []string{"watch-cold-succeeded", "watch-hot-rolledback"}
+
+func loadSnapshots(t *testing.T, name string) []migrationSnapshot {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snaps []migrationSnapshot
+	if err := json.Unmarshal(data, &snaps); err != nil {
+		t.Fatal(err)
+	}
+	return snaps
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run the test with -update to write it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from what was rendered (go test -run %s -update rewrites it):\n%s", path, t.Name(), diffLines(string(want), got))
+	}
+}
+
+// diffLines names the first line that differs.
+func diffLines(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := range max(len(w), len(g)) {
+		var wl, gl string
+		if i < len(w) {
+			wl = w[i]
+		}
+		if i < len(g) {
+			gl = g[i]
+		}
+		if wl != gl {
+			return fmt.Sprintf("line %d:\nwant %q\ngot  %q", i+1, wl, gl)
+		}
+	}
+	return ""
+}
+
+func frameText(lines []line) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.text)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// The live view, frame by frame: at each snapshot's arrival, and five seconds after each
+// while the next is later (the once-a-second redraw: durations and the ETA move on).
+func TestWatchFramesGolden(t *testing.T) {
+	for _, name := range recorded {
+		t.Run(name, func(t *testing.T) {
+			snaps := loadSnapshots(t, name)
+			var b strings.Builder
+			for i := range snaps {
+				clocks := []time.Time{snaps[i].At}
+				if i+1 < len(snaps) && snaps[i+1].At.Sub(snaps[i].At) > 5*time.Second {
+					clocks = append(clocks, snaps[i].At.Add(5*time.Second))
+				}
+				for _, now := range clocks {
+					fmt.Fprintf(&b, "=== %s (snapshot %d)\n", now.Format("15:04:05.000"), i+1)
+					b.WriteString(frameText(renderFrame(snaps[:i+1], now)))
+				}
+			}
+			golden(t, name+".frames.golden", b.String())
+		})
+	}
+}
+
+// The log a script reads: one line per phase or step change, then the result.
+func TestWatchLinesGolden(t *testing.T) {
+	for _, name := range recorded {
+		t.Run(name, func(t *testing.T) {
+			snaps := loadSnapshots(t, name)
+			var out bytes.Buffer
+			view := newMigrationView(&out, false, palette{}, 0)
+			for _, s := range snaps {
+				view.observe(s, s.At)
+			}
+			golden(t, name+".lines.golden", out.String())
+		})
+	}
+}
+
+// On a terminal each frame replaces the last: the cursor goes back up over it.
+func TestWatchRedrawsInPlace(t *testing.T) {
+	snaps := loadSnapshots(t, "watch-cold-succeeded")
+	var out bytes.Buffer
+	view := newMigrationView(&out, true, palette{on: true}, 200)
+	view.observe(snaps[0], snaps[0].At)
+	first := len(renderFrame(snaps[:1], snaps[0].At))
+	view.observe(snaps[1], snaps[1].At)
+	if want := fmt.Sprintf("\x1b[%dA\x1b[J", first); !strings.Contains(out.String(), want) {
+		t.Fatalf("the second frame does not move back over the first (%q):\n%q", want, out.String())
+	}
+	if !strings.Contains(out.String(), "\x1b[1mvmvolumemigration apps/web-root-to-rwx") {
+		t.Errorf("no colour on a terminal:\n%q", out.String())
+	}
+
+	// A line wider than the terminal is cut, so that the count of lines to go back stays right.
+	narrow := newMigrationView(&bytes.Buffer{}, true, palette{}, 20)
+	narrow.observe(snaps[5], snaps[5].At)
+	for _, l := range strings.Split(strings.TrimSuffix(narrow.w.(*bytes.Buffer).String(), "\n"), "\n") {
+		if width(l) >= 20 {
+			t.Errorf("line %q is as wide as the terminal", l)
+		}
+	}
+}
+
+func snapshot(at time.Time, step string, done, total int64) migrationSnapshot {
+	m := &nwv1.VMVolumeMigration{}
+	m.Status.Phase = nwv1.WorkflowRunning
+	m.Status.Steps = []nwv1.WorkflowStep{{Name: step, State: nwv1.StepRunning}}
+	m.Status.Progress = &nwv1.MigrationProgress{BytesDone: done, BytesTotal: total}
+	return migrationSnapshot{At: at, Migration: m}
+}
+
+func TestEstimateProgress(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	const gib = 1 << 30
+	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	cases := []struct {
+		name     string
+		snaps    []migrationSnapshot
+		now      time.Time
+		rate     float64 // bytes/s
+		eta      time.Duration
+		noETA    bool
+		noReport bool
+	}{
+		{name: "no progress yet", snaps: []migrationSnapshot{{At: t0, Migration: &nwv1.VMVolumeMigration{}}}, now: t0, noReport: true},
+		{name: "one sample: no rate", snaps: []migrationSnapshot{snapshot(t0, "Copy", gib, 10*gib)}, now: t0, noETA: true},
+		{name: "two samples", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", gib, 10*gib), snapshot(sec(10), "Copy", 2*gib, 10*gib),
+		}, now: sec(10), rate: gib / 10.0, eta: 80 * time.Second},
+		{name: "the ETA counts down between updates", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", gib, 10*gib), snapshot(sec(10), "Copy", 2*gib, 10*gib),
+		}, now: sec(25), rate: gib / 10.0, eta: 65 * time.Second},
+		{name: "and stops at zero", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", gib, 10*gib), snapshot(sec(10), "Copy", 2*gib, 10*gib),
+		}, now: sec(500), rate: gib / 10.0, eta: 0},
+		{name: "an unchanged update is not a sample: the time a value was first seen counts", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", gib, 10*gib), snapshot(sec(5), "Copy", gib, 10*gib), snapshot(sec(10), "Copy", 3*gib, 10*gib),
+		}, now: sec(10), rate: 2 * gib / 10.0, eta: 35 * time.Second},
+		{name: "the rate looks back 30s", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", 0, 10*gib), snapshot(sec(10), "Copy", 4*gib, 10*gib),
+			snapshot(sec(40), "Copy", 5*gib, 10*gib), snapshot(sec(50), "Copy", 6*gib, 10*gib),
+		}, now: sec(50), rate: gib / 10.0, eta: 40 * time.Second},
+		{name: "but takes the sample before when none is that recent", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", 0, 10*gib), snapshot(sec(100), "Copy", 5*gib, 10*gib),
+		}, now: sec(100), rate: 5 * gib / 100.0, eta: 100 * time.Second},
+		{name: "a new step starts a new run", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", 0, 10*gib), snapshot(sec(10), "Copy", 10*gib, 10*gib),
+			snapshot(sec(20), "VerifyClone", gib, 10*gib),
+		}, now: sec(20), noETA: true},
+		{name: "bytesDone going back starts a new run", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", 0, 10*gib), snapshot(sec(10), "Copy", 5*gib, 10*gib),
+			snapshot(sec(20), "Copy", gib, 10*gib), snapshot(sec(30), "Copy", 2*gib, 10*gib),
+		}, now: sec(30), rate: gib / 10.0, eta: 80 * time.Second},
+		{name: "done: a rate, no ETA", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", 8*gib, 10*gib), snapshot(sec(10), "Copy", 10*gib, 10*gib),
+		}, now: sec(10), rate: 2 * gib / 10.0, noETA: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			est, ok := estimateProgress(c.snaps, c.now)
+			if ok == c.noReport {
+				t.Fatalf("reported %v, want %v", ok, !c.noReport)
+			}
+			if !ok {
+				return
+			}
+			if math.Abs(est.Rate-c.rate) > 1 {
+				t.Errorf("rate %.0f B/s, want %.0f", est.Rate, c.rate)
+			}
+			if est.HasETA == c.noETA {
+				t.Fatalf("has ETA %v, want %v", est.HasETA, !c.noETA)
+			}
+			if est.HasETA && (est.ETA-c.eta).Abs() > time.Millisecond {
+				t.Errorf("ETA %s, want %s", est.ETA, c.eta)
+			}
+		})
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	const gib = 1 << 30
+	for _, c := range []struct {
+		est  progressEstimate
+		want string
+	}{
+		{progressEstimate{Done: 0, Total: 10 * gib}, "[░░░░░░░░░░░░░░░░░░░░░░░░░░░░░░]   0%  0 B / 10.0 GiB  ETA -"},
+		{progressEstimate{Done: 46 * gib / 10, Total: 10 * gib, Rate: 128 << 20, ETA: 43 * time.Second, HasETA: true},
+			"[█████████████░░░░░░░░░░░░░░░░░]  45%  4.6 GiB / 10.0 GiB  128.0 MiB/s  ETA 43s"},
+		{progressEstimate{Done: 10 * gib, Total: 10 * gib, Rate: 128 << 20}, "[██████████████████████████████] 100%  10.0 GiB / 10.0 GiB  128.0 MiB/s"},
+	} {
+		if got := progressLine(c.est); got != c.want {
+			t.Errorf("progressLine(%+v)\n got %q\nwant %q", c.est, got, c.want)
+		}
+	}
+}
+
+func TestStepDuration(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(75 * time.Second))
+	now := t0.Add(3 * time.Hour)
+	for _, c := range []struct {
+		step nwv1.WorkflowStep
+		want string
+	}{
+		{nwv1.WorkflowStep{State: nwv1.StepPending}, ""},
+		{nwv1.WorkflowStep{State: nwv1.StepSucceeded, StartedAt: &t0, FinishedAt: &t1}, "1m15s"},
+		{nwv1.WorkflowStep{State: nwv1.StepRunning, StartedAt: &t0}, "3h00m"},
+	} {
+		if got := stepDuration(c.step, now); got != c.want {
+			t.Errorf("stepDuration(%+v) = %q, want %q", c.step, got, c.want)
+		}
+	}
+}
