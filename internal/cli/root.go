@@ -137,6 +137,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	for _, build := range []func(*Factory) *cobra.Command{
 		newStatusCommand,
 		newMigrateCommand,
+		newEventsCommand,
 		newCompletionCommand,
 	} {
 		root.AddCommand(build(f))
