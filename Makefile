@@ -31,7 +31,7 @@ demo-down: ## Stop the local site and every process it started.
 	@hack/demo.sh down
 
 .PHONY: test
-test: control-plane $(COSIGN) ## Run the unit, integration (real API server) and end-to-end tests.
+test: control-plane $(COSIGN) chromium ## Run the unit, integration (real API server), browser and end-to-end tests.
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
@@ -43,6 +43,10 @@ bench: ## Run the benchmarks (copier, bridge, audit, migration) and print each f
 .PHONY: build
 build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium (for the UI's browser tests) when it is missing.
+	@hack/chromium.sh >/dev/null
 
 .PHONY: control-plane
 control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into bin/k8s/<version>/.
