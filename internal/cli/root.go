@@ -138,6 +138,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newStatusCommand,
 		newMigrateCommand,
 		newEventsCommand,
+		newAuditCommand,
 		newCompletionCommand,
 	} {
 		root.AddCommand(build(f))

@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/spectrocloud/nodewright/internal/audit"
+)
+
+const auditHelp = `Work with Nodewright's tamper-evident audit trail (docs/audit.md): verify it, or follow it
+as it grows.`
+
+func newAuditCommand(f *Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Verify or follow the audit trail",
+		Long:  auditHelp,
+		Example: `  kubectl nodewright audit verify --public-key audit.pub /var/lib/nodewright/audit
+  kubectl nodewright audit tail -f /var/lib/nodewright/audit`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newAuditVerifyCommand(f), newAuditTailCommand(f))
+	return cmd
+}
+
+const verifyHelp = `Verify an audit trail: every entry's hash, the chain's links, sequence numbers, record IDs
+and the signature of every checkpoint, as nodewright-audit verify does (the same library
+call). Files are read in the order given; a directory stands for its audit-*.jsonl files in
+order.
+
+Entries after the last checkpoint are protected by the hash chain only: deleting or rewriting
+them cannot be told from the trail alone. --trusted-checkpoint (a checkpoint line kept outside
+the trail, e.g. from the ConfigMap the operator publishes it to) requires the trail to still
+reach it, which detects that.
+
+The report lists each problem as "FAIL file:line seq N: kind: message", then notes, the last
+checkpoint and a summary; -o json and -o yaml print the report as data.
+
+Exit codes: 0 the trail verifies; 1 tampering or damage found; 2 usage or bad input (no key,
+an unreadable file or key, a trusted checkpoint that is not one).`
+
+const verifyExamples = `  # A trail folder, with the operator's public key
+  kubectl nodewright audit verify --public-key audit.pub /var/lib/nodewright/audit
+
+  # Across a key rotation, and against the checkpoint published outside the trail
+  kubectl get cm -n nodewright-system nodewright-audit-checkpoint -o jsonpath='{.data.checkpoint}' > cp.json
+  kubectl nodewright audit verify --public-key old.pub --public-key new.pub --trusted-checkpoint cp.json audit-*.jsonl
+
+  # For a script
+  kubectl nodewright audit verify --public-key audit.pub -o json trail/ | jq .problems`
+
+func newAuditVerifyCommand(f *Factory) *cobra.Command {
+	var keyFiles []string
+	var trustedFile, output string
+	var allowPartial bool
+	cmd := &cobra.Command{
+		Use:     "verify FILE|DIR...",
+		Short:   "Verify an audit trail's chain and signed checkpoints",
+		Long:    verifyHelp,
+		Example: verifyExamples,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErrorf("%s wants the trail's files or folder", cmd.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := checkOutput(output, outputTable, outputJSON, outputYAML); err != nil {
+				return err
+			}
+			if len(keyFiles) == 0 {
+				return usageErrorf("--public-key is required: without it the checkpoints prove nothing")
+			}
+			opts := audit.VerifyOptions{AllowPartial: allowPartial}
+			keys, err := readAuditKeys(keyFiles)
+			if err != nil {
+				return usageError(err)
+			}
+			opts.PublicKeys = keys
+			if trustedFile != "" {
+				if opts.Trusted, err = readTrustedCheckpoint(trustedFile); err != nil {
+					return usageError(err)
+				}
+			}
+			files, err := chainFiles(args)
+			if err != nil {
+				return usageError(err)
+			}
+			report, err := audit.VerifyFiles(opts, files...)
+			if err != nil {
+				return usageError(err)
+			}
+			out := f.Streams().Out
+			if output != outputTable {
+				if err := printData(out, output, report); err != nil {
+					return err
+				}
+			} else {
+				printVerifyReport(out, report, palette{on: f.Color(out)})
+			}
+			if !report.OK {
+				return &ExitError{Code: ExitFailed, Silent: true, Err: fmt.Errorf("the trail does not verify: %d problems", len(report.Problems)+report.ProblemsOmitted)}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&keyFiles, "public-key", nil, "Public key file (PEM, or 32 bytes raw, hex or base64); repeat across a key rotation (required).")
+	fl.StringVar(&trustedFile, "trusted-checkpoint", "", "A checkpoint line kept outside the trail; the trail must still reach it.")
+	fl.BoolVar(&allowPartial, "allow-partial", false, "Accept a trail whose oldest files were removed on purpose (it starts after seq 0).")
+	outputFlag(cmd, &output, outputTable, outputJSON, outputYAML)
+	return cmd
+}
+
+func readAuditKeys(files []string) ([]ed25519.PublicKey, error) {
+	var keys []ed25519.PublicKey
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("reading the public key: %w", err)
+		}
+		key, err := audit.ParsePublicKey(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
+
+// readTrustedCheckpoint reads a checkpoint line as the trail holds it; its signature is
+// checked by the verification.
+func readTrustedCheckpoint(path string) (*audit.Checkpoint, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the trusted checkpoint: %w", err)
+	}
+	e, err := audit.ParseLine([]byte(strings.TrimSpace(string(data))))
+	if err != nil {
+		return nil, fmt.Errorf("trusted checkpoint %s: %w", path, err)
+	}
+	if e.Checkpoint == nil {
+		return nil, fmt.Errorf("trusted checkpoint %s: the line is a record, not a checkpoint", path)
+	}
+	return e.Checkpoint, nil
+}
+
+// chainFiles replaces each directory by its chain files, in order.
+func chainFiles(args []string) ([]string, error) {
+	var files []string
+	for _, a := range args {
+		info, err := os.Stat(a)
+		if err != nil {
+			return nil, fmt.Errorf("audit file: %w", err)
+		}
+		if !info.IsDir() {
+			files = append(files, a)
+			continue
+		}
+		inDir, err := audit.ChainFiles(a)
+		if err != nil {
+			return nil, err
+		}
+		if len(inDir) == 0 {
+			return nil, fmt.Errorf("audit directory %s: no audit-*.jsonl files", a)
+		}
+		files = append(files, inDir...)
+	}
+	return files, nil
+}
+
+func printVerifyReport(w io.Writer, r *audit.Report, p palette) {
+	for _, prob := range r.Problems {
+		fmt.Fprintf(w, "%s %s\n", p.paint(red, "FAIL"), prob)
+	}
+	if r.ProblemsOmitted > 0 {
+		fmt.Fprintf(w, "%s ... and %d more problems\n", p.paint(red, "FAIL"), r.ProblemsOmitted)
+	}
+	for _, note := range r.Warnings {
+		fmt.Fprintf(w, "note: %s\n", note)
+	}
+	if cp := r.LastCheckpoint; cp != nil {
+		fmt.Fprintf(w, "last checkpoint: size %d, head %s, %s, key %s (%s:%d)\n", cp.Size, cp.Head, timestamp(cp.Time), cp.KeyID, cp.File, cp.Line)
+	}
+	verdict := p.paint(green, "OK")
+	if !r.OK {
+		verdict = p.paint(red, fmt.Sprintf("TAMPERED OR DAMAGED (%d problems)", len(r.Problems)+r.ProblemsOmitted))
+	}
+	fmt.Fprintf(w, "%s: %d entries (%d records, %d checkpoints), seq %d..%d, %d files\n",
+		verdict, r.Entries, r.Records, r.Checkpoints, r.FirstSeq, r.LastSeq, len(r.Files))
+}
