@@ -139,6 +139,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newMigrateCommand,
 		newEventsCommand,
 		newAuditCommand,
+		newProfileCommand,
 		newCompletionCommand,
 	} {
 		root.AddCommand(build(f))
