@@ -1,5 +1,5 @@
 // Command kubectl-nodewright is the kubectl plugin for Nodewright: "kubectl nodewright status",
-// "migrate", "events", "audit", "profile". The commands are in internal/cli; see docs/cli.md.
+// "migrate", "events", "audit", "profile", "ui". The commands are in internal/cli; see docs/cli.md.
 package main
 
 import (
@@ -11,6 +11,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/spectrocloud/nodewright/internal/cli"
+	"github.com/spectrocloud/nodewright/internal/ui"
 )
 
 func main() {
@@ -22,5 +23,7 @@ func main() {
 
 // run is the program minus process setup, so tests can drive it.
 func run(ctx context.Context, args []string, streams genericiooptions.IOStreams) int {
-	return cli.Run(ctx, cli.NewRootCommand(streams), args)
+	root := cli.NewRootCommand(streams)
+	cli.AddCommand(root, ui.NewCommand)
+	return cli.Run(ctx, root, args)
 }

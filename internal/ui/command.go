@@ -1,0 +1,54 @@
+package ui
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/spectrocloud/nodewright/internal/cli"
+)
+
+// NewCommand is `kubectl nodewright ui`, added to the plugin's root with cli.AddCommand.
+func NewCommand(f *cli.Factory) *cobra.Command {
+	var opts Options
+	var noBrowser bool
+	cmd := &cobra.Command{
+		Use:   "ui",
+		Short: "Serve the Nodewright web UI on 127.0.0.1, with your own credentials",
+		Long: `Serves a local web page that shows the cluster (phase, legacy state timeline, nodes),
+the volume migrations (steps, progress, checksums, live) and an audit trail, and starts or
+cancels migrations. It talks to the API server with your kubeconfig's credentials, so it can do
+exactly what you can with kubectl and nothing more; the page's URL carries a secret token and
+the server answers only on the loopback address.
+
+The URL is printed, and opened in your browser unless --no-browser. Stop it with Ctrl-C.
+
+Exit codes: 0 stopped with Ctrl-C or SIGTERM; 1 it could not start (the address is taken, the
+kubeconfig is unusable); 2 usage error.`,
+		Example: `  # Serve the UI for every namespace you may list, and open it
+  kubectl nodewright ui
+
+  # Only namespace demo, on a fixed port, with the local site's audit trail verified
+  kubectl nodewright ui -n demo --addr 127.0.0.1:8765 --no-browser \
+    --trail-dir .demo/audit --trail-key .demo/audit-key.pub`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.RESTConfig()
+			if err != nil {
+				return err
+			}
+			ns, explicit, err := f.Namespace()
+			if err != nil {
+				return err
+			}
+			if explicit {
+				opts.Namespace = ns
+			}
+			opts.Out, opts.OpenBrowser = f.Streams().Out, !noBrowser
+			return Run(cmd.Context(), cfg, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Addr, "addr", DefaultAddr, "Loopback address and port to serve on; port 0 takes a free one.")
+	cmd.Flags().BoolVar(&noBrowser, "no-browser", false, "Print the URL without opening a browser.")
+	cmd.Flags().StringVar(&opts.TrailDir, "trail-dir", "", "A local folder holding an audit trail (such as the local site's .demo/audit) to show.")
+	cmd.Flags().StringSliceVar(&opts.TrailKeys, "trail-key", nil, "Public key file(s) to verify the trail's checkpoints with (repeatable).")
+	return cmd
+}
