@@ -72,6 +72,10 @@ func (d *Decisions) record(ctx context.Context, obj client.Object, kind, to, mes
 	if r := requester(obj); r != "" && r != req.UserInfo.Username {
 		details = append(details, audit.Detail{Name: "requestedBy", Value: r})
 	}
+	// A generated name is chosen after the mutating webhook: say what it will start with.
+	if obj.GetName() == "" && obj.GetGenerateName() != "" {
+		details = append(details, audit.Detail{Name: "generateName", Value: obj.GetGenerateName()})
+	}
 	// The admission request's UID ties the records of one request together: the mutating
 	// webhook's (made before the object has a UID of its own) and the validating one's.
 	details = append(details, audit.Detail{Name: "admissionRequest", Value: string(req.UID)})

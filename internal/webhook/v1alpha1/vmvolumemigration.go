@@ -43,14 +43,13 @@ func (w *migrations) defaults(ctx context.Context, m *nwv1.VMVolumeMigration) ([
 			return nil, err
 		}
 		if problem == "" {
-			size := pf.Size.DeepCopy()
-			m.Spec.Target.Size = &size
-			set = append(set, fieldDefault{field: "spec.target.size", text: size.String()})
+			size := pf.Size.String()
+			set = append(set, fieldDefault{field: "spec.target.size", pointer: "/spec/target/size", value: size, text: size})
 		}
 	}
 	if m.Spec.Mode == "" {
-		m.Spec.Mode = nwv1.MigrationCold
-		set = append(set, fieldDefault{field: "spec.mode", text: string(nwv1.MigrationCold)})
+		mode := string(nwv1.MigrationCold)
+		set = append(set, fieldDefault{field: "spec.mode", pointer: "/spec/mode", value: mode, text: mode})
 	}
 	return set, nil
 }

@@ -8,6 +8,7 @@
 package v1alpha1
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,7 +39,7 @@ type kindWebhook[T client.Object] struct {
 	decoder   admission.Decoder
 	// newObject makes an empty T to decode into.
 	newObject func() T
-	// defaults fills in what a new object leaves unset and says what it set. Optional.
+	// defaults says what a new object leaves unset and what it gets. Optional.
 	defaults func(ctx context.Context, obj T) ([]fieldDefault, error)
 	// create and update check a new or changed object. A returned error refuses it; its
 	// text is shown to the user as is, so it names the field and the reason. Optional.
@@ -47,9 +49,14 @@ type kindWebhook[T client.Object] struct {
 	workflow bool
 }
 
-// fieldDefault is one field the mutating webhook filled in: its path ("spec.mode") and the
-// value it got, as the audit record shows it.
-type fieldDefault struct{ field, text string }
+// fieldDefault is one field the mutating webhook fills in: its path for people
+// ("spec.mode"), its JSON pointer ("/spec/mode"), its value, and the value as the audit
+// record shows it.
+type fieldDefault struct {
+	field, pointer string
+	value          any
+	text           string
+}
 
 // register installs the kind's webhooks: the mutating handler, the validator for creates and
 // updates, and the same validator for deletes on a path of its own (its configuration fails
@@ -71,41 +78,37 @@ func (w *kindWebhook[T]) register(mgr ctrl.Manager, obj T) error {
 	return nil
 }
 
-// Handle is the mutating webhook.
+// Handle is the mutating webhook. It answers with only the JSON patch operations it means,
+// never with a re-encoded object (the Go types write some values differently from how they
+// are stored: "5m" as "5m0s"):
 //
-// On create it stamps the requester, fills in the defaults and answers with the difference
-// between the request and the object as the Go types write it: the object is stored in that
-// canonical form ("5m0s", not "5m"), so that a client that reads it into the Go types and
-// writes it back does not change a spec that must not change.
-//
-// On update it answers with the stamp's patch alone and never re-encodes the object: an
-// object stored before the webhook existed keeps its spec byte for byte.
+//   - the requested-by stamp;
+//   - on create, the defaults;
+//   - on update, when the request's spec means what the stored one means but is written
+//     differently (a client that read the object into the Go types and wrote it back), the
+//     stored spec as it is, so that a spec that may not change is not seen to change.
 func (w *kindWebhook[T]) Handle(ctx context.Context, req admission.Request) admission.Response {
 	obj := w.newObject()
 	if err := w.decoder.Decode(req, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	ctx = admission.NewContextWithRequest(ctx, req)
+	var patches []jsonpatch.JsonPatchOperation
 	stamp, err := stampPatch(req, obj)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	if stamp.patch != nil {
+		patches = append(patches, *stamp.patch)
+	}
 	if stamp.message != "" {
 		w.decisions.record(ctx, obj, w.kind, RequesterKept, stamp.message)
 	}
-	if req.Operation != admissionv1.Create {
-		if stamp.patch == nil {
-			return admission.Allowed("")
+	switch req.Operation {
+	case admissionv1.Create:
+		if w.defaults == nil {
+			break
 		}
-		return admission.Patched("", *stamp.patch)
-	}
-	annotations := obj.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[nwv1.AnnotationRequestedBy] = req.UserInfo.Username
-	obj.SetAnnotations(annotations)
-	if w.defaults != nil {
 		set, err := w.defaults(ctx, obj)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
@@ -114,17 +117,49 @@ func (w *kindWebhook[T]) Handle(ctx context.Context, req admission.Request) admi
 			texts := make([]string, 0, len(set))
 			details := make([]audit.Detail, 0, len(set))
 			for _, d := range set {
+				patches = append(patches, jsonpatch.NewOperation("add", d.pointer, d.value))
 				texts = append(texts, d.field+"="+d.text)
 				details = append(details, audit.Detail{Name: d.field, Value: d.text})
 			}
 			w.decisions.record(ctx, obj, w.kind, Defaulted, "set "+strings.Join(texts, ", "), details...)
 		}
+	case admissionv1.Update:
+		old := w.newObject()
+		if err := w.decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		if keep, ok := storedSpec(req, obj, old); ok {
+			patches = append(patches, jsonpatch.NewOperation("replace", "/spec", keep))
+		}
 	}
-	canonical, err := json.Marshal(obj)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+	if len(patches) == 0 {
+		return admission.Allowed("")
 	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, canonical)
+	return admission.Patched("", patches...)
+}
+
+// storedSpec is the stored spec, as written, when the request's spec is written differently
+// but means the same (both encode alike through the Go types).
+func storedSpec(req admission.Request, obj, old client.Object) (json.RawMessage, bool) {
+	sent, stored := rawSpec(req.Object.Raw), rawSpec(req.OldObject.Raw)
+	if sent == nil || stored == nil || bytes.Equal(sent, stored) {
+		return nil, false
+	}
+	newMeaning, errNew := json.Marshal(obj)
+	oldMeaning, errOld := json.Marshal(old)
+	if errNew != nil || errOld != nil || !bytes.Equal(rawSpec(newMeaning), rawSpec(oldMeaning)) {
+		return nil, false
+	}
+	return stored, true
+}
+
+// rawSpec is the "spec" member of a JSON object, as written; nil when there is none.
+func rawSpec(object []byte) json.RawMessage {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(object, &members) != nil {
+		return nil
+	}
+	return members["spec"]
 }
 
 // ValidateCreate checks a new object; the decision is recorded either way.
