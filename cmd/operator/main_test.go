@@ -103,7 +103,10 @@ func startReplica(t *testing.T, binary, kubeconfig, ns string) *replica {
 		"--leader-election-lease-duration", "4s",
 		"--leader-election-renew-deadline", "3s",
 		"--leader-election-retry-period", "500ms",
-		"--shutdown-timeout", "10s")
+		"--shutdown-timeout", "10s",
+		// Two replicas without the webhook configurations: admission (tested with the
+		// webhooks in internal/webhook and internal/operator) is off here.
+		"--webhooks=false")
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("starting the operator: %v", err)
