@@ -10,8 +10,8 @@ import (
 )
 
 // idleStop is how long the watches outlive the last page, so that a reload does not restart
-// them.
-const idleStop = 15 * time.Second
+// them. A variable for the tests.
+var idleStop = 15 * time.Second
 
 // subscriberBuffer is how many events a slow page may lag behind before it is dropped; its
 // EventSource reconnects and starts again from a fresh snapshot.
@@ -53,7 +53,9 @@ type hub struct {
 	run       *run
 	runs      uint64
 	stopTimer *time.Timer
-	closed    bool
+	// idleTimers counts the idle timers started, so that a late one is told apart.
+	idleTimers uint64
+	closed     bool
 }
 
 // run is one start of the watches, from the first page to the last page leaving. Events of
@@ -110,22 +112,37 @@ func (h *hub) subscribe() (*subscriber, []event) {
 	return sub, snap
 }
 
+// unsubscribe forgets a page whose stream ended; the hub may have dropped it already.
 func (h *hub) unsubscribe(sub *subscriber) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.subs[sub]; !ok {
-		return
+	if _, ok := h.subs[sub]; ok {
+		delete(h.subs, sub)
+		close(sub.gone)
 	}
-	delete(h.subs, sub)
-	close(sub.gone)
-	if len(h.subs) == 0 && h.run != nil && !h.closed {
-		h.stopTimer = time.AfterFunc(idleStop, h.stopIfIdle)
-	}
+	h.idleLocked()
 }
 
-func (h *hub) stopIfIdle() {
+// idleLocked starts the idle timer when no page is left and the watches run: whether the last
+// page left or was dropped for lagging.
+func (h *hub) idleLocked() {
+	if len(h.subs) > 0 || h.run == nil || h.closed || h.stopTimer != nil {
+		return
+	}
+	h.idleTimers++
+	n := h.idleTimers
+	h.stopTimer = time.AfterFunc(idleStop, func() { h.stopIfIdle(n) })
+}
+
+// stopIfIdle stops the watches if idle timer n is still the current one (a page that came
+// back stopped it; one that fired late must not cut a newer one short) and no page is left.
+func (h *hub) stopIfIdle(n uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.stopTimer == nil || h.idleTimers != n {
+		return
+	}
+	h.stopTimer = nil
 	if len(h.subs) == 0 {
 		h.stopLocked()
 	}
@@ -162,15 +179,21 @@ func (h *hub) close() {
 	}
 }
 
-// broadcastLocked sends ev to every page; a page too far behind is dropped.
+// broadcastLocked sends ev to every page; a page too far behind is dropped (its stream ends,
+// and the page reconnects for a fresh snapshot).
 func (h *hub) broadcastLocked(ev event) {
+	dropped := false
 	for sub := range h.subs {
 		select {
 		case sub.ch <- ev:
 		default:
 			delete(h.subs, sub)
 			close(sub.gone)
+			dropped = true
 		}
+	}
+	if dropped {
+		h.idleLocked()
 	}
 }
 
