@@ -432,3 +432,63 @@ func TestWatchResumes(t *testing.T) {
 		})
 	}
 }
+
+// Started in the middle of a copy, the live view takes no rate from the first read: the value
+// it shows was written some time before it arrived. The first update the watch delivers shows
+// the bytes without a rate; the second gives one.
+func TestMigrateWatchMidCopyRate(t *testing.T) {
+	ns := env.Namespace(t)
+	const mib = 1 << 20
+	started := metav1.Now()
+	copying := func(done int64) nwv1.VMVolumeMigrationStatus {
+		return nwv1.VMVolumeMigrationStatus{
+			WorkflowStatus: nwv1.WorkflowStatus{Phase: nwv1.WorkflowRunning, StartTime: &started, Steps: []nwv1.WorkflowStep{
+				{Name: "Copy", State: nwv1.StepRunning, StartedAt: &started},
+			}},
+			Progress: &nwv1.MigrationProgress{BytesDone: done, BytesTotal: 10240 * mib, Percent: int32(done * 100 / (10240 * mib))},
+		}
+	}
+	m := createMigration(t, ns, "mid-copy", "web", nwv1.MigrationCold, copying(1000*mib))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan invocation, 1)
+	go func() {
+		done <- plugin(t, runOpts{ctx: ctx, stdout: out, terminal: true}, "migrate", "watch", "mid-copy", "-n", ns)
+	}()
+	// lastLine is the newest progress line showing text.
+	lastLine := func(text string) string {
+		s := out.String()
+		i := strings.LastIndex(s, text)
+		if i < 0 {
+			t.Fatalf("the view never showed %q:\n%q", text, s)
+		}
+		line, _, _ := strings.Cut(s[i:], "\n")
+		return line
+	}
+	update := func(done int64) {
+		t.Helper()
+		m.Status = copying(done)
+		if err := env.Client.Status().Update(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	waitForOutput(out, "1000.0 MiB / 10.0 GiB")
+	if l := lastLine("1000.0 MiB / 10.0 GiB"); !strings.Contains(l, "ETA -") || strings.Contains(l, "/s") {
+		t.Errorf("the first read: %q, want no rate", l)
+	}
+	update(1100 * mib)
+	waitForOutput(out, "1.1 GiB / 10.0 GiB")
+	if l := lastLine("1.1 GiB / 10.0 GiB"); !strings.Contains(l, "ETA -") || strings.Contains(l, "/s") {
+		t.Errorf("the first update after the read: %q, want no rate (the read is no reference)", l)
+	}
+	update(1200 * mib)
+	waitForOutput(out, "1.2 GiB / 10.0 GiB")
+	if l := lastLine("1.2 GiB / 10.0 GiB"); !strings.Contains(l, "/s  ETA ") {
+		t.Errorf("the second update: %q, want a rate and an ETA", l)
+	}
+	cancel()
+	r := <-done
+	r.wantCode(t, ExitNotFinished)
+}

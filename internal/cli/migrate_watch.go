@@ -19,8 +19,9 @@ import (
 
 const watchHelp = `Follow a VMVolumeMigration until it ends: each step with its state and duration, a progress
 bar of the data copy with bytes done and total, the rate and the time left (computed from
-successive progress updates), then the checksums of source and target, the Verified condition
-and the final phase.
+the successive progress updates the watch delivers; "no progress for 40s" once none has
+arrived for 6s), then the checksums of source and target, the Verified condition and the
+final phase.
 
 The view is driven by a watch on the object: it changes when the status does, and on a
 terminal it redraws once a second so that the running step's duration and the ETA stay
@@ -117,11 +118,13 @@ func watchMigration(ctx context.Context, f *Factory, c client.WithWatch, namespa
 		}
 		return &ExitError{Code: ExitNotFinished, Err: fmt.Errorf("%s waiting for vmvolumemigration/%s: phase %s%s", why, name, view.phase(), view.stepNote())}
 	}
-	// observe shows a version of the migration, and says whether it is final.
+	// observe shows a version of the migration, and says whether it is final. read says it
+	// was read rather than delivered by a watch event: when its values were written is not
+	// known, so the rate does not start from it.
 	var version string
-	observe := func(m *nwv1.VMVolumeMigration) bool {
+	observe := func(m *nwv1.VMVolumeMigration, read bool) bool {
 		version = m.ResourceVersion
-		view.observe(migrationSnapshot{At: f.Now(), Migration: m.DeepCopy()}, f.Now())
+		view.observe(migrationSnapshot{At: f.Now(), Read: read, Migration: m.DeepCopy()}, f.Now())
 		return terminal(m.Status.Phase)
 	}
 	read := func() (*nwv1.VMVolumeMigration, error) {
@@ -139,7 +142,7 @@ func watchMigration(ctx context.Context, f *Factory, c client.WithWatch, namespa
 	if err != nil {
 		return err
 	}
-	if observe(m) {
+	if observe(m, true) {
 		return outcome(m, o.wait)
 	}
 	var tick <-chan time.Time
@@ -184,7 +187,7 @@ func watchMigration(ctx context.Context, f *Factory, c client.WithWatch, namespa
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				if m, ok := ev.Object.(*nwv1.VMVolumeMigration); ok && observe(m) {
+				if m, ok := ev.Object.(*nwv1.VMVolumeMigration); ok && observe(m, false) {
 					return outcome(m, o.wait)
 				}
 			case watch.Bookmark:
@@ -205,7 +208,7 @@ func watchMigration(ctx context.Context, f *Factory, c client.WithWatch, namespa
 				if err != nil {
 					return err
 				}
-				if m.ResourceVersion != version && observe(m) {
+				if m.ResourceVersion != version && observe(m, true) {
 					return outcome(m, o.wait)
 				}
 			}

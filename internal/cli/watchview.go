@@ -18,8 +18,12 @@ import (
 // test both (testdata/*.golden).
 
 // migrationSnapshot is the migration as one watch event delivered it, and when it arrived.
+// A snapshot that was read (Read: the GET before the watch starts, or the read afresh after
+// the watch's version expired) shows values written at some unknown time before it arrived,
+// up to a progress interval earlier or more: its time says only when they were seen.
 type migrationSnapshot struct {
 	At        time.Time               `json:"at"`
+	Read      bool                    `json:"read,omitempty"`
 	Migration *nwv1.VMVolumeMigration `json:"migration"`
 }
 
@@ -33,20 +37,41 @@ type line struct {
 // irregular progress updates, short enough to follow a change of speed.
 const rateWindow = 30 * time.Second
 
+// progressInterval is how often the controller writes a running data step's progress
+// (internal/controller/vmvolumemigration), and stallAfter how long without a new bytesDone the
+// copy is taken to have stalled: three of them.
+const (
+	progressInterval = 2 * time.Second
+	stallAfter       = 3 * progressInterval
+)
+
 // progressEstimate is how far the data copy has come, how fast, and when it will be done.
 type progressEstimate struct {
 	Done, Total int64
-	// Rate is in bytes per second; 0 when it cannot be known yet (one sample only).
+	// Rate is in bytes per second; 0 when it cannot be known (yet).
 	Rate float64
 	// ETA is the time left at the clock's now; valid when HasETA.
 	ETA    time.Duration
 	HasETA bool
+	// Stalled is how long bytesDone has not changed, when that is longer than stallAfter and
+	// the data is not all done; then there is no Rate or ETA.
+	Stalled time.Duration
 }
 
 // estimateProgress reads the newest progress and derives the rate from the successive
 // progress updates of the current run: the samples since the total, the running step, or a
 // decrease of bytesDone last started a new one. A sample is the first snapshot with a new
 // bytesDone, at the time it arrived.
+//
+// Only samples whose value a watch event delivered measure the rate: the event arrives as the
+// controller writes the value. A value first seen in a read (the GET the watch starts from, or
+// the read afresh after an expired version) was written at some unknown time before, up to a
+// progress interval or more: timed at its arrival it would shorten the first interval, and
+// overstate the rate, by as much. So the rate starts from the first event that changed
+// bytesDone.
+//
+// When no new bytesDone has arrived for longer than stallAfter, the copy has stalled: the
+// estimate says for how long instead of a rate and an ETA.
 func estimateProgress(snaps []migrationSnapshot, now time.Time) (progressEstimate, bool) {
 	if len(snaps) == 0 || snaps[len(snaps)-1].Migration.Status.Progress == nil {
 		return progressEstimate{}, false
@@ -57,8 +82,9 @@ func estimateProgress(snaps []migrationSnapshot, now time.Time) (progressEstimat
 	step := runningStep(last.Migration)
 
 	type sample struct {
-		at   time.Time
-		done int64
+		at    time.Time
+		done  int64
+		timed bool // a watch event delivered the value first: at is when it was written
 	}
 	var samples []sample // newest first
 	for i := len(snaps) - 1; i >= 0; i-- {
@@ -73,22 +99,33 @@ func estimateProgress(snaps []migrationSnapshot, now time.Time) (progressEstimat
 				break // a new run started after this one
 			}
 			if q.BytesDone == newer.done {
-				newer.at = snaps[i].At // first seen earlier
+				newer.at, newer.timed = snaps[i].At, !snaps[i].Read // first seen earlier
 				continue
 			}
 		}
-		samples = append(samples, sample{at: snaps[i].At, done: q.BytesDone})
+		samples = append(samples, sample{at: snaps[i].At, done: q.BytesDone, timed: !snaps[i].Read})
 	}
-	if len(samples) >= 2 {
-		newest, ref := samples[0], samples[1]
-		for _, s := range samples[2:] {
-			if newest.at.Sub(s.at) > rateWindow {
+	newest := samples[0]
+	if since := now.Sub(newest.at); since > stallAfter && est.Done < est.Total {
+		est.Stalled = since
+		return est, true
+	}
+	var timed []sample
+	for _, s := range samples {
+		if s.timed {
+			timed = append(timed, s)
+		}
+	}
+	if len(timed) >= 2 {
+		end, ref := timed[0], timed[1]
+		for _, s := range timed[2:] {
+			if end.at.Sub(s.at) > rateWindow {
 				break
 			}
 			ref = s
 		}
-		if dt := newest.at.Sub(ref.at).Seconds(); dt > 0 {
-			est.Rate = float64(newest.done-ref.done) / dt
+		if dt := end.at.Sub(ref.at).Seconds(); dt > 0 {
+			est.Rate = float64(end.done-ref.done) / dt
 		}
 		if est.Rate > 0 && est.Done < est.Total {
 			left := time.Duration(float64(est.Total-est.Done) / est.Rate * float64(time.Second))
@@ -138,13 +175,16 @@ func progressBar(done, total int64) string {
 	return "[" + strings.Repeat("█", filled) + strings.Repeat("░", barWidth-filled) + "]"
 }
 
-// progressLine is the bar, the bytes, the rate and the ETA.
+// progressLine is the bar, the bytes, the rate and the ETA, or how long nothing moved.
 func progressLine(est progressEstimate) string {
 	pct := 0
 	if est.Total > 0 {
 		pct = int(est.Done * 100 / est.Total)
 	}
 	s := fmt.Sprintf("%s %3d%%  %s / %s", progressBar(est.Done, est.Total), pct, bytesIEC(est.Done), bytesIEC(est.Total))
+	if est.Stalled > 0 {
+		return s + "  no progress for " + shortDuration(est.Stalled)
+	}
 	if est.Rate > 0 {
 		s += fmt.Sprintf("  %s/s", bytesIEC(int64(est.Rate)))
 	}

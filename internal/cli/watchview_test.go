@@ -19,9 +19,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// recorded are the sequences of snapshots in testdata: a Cold migration that succeeds, and a
-// Hot one whose clone does not verify and that rolls back.
-var recorded = []string{"watch-cold-succeeded", "watch-hot-rolledback"}
+// recorded are the sequences of snapshots in testdata: a Cold migration that succeeds, a
+// Hot one whose clone does not verify and that rolls back, and the Cold one watched from the
+// middle of its copy (read 1.9s after the controller wrote its progress, then updated every
+// 2s at 50 MiB/s until the copy stalls for 24s).
+var recorded = []string{"watch-cold-succeeded", "watch-hot-rolledback", "watch-cold-midcopy"}
 
 func loadSnapshots(t *testing.T, name string) []migrationSnapshot {
 	t.Helper()
@@ -82,8 +84,9 @@ func frameText(lines []line) string {
 	return b.String()
 }
 
-// The live view, frame by frame: at each snapshot's arrival, and five seconds after each
-// while the next is later (the once-a-second redraw: durations and the ETA move on).
+// The live view, frame by frame: at each snapshot's arrival, and five and fifteen seconds
+// after each while the next is later (the once-a-second redraw: durations and the ETA move
+// on, a stalled copy says so).
 func TestWatchFramesGolden(t *testing.T) {
 	for _, name := range recorded {
 		t.Run(name, func(t *testing.T) {
@@ -91,8 +94,10 @@ func TestWatchFramesGolden(t *testing.T) {
 			var b strings.Builder
 			for i := range snaps {
 				clocks := []time.Time{snaps[i].At}
-				if i+1 < len(snaps) && snaps[i+1].At.Sub(snaps[i].At) > 5*time.Second {
-					clocks = append(clocks, snaps[i].At.Add(5*time.Second))
+				for _, later := range []time.Duration{5 * time.Second, 15 * time.Second} {
+					if i+1 < len(snaps) && snaps[i+1].At.Sub(snaps[i].At) > later {
+						clocks = append(clocks, snaps[i].At.Add(later))
+					}
 				}
 				for _, now := range clocks {
 					fmt.Fprintf(&b, "=== %s (snapshot %d)\n", now.Format("15:04:05.000"), i+1)
@@ -152,9 +157,15 @@ func snapshot(at time.Time, step string, done, total int64) migrationSnapshot {
 	return migrationSnapshot{At: at, Migration: m}
 }
 
+// read is a snapshot that was read (a GET), not delivered by a watch event.
+func read(s migrationSnapshot) migrationSnapshot {
+	s.Read = true
+	return s
+}
+
 func TestEstimateProgress(t *testing.T) {
 	t0 := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	const gib = 1 << 30
+	const gib, mib = 1 << 30, 1 << 20
 	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 	cases := []struct {
 		name     string
@@ -164,6 +175,7 @@ func TestEstimateProgress(t *testing.T) {
 		eta      time.Duration
 		noETA    bool
 		noReport bool
+		stalled  time.Duration
 	}{
 		{name: "no progress yet", snaps: []migrationSnapshot{{At: t0, Migration: &nwv1.VMVolumeMigration{}}}, now: t0, noReport: true},
 		{name: "one sample: no rate", snaps: []migrationSnapshot{snapshot(t0, "Copy", gib, 10*gib)}, now: t0, noETA: true},
@@ -172,10 +184,41 @@ func TestEstimateProgress(t *testing.T) {
 		}, now: sec(10), rate: gib / 10.0, eta: 80 * time.Second},
 		{name: "the ETA counts down between updates", snaps: []migrationSnapshot{
 			snapshot(t0, "Copy", gib, 10*gib), snapshot(sec(10), "Copy", 2*gib, 10*gib),
-		}, now: sec(25), rate: gib / 10.0, eta: 65 * time.Second},
+		}, now: sec(14), rate: gib / 10.0, eta: 76 * time.Second},
 		{name: "and stops at zero", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", 8*gib, 10*gib), snapshot(sec(10), "Copy", 9*gib+900*mib, 10*gib),
+		}, now: sec(15), rate: (gib + 900*mib) / 10.0, eta: 0},
+		// The controller writes the progress every 2s: after three intervals without a new
+		// bytesDone the copy has stalled, and neither the old rate nor an ETA is shown.
+		{name: "a stalled copy: no rate, no ETA, how long nothing moved", snaps: []migrationSnapshot{
 			snapshot(t0, "Copy", gib, 10*gib), snapshot(sec(10), "Copy", 2*gib, 10*gib),
-		}, now: sec(500), rate: gib / 10.0, eta: 0},
+		}, now: sec(500), noETA: true, stalled: 490 * time.Second},
+		{name: "not yet stalled at three intervals", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", gib, 10*gib), snapshot(sec(10), "Copy", 2*gib, 10*gib),
+		}, now: sec(16), rate: gib / 10.0, eta: 74 * time.Second},
+		{name: "an update that repeats bytesDone is no progress", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", gib, 10*gib), snapshot(sec(10), "Copy", 2*gib, 10*gib), snapshot(sec(15), "Copy", 2*gib, 10*gib),
+		}, now: sec(16.5), noETA: true, stalled: 6500 * time.Millisecond},
+		{name: "done is not stalled", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", 8*gib, 10*gib), snapshot(sec(10), "Copy", 10*gib, 10*gib),
+		}, now: sec(100), rate: 2 * gib / 10.0, noETA: true},
+		// Started mid-copy (50 MiB/s, an update every 2s): the first read arrives 1.9s after the
+		// controller wrote its value, so its time is not when that value was reached and it is
+		// no reference; the rate waits for two updates the watch delivered.
+		{name: "watch started mid-copy: the read is no reference", snaps: []migrationSnapshot{
+			read(snapshot(sec(1.9), "Copy", 1000*mib, 10*gib)), snapshot(sec(2), "Copy", 1100*mib, 10*gib),
+		}, now: sec(2), noETA: true},
+		{name: "watch started mid-copy: the rate from the first two events", snaps: []migrationSnapshot{
+			read(snapshot(sec(1.9), "Copy", 1000*mib, 10*gib)), snapshot(sec(2), "Copy", 1100*mib, 10*gib),
+			snapshot(sec(4), "Copy", 1200*mib, 10*gib),
+		}, now: sec(4), rate: 50 * mib, eta: 180800 * time.Millisecond},
+		{name: "a value first seen in a read stays of unknown time when events repeat it", snaps: []migrationSnapshot{
+			read(snapshot(sec(1.9), "Copy", 1000*mib, 10*gib)), snapshot(sec(1.95), "Copy", 1000*mib, 10*gib),
+			snapshot(sec(2), "Copy", 1100*mib, 10*gib),
+		}, now: sec(2), noETA: true},
+		{name: "a read afresh (the watch's version expired) is skipped, not the samples before it", snaps: []migrationSnapshot{
+			snapshot(t0, "Copy", 0, 10*gib), read(snapshot(sec(39.9), "Copy", 3.5*gib, 10*gib)), snapshot(sec(40), "Copy", 4*gib, 10*gib),
+		}, now: sec(40), rate: gib / 10.0, eta: 60 * time.Second},
 		{name: "an unchanged update is not a sample: the time a value was first seen counts", snaps: []migrationSnapshot{
 			snapshot(t0, "Copy", gib, 10*gib), snapshot(sec(5), "Copy", gib, 10*gib), snapshot(sec(10), "Copy", 3*gib, 10*gib),
 		}, now: sec(10), rate: 2 * gib / 10.0, eta: 35 * time.Second},
@@ -216,6 +259,9 @@ func TestEstimateProgress(t *testing.T) {
 			if est.HasETA && (est.ETA-c.eta).Abs() > time.Millisecond {
 				t.Errorf("ETA %s, want %s", est.ETA, c.eta)
 			}
+			if est.Stalled != c.stalled {
+				t.Errorf("stalled %s, want %s", est.Stalled, c.stalled)
+			}
 		})
 	}
 }
@@ -230,6 +276,7 @@ func TestProgressLine(t *testing.T) {
 		{progressEstimate{Done: 46 * gib / 10, Total: 10 * gib, Rate: 128 << 20, ETA: 43 * time.Second, HasETA: true},
 			"[█████████████░░░░░░░░░░░░░░░░░]  45%  4.6 GiB / 10.0 GiB  128.0 MiB/s  ETA 43s"},
 		{progressEstimate{Done: 10 * gib, Total: 10 * gib, Rate: 128 << 20}, "[██████████████████████████████] 100%  10.0 GiB / 10.0 GiB  128.0 MiB/s"},
+		{progressEstimate{Done: gib, Total: 10 * gib, Stalled: 12 * time.Second}, "[███░░░░░░░░░░░░░░░░░░░░░░░░░░░]  10%  1.0 GiB / 10.0 GiB  no progress for 12s"},
 	} {
 		if got := progressLine(c.est); got != c.want {
 			t.Errorf("progressLine(%+v)\n got %q\nwant %q", c.est, got, c.want)
