@@ -71,7 +71,7 @@ func newAuditVerifyCommand(f *Factory) *cobra.Command {
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			if err := checkOutput(output, outputTable, outputJSON, outputYAML); err != nil {
+			if err := checkOutput(&output, outputTable, outputJSON, outputYAML); err != nil {
 				return err
 			}
 			if len(keyFiles) == 0 {

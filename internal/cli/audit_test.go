@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/spectrocloud/nodewright/internal/audit"
 )
@@ -170,6 +173,35 @@ func TestAuditTail(t *testing.T) {
 	r = plugin(t, runOpts{}, "audit", "tail", dir, "--tail", "-1")
 	if n := strings.Count(r.stdout, "\n"); n != 12 {
 		t.Errorf("tail --tail -1: %d lines, want all 12 records", n)
+	}
+
+	// -o table is the lines for people, as without -o (text is another name for it); -o yaml
+	// is each entry as a YAML document, with what the trail stores.
+	for _, format := range []string{"table", "text"} {
+		r = plugin(t, runOpts{}, "audit", "tail", dir, "--tail", "3", "-o", format)
+		r.wantCode(t, ExitOK)
+		if r.stdout != want {
+			t.Errorf("tail -o %s:\n%s\nwant:\n%s", format, r.stdout, want)
+		}
+	}
+	r = plugin(t, runOpts{}, "audit", "tail", dir, "--tail", "2", "--checkpoints", "-o", "yaml")
+	r.wantCode(t, ExitOK)
+	docs := strings.Split(strings.TrimPrefix(r.stdout, "---\n"), "---\n")
+	if len(docs) != 2 {
+		t.Fatalf("tail -o yaml: %d documents, want 2:\n%s", len(docs), r.stdout)
+	}
+	for i, doc := range docs {
+		var got, stored any
+		data, err := yaml.YAMLToJSON([]byte(doc))
+		if err == nil {
+			err = json.Unmarshal(data, &got)
+		}
+		if err == nil {
+			err = json.Unmarshal(lines[len(lines)-3+i], &stored)
+		}
+		if err != nil || !reflect.DeepEqual(got, stored) {
+			t.Errorf("tail -o yaml, document %d: %v\n%s\nwant the entry\n%s", i+1, err, doc, lines[len(lines)-3+i])
+		}
 	}
 
 	plugin(t, runOpts{}, "audit", "tail", filepath.Join(dir, "missing")).wantCode(t, ExitUsage)

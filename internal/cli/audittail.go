@@ -13,6 +13,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/spectrocloud/nodewright/internal/audit"
 )
@@ -22,9 +23,11 @@ files audit-00000001.jsonl, audit-00000002.jsonl, ...), and with -f keep printin
 they are appended, across the files the trail rotates into, like tail -f. DIR defaults to
 the current folder.
 
-Each record is one line: time, seq, actor, the object (kind namespace/name), action, from → to,
-reason and message, then its details. -o json prints each entry as the trail stores it (one
-JSON object per line). Checkpoints are left out unless --checkpoints is given.
+Each record is one line (-o table, the default): time, seq, actor, the object (kind
+namespace/name), action, from → to, reason and message, then its details. -o json prints each
+entry as the trail stores it (one JSON object per line), -o yaml each as a YAML document (the
+same fields; the stored line is what the hashes cover). Checkpoints are left out unless
+--checkpoints is given.
 
 tail does not verify the trail (audit verify does); a line it cannot read is reported on
 standard error and skipped.
@@ -69,7 +72,7 @@ func newAuditTailCommand(f *Factory) *cobra.Command {
 			return nil, cobra.ShellCompDirectiveFilterDirs
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(o.output, "text", outputJSON); err != nil {
+			if err := checkOutput(&o.output, outputTable, outputJSON, outputYAML); err != nil {
 				return err
 			}
 			o.dir = "."
@@ -87,7 +90,7 @@ func newAuditTailCommand(f *Factory) *cobra.Command {
 	cmd.Flags().IntVar(&o.lines, "tail", 10, "How many of the newest entries to print first; -1 prints them all.")
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "Keep printing entries as they are appended, until interrupted.")
 	cmd.Flags().BoolVar(&o.checkpoints, "checkpoints", false, "Print the signed checkpoints too.")
-	outputFlag(cmd, &o.output, "text", outputJSON)
+	outputFlag(cmd, &o.output, outputTable, outputJSON, outputYAML)
 	return cmd
 }
 
@@ -249,7 +252,8 @@ func (t *trailTail) readFile() error {
 	return nil
 }
 
-// print writes one entry: as stored (-o json) or as a line for a person.
+// print writes one entry: as stored (-o json), as a YAML document (-o yaml) or as a line for
+// a person.
 func (t *trailTail) print(l []byte) {
 	raw := bytes.TrimSuffix(l, []byte("\n"))
 	e, err := audit.ParseLine(raw)
@@ -257,11 +261,19 @@ func (t *trailTail) print(l []byte) {
 		fmt.Fprintf(t.errOut, "Warning: %s: skipped a line that is not an audit entry: %v\n", t.file, err)
 		return
 	}
-	if t.opts.output == outputJSON {
+	switch t.opts.output {
+	case outputJSON:
 		fmt.Fprintf(t.out, "%s\n", raw)
-		return
+	case outputYAML:
+		doc, err := yaml.JSONToYAML(raw)
+		if err != nil {
+			fmt.Fprintf(t.errOut, "Warning: %s: skipped a line that is not an audit entry: %v\n", t.file, err)
+			return
+		}
+		fmt.Fprintf(t.out, "---\n%s", doc)
+	default:
+		fmt.Fprintln(t.out, formatEntry(e, t.pal))
 	}
-	fmt.Fprintln(t.out, formatEntry(e, t.pal))
 }
 
 // formatEntry is one entry on one line.

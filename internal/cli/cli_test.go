@@ -131,6 +131,29 @@ func TestEveryCommandIsDocumented(t *testing.T) {
 	walk(root)
 }
 
+// Every command that lists or shows something takes -o table, json and yaml, offered in that
+// order by completion; text is another name for table.
+func TestEveryOutputFlagTakesTableJSONYAML(t *testing.T) {
+	root := NewRootCommand(genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}})
+	var walk func(*cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		if fl := cmd.Flags().Lookup("output"); fl != nil && fl.Shorthand == "o" {
+			args := strings.Fields(strings.TrimPrefix(cmd.CommandPath(), "kubectl nodewright"))
+			r := plugin(t, runOpts{}, append(append([]string{"__complete"}, args...), "-o", "")...)
+			if !strings.HasPrefix(r.stdout, "table\njson\nyaml\n:4\n") {
+				t.Errorf("%s -o completes %q, want table, json, yaml", cmd.CommandPath(), r.stdout)
+			}
+			if fl.DefValue != outputTable {
+				t.Errorf("%s -o defaults to %q, want table", cmd.CommandPath(), fl.DefValue)
+			}
+		}
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
 func TestExitCodes(t *testing.T) {
 	for _, c := range []struct {
 		args []string

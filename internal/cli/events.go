@@ -51,7 +51,7 @@ func newEventsCommand(f *Factory) *cobra.Command {
 		Example: eventsExamples,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output, outputTable, outputJSON, outputYAML); err != nil {
+			if err := checkOutput(&output, outputTable, outputJSON, outputYAML); err != nil {
 				return err
 			}
 			namespace, explicit, err := f.Namespace()

@@ -81,7 +81,7 @@ func newMigrateCommand(f *Factory) *cobra.Command {
 	fl.StringVar(&o.snapshotClass, "snapshot-class", "", "VolumeSnapshotClass of the before and after snapshots. Default: the driver's default class.")
 	fl.StringVar(&o.name, "name", "", "Name of the VMVolumeMigration. Default: VM-VOLUME- and five random characters.")
 	fl.StringVar(&o.vm, "vm", "", "The VM, when its name is also a subcommand's (list, watch); then the only argument is VOLUME.")
-	outputFlag(cmd, &o.output, "text", outputJSON, outputYAML)
+	outputFlag(cmd, &o.output, outputTable, outputJSON, outputYAML)
 	o.wait.addFlags(cmd)
 	_ = cmd.RegisterFlagCompletionFunc("to", completeStorageClasses(f))
 	_ = cmd.RegisterFlagCompletionFunc("access-mode", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -153,7 +153,7 @@ func defaultMigrationName(vm, volume string) string {
 }
 
 func runMigrate(cmd *cobra.Command, f *Factory, o *migrateOptions, args []string) error {
-	if err := checkOutput(o.output, "text", outputJSON, outputYAML); err != nil {
+	if err := checkOutput(&o.output, outputTable, outputJSON, outputYAML); err != nil {
 		return err
 	}
 	namespace, _, err := f.Namespace()
@@ -167,7 +167,7 @@ func runMigrate(cmd *cobra.Command, f *Factory, o *migrateOptions, args []string
 	if err := o.wait.check(); err != nil {
 		return err
 	}
-	if o.wait.wait && o.output != "text" {
+	if o.wait.wait && o.output != outputTable {
 		return usageErrorf("--wait writes the migration's progress; it cannot be combined with --output %s", o.output)
 	}
 	c, err := f.Client()
@@ -178,7 +178,7 @@ func runMigrate(cmd *cobra.Command, f *Factory, o *migrateOptions, args []string
 		return apiError(err, "vmvolumemigration", m.Name)
 	}
 	out := f.Streams().Out
-	if o.output != "text" {
+	if o.output != outputTable {
 		m.SetGroupVersionKind(nwv1.GroupVersion.WithKind("VMVolumeMigration"))
 		m.ManagedFields = nil
 		if err := printData(out, o.output, m); err != nil {

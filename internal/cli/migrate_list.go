@@ -34,7 +34,7 @@ func newMigrateListCommand(f *Factory) *cobra.Command {
 		Example: listExamples,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output, outputTable, outputJSON, outputYAML); err != nil {
+			if err := checkOutput(&output, outputTable, outputJSON, outputYAML); err != nil {
 				return err
 			}
 			c, err := f.Client()

@@ -62,6 +62,15 @@ func TestMigrateCreatesTheMigration(t *testing.T) {
 		t.Fatalf("%v, vmName %q", err, m.Spec.VMName)
 	}
 
+	// -o table is the line, as without -o; text is another name for it.
+	for _, format := range []string{"table", "text"} {
+		r = plugin(t, runOpts{}, "migrate", "web", "root", "--to", "linstor-rwx", "-n", ns, "--name", "move-web-"+format, "-o", format)
+		r.wantCode(t, ExitOK)
+		if want := "vmvolumemigration/move-web-" + format + " created: VM web volume root to class linstor-rwx, Cold, ReadWriteMany\n"; r.stdout != want {
+			t.Errorf("-o %s: stdout %q, want %q", format, r.stdout, want)
+		}
+	}
+
 	// -o json prints the object the API server returned.
 	r = plugin(t, runOpts{}, "migrate", "db", "root", "--to", "linstor-rwx", "-n", ns, "--name", "move-db", "-o", "json")
 	r.wantCode(t, ExitOK)

@@ -14,12 +14,16 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The output formats of -o.
+// The output formats of -o. Every command that lists or shows something takes the three.
 const (
 	outputTable = "table"
 	outputJSON  = "json"
 	outputYAML  = "yaml"
 )
+
+// outputAliases are other names -o accepts for a format: text, for the output for people
+// (migrate and audit tail called it that).
+var outputAliases = map[string]string{"text": outputTable}
 
 // outputFlag registers -o/--output on cmd, limited to formats, with shell completion of them.
 func outputFlag(cmd *cobra.Command, into *string, formats ...string) {
@@ -30,10 +34,14 @@ func outputFlag(cmd *cobra.Command, into *string, formats ...string) {
 	})
 }
 
-// checkOutput refuses a format not in formats, as a usage error.
-func checkOutput(format string, formats ...string) error {
-	if !slices.Contains(formats, format) {
-		return usageErrorf("--output %q: want one of %s", format, strings.Join(formats, ", "))
+// checkOutput turns an alias in *format into the format it names, and refuses a format not in
+// formats, as a usage error.
+func checkOutput(format *string, formats ...string) error {
+	if f, ok := outputAliases[*format]; ok {
+		*format = f
+	}
+	if !slices.Contains(formats, *format) {
+		return usageErrorf("--output %q: want one of %s", *format, strings.Join(formats, ", "))
 	}
 	return nil
 }

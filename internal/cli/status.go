@@ -54,7 +54,7 @@ func newStatusCommand(f *Factory) *cobra.Command {
 		Example: statusExamples,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(output, outputTable, outputJSON, outputYAML); err != nil {
+			if err := checkOutput(&output, outputTable, outputJSON, outputYAML); err != nil {
 				return err
 			}
 			c, err := f.Client()
