@@ -204,7 +204,15 @@ func TestAuditTail(t *testing.T) {
 		}
 	}
 
-	plugin(t, runOpts{}, "audit", "tail", filepath.Join(dir, "missing")).wantCode(t, ExitUsage)
+	// A folder that cannot be read (missing, or not a folder) is the command failing, as its
+	// help says: 1, not a usage error.
+	for _, bad := range []string{filepath.Join(dir, "missing"), files[0]} {
+		r = plugin(t, runOpts{}, "audit", "tail", bad)
+		r.wantCode(t, ExitFailed)
+		if !strings.HasPrefix(r.stderr, "Error: ") || strings.Contains(r.stderr, "--help") {
+			t.Errorf("audit tail %s: stderr %q", bad, r.stderr)
+		}
+	}
 	plugin(t, runOpts{}, "audit", "tail", dir, dir).wantCode(t, ExitUsage)
 }
 

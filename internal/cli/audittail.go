@@ -32,7 +32,8 @@ same fields; the stored line is what the hashes cover). Checkpoints are left out
 tail does not verify the trail (audit verify does); a line it cannot read is reported on
 standard error and skipped.
 
-Exit codes: 0 printed (with -f: until interrupted), 1 the folder cannot be read, 2 usage.`
+Exit codes: 0 printed (with -f: until interrupted); 1 the folder cannot be read (missing, not
+a folder, unreadable); 2 usage.`
 
 const tailExamples = `  # The last 10 records
   kubectl nodewright audit tail /var/lib/nodewright/audit
@@ -79,8 +80,13 @@ func newAuditTailCommand(f *Factory) *cobra.Command {
 			if len(args) == 1 {
 				o.dir = args[0]
 			}
-			if info, err := os.Stat(o.dir); err != nil || !info.IsDir() {
-				return usageErrorf("%s is not a folder", o.dir)
+			// A folder that cannot be read is the command failing (1), not its usage.
+			info, err := os.Stat(o.dir)
+			if err != nil {
+				return fmt.Errorf("cannot read the audit trail folder: %w", err)
+			}
+			if !info.IsDir() {
+				return fmt.Errorf("%s is not a folder: give the audit trail's folder (audit verify takes files)", o.dir)
 			}
 			out := f.Streams().Out
 			t := &trailTail{opts: o, out: out, errOut: f.Streams().ErrOut, pal: palette{on: f.Color(out)}}

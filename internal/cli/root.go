@@ -34,7 +34,8 @@ Exit codes, the same for every command:
   0  done
   1  the operation failed or was refused (the API server's refusal is printed as the
      admission webhook wrote it), or a check found a problem (audit verify, profile verify),
-     or a migration waited on ended Failed or RolledBack
+     or a migration waited on ended Failed or RolledBack, or the folder audit tail reads
+     cannot be read
   2  usage error: an unknown command or flag, a wrong number of arguments, a bad value,
      an unreadable file
   3  migrate --wait / migrate watch --wait: the wait ended before the migration finished
