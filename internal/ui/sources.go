@@ -65,6 +65,8 @@ func (h *hub) startLocked() {
 		r.wg.Go(func() { h.inform(ctx, r.gen, src) })
 	}
 	if h.trail.given() {
+		// The files may have changed while nothing watched them.
+		h.trail.invalidate()
 		r.wg.Go(func() { h.trail.watch(ctx, func() { h.trailChanged(r.gen) }) })
 	}
 }

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -19,10 +23,40 @@ import (
 // maxTrailRecords is how many of the newest records the page gets.
 const maxTrailRecords = 1000
 
-// trail reads a local copy of an audit trail and verifies it.
+// trail reads a local copy of an audit trail and verifies it. The view the pages get is
+// computed once per change of the files and shared by every page; the files are read
+// incrementally (each from where the last read stopped, the newest records kept in a ring),
+// and read again from the start only when one was replaced, shortened or rewritten, or the
+// verification fails. The verification itself reads the whole chain (internal/audit verifies
+// a stream from its start), once per change.
 type trail struct {
 	dir  string
 	keys []ed25519.PublicKey
+
+	// computations counts the views computed; the tests count them.
+	computations atomic.Int64
+
+	mu    sync.Mutex
+	stale bool   // the files may have changed since view was computed
+	view  []byte // the trailView as JSON; nil until computed
+	files []trailFile
+	// newest is a ring of the newest maxTrailRecords records; next is where the next goes.
+	newest []audit.Record
+	next   int
+	total  int
+	// failed: the last verification failed, so the next read starts from the beginning.
+	failed bool
+}
+
+// trailFile is how far one file was read.
+type trailFile struct {
+	path string
+	info os.FileInfo // to notice another file put in its place
+	// offset counts the bytes read: whole lines of the last file (a line still being written
+	// waits for the next read), everything of the files before it.
+	offset int64
+	// last is the last line read, to notice the file rewritten under the same name.
+	last []byte
 }
 
 func newTrail(dir string, keyFiles []string) (*trail, error) {
@@ -69,9 +103,43 @@ type verification struct {
 	Notes          []string   `json:"notes,omitempty"`
 }
 
-// read reads the trail's files, newest records first, and verifies the chain. A last line
-// still being written (no newline yet) is left for the next read rather than reported as torn.
-func (t *trail) read() trailView {
+// invalidate says the files may have changed: the next view is computed afresh.
+func (t *trail) invalidate() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stale = true
+}
+
+// refresh computes the view now, after a change of the files.
+func (t *trail) refresh() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.computeLocked()
+}
+
+// viewJSON is the view as the pages get it: the one computed after the last change.
+func (t *trail) viewJSON() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.view == nil || t.stale {
+		t.computeLocked()
+	}
+	return t.view
+}
+
+func (t *trail) computeLocked() {
+	t.computations.Add(1)
+	t.stale = false
+	data, err := json.Marshal(t.readLocked())
+	if err != nil {
+		data, _ = json.Marshal(trailView{Given: t.given(), Dir: t.dir, Records: []audit.Record{}, Error: err.Error()})
+	}
+	t.view = data
+}
+
+// readLocked reads what is new in the trail's files and verifies the chain. A last line still
+// being written (no newline yet) is left for the next read rather than reported as torn.
+func (t *trail) readLocked() trailView {
 	view := trailView{Given: t.given(), Dir: t.dir, Records: []audit.Record{}}
 	if !t.given() {
 		return view
@@ -84,6 +152,7 @@ func (t *trail) read() trailView {
 	slices.Sort(files)
 	view.Files = files
 	if len(files) == 0 {
+		t.resetLocked()
 		if _, err := os.Stat(t.dir); err != nil {
 			view.Error = fmt.Sprintf("the trail folder cannot be read: %v", err)
 		} else {
@@ -91,45 +160,164 @@ func (t *trail) read() trailView {
 		}
 		return view
 	}
-	contents := make([][]byte, len(files))
-	for i, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
+	// Without a key nothing would notice a record rewritten in place, so the files are read
+	// from the start each time; with one, the verification notices, and after a failure the
+	// next read starts afresh too.
+	fromStart := len(t.keys) == 0 || t.failed || !t.continuesLocked(files)
+	if fromStart {
+		t.resetLocked()
+	}
+	if err := t.readNewLocked(files); err != nil {
+		t.resetLocked()
+		view.Error = err.Error()
+		return view
+	}
+	view.Verification = t.verifyLocked()
+	if view.Verification.Status == "failed" && !fromStart {
+		// Changed in place, perhaps: show the records the files hold now.
+		t.resetLocked()
+		if err := t.readNewLocked(files); err != nil {
+			t.resetLocked()
 			view.Error = err.Error()
 			return view
+		}
+		view.Verification = t.verifyLocked()
+	}
+	t.failed = view.Verification.Status == "failed"
+	view.Records = t.newestFirstLocked()
+	view.Total = t.total
+	return view
+}
+
+// continuesLocked tells whether files are the files read so far, unchanged but for lines
+// appended to the last of them, followed by new ones.
+func (t *trail) continuesLocked(files []string) bool {
+	if len(files) < len(t.files) {
+		return false
+	}
+	for i, f := range t.files {
+		if files[i] != f.path {
+			return false
+		}
+		info, err := os.Stat(f.path)
+		if err != nil || !os.SameFile(info, f.info) || info.Size() < f.offset {
+			return false
+		}
+		if i < len(t.files)-1 && info.Size() != f.offset {
+			return false // an older file grew: its lines would come out of order
+		}
+		if !stillEndsWith(f.path, f.offset, f.last) {
+			return false
+		}
+	}
+	return true
+}
+
+// stillEndsWith tells whether the file still holds line just before offset.
+func stillEndsWith(path string, offset int64, line []byte) bool {
+	if len(line) == 0 {
+		return true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	got := make([]byte, len(line))
+	_, err = f.ReadAt(got, offset-int64(len(line)))
+	return err == nil && bytes.Equal(got, line)
+}
+
+// readNewLocked reads each file from where the last read stopped.
+func (t *trail) readNewLocked(files []string) error {
+	for i, path := range files {
+		if i == len(t.files) {
+			info, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			t.files = append(t.files, trailFile{path: path, info: info})
+		}
+		f := &t.files[i]
+		data, err := readFrom(path, f.offset)
+		if err != nil {
+			return err
 		}
 		if i == len(files)-1 {
 			data = data[:bytes.LastIndexByte(data, '\n')+1]
 		}
-		contents[i] = data
-	}
-	for _, data := range contents {
 		for line := range bytes.Lines(data) {
+			f.last = line
 			e, err := audit.ParseLine(bytes.TrimSuffix(line, []byte("\n")))
 			if err != nil || e.Record == nil {
 				continue
 			}
-			view.Records = append(view.Records, *e.Record)
+			t.pushLocked(*e.Record)
 		}
+		if len(data) > 0 {
+			f.last = slices.Clone(f.last)
+		}
+		f.offset += int64(len(data))
 	}
-	view.Total = len(view.Records)
-	slices.Reverse(view.Records)
-	if len(view.Records) > maxTrailRecords {
-		view.Records = view.Records[:maxTrailRecords]
-	}
-	view.Verification = t.verify(files, contents)
-	return view
+	return nil
 }
 
-func (t *trail) verify(files []string, contents [][]byte) *verification {
+func readFrom(path string, offset int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
+}
+
+func (t *trail) pushLocked(r audit.Record) {
+	t.total++
+	if len(t.newest) < maxTrailRecords {
+		t.newest = append(t.newest, r)
+		return
+	}
+	t.newest[t.next] = r
+	t.next = (t.next + 1) % maxTrailRecords
+}
+
+func (t *trail) newestFirstLocked() []audit.Record {
+	n := len(t.newest)
+	out := make([]audit.Record, n)
+	for i := range n {
+		out[i] = t.newest[(t.next-1-i+2*n)%n]
+	}
+	return out
+}
+
+func (t *trail) resetLocked() {
+	t.files, t.newest, t.next, t.total, t.failed = nil, nil, 0, 0, false
+}
+
+// verifyLocked verifies the chain as far as it was read: the same bytes as the records shown.
+func (t *trail) verifyLocked() *verification {
 	v := &verification{Keys: len(t.keys)}
 	if len(t.keys) == 0 {
 		v.Status = "unverified"
 		return v
 	}
-	inputs := make([]audit.Input, len(files))
-	for i := range files {
-		inputs[i] = audit.Input{Name: filepath.Base(files[i]), Reader: bytes.NewReader(contents[i])}
+	inputs := make([]audit.Input, 0, len(t.files))
+	defer func() {
+		for _, in := range inputs {
+			_ = in.Reader.(*limitedFile).Close()
+		}
+	}()
+	for _, f := range t.files {
+		fh, err := os.Open(f.path)
+		if err != nil {
+			v.Status = "failed"
+			v.Problems = []string{err.Error()}
+			return v
+		}
+		inputs = append(inputs, audit.Input{Name: filepath.Base(f.path), Reader: &limitedFile{Reader: io.LimitReader(fh, f.offset), Closer: fh}})
 	}
 	report, err := audit.Verify(audit.VerifyOptions{PublicKeys: t.keys}, inputs...)
 	if err != nil {
@@ -157,8 +345,14 @@ func (t *trail) verify(files []string, contents [][]byte) *verification {
 	return v
 }
 
-// watch calls changed, a quarter of a second after a change and at most that often, while files in the trail's folder
-// change, until ctx ends.
+// limitedFile reads a file up to a point.
+type limitedFile struct {
+	io.Reader
+	io.Closer
+}
+
+// watch recomputes the view and then calls changed, a quarter of a second after a change of
+// the files in the trail's folder and at most that often, until ctx ends.
 func (t *trail) watch(ctx context.Context, changed func()) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -168,6 +362,9 @@ func (t *trail) watch(ctx context.Context, changed func()) {
 	if err := w.Add(t.dir); err != nil {
 		return
 	}
+	// What changed before the watch began.
+	t.refresh()
+	changed()
 	const settle = 250 * time.Millisecond
 	timer := time.NewTimer(settle)
 	timer.Stop()
@@ -191,12 +388,15 @@ func (t *trail) watch(ctx context.Context, changed func()) {
 			}
 		case <-timer.C:
 			pending = false
+			t.refresh()
 			changed()
 		}
 	}
 }
 
-// trailRecords serves the trail's newest records and its verification.
+// trailRecords serves the trail's newest records and its verification, as computed after
+// the last change.
 func (s *server) trailRecords(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.trail.read())
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(s.trail.viewJSON())
 }
