@@ -28,22 +28,28 @@ the NodewrightCluster's legacy eventComponent: the one of the EdgeProfile in for
 status.profile says a profile is applied, else spec.legacy.eventComponent (--legacy-component
 overrides both). Nodewright's are those of the component "nodewright-operator".
 
-Events of every namespace are shown unless -n/--namespace is given.
+As kubectl does, the Events are those of the namespace of -n/--namespace, else of the
+kubeconfig context's namespace ("default" when it names none); -A/--all-namespaces shows every
+namespace's, with a NAMESPACE column. Events about cluster-scoped objects (Nodes, the
+NodewrightCluster) are in "default".
 
 Exit codes: 0 shown (also when there are none), 1 the Events cannot be read, 2 usage.`
 
-const eventsExamples = `  # Everything, newest last
+const eventsExamples = `  # Those of the current namespace, newest last
   kubectl nodewright events
 
+  # Every namespace's: the legacy DaemonSet's namespace, the migrations', and default's
+  kubectl nodewright events -A
+
   # Only the warnings, as JSON
-  kubectl nodewright events --warnings-only -o json
+  kubectl nodewright events -A --warnings-only -o json
 
   # Only those in the legacy DaemonSet's namespace
   kubectl nodewright events -n kube-system`
 
 func newEventsCommand(f *Factory) *cobra.Command {
 	var output, legacyComponent string
-	var warningsOnly bool
+	var warningsOnly, all bool
 	cmd := &cobra.Command{
 		Use:     "events",
 		Short:   "Show the legacy DaemonSet's Events and Nodewright's, merged, newest last",
@@ -54,12 +60,12 @@ func newEventsCommand(f *Factory) *cobra.Command {
 			if err := checkOutput(&output, outputTable, outputJSON, outputYAML); err != nil {
 				return err
 			}
-			namespace, explicit, err := f.Namespace()
-			if err != nil {
-				return err
-			}
-			if !explicit {
-				namespace = ""
+			namespace := "" // every namespace
+			if !all {
+				var err error
+				if namespace, _, err = f.Namespace(); err != nil {
+					return err
+				}
 			}
 			c, err := f.Client()
 			if err != nil {
@@ -89,13 +95,18 @@ func newEventsCommand(f *Factory) *cobra.Command {
 				return printData(out, output, list)
 			}
 			if len(events) == 0 {
-				fmt.Fprintln(f.Streams().ErrOut, "No Events found.")
+				if all {
+					fmt.Fprintln(f.Streams().ErrOut, "No Events found.")
+				} else {
+					fmt.Fprintf(f.Streams().ErrOut, "No Events found in namespace %s.\n", namespace)
+				}
 				return nil
 			}
-			return eventTable(events, namespace == "").write(out, palette{on: f.Color(out)})
+			return eventTable(events, all).write(out, palette{on: f.Color(out)})
 		},
 	}
 	outputFlag(cmd, &output, outputTable, outputJSON, outputYAML)
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "Show the Events of every namespace.")
 	cmd.Flags().BoolVar(&warningsOnly, "warnings-only", false, "Show only Events of type Warning.")
 	cmd.Flags().StringVar(&legacyComponent, "legacy-component", "", "The legacy DaemonSet's Event component. Default: the NodewrightCluster's effective legacy eventComponent.")
 	return cmd

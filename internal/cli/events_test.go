@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -74,7 +76,8 @@ func TestEventsMergedNewestLast(t *testing.T) {
 		e.Reason, e.Message, e.LastTimestamp = "BackOff", "restarting", at(30*time.Second)
 	})
 
-	r := plugin(t, runOpts{}, "events")
+	// Every namespace with -A (-n or not).
+	r := plugin(t, runOpts{}, "events", "-A")
 	r.wantCode(t, ExitOK)
 	// The columns' widths depend on the namespace's name: compare the words of each row.
 	want := `TIME TYPE SOURCE NAMESPACE OBJECT REASON MESSAGE
@@ -83,11 +86,28 @@ func TestEventsMergedNewestLast(t *testing.T) {
 2026-11-21T09:02:00Z Warning nodewright-operator - nodewrightcluster/nodewright UnexpectedTransition MULTI_NODE_READY -> DRBD_DEGRADED is not a transition the DaemonSet makes
 2026-11-21T09:03:00Z Warning node-init - node/node-b DRBDStandAlone resource pvc-1 is StandAlone`
 	if got := words(strings.ReplaceAll(r.stdout, legacyNS, "LEGACY")); got != want {
-		t.Errorf("events:\n%s\nwant (the words of each row):\n%s", r.stdout, want)
+		t.Errorf("events -A:\n%s\nwant (the words of each row):\n%s", r.stdout, want)
+	}
+	if r2 := plugin(t, runOpts{}, "events", "--all-namespaces", "-n", legacyNS); r2.stdout != r.stdout {
+		t.Errorf("events --all-namespaces -n %s:\n%s\nwant every namespace's:\n%s", legacyNS, r2.stdout, r.stdout)
+	}
+
+	// Without -n, the namespace of the kubeconfig's context, as kubectl: none named, default.
+	r = plugin(t, runOpts{}, "events")
+	r.wantCode(t, ExitOK)
+	if got, want := words(r.stdout), `TIME TYPE SOURCE OBJECT REASON MESSAGE
+2026-11-21T09:02:00Z Warning nodewright-operator nodewrightcluster/nodewright UnexpectedTransition MULTI_NODE_READY -> DRBD_DEGRADED is not a transition the DaemonSet makes
+2026-11-21T09:03:00Z Warning node-init node/node-b DRBDStandAlone resource pvc-1 is StandAlone`; got != want {
+		t.Errorf("events, the context naming no namespace:\n%s\nwant default's:\n%s", r.stdout, want)
+	}
+	r = plugin(t, runOpts{kubeconfig: kubeconfigInNamespace(t, legacyNS)}, "events")
+	r.wantCode(t, ExitOK)
+	if rows := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(rows) != 3 || strings.Contains(rows[0], "NAMESPACE") || !strings.Contains(rows[1], "StepSucceeded") || !strings.Contains(rows[2], "StateChanged") {
+		t.Errorf("events, the context's namespace %s:\n%s", legacyNS, r.stdout)
 	}
 
 	// Warnings only.
-	r = plugin(t, runOpts{}, "events", "--warnings-only")
+	r = plugin(t, runOpts{}, "events", "-A", "--warnings-only")
 	r.wantCode(t, ExitOK)
 	if rows := strings.Split(strings.TrimSpace(r.stdout), "\n"); len(rows) != 3 || !strings.Contains(rows[1], "UnexpectedTransition") || !strings.Contains(rows[2], "DRBDStandAlone") {
 		t.Errorf("--warnings-only:\n%s", r.stdout)
@@ -101,7 +121,7 @@ func TestEventsMergedNewestLast(t *testing.T) {
 	}
 
 	// JSON: the Events themselves, newest last.
-	r = plugin(t, runOpts{}, "events", "-o", "json")
+	r = plugin(t, runOpts{}, "events", "-A", "-o", "json")
 	r.wantCode(t, ExitOK)
 	var list corev1.EventList
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
@@ -114,6 +134,21 @@ func TestEventsMergedNewestLast(t *testing.T) {
 	if list.Kind != "EventList" || strings.Join(names, " ") != "step-succeeded state-changed unexpected-transition drbd-standalone" {
 		t.Errorf("-o json: kind %q, events %v", list.Kind, names)
 	}
+}
+
+// kubeconfigInNamespace is an administrator's kubeconfig whose context names namespace ns.
+func kubeconfigInNamespace(t *testing.T, ns string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfigPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Contexts[cfg.CurrentContext].Namespace = ns
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // words is text with each line's runs of spaces made one.
@@ -195,7 +230,7 @@ func TestEventsWithoutACluster(t *testing.T) {
 	empty := env.Namespace(t)
 	r = plugin(t, runOpts{}, "events", "-n", empty, "--legacy-component", "x")
 	r.wantCode(t, ExitOK)
-	if r.stdout != "" || r.stderr != "No Events found.\n" {
+	if r.stdout != "" || r.stderr != "No Events found in namespace "+empty+".\n" {
 		t.Errorf("stdout %q, stderr %q", r.stdout, r.stderr)
 	}
 }

@@ -34,6 +34,9 @@ type runOpts struct {
 	stdin    string
 	ctx      context.Context
 	stdout   *syncBuffer // to read the output while the command runs
+	// kubeconfig is the kubeconfig file; empty: an administrator's, whose context names no
+	// namespace.
+	kubeconfig string
 }
 
 // syncBuffer is a buffer one goroutine writes while another reads it.
@@ -58,7 +61,10 @@ func (b *syncBuffer) String() string {
 // file, as a user would.
 func plugin(t *testing.T, o runOpts, args ...string) invocation {
 	t.Helper()
-	kubeconfig := kubeconfigPath(t)
+	kubeconfig := o.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = kubeconfigPath(t)
+	}
 	stdout, stderr := o.stdout, &syncBuffer{}
 	if stdout == nil {
 		stdout = &syncBuffer{}

@@ -48,7 +48,7 @@ const rootExamples = `  # The cluster's phase and why, its nodes, profile and re
   kubectl nodewright migrate web root --to linstor-rwx -n apps --wait
 
   # The legacy DaemonSet's Events and Nodewright's, merged, newest last
-  kubectl nodewright events --warnings-only
+  kubectl nodewright events -A --warnings-only
 
   # Shell completion
   source <(kubectl-nodewright completion bash)`
