@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"sigs.k8s.io/yaml"
 
 	"github.com/spectrocloud/nodewright/internal/audit"
@@ -242,5 +244,91 @@ func TestAuditTailFollows(t *testing.T) {
 	}
 	if r.stderr != "" {
 		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+// tail -f reads on when the folder's watch says something changed, and does not poll: a line
+// appended through a hard link outside the folder (which the folder's watch is not told about)
+// is printed only once something happens in the folder.
+func TestAuditTailFollowsNotifications(t *testing.T) {
+	defer func(d time.Duration) { tailPoll = d }(tailPoll)
+	tailPoll = 10 * time.Millisecond
+	dir, _ := trail(t, 3, audit.FileSinkOptions{})
+	files, _ := audit.ChainFiles(dir)
+	link := filepath.Join(t.TempDir(), "elsewhere.jsonl")
+	if err := os.Link(files[len(files)-1], link); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	data, _ := os.ReadFile(link)
+	var unseen []byte
+	for _, l := range bytes.SplitAfter(data, []byte("\n")) {
+		if bytes.Contains(l, []byte("record 2\\nof")) {
+			unseen = bytes.Replace(l, []byte("record 2\\nof"), []byte("record X\\nof"), 1)
+		}
+	}
+	if unseen == nil {
+		t.Fatalf("no record 2 in\n%s", data)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan invocation, 1)
+	go func() { done <- plugin(t, runOpts{ctx: ctx, stdout: out}, "audit", "tail", "-f", dir) }()
+	waitForOutput(out, "record 2 of the trail")
+
+	appendTo(t, link, unseen)
+	time.Sleep(30 * tailPoll)
+	if strings.Contains(out.String(), "record X") {
+		t.Fatalf("a change the folder's watch was not told about was printed: tail -f polls\n%s", out.String())
+	}
+	// Something happens in the folder: the watch tells, tail reads on.
+	if err := os.WriteFile(filepath.Join(dir, "unrelated"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitForOutput(out, "record X of the trail")
+	cancel()
+	r := <-done
+	r.wantCode(t, ExitOK)
+	if !strings.Contains(r.stdout, "record X of the trail") {
+		t.Errorf("a change in the folder did not wake tail -f:\n%s", r.stdout)
+	}
+}
+
+// Where the folder cannot be watched, tail -f polls it.
+func TestAuditTailPollsWithoutNotifications(t *testing.T) {
+	defer func(d time.Duration) { tailPoll = d }(tailPoll)
+	tailPoll = 10 * time.Millisecond
+	defer func(w func(string) (*fsnotify.Watcher, error)) { watchFolder = w }(watchFolder)
+	watchFolder = func(string) (*fsnotify.Watcher, error) { return nil, errors.New("no inotify here") }
+
+	dir, _ := trail(t, 3, audit.FileSinkOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan invocation, 1)
+	go func() { done <- plugin(t, runOpts{ctx: ctx, stdout: out}, "audit", "tail", "-f", dir) }()
+	waitForOutput(out, "record 2 of the trail")
+	appendRecords(t, dir, testSigner(t), 3, 6, audit.FileSinkOptions{})
+	waitForOutput(out, "record 5 of the trail")
+	cancel()
+	r := <-done
+	r.wantCode(t, ExitOK)
+	for i := range 6 {
+		if n := strings.Count(r.stdout, fmt.Sprintf(": record %d of the trail", i)); n != 1 {
+			t.Errorf("record %d printed %d times", i, n)
+		}
+	}
+}
+
+func appendTo(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -29,6 +29,10 @@ entry as the trail stores it (one JSON object per line), -o yaml each as a YAML 
 same fields; the stored line is what the hashes cover). Checkpoints are left out unless
 --checkpoints is given.
 
+-f reads on when the file system notifies a change in the folder (inotify, kqueue, ...); only
+where the folder cannot be watched does it look every second instead. A network file system
+does not notify changes made by other machines: follow the trail where it is written.
+
 tail does not verify the trail (audit verify does); a line it cannot read is reported on
 standard error and skipped.
 
@@ -44,9 +48,22 @@ const tailExamples = `  # The last 10 records
   # Everything, with the checkpoints
   kubectl nodewright audit tail --tail -1 --checkpoints .`
 
-// tailPoll is how often -f looks at the files when the file system sends no notifications
-// (network file systems, say).
-const tailPoll = time.Second
+// tailPoll is how often -f looks at the files when the folder cannot be watched (a file system
+// that sends no notifications, say); otherwise it reads on only when notified.
+var tailPoll = time.Second
+
+// watchFolder watches dir for changes to its files (a variable for the tests).
+var watchFolder = func(dir string) (*fsnotify.Watcher, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Add(dir); err != nil {
+		_ = w.Close()
+		return nil, err
+	}
+	return w, nil
+}
 
 type tailOptions struct {
 	dir         string
@@ -122,28 +139,47 @@ func (t *trailTail) run(ctx context.Context) error {
 	if !t.opts.follow {
 		return nil
 	}
-	watcher, err := fsnotify.NewWatcher()
-	if err == nil {
-		defer func() { _ = watcher.Close() }()
-		if err := watcher.Add(t.opts.dir); err != nil {
-			_ = watcher.Close()
-			watcher = nil
-		}
+	// The folder's notifications say when to read on: a file written, or created (the trail
+	// rotating), renamed or removed. Only where the folder cannot be watched (a file system
+	// without notifications, no inotify instances left) is it polled instead.
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	var poll <-chan time.Time
+	var ticker *time.Ticker
+	startPolling := func() {
+		events, errs = nil, nil
+		ticker = time.NewTicker(tailPoll)
+		poll = ticker.C
 	}
-	var events chan fsnotify.Event
-	var errs chan error
-	if watcher != nil {
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	if watcher, err := watchFolder(t.opts.dir); err != nil {
+		startPolling()
+	} else {
+		defer func() { _ = watcher.Close() }()
 		events, errs = watcher.Events, watcher.Errors
 	}
-	poll := time.NewTicker(tailPoll)
-	defer poll.Stop()
+	// What was appended before the watch began.
+	if err := t.readOn(); err != nil {
+		return err
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-events:
-		case <-errs:
-		case <-poll.C:
+		case _, ok := <-events:
+			if !ok {
+				startPolling() // the watch ended
+			}
+		case _, ok := <-errs:
+			// Notifications were lost (the queue overflowed): reading on catches up.
+			if !ok {
+				startPolling()
+			}
+		case <-poll:
 		}
 		if err := t.readOn(); err != nil {
 			return err
