@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +12,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 )
 
-// The ui subcommand serves the page on the loopback address it prints, with the token, and
-// stops cleanly (exit 0) on cancellation.
+// The ui subcommand serves the page on the loopback address it prints, with the token in the
+// URL's fragment; the API answers only with that token in its header; it stops cleanly (exit
+// 0) on cancellation.
 func TestUIServesThePageItPrints(t *testing.T) {
 	kubeconfig := env.Kubeconfig(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -34,31 +34,47 @@ func TestUIServesThePageItPrints(t *testing.T) {
 		}
 	}
 	go func() { _, _ = io.Copy(io.Discard, out) }()
-	if url == "" {
-		t.Fatal("the ui command printed no URL")
+	base, token, ok := strings.Cut(url, "#token=")
+	if !ok || token == "" {
+		t.Fatalf("the ui command printed %q, want a URL with #token=", url)
 	}
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(path, withToken string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+strings.TrimPrefix(path, "/"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if withToken != "" {
+			req.Header.Set("X-Nodewright-Token", withToken)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.Header.Get("Content-Type") == "text/event-stream" {
+			// The stream's first event.
+			s := bufio.NewScanner(resp.Body)
+			var first []string
+			for s.Scan() && len(first) < 2 {
+				first = append(first, s.Text())
+			}
+			return resp, strings.Join(first, "\n")
+		}
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
 	}
-	resp, err := (&http.Client{Jar: jar, Timeout: 10 * time.Second}).Get(url)
-	if err != nil {
-		t.Fatal(err)
+	// The page carries no secret: it is served without the token.
+	if resp, body := get("/", ""); resp.StatusCode != http.StatusOK || !strings.Contains(body, "Nodewright") || strings.Contains(body, token) {
+		t.Fatalf("GET %s: %d\n%.300s", base, resp.StatusCode, body)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Nodewright") {
-		t.Fatalf("GET %s: %d\n%.300s", url, resp.StatusCode, body)
+	// The API: nothing without the token's header.
+	if resp, body := get("/api/events", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /api/events without the token: %d %s, want 401", resp.StatusCode, body)
 	}
-	// Without the token, nothing.
-	bare := url[:strings.Index(url, "?")]
-	resp, err = http.Get(bare)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
-		t.Fatalf("GET %s without the token: %d, want a refusal", bare, resp.StatusCode)
+	if resp, body := get("/api/events", token); resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "event: hello\n") {
+		t.Fatalf("GET /api/events with the token: %d %q", resp.StatusCode, body)
 	}
 	cancel()
 	select {

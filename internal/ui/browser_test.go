@@ -220,8 +220,8 @@ func TestRefusedFormShowsTheRefusal(t *testing.T) {
 	startOperator(t)
 	ns := newSite(t, site.Options{})
 	url := startUI(t, ui.Options{Namespace: ns})
-	p := openPage(t, url+"#workflows", laptopWidth, laptopHeight)
-	p.waitJS("the workflows page", `!document.getElementById('page-workflows').hidden`)
+	p := openPage(t, url, laptopWidth, laptopHeight)
+	p.goTo("workflows")
 
 	// A target class that cannot do ReadWriteMany block, submitted with the keyboard.
 	p.fillForm("web", "root", "")
@@ -268,8 +268,8 @@ func TestCancelFromThePageRollsBack(t *testing.T) {
 	t.Cleanup(func() { close(hold) })
 	ns := newSite(t, site.Options{HoldCopy: func(*batchv1.Job) <-chan struct{} { return hold }})
 	url := startUI(t, ui.Options{Namespace: ns})
-	p := openPage(t, url+"#workflows", laptopWidth, laptopHeight)
-	p.waitJS("the workflows page", `!document.getElementById('page-workflows').hidden`)
+	p := openPage(t, url, laptopWidth, laptopHeight)
+	p.goTo("workflows")
 
 	p.fillForm("web", "root", linstorClass)
 	p.do(chromedp.SendKeys(chromedp.ID("f-name"), "held"+kb.Enter))

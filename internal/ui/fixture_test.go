@@ -289,7 +289,8 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-var printedURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]+`)
+// printedURL is the URL `ui` prints: the token in its fragment.
+var printedURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=[A-Za-z0-9_-]+`)
 
 // startUI runs the UI as `kubectl nodewright ui` does, with the user's credentials, until the
 // test ends, and returns the URL it printed.
@@ -362,6 +363,13 @@ func openPage(t *testing.T, url string, width, height int) *browserPage {
 	}
 	p.waitJS("the page to connect to its event stream", `document.getElementById('conn').textContent.includes('Live')`)
 	return p
+}
+
+// goTo opens one of the page's pages (cluster, workflows, audit) from its navigation.
+func (p *browserPage) goTo(page string) {
+	p.t.Helper()
+	p.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`nav a[data-page=%q]`, page))))
+	p.waitJS("the "+page+" page", fmt.Sprintf(`!document.getElementById('page-%s').hidden`, page))
 }
 
 // do runs browser actions, each bounded.

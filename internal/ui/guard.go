@@ -5,17 +5,22 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 )
 
-// tokenHeader carries the token on the page's own API calls. A page of another origin cannot
-// set it without a CORS preflight, which this server never grants.
+// tokenHeader carries the token on every call of the page to the API. The page has it from
+// the fragment of the URL it was opened with (which browsers never send to a server) and keeps
+// it in its tab's sessionStorage (which is per origin, so per port). A page of another origin
+// cannot set the header without a CORS preflight, which this server never grants. There is no
+// cookie: browsers send a cookie of 127.0.0.1 to every port of it, so to every other local web
+// server the user visits.
 const tokenHeader = "X-Nodewright-Token"
 
 // guard lets a request through only if it is addressed to a loopback host name (a page of
-// another site that rebinds its DNS name to 127.0.0.1 still sends its own name), proves the
-// token (the URL's query once, then the cookie set from it), and, for anything but reading
-// the page, comes from the page itself.
+// another site that rebinds its DNS name to 127.0.0.1 still sends its own name) and comes
+// from the page's own origin; and, for anything but the page and its static assets, which
+// carry no secret, only if it carries the token in its header.
 func (s *server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -29,36 +34,35 @@ func (s *server) guard(next http.Handler) http.Handler {
 			http.Error(w, "this server answers only to 127.0.0.1, ::1 or localhost", http.StatusMisdirectedRequest)
 			return
 		}
-		if !sameOrigin(r) {
+		public := publicPath(r)
+		// Opening the page is a navigation, perhaps from the file `ui` opened the browser with
+		// or from a link elsewhere: it reveals nothing and does nothing, and the page cannot
+		// be framed. Everything else must come from the page's own origin.
+		opening := public && topLevelNavigation(r)
+		if !opening && !sameOrigin(r) {
 			http.Error(w, "requests from other web pages are refused", http.StatusForbidden)
 			return
 		}
-		cookie := cookieName(r.Host)
-		if q := r.URL.Query().Get("token"); q != "" && r.Method == http.MethodGet {
-			if !s.validToken(q) {
-				http.Error(w, "wrong token: open the URL that `kubectl nodewright ui` printed", http.StatusUnauthorized)
-				return
-			}
-			http.SetCookie(w, &http.Cookie{Name: cookie, Value: s.opts.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			// Drop the token from the address bar and the history.
-			clean := *r.URL
-			query := clean.Query()
-			query.Del("token")
-			clean.RawQuery = query.Encode()
-			http.Redirect(w, r, clean.RequestURI(), http.StatusSeeOther)
-			return
-		}
-		c, err := r.Cookie(cookie)
-		if err != nil || !s.validToken(c.Value) {
-			http.Error(w, "not signed in: open the URL that `kubectl nodewright ui` printed, with its token", http.StatusUnauthorized)
-			return
-		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead && !s.validToken(r.Header.Get(tokenHeader)) {
-			http.Error(w, "missing "+tokenHeader+": changes come only from the UI's own page", http.StatusForbidden)
+		if !public && !s.validToken(r.Header.Get(tokenHeader)) {
+			http.Error(w, "missing or wrong "+tokenHeader+": open the URL that `kubectl nodewright ui` printed, with its #token", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// publicPath is the page and its static assets, which carry no secret.
+func publicPath(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	p := r.URL.Path
+	return p == "/" || (strings.HasPrefix(p, "/static/") && path.Clean(p) == p)
+}
+
+// topLevelNavigation is the browser opening a page in a tab, as its fetch metadata says.
+func topLevelNavigation(r *http.Request) bool {
+	return r.Header.Get("Sec-Fetch-Mode") == "navigate" && r.Header.Get("Sec-Fetch-Dest") == "document" && r.Header.Get("Origin") == ""
 }
 
 func (s *server) validToken(got string) bool {
@@ -92,13 +96,4 @@ func sameOrigin(r *http.Request) bool {
 	}
 	u, err := url.Parse(origin)
 	return err == nil && u.Scheme == "http" && strings.EqualFold(u.Host, r.Host)
-}
-
-// cookieName is per port: cookies ignore ports, and two UIs (two clusters) may run at once.
-func cookieName(hostport string) string {
-	_, port, err := net.SplitHostPort(hostport)
-	if err != nil || port == "" {
-		port = "80"
-	}
-	return "nodewright-ui-" + port
 }

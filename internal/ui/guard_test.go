@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,14 +10,17 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spectrocloud/nodewright/internal/ui"
 )
 
 // TestOnlyTheUsersOwnPageGetsThrough checks the local server's protection against other web
-// pages in the same browser: no token, no page; a rebound host name, another origin or a
-// missing token header on a change is refused; the page's own request reaches the cluster as
-// the user, and a webhook's refusal comes back field by field.
+// pages in the same browser and other users of the machine: the page and its assets carry no
+// secret and are served to anyone who names a loopback host; every API call needs the token in
+// its header (a cookie or the old query parameter is no token), comes from the page's own
+// origin, and names a loopback host. The page's own request reaches the cluster as the user,
+// and a webhook's refusal comes back field by field.
 func TestOnlyTheUsersOwnPageGetsThrough(t *testing.T) {
 	startOperator(t)
 	ns := env.Namespace(t)
@@ -29,31 +33,41 @@ func TestOnlyTheUsersOwnPageGetsThrough(t *testing.T) {
 	t.Cleanup(srv.Close)
 	base, _ := url.Parse(srv.URL)
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	cookie := &http.Cookie{Name: "nodewright-ui-" + base.Port(), Value: token}
 
 	type req struct {
 		name, method, path, body string
 		host, origin, fetchSite  string
-		cookie, header           bool
+		navigate                 bool   // a top-level navigation, as the browser marks it
+		header                   string // the X-Nodewright-Token header
+		cookie                   string // a cookie of the old scheme
 		want                     int
 	}
 	post := `{"vmName":"nope","volumeName":"root","storageClassName":"x"}`
 	for _, r := range []req{
-		{name: "no token", method: "GET", path: "/", want: http.StatusUnauthorized},
-		{name: "wrong token", method: "GET", path: "/?token=guess", want: http.StatusUnauthorized},
-		{name: "the printed URL sets the cookie", method: "GET", path: "/?token=" + token, want: http.StatusSeeOther},
-		{name: "the page with the cookie", method: "GET", path: "/", cookie: true, want: http.StatusOK},
-		{name: "a rebound host name", method: "GET", path: "/", cookie: true, host: "evil.example:" + base.Port(), want: http.StatusMisdirectedRequest},
-		{name: "the events of another origin", method: "GET", path: "/api/events", cookie: true, origin: "http://127.0.0.1:1", want: http.StatusForbidden},
-		{name: "a cross-site fetch", method: "GET", path: "/api/trail", cookie: true, fetchSite: "cross-site", want: http.StatusForbidden},
-		{name: "a same-site page on another port", method: "GET", path: "/api/trail", cookie: true, fetchSite: "same-site", want: http.StatusForbidden},
-		{name: "a change without the token header", method: "POST", path: "/api/migrations", body: post, cookie: true, want: http.StatusForbidden},
-		{name: "a change from another origin", method: "POST", path: "/api/migrations", body: post, cookie: true, header: true, origin: "http://localhost:9", want: http.StatusForbidden},
-		{name: "a cancel without the cookie", method: "DELETE", path: "/api/migrations/" + ns + "/x", header: true, want: http.StatusUnauthorized},
-		{name: "the page's own change reaches admission", method: "POST", path: "/api/migrations", body: post, cookie: true, header: true, origin: srv.URL, want: http.StatusForbidden},
+		{name: "the page, without a token", method: "GET", path: "/", want: http.StatusOK},
+		{name: "its script, without a token", method: "GET", path: "/static/app.js", want: http.StatusOK},
+		{name: "the page opened from a file or another site", method: "GET", path: "/", fetchSite: "cross-site", navigate: true, want: http.StatusOK},
+		{name: "the page fetched by another site", method: "GET", path: "/", fetchSite: "cross-site", want: http.StatusForbidden},
+		{name: "the old query token sets no cookie", method: "GET", path: "/?token=" + token, want: http.StatusOK},
+		{name: "the API without the token", method: "GET", path: "/api/trail", want: http.StatusUnauthorized},
+		{name: "the API with a wrong token", method: "GET", path: "/api/trail", header: "guess", want: http.StatusUnauthorized},
+		{name: "a cookie is no token", method: "GET", path: "/api/trail", cookie: "nodewright-ui-" + base.Port() + "=" + token, want: http.StatusUnauthorized},
+		{name: "the query is no token", method: "GET", path: "/api/trail?token=" + token, want: http.StatusUnauthorized},
+		{name: "a rebound host name", method: "GET", path: "/", host: "evil.example:" + base.Port(), want: http.StatusMisdirectedRequest},
+		{name: "a rebound host name, with the token", method: "GET", path: "/api/trail", header: token, host: "evil.example:" + base.Port(), want: http.StatusMisdirectedRequest},
+		{name: "the events of another origin", method: "GET", path: "/api/events", header: token, origin: "http://127.0.0.1:1", want: http.StatusForbidden},
+		{name: "a cross-site fetch", method: "GET", path: "/api/trail", header: token, fetchSite: "cross-site", want: http.StatusForbidden},
+		{name: "a same-site page on another port", method: "GET", path: "/api/trail", header: token, fetchSite: "same-site", want: http.StatusForbidden},
+		{name: "a change without the token", method: "POST", path: "/api/migrations", body: post, want: http.StatusUnauthorized},
+		{name: "a change from another origin", method: "POST", path: "/api/migrations", body: post, header: token, origin: "http://localhost:9", want: http.StatusForbidden},
+		{name: "a cancel without the token", method: "DELETE", path: "/api/migrations/" + ns + "/x", want: http.StatusUnauthorized},
+		{name: "the events with the token", method: "GET", path: "/api/events", header: token, fetchSite: "same-origin", want: http.StatusOK},
+		{name: "the page's own change reaches admission", method: "POST", path: "/api/migrations", body: post, header: token, origin: srv.URL, fetchSite: "same-origin", want: http.StatusForbidden},
 	} {
 		t.Run(r.name, func(t *testing.T) {
-			hr, err := http.NewRequest(r.method, srv.URL+r.path, strings.NewReader(r.body))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			hr, err := http.NewRequestWithContext(ctx, r.method, srv.URL+r.path, strings.NewReader(r.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,36 +80,51 @@ func TestOnlyTheUsersOwnPageGetsThrough(t *testing.T) {
 			if r.fetchSite != "" {
 				hr.Header.Set("Sec-Fetch-Site", r.fetchSite)
 			}
-			if r.cookie {
-				hr.AddCookie(cookie)
+			if r.navigate {
+				hr.Header.Set("Sec-Fetch-Mode", "navigate")
+				hr.Header.Set("Sec-Fetch-Dest", "document")
 			}
-			if r.header {
-				hr.Header.Set("X-Nodewright-Token", token)
+			if r.header != "" {
+				hr.Header.Set("X-Nodewright-Token", r.header)
+			}
+			if r.cookie != "" {
+				hr.Header.Set("Cookie", r.cookie)
 			}
 			res, err := noRedirect.Do(hr)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = res.Body.Close() }()
-			body, _ := io.ReadAll(res.Body)
 			if res.StatusCode != r.want {
+				body, _ := io.ReadAll(res.Body)
 				t.Fatalf("status %d, want %d: %s", res.StatusCode, r.want, body)
 			}
+			if set := res.Header.Values("Set-Cookie"); len(set) > 0 {
+				t.Errorf("Set-Cookie %q: the UI sets no cookie", set)
+			}
+			if r.path == "/api/events" && r.want == http.StatusOK {
+				// A stream: its first event says who the page acts as.
+				lines := bufio.NewScanner(res.Body)
+				var got []string
+				for lines.Scan() && len(got) < 2 {
+					got = append(got, lines.Text())
+				}
+				if len(got) < 2 || got[0] != "event: hello" || !strings.Contains(got[1], `"user":"`+user+`"`) {
+					t.Errorf("the stream starts with %q", got)
+				}
+				return
+			}
+			body, _ := io.ReadAll(res.Body)
 			switch r.name {
-			case "the printed URL sets the cookie":
-				set := res.Header.Get("Set-Cookie")
-				if !strings.Contains(set, cookie.Name+"="+token) || !strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict") {
-					t.Errorf("Set-Cookie %q", set)
-				}
-				if loc := res.Header.Get("Location"); loc != "/" {
-					t.Errorf("redirected to %q; the token must leave the address bar", loc)
-				}
-			case "the page with the cookie":
-				if !strings.Contains(string(body), `name="nodewright-token" content="`+token+`"`) {
-					t.Error("the page does not carry the token its scripts send")
+			case "the page, without a token":
+				if strings.Contains(string(body), token) {
+					t.Error("the page carries the token")
 				}
 				if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
 					t.Errorf("Content-Security-Policy %q", csp)
+				}
+				if rp := res.Header.Get("Referrer-Policy"); rp != "no-referrer" {
+					t.Errorf("Referrer-Policy %q", rp)
 				}
 			case "the page's own change reaches admission":
 				var answer struct {

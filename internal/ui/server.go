@@ -5,7 +5,6 @@ import (
 	"embed"
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"io/fs"
 	"net/http"
 	"sync"
@@ -23,7 +22,15 @@ import (
 //go:embed assets
 var assets embed.FS
 
-var indexTemplate = template.Must(template.ParseFS(assets, "assets/index.html"))
+// indexPage is the page: static, with no secret in it. Its script takes the token from the
+// URL's fragment.
+var indexPage = func() []byte {
+	b, err := assets.ReadFile("assets/index.html")
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
 
 // server is the UI's handler. Its client acts as the user.
 type server struct {
@@ -82,13 +89,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.guard(s.mux).ServeHTTP(w, r)
 }
 
-// index is the page; the token in it lets the page's scripts prove they are the page.
-func (s *server) index(w http.ResponseWriter, r *http.Request) {
+// index is the page. What it shows comes through the API, with the token.
+func (s *server) index(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	data := struct{ Token, Namespace string }{s.opts.Token, s.opts.Namespace}
-	if err := indexTemplate.Execute(w, data); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-	}
+	_, _ = w.Write(indexPage)
 }
 
 // whoAmI is the user the API server authenticates the kubeconfig as, asked until it answers.

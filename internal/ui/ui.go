@@ -5,10 +5,11 @@
 // It acts with the user's own credentials (the rest.Config from their kubeconfig), never with
 // privileges of its own: what the page shows is what the user may read, and what it does is
 // an ordinary create or delete by the user, which the admission webhooks check and stamp with
-// the user's name. The local server only answers requests that carry the random token of the
-// URL it printed (or the cookie set from it), addressed to a loopback host name, and, for
-// anything that changes the cluster, sent by its own page; so another web page open in the
-// same browser cannot use the user's cluster credentials through it.
+// the user's name. The local server answers its API only to requests that carry the random
+// token of the URL it printed (in the URL's fragment, which the page keeps per tab and sends
+// in a header), addressed to a loopback host name and sent by its own page; so neither another
+// web page open in the same browser nor another web server on 127.0.0.1 can use the user's
+// cluster credentials through it.
 //
 // Updates come from watches on the API server and reach the page as server-sent events; the
 // page never polls. The static assets are embedded: no CDN and no build step.
@@ -103,7 +104,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", opts.Addr, err)
 	}
-	url := fmt.Sprintf("http://%s/?token=%s", ln.Addr().String(), opts.Token)
+	// The token rides in the fragment: browsers never send it to a server, nor in a Referer.
+	url := fmt.Sprintf("http://%s/#token=%s", ln.Addr().String(), opts.Token)
 	if _, err := fmt.Fprintf(opts.Out, "Nodewright UI: %s\n", url); err != nil {
 		_ = ln.Close()
 		return err

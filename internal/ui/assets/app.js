@@ -2,8 +2,24 @@
 // the watches the local server runs with the user's credentials; the page never polls.
 'use strict';
 
-const token = document.querySelector('meta[name="nodewright-token"]').content;
-const fixedNamespace = document.querySelector('meta[name="nodewright-namespace"]').content;
+// The token. `kubectl nodewright ui` prints (and opens) the page's URL with the token in its
+// fragment, #token=…, which browsers never send to a server. The page keeps it in this tab's
+// sessionStorage (per origin, so per port; gone with the tab), takes it out of the address bar,
+// and sends it in a header on every call. No cookie: browsers would send it to every other web
+// server on 127.0.0.1.
+const tokenKey = 'nodewright-token';
+const token = (() => {
+  const fragment = new URLSearchParams(location.hash.slice(1));
+  const given = fragment.get('token');
+  if (given) {
+    sessionStorage.setItem(tokenKey, given);
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+  return sessionStorage.getItem(tokenKey) || '';
+})();
+// The namespace the page is scoped to (-n), or '' for every namespace; the hello event says.
+let fixedNamespace = '';
+let helloSeen = false;
 
 const store = {
   objects: {},   // kind -> key -> object
@@ -593,7 +609,7 @@ function renderRecords() {
 // ---- Plumbing ------------------------------------------------------------------------
 
 async function api(method, url, body) {
-  const opts = { method, headers: { 'X-Nodewright-Token': token }, credentials: 'same-origin' };
+  const opts = { method, headers: { 'X-Nodewright-Token': token }, credentials: 'omit', cache: 'no-store' };
   if (body !== undefined) {
     opts.headers['Content-Type'] = 'application/json';
     opts.body = JSON.stringify(body);
@@ -645,7 +661,7 @@ function showPage() {
     else a.removeAttribute('aria-current');
   }
   document.title = `${{ cluster: 'Cluster', workflows: 'Workflows', audit: 'Audit trail' }[known]} · Nodewright`;
-  if (known === 'workflows' && !choices) loadChoices();
+  if (known === 'workflows' && !choices && helloSeen) loadChoices();
 }
 
 function setConn(live, text) {
@@ -654,26 +670,107 @@ function setConn(live, text) {
   replace(el, h('span', { 'aria-hidden': 'true' }, live ? '● ' : '○ '), text);
 }
 
-function connect() {
-  const es = new EventSource('/api/events');
-  const on = (name, fn) => es.addEventListener(name, (e) => { fn(JSON.parse(e.data)); queueRender(); });
-  on('hello', (d) => {
-    store.objects = {}; store.problems = {}; store.synced = {}; store.timeline = [];
-    store.user = d.user; store.trailGiven = d.trailGiven; store.ready = false;
-    document.getElementById('user').textContent = d.user || 'the kubeconfig’s user';
-    if (d.trailGiven) fetchTrail();
-  });
-  on('upsert', (d) => { (store.objects[d.kind] = store.objects[d.kind] || {})[d.key] = d.object; });
-  on('delete', (d) => { if (store.objects[d.kind]) delete store.objects[d.kind][d.key]; });
-  on('reset', (d) => { delete store.objects[d.kind]; delete store.synced[d.kind]; delete store.problems[d.kind]; });
-  on('synced', (d) => { store.synced[d.kind] = true; });
-  on('problem', (d) => { if (d.message) store.problems[d.kind] = d.message; else delete store.problems[d.kind]; });
-  on('timeline', (d) => { store.timeline = d || []; });
-  on('transition', (d) => { store.timeline.push(d); });
-  on('trail', () => { fetchTrail(); });
-  on('ready', () => { store.ready = true; setConn(true, 'Live'); });
-  es.onopen = () => setConn(true, 'Live');
-  es.onerror = () => setConn(false, 'Reconnecting…');
+// The scope the server was started with, from its hello.
+function applyHello(d) {
+  const first = !helloSeen;
+  helloSeen = true;
+  fixedNamespace = d.namespace || '';
+  const nsInput = document.getElementById('f-namespace');
+  if (fixedNamespace) {
+    nsInput.value = fixedNamespace;
+    nsInput.readOnly = true;
+    document.getElementById('scope').textContent = `Namespace ${fixedNamespace}`;
+  } else if (first) {
+    nsInput.value = 'default';
+  }
+  if (first && !document.getElementById('page-workflows').hidden) loadChoices();
+}
+
+// signedOut says why the page cannot show anything: it was opened without the token, or with
+// one this server does not know (it was restarted, say).
+function signedOut(why) {
+  setConn(false, 'Not signed in');
+  const el = document.getElementById('signin');
+  replace(el, h('p', {}, h('span', { 'aria-hidden': 'true' }, '✖ '), h('strong', {}, why), ' ',
+    'Open the URL that ', h('code', {}, 'kubectl nodewright ui'), ' printed (it ends in ', h('code', {}, '#token=…'), ') in this browser.'));
+  el.hidden = false;
+}
+
+// The event stream, read with fetch: EventSource cannot send the token's header. A stream that
+// ends or fails is opened again after a pause, and the page starts again from its hello.
+async function connect() {
+  if (!token) {
+    signedOut('This page was opened without its token.');
+    return;
+  }
+  const handlers = {
+    hello: (d) => {
+      store.objects = {}; store.problems = {}; store.synced = {}; store.timeline = [];
+      store.user = d.user; store.trailGiven = d.trailGiven; store.ready = false;
+      document.getElementById('user').textContent = d.user || 'the kubeconfig’s user';
+      applyHello(d);
+      if (d.trailGiven) fetchTrail();
+    },
+    upsert: (d) => { (store.objects[d.kind] = store.objects[d.kind] || {})[d.key] = d.object; },
+    delete: (d) => { if (store.objects[d.kind]) delete store.objects[d.kind][d.key]; },
+    reset: (d) => { delete store.objects[d.kind]; delete store.synced[d.kind]; delete store.problems[d.kind]; },
+    synced: (d) => { store.synced[d.kind] = true; },
+    problem: (d) => { if (d.message) store.problems[d.kind] = d.message; else delete store.problems[d.kind]; },
+    timeline: (d) => { store.timeline = d || []; },
+    transition: (d) => { store.timeline.push(d); },
+    trail: () => { fetchTrail(); },
+    ready: () => { store.ready = true; setConn(true, 'Live'); },
+  };
+  let pause = 500;
+  for (;;) {
+    try {
+      const res = await fetch('/api/events', { headers: { 'X-Nodewright-Token': token }, credentials: 'omit', cache: 'no-store' });
+      if (res.status === 401) {
+        signedOut('The UI’s server does not know this page’s token.');
+        return;
+      }
+      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+      setConn(true, 'Live');
+      pause = 500;
+      await readEvents(res.body, (name, data) => {
+        const fn = handlers[name];
+        if (fn) { fn(JSON.parse(data)); queueRender(); }
+      });
+    } catch (_) {
+      // Reconnect below.
+    }
+    setConn(false, 'Reconnecting…');
+    await new Promise((resolve) => { setTimeout(resolve, pause); });
+    pause = Math.min(pause * 2, 5000);
+  }
+}
+
+// readEvents parses a text/event-stream body until it ends, calling on(name, data) per event.
+async function readEvents(body, on) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value.replace(/\r\n?/g, '\n');
+    let end;
+    while ((end = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let name = 'message';
+      const data = [];
+      for (const line of block.split('\n')) {
+        if (line === '' || line.startsWith(':')) continue;
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let val = colon < 0 ? '' : line.slice(colon + 1);
+        if (val.startsWith(' ')) val = val.slice(1);
+        if (field === 'event') name = val;
+        else if (field === 'data') data.push(val);
+      }
+      if (data.length) on(name, data.join('\n'));
+    }
+  }
 }
 
 // The page's own clock: ages ("12 s ago") stay current between updates.
@@ -682,16 +779,8 @@ function tick() {
 }
 
 document.addEventListener('DOMContentLoaded', () => {
-  const nsInput = document.getElementById('f-namespace');
-  if (fixedNamespace) {
-    nsInput.value = fixedNamespace;
-    nsInput.readOnly = true;
-  } else {
-    nsInput.value = 'default';
-  }
-  nsInput.addEventListener('change', loadChoices);
+  document.getElementById('f-namespace').addEventListener('change', loadChoices);
   document.getElementById('f-vm').addEventListener('input', updateVolumes);
-  if (fixedNamespace) document.getElementById('scope').textContent = `Namespace ${fixedNamespace}`;
   document.getElementById('start-form').addEventListener('submit', submitForm);
   document.getElementById('trail-filter').addEventListener('input', renderRecords);
   window.addEventListener('hashchange', () => { showPage(); document.getElementById('main').focus(); });
