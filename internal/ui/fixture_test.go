@@ -296,23 +296,33 @@ var printedURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=[A-Za-z0-9_-
 // test ends, and returns the URL it printed.
 func startUI(t *testing.T, opts ui.Options) string {
 	t.Helper()
+	url, _ := runUI(t, opts)
+	return url
+}
+
+// runUI is startUI that can also be stopped before the test ends.
+func runUI(t *testing.T, opts ui.Options) (url string, stop func()) {
+	t.Helper()
 	out := &syncBuffer{}
 	opts.Out = out
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ui.Run(ctx, userConfig(), opts) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("the UI stopped with an error: %v", err)
-		}
-	})
-	var url string
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("the UI stopped with an error: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	eventually(t, "the UI to print its URL", 10*time.Second, func() (bool, string) {
 		url = printedURL.FindString(out.String())
 		return url != "", fmt.Sprintf("output so far: %q", out.String())
 	})
-	return url
+	return url, stop
 }
 
 // chromium is the browser the tests drive: Debian's package, which hack/chromium.sh installs

@@ -36,9 +36,13 @@ type Options struct {
 	// with a port; "127.0.0.1:0", the default, takes a free port.
 	Addr string
 	// OpenBrowser opens the page in the user's browser (xdg-open or open) once the server
-	// listens; a failure to open it is ignored, the URL is printed anyway.
+	// listens, through a file only the user can read (0600, in a 0700 temporary folder,
+	// removed when the server stops) that carries the token and leads to the page: the
+	// opener's command line, which every local user can read, names only the file. A
+	// failure to open it is not fatal, the URL is printed anyway.
 	OpenBrowser bool
-	// Out receives the page's URL (with its token); standard output when nil.
+	// Out receives the page's URL, with its token: the only place the full URL is written
+	// to. Standard output when nil.
 	Out io.Writer
 	// Namespace scopes the migrations the page shows and creates; empty shows every
 	// namespace the user may list, and the form asks for one.
@@ -111,7 +115,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		return err
 	}
 	if opts.OpenBrowser {
-		openBrowser(url)
+		// Through a file only the user can read: the opener's command line is public.
+		l, err := openBrowser(url)
+		if err != nil {
+			fmt.Fprintf(opts.Out, "Could not open a browser (%v): open the URL above.\n", err)
+		}
+		if l != nil {
+			defer l.remove()
+		}
 	}
 	srv := &http.Server{
 		Handler:           s,
