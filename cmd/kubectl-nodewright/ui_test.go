@@ -10,18 +10,41 @@ import (
 	"time"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // The ui subcommand serves the page on the loopback address it prints, with the token in the
 // URL's fragment; the API answers only with that token in its header; it stops cleanly (exit
-// 0) on cancellation.
+// 0) on cancellation. Without -n it shows every namespace, and the form starts with the
+// kubeconfig context's namespace, as kubectl would use it; with -n, that namespace only.
 func TestUIServesThePageItPrints(t *testing.T) {
 	kubeconfig := env.Kubeconfig(t)
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Contexts[cfg.CurrentContext].Namespace = "apps"
+	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		hello string
+	}{
+		{"the context's namespace for the form", nil, `"namespace":"","defaultNamespace":"apps"`},
+		{"-n scopes the page", []string{"-n", "demo"}, `"namespace":"demo","defaultNamespace":"demo"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testUI(t, kubeconfig, tc.args, tc.hello) })
+	}
+}
+
+func testUI(t *testing.T, kubeconfig string, args []string, hello string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out, outW := io.Pipe()
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, []string{"--kubeconfig", kubeconfig, "ui", "--no-browser"},
+		code <- run(ctx, append([]string{"--kubeconfig", kubeconfig, "ui", "--no-browser"}, args...),
 			genericiooptions.IOStreams{In: strings.NewReader(""), Out: outW, ErrOut: io.Discard})
 		_ = outW.Close()
 	}()
@@ -73,8 +96,8 @@ func TestUIServesThePageItPrints(t *testing.T) {
 	if resp, body := get("/api/events", ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("GET /api/events without the token: %d %s, want 401", resp.StatusCode, body)
 	}
-	if resp, body := get("/api/events", token); resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "event: hello\n") {
-		t.Fatalf("GET /api/events with the token: %d %q", resp.StatusCode, body)
+	if resp, body := get("/api/events", token); resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "event: hello\n") || !strings.Contains(body, hello) {
+		t.Fatalf("GET /api/events with the token: %d %q; want a hello with %s", resp.StatusCode, body, hello)
 	}
 	cancel()
 	select {

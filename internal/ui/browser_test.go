@@ -67,9 +67,13 @@ func TestClusterPageFollowsTheLegacyDaemonSet(t *testing.T) {
 	observe(t, ns)
 	waitClusterPhase(t, nwv1.ClusterSingleNode)
 
-	url := startUI(t, ui.Options{TrailDir: trailDir, TrailKeys: []string{trailKey}})
+	// Every namespace, as `ui` without -n; the form starts with the context's namespace.
+	url := startUI(t, ui.Options{DefaultNamespace: ns, TrailDir: trailDir, TrailKeys: []string{trailKey}})
 	p := openPage(t, url, laptopWidth, laptopHeight)
 	p.waitJS("the cluster page to show SingleNode", `document.getElementById('cluster-phase')?.dataset.phase === 'SingleNode'`)
+	if got, _ := evaluate[string](p, `(() => { const f = document.getElementById('f-namespace'); return f.value + (f.readOnly ? ' (read-only)' : ''); })()`); got != ns {
+		t.Errorf("the form's namespace starts as %q, want %q, editable", got, ns)
+	}
 	if got := p.text("#legacy-state"); !contains(got, "SINGLE_NODE_READY") {
 		t.Errorf("legacy state shows %q", got)
 	}

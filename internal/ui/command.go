@@ -19,11 +19,15 @@ cancels migrations. It talks to the API server with your kubeconfig's credential
 exactly what you can with kubectl and nothing more; the page's URL carries a secret token and
 the server answers only on the loopback address.
 
-The URL is printed, and opened in your browser unless --no-browser. Stop it with Ctrl-C.
+Without -n it shows the migrations of every namespace you may list, and the form starts with
+your kubeconfig context's namespace; with -n, that namespace only.
+
+The URL is printed (the token is in its #fragment), and opened in your browser unless
+--no-browser, through a temporary file only you can read. Stop it with Ctrl-C.
 
 Exit codes: 0 stopped with Ctrl-C or SIGTERM; 1 it could not start (the address is taken, the
 kubeconfig is unusable); 2 usage error.`,
-		Example: `  # Serve the UI for every namespace you may list, and open it
+		Example: `  # Serve the UI for every namespace you may list (the form starts with the context's), and open it
   kubectl nodewright ui
 
   # Only namespace demo, on a fixed port, with the local site's audit trail verified
@@ -39,10 +43,14 @@ kubeconfig is unusable); 2 usage error.`,
 			if err != nil {
 				return err
 			}
+			// Without -n, every namespace the user may list is shown, and the form starts
+			// with the context's namespace, the one kubectl would use.
 			if explicit {
 				opts.Namespace = ns
+			} else {
+				opts.DefaultNamespace = ns
 			}
-			opts.Out, opts.OpenBrowser = f.Streams().Out, !noBrowser
+			opts.Out, opts.Log, opts.OpenBrowser = f.Streams().Out, f.Streams().ErrOut, !noBrowser
 			return Run(cmd.Context(), cfg, opts)
 		},
 	}

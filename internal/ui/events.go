@@ -12,9 +12,12 @@ const keepAlive = 20 * time.Second
 
 // hello starts every stream: the page forgets what it had and rebuilds from what follows.
 type hello struct {
-	User       string `json:"user"`
-	Namespace  string `json:"namespace"`
-	TrailGiven bool   `json:"trailGiven"`
+	User string `json:"user"`
+	// Namespace scopes the page; "" for every namespace the user may list.
+	Namespace string `json:"namespace"`
+	// DefaultNamespace is the form's first namespace.
+	DefaultNamespace string `json:"defaultNamespace"`
+	TrailGiven       bool   `json:"trailGiven"`
 }
 
 // events streams the hub's changes to one page as server-sent events.
@@ -35,7 +38,8 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	first := newEvent("hello", hello{User: s.whoAmI(r.Context()), Namespace: s.opts.Namespace, TrailGiven: s.trail.given()})
+	first := newEvent("hello", hello{User: s.whoAmI(r.Context()), Namespace: s.opts.Namespace,
+		DefaultNamespace: s.opts.DefaultNamespace, TrailGiven: s.trail.given()})
 	if writeEvent(w, first) != nil {
 		return
 	}

@@ -3,6 +3,8 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -43,6 +45,7 @@ type hub struct {
 	client    client.WithWatch
 	namespace string
 	trail     *trail
+	log       io.Writer
 
 	mu        sync.Mutex
 	subs      map[*subscriber]struct{}
@@ -70,9 +73,12 @@ type run struct {
 	legacyCancel context.CancelFunc
 }
 
-func newHub(c client.WithWatch, namespace string, tr *trail) *hub {
+func newHub(c client.WithWatch, namespace string, tr *trail, log io.Writer) *hub {
+	if log == nil {
+		log = io.Discard
+	}
 	return &hub{
-		client: c, namespace: namespace, trail: tr,
+		client: c, namespace: namespace, trail: tr, log: log,
 		subs:     map[*subscriber]struct{}{},
 		objects:  map[string]map[string]json.RawMessage{},
 		problems: map[string]string{}, synced: map[string]bool{},
@@ -272,6 +278,26 @@ func (h *hub) clearProblemLocked(kind string) {
 	}
 	delete(h.problems, kind)
 	h.broadcastLocked(newEvent("problem", problem{Kind: kind}))
+}
+
+// trailProblem says on the pages, and in the log, why the trail's folder is not followed;
+// "" clears it.
+func (h *hub) trailProblem(gen uint64, msg string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.current(gen) {
+		return
+	}
+	if msg == "" {
+		h.clearProblemLocked(kindTrail)
+		return
+	}
+	if h.problems[kindTrail] == msg {
+		return
+	}
+	h.problems[kindTrail] = msg
+	h.broadcastLocked(newEvent("problem", problem{Kind: kindTrail, Message: msg}))
+	fmt.Fprintf(h.log, "nodewright ui: %s\n", msg)
 }
 
 // trailChanged tells the pages to read the trail again.

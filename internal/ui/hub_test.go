@@ -21,7 +21,7 @@ func newTestHub(t *testing.T, d time.Duration) *hub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := newHub(fake.NewClientBuilder().WithScheme(scheme).Build(), "", tr)
+	h := newHub(fake.NewClientBuilder().WithScheme(scheme).Build(), "", tr, nil)
 	t.Cleanup(h.close)
 	return h
 }

@@ -70,7 +70,7 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 		return nil, err
 	}
 	s := &server{opts: opts, client: c, trail: tr, mux: http.NewServeMux()}
-	s.hub = newHub(c, opts.Namespace, tr)
+	s.hub = newHub(c, opts.Namespace, tr, opts.Log)
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err

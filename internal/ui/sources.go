@@ -30,6 +30,8 @@ const (
 	kindLegacy = "LegacyConfigMap"
 	// kindLegacyEvent are the Events about that ConfigMap (the DaemonSet's state changes).
 	kindLegacyEvent = "LegacyEvent"
+	// kindTrail is the local audit trail's folder, for its problems.
+	kindTrail = "AuditTrail"
 )
 
 // source is one watch: a kind, where, and how an object is shown to the page.
@@ -67,7 +69,9 @@ func (h *hub) startLocked() {
 	if h.trail.given() {
 		// The files may have changed while nothing watched them.
 		h.trail.invalidate()
-		r.wg.Go(func() { h.trail.watch(ctx, func() { h.trailChanged(r.gen) }) })
+		r.wg.Go(func() {
+			h.trail.watch(ctx, func() { h.trailChanged(r.gen) }, func(msg string) { h.trailProblem(r.gen, msg) })
+		})
 	}
 }
 

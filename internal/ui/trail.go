@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -351,32 +353,78 @@ type limitedFile struct {
 	io.Closer
 }
 
-// watch recomputes the view and then calls changed, a quarter of a second after a change of
-// the files in the trail's folder and at most that often, until ctx ends.
-func (t *trail) watch(ctx context.Context, changed func()) {
+// trailRetry is how often watch tries again to watch a folder it could not (one that does
+// not exist yet, say). A variable for the tests.
+var trailRetry = time.Second
+
+// watch follows the trail's folder until ctx ends: a quarter of a second after a change of its
+// files, and at most that often, it recomputes the view, then calls changed. A folder that
+// does not exist (yet) or cannot be watched is reported through problem, rather than never
+// updating silently, and tried again every trailRetry; problem("") once it is watched.
+func (t *trail) watch(ctx context.Context, changed func(), problem func(string)) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
+		problem(fmt.Sprintf("the audit trail folder %s cannot be watched (%v): the audit page shows it as it was when opened, and does not update", t.dir, err))
 		return
 	}
 	defer func() { _ = w.Close() }()
-	if err := w.Add(t.dir); err != nil {
-		return
+	for {
+		if !t.waitForFolder(ctx, w, problem) {
+			return
+		}
+		problem("")
+		// What changed before the watch began.
+		t.refresh()
+		changed()
+		if !t.follow(ctx, w, changed) {
+			return
+		}
+		// The folder went: say so, and wait for it again.
+		t.refresh()
+		changed()
 	}
-	// What changed before the watch began.
-	t.refresh()
-	changed()
+}
+
+// waitForFolder watches the folder, trying again every trailRetry until it can or ctx ends.
+func (t *trail) waitForFolder(ctx context.Context, w *fsnotify.Watcher, problem func(string)) bool {
+	for {
+		err := w.Add(t.dir)
+		if err == nil {
+			return true
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			problem(fmt.Sprintf("the audit trail folder %s does not exist: the audit page will update once it does", t.dir))
+		} else {
+			problem(fmt.Sprintf("the audit trail folder %s cannot be watched (%v): the audit page will update once it can", t.dir, err))
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(trailRetry):
+		}
+	}
+}
+
+// follow recomputes the view and calls changed after each change in the watched folder. It
+// returns true when the folder itself was removed or moved away, false when ctx ended.
+func (t *trail) follow(ctx context.Context, w *fsnotify.Watcher, changed func()) bool {
 	const settle = 250 * time.Millisecond
 	timer := time.NewTimer(settle)
 	timer.Stop()
 	defer timer.Stop()
 	pending := false
+	dir := filepath.Clean(t.dir)
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case _, ok := <-w.Events:
+			return false
+		case ev, ok := <-w.Events:
 			if !ok {
-				return
+				return false
+			}
+			if filepath.Clean(ev.Name) == dir && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) {
+				_ = w.Remove(t.dir)
+				return true
 			}
 			if !pending {
 				pending = true
@@ -384,7 +432,7 @@ func (t *trail) watch(ctx context.Context, changed func()) {
 			}
 		case _, ok := <-w.Errors:
 			if !ok {
-				return
+				return false
 			}
 		case <-timer.C:
 			pending = false

@@ -132,7 +132,11 @@ func TestTrailIsReadOncePerChange(t *testing.T) {
 	changes := make(chan struct{}, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go tr.watch(ctx, func() { changes <- struct{}{} })
+	go tr.watch(ctx, func() { changes <- struct{}{} }, func(msg string) {
+		if msg != "" {
+			t.Errorf("the trail's folder: %s", msg)
+		}
+	})
 	seen := 0
 	for round := range 3 {
 		tt.add(5)
@@ -287,4 +291,64 @@ func countLines(data []byte) int {
 		}
 	}
 	return n
+}
+
+// The trail's folder may not exist yet, or go away and come back: watch says so each time, and
+// follows it again once it is there.
+func TestTrailWatchFollowsTheFolderComingAndGoing(t *testing.T) {
+	old := trailRetry
+	trailRetry = 20 * time.Millisecond
+	t.Cleanup(func() { trailRetry = old })
+	dir := filepath.Join(t.TempDir(), "audit")
+	tr, err := newTrail(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems := make(chan string, 1000)
+	changes := make(chan struct{}, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tr.watch(ctx, func() { changes <- struct{}{} }, func(msg string) { problems <- msg })
+	}()
+	defer func() { cancel(); <-done }()
+	expect := func(what string, ok func(string) bool) {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case msg := <-problems:
+				if ok(msg) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no report of %s", what)
+			}
+		}
+	}
+	missing := func(msg string) bool {
+		return strings.Contains(msg, dir+" does not exist") && strings.Contains(msg, "once it does")
+	}
+	expect("the missing folder", missing)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	expect("the folder watched", func(msg string) bool { return msg == "" })
+	if err := os.WriteFile(filepath.Join(dir, "audit-00000001.jsonl"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changes:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change reported")
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	expect("the folder gone", missing)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	expect("the folder back", func(msg string) bool { return msg == "" })
 }

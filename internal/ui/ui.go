@@ -47,6 +47,9 @@ type Options struct {
 	// Namespace scopes the migrations the page shows and creates; empty shows every
 	// namespace the user may list, and the form asks for one.
 	Namespace string
+	// DefaultNamespace is the namespace the form starts with when Namespace is empty: the
+	// kubeconfig context's, as kubectl would use it (`ui` sets it); "default" when empty.
+	DefaultNamespace string
 	// TrailDir is a local folder holding an audit trail (audit-*.jsonl), such as the demo's
 	// .demo/audit; empty: the page says that no trail was given. The operator's own trail
 	// lives in its pod, out of the user's reach.
@@ -57,6 +60,9 @@ type Options struct {
 	TrailKeys []string
 	// Token is the secret the page's URL carries; empty makes a random one. Tests set it.
 	Token string
+	// Log receives what goes wrong while the UI runs (a trail folder it cannot watch, say);
+	// standard error when nil. The page says the same.
+	Log io.Writer
 }
 
 // DefaultAddr takes a free port on the IPv4 loopback address.
@@ -68,6 +74,15 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout
+	}
+	if o.Log == nil {
+		o.Log = os.Stderr
+	}
+	switch {
+	case o.Namespace != "":
+		o.DefaultNamespace = o.Namespace
+	case o.DefaultNamespace == "":
+		o.DefaultNamespace = "default"
 	}
 	if o.Token == "" {
 		b := make([]byte, 32)

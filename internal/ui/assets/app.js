@@ -543,6 +543,7 @@ async function fetchTrail() {
 }
 
 function renderAudit() {
+  replace(document.getElementById('audit-problems'), problemsFor(['AuditTrail']));
   const statusEl = document.getElementById('trail-status');
   const body = document.getElementById('trail-body');
   if (!store.trailGiven) {
@@ -681,7 +682,8 @@ function applyHello(d) {
     nsInput.readOnly = true;
     document.getElementById('scope').textContent = `Namespace ${fixedNamespace}`;
   } else if (first) {
-    nsInput.value = 'default';
+    // The kubeconfig context's namespace, as kubectl would use it; the page lists them all.
+    nsInput.value = d.defaultNamespace || 'default';
   }
   if (first && !document.getElementById('page-workflows').hidden) loadChoices();
 }
