@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -127,19 +126,19 @@ func verify(args []string, stdout, stderr io.Writer) (int, error) {
 		return exitBadInput, errors.New("verify: no audit files given")
 	}
 	opts := audit.VerifyOptions{AllowPartial: *allowPartial}
-	keys, err := readPublicKeys(keyFiles)
+	keys, err := audit.ReadPublicKeys(keyFiles)
 	if err != nil {
 		return exitBadInput, err
 	}
 	opts.PublicKeys = keys
 	if *trustedFile != "" {
-		cp, err := readTrusted(*trustedFile)
+		cp, err := audit.ReadTrustedCheckpoint(*trustedFile)
 		if err != nil {
 			return exitBadInput, err
 		}
 		opts.Trusted = cp
 	}
-	files, err := expand(fs.Args())
+	files, err := audit.ExpandChainFiles(fs.Args())
 	if err != nil {
 		return exitBadInput, err
 	}
@@ -160,63 +159,6 @@ func verify(args []string, stdout, stderr io.Writer) (int, error) {
 		return exitTampered, nil
 	}
 	return exitOK, nil
-}
-
-func readPublicKeys(files []string) ([]ed25519.PublicKey, error) {
-	var keys []ed25519.PublicKey
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("reading the public key: %w", err)
-		}
-		key, err := audit.ParsePublicKey(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		keys = append(keys, key)
-	}
-	return keys, nil
-}
-
-// readTrusted reads a checkpoint line as the trail holds it (the last line of a file closed
-// cleanly, say), checking the line on its own; its signature is checked by the verification.
-func readTrusted(path string) (*audit.Checkpoint, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the trusted checkpoint: %w", err)
-	}
-	e, err := audit.ParseLine([]byte(strings.TrimSpace(string(data))))
-	if err != nil {
-		return nil, fmt.Errorf("trusted checkpoint %s: %w", path, err)
-	}
-	if e.Checkpoint == nil {
-		return nil, fmt.Errorf("trusted checkpoint %s: the line is a record, not a checkpoint", path)
-	}
-	return e.Checkpoint, nil
-}
-
-// expand replaces each directory by its chain files, in order.
-func expand(args []string) ([]string, error) {
-	var files []string
-	for _, a := range args {
-		info, err := os.Stat(a)
-		if err != nil {
-			return nil, fmt.Errorf("audit file: %w", err)
-		}
-		if !info.IsDir() {
-			files = append(files, a)
-			continue
-		}
-		inDir, err := audit.ChainFiles(a)
-		if err != nil {
-			return nil, err
-		}
-		if len(inDir) == 0 {
-			return nil, fmt.Errorf("audit directory %s: no audit-*.jsonl files", a)
-		}
-		files = append(files, inDir...)
-	}
-	return files, nil
 }
 
 func printReport(w io.Writer, r *audit.Report) {
@@ -312,7 +254,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if opts.Token, err = readToken(*tokenFile); err != nil {
 		return err
 	}
-	if opts.PublicKeys, err = readPublicKeys(keyFiles); err != nil {
+	if opts.PublicKeys, err = audit.ReadPublicKeys(keyFiles); err != nil {
 		return err
 	}
 	var tlsConfig *tls.Config

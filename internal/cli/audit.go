@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"crypto/ed25519"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -78,17 +75,17 @@ func newAuditVerifyCommand(f *Factory) *cobra.Command {
 				return usageErrorf("--public-key is required: without it the checkpoints prove nothing")
 			}
 			opts := audit.VerifyOptions{AllowPartial: allowPartial}
-			keys, err := readAuditKeys(keyFiles)
+			keys, err := audit.ReadPublicKeys(keyFiles)
 			if err != nil {
 				return usageError(err)
 			}
 			opts.PublicKeys = keys
 			if trustedFile != "" {
-				if opts.Trusted, err = readTrustedCheckpoint(trustedFile); err != nil {
+				if opts.Trusted, err = audit.ReadTrustedCheckpoint(trustedFile); err != nil {
 					return usageError(err)
 				}
 			}
-			files, err := chainFiles(args)
+			files, err := audit.ExpandChainFiles(args)
 			if err != nil {
 				return usageError(err)
 			}
@@ -116,63 +113,6 @@ func newAuditVerifyCommand(f *Factory) *cobra.Command {
 	fl.BoolVar(&allowPartial, "allow-partial", false, "Accept a trail whose oldest files were removed on purpose (it starts after seq 0).")
 	outputFlag(cmd, &output, outputTable, outputJSON, outputYAML)
 	return cmd
-}
-
-func readAuditKeys(files []string) ([]ed25519.PublicKey, error) {
-	var keys []ed25519.PublicKey
-	for _, name := range files {
-		data, err := os.ReadFile(name)
-		if err != nil {
-			return nil, fmt.Errorf("reading the public key: %w", err)
-		}
-		key, err := audit.ParsePublicKey(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		keys = append(keys, key)
-	}
-	return keys, nil
-}
-
-// readTrustedCheckpoint reads a checkpoint line as the trail holds it; its signature is
-// checked by the verification.
-func readTrustedCheckpoint(path string) (*audit.Checkpoint, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the trusted checkpoint: %w", err)
-	}
-	e, err := audit.ParseLine([]byte(strings.TrimSpace(string(data))))
-	if err != nil {
-		return nil, fmt.Errorf("trusted checkpoint %s: %w", path, err)
-	}
-	if e.Checkpoint == nil {
-		return nil, fmt.Errorf("trusted checkpoint %s: the line is a record, not a checkpoint", path)
-	}
-	return e.Checkpoint, nil
-}
-
-// chainFiles replaces each directory by its chain files, in order.
-func chainFiles(args []string) ([]string, error) {
-	var files []string
-	for _, a := range args {
-		info, err := os.Stat(a)
-		if err != nil {
-			return nil, fmt.Errorf("audit file: %w", err)
-		}
-		if !info.IsDir() {
-			files = append(files, a)
-			continue
-		}
-		inDir, err := audit.ChainFiles(a)
-		if err != nil {
-			return nil, err
-		}
-		if len(inDir) == 0 {
-			return nil, fmt.Errorf("audit directory %s: no audit-*.jsonl files", a)
-		}
-		files = append(files, inDir...)
-	}
-	return files, nil
 }
 
 func printVerifyReport(w io.Writer, r *audit.Report, p palette) {
