@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,9 +24,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/audit"
-	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/testenv/operatortest"
 )
 
 // The plugin against the operator as it runs in a cluster: its admission webhooks reached
@@ -36,81 +34,22 @@ var env = testenv.New().WithWebhooks()
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
-const (
-	systemNS     = "nodewright-system"
-	linstorClass = "kn-linstor"
-)
+const linstorClass = "kn-linstor"
 
 var (
 	startOnce sync.Once
 	startErr  error
 )
 
-// startOperator runs the operator once for the package, as internal/webhook/v1alpha1's tests
-// do: it keeps its own webhook certificate and writes its CA into the configurations.
+// startOperator runs the operator once for the package (operatortest.Start): it keeps its own
+// webhook certificate and writes its CA into the configurations.
 func startOperator(t *testing.T) {
 	t.Helper()
-	startOnce.Do(func() { startErr = runOperator() })
+	startOnce.Do(func() {
+		_, startErr = operatortest.Start(env, operatortest.Options{TempPrefix: "kubectl-nodewright-test-"})
+	})
 	if startErr != nil {
 		t.Fatal(startErr)
-	}
-}
-
-func runOperator() error {
-	ctx := context.Background()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "kubectl-nodewright-test-")
-	if err != nil {
-		return err
-	}
-	env.BeforeStop(func() { _ = os.RemoveAll(dir) })
-	priv, _, err := audit.GenerateKey()
-	if err != nil {
-		return err
-	}
-	keyFile := filepath.Join(dir, "audit.key")
-	if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
-		return err
-	}
-	opts := operator.Options{
-		MetricsAddr: "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
-		ProfileKeys: systemNS + "/nodewright-profile-keys",
-		Audit: operator.AuditOptions{Dir: filepath.Join(dir, "audit"), KeyFile: keyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
-			CheckpointConfigMap: systemNS + "/nodewright-audit-checkpoint", CheckpointInterval: time.Minute},
-		Webhooks: operator.WebhookOptions{
-			Enabled: true, Host: env.Webhooks.LocalServingHost, Port: env.Webhooks.LocalServingPort,
-			CertMode: operator.CertModeSelf, Secret: systemNS + "/nodewright-webhook-cert", Service: systemNS + "/nodewright-webhook",
-			ExtraHosts:            []string{env.Webhooks.LocalServingHost},
-			MutatingConfiguration: "nodewright-mutating-webhook", ValidatingConfiguration: "nodewright-validating-webhook",
-		},
-	}
-	mgr, err := operator.NewManager(ctx, env.Config, opts)
-	if err != nil {
-		return err
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(runCtx); err != nil {
-			fmt.Fprintf(os.Stderr, "the operator stopped: %v\n", err)
-		}
-	}()
-	env.BeforeStop(func() { cancel(); <-done })
-	// Ready once the API server reaches the webhooks through the injected CA.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := env.Client.Create(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "active-backup"}},
-			client.DryRunAll)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the API server cannot call the webhooks: %w", err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

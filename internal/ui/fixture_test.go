@@ -25,10 +25,8 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/audit"
-	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/testenv/operatortest"
 	"github.com/spectrocloud/nodewright/internal/ui"
 	"github.com/spectrocloud/nodewright/test/site"
 )
@@ -61,8 +59,6 @@ func userConfig() *rest.Config {
 	return cfg
 }
 
-const systemNS = "nodewright-system"
-
 var (
 	startOnce sync.Once
 	startErr  error
@@ -72,8 +68,7 @@ var (
 )
 
 // startOperator runs the operator once for the package, with its admission webhooks reached
-// through the API server and an audit trail in a folder of its own (as
-// internal/webhook/v1alpha1's tests run it).
+// through the API server and an audit trail in a folder of its own (operatortest.Start).
 func startOperator(t *testing.T) {
 	t.Helper()
 	startOnce.Do(func() { startErr = runOperator() })
@@ -83,66 +78,12 @@ func startOperator(t *testing.T) {
 }
 
 func runOperator() error {
-	ctx := context.Background()
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "nodewright-ui-test-")
+	op, err := operatortest.Start(env, operatortest.Options{TempPrefix: "nodewright-ui-test-", CheckpointInterval: 2 * time.Second})
 	if err != nil {
 		return err
 	}
-	env.BeforeStop(func() { _ = os.RemoveAll(dir) })
-	trailDir = filepath.Join(dir, "audit")
-	priv, pub, err := audit.GenerateKey()
-	if err != nil {
-		return err
-	}
-	keyFile := filepath.Join(dir, "audit.key")
-	trailKey = filepath.Join(dir, "audit.pub")
-	if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(trailKey, pub, 0o600); err != nil {
-		return err
-	}
-	opts := operator.Options{
-		MetricsAddr: "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
-		ProfileKeys: systemNS + "/nodewright-profile-keys",
-		Audit: operator.AuditOptions{Dir: trailDir, KeyFile: keyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
-			CheckpointConfigMap: systemNS + "/nodewright-audit-checkpoint", CheckpointInterval: 2 * time.Second},
-		Webhooks: operator.WebhookOptions{
-			Enabled: true, Host: env.Webhooks.LocalServingHost, Port: env.Webhooks.LocalServingPort,
-			CertMode: operator.CertModeSelf, Secret: systemNS + "/nodewright-webhook-cert", Service: systemNS + "/nodewright-webhook",
-			ExtraHosts:            []string{env.Webhooks.LocalServingHost},
-			MutatingConfiguration: "nodewright-mutating-webhook", ValidatingConfiguration: "nodewright-validating-webhook",
-		},
-	}
-	mgr, err := operator.NewManager(ctx, env.Config, opts)
-	if err != nil {
-		return err
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(runCtx); err != nil {
-			fmt.Fprintf(os.Stderr, "the operator stopped: %v\n", err)
-		}
-	}()
-	env.BeforeStop(func() { cancel(); <-done })
-	// Ready once the API server reaches the webhooks through the CA the operator wrote.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := env.Client.Create(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "active-backup"}},
-			client.DryRunAll)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the API server cannot call the webhooks: %w", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	trailDir, trailKey = op.TrailDir, op.PublicKeyFile
+	return nil
 }
 
 // The storage the sites serve: LINSTOR (ReadWriteMany block, snapshots, clones) and TopoLVM

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,9 +32,9 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
-	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/profile"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/testenv/operatortest"
 	"github.com/spectrocloud/nodewright/internal/webhook/certs"
 )
 
@@ -44,9 +43,9 @@ var env = testenv.New().WithWebhooks()
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 const (
-	systemNS     = "nodewright-system"
-	certSecret   = "nodewright-webhook-cert"
-	keysCM       = "nodewright-profile-keys"
+	systemNS     = operatortest.Namespace
+	certSecret   = operatortest.CertSecret
+	keysCM       = operatortest.ProfileKeys
 	linstorClass = "wh-linstor"
 	topolvmClass = "wh-topolvm"
 	genericClass = "wh-generic"
@@ -64,67 +63,12 @@ var (
 func startOperator(t *testing.T) {
 	t.Helper()
 	startOnce.Do(func() {
-		ctx := context.Background()
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			startErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "nodewright-webhook-test-")
+		op, err := operatortest.Start(env, operatortest.Options{TempPrefix: "nodewright-webhook-test-"})
 		if err != nil {
 			startErr = err
 			return
 		}
-		trailDir = filepath.Join(dir, "audit")
-		priv, _, err := audit.GenerateKey()
-		if err != nil {
-			startErr = err
-			return
-		}
-		keyFile := filepath.Join(dir, "audit.key")
-		if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
-			startErr = err
-			return
-		}
-		opts := operator.Options{
-			MetricsAddr: "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
-			ProfileKeys: systemNS + "/" + keysCM,
-			Audit: operator.AuditOptions{Dir: trailDir, KeyFile: keyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
-				CheckpointConfigMap: systemNS + "/nodewright-audit-checkpoint", CheckpointInterval: time.Minute},
-			Webhooks: operator.WebhookOptions{
-				Enabled: true, Host: env.Webhooks.LocalServingHost, Port: env.Webhooks.LocalServingPort,
-				CertMode: operator.CertModeSelf, Secret: systemNS + "/" + certSecret, Service: systemNS + "/nodewright-webhook",
-				ExtraHosts:            []string{env.Webhooks.LocalServingHost},
-				MutatingConfiguration: "nodewright-mutating-webhook", ValidatingConfiguration: "nodewright-validating-webhook",
-			},
-		}
-		mgr, err := operator.NewManager(ctx, env.Config, opts)
-		if err != nil {
-			startErr = err
-			return
-		}
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := mgr.Start(runCtx); err != nil {
-				fmt.Fprintf(os.Stderr, "the operator stopped: %v\n", err)
-			}
-		}()
-		env.BeforeStop(func() { cancel(); <-done })
-		// Ready once the API server reaches the webhooks through the injected CA.
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			err := env.Client.Create(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "active-backup"}},
-				client.DryRunAll)
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				startErr = fmt.Errorf("the API server cannot call the webhooks: %w", err)
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		trailDir = op.TrailDir
 	})
 	if startErr != nil {
 		t.Fatal(startErr)
