@@ -12,15 +12,8 @@ import (
 	"testing"
 	"time"
 
-	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
-	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/utils/ptr"
-	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -53,64 +46,6 @@ func startOperator(t *testing.T) {
 	}
 }
 
-// storage creates a LINSTOR StorageClass (RWX block, snapshots, clones) with a default
-// VolumeSnapshotClass.
-func storage(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: linstorClass}, Provisioner: "linstor.csi.linbit.com"}
-	if err := env.Client.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	vsc := &snapshotv1.VolumeSnapshotClass{
-		ObjectMeta: metav1.ObjectMeta{Name: linstorClass + "-snap", Annotations: map[string]string{"snapshot.storage.kubernetes.io/is-default-class": "true"}},
-		Driver:     "linstor.csi.linbit.com", DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
-	}
-	if err := env.Client.Create(ctx, vsc); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
-
-// vmWithVolume creates VM name, stopped, whose volume "root" is a bound 1 GiB block PVC.
-func vmWithVolume(t *testing.T, ns, name string) {
-	t.Helper()
-	ctx := context.Background()
-	claim := name + "-root"
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeMode: ptr.To(corev1.PersistentVolumeBlock),
-			StorageClassName: ptr.To(linstorClass), VolumeName: "pv-" + ns + "-" + claim,
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	if err := env.Client.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
-	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound,
-		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}
-	if err := env.Client.Status().Update(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
-	vm := &virtv1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: virtv1.VirtualMachineSpec{
-			RunStrategy: ptr.To(virtv1.RunStrategyHalted),
-			Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
-				Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
-				Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{
-					PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
-						PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
-					},
-				}}},
-			}},
-		},
-	}
-	if err := env.Client.Create(ctx, vm); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // plugin runs the program in-process, as main does, with a kubeconfig file.
 func plugin(t *testing.T, kubeconfig string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
@@ -123,7 +58,7 @@ func plugin(t *testing.T, kubeconfig string, args ...string) (stdout, stderr str
 // The webhook's refusal is printed as the webhook wrote it, after the object's kind/name.
 func TestMigrateRefusedByTheWebhook(t *testing.T) {
 	startOperator(t)
-	storage(t)
+	operatortest.StorageClasses(t, env.Client, operatortest.Class{Name: linstorClass, Driver: "linstor.csi.linbit.com"})
 	ns := env.Namespace(t)
 	kubeconfig := env.Kubeconfig(t)
 
@@ -147,9 +82,9 @@ func TestMigrateRefusedByTheWebhook(t *testing.T) {
 // The webhook fills in the mode and size, and its warning is printed as kubectl prints it.
 func TestMigrateDefaultsAndWarnings(t *testing.T) {
 	startOperator(t)
-	storage(t)
+	operatortest.StorageClasses(t, env.Client, operatortest.Class{Name: linstorClass, Driver: "linstor.csi.linbit.com"})
 	ns := env.Namespace(t)
-	vmWithVolume(t, ns, "db")
+	operatortest.HaltedVM(t, env.Client, ns, "db", linstorClass)
 	kubeconfig := env.Kubeconfig(t)
 
 	stdout, stderr, code := plugin(t, kubeconfig, "migrate", "db", "root", "--to", linstorClass, "-n", ns, "--name", "move-db")

@@ -14,10 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -102,20 +99,8 @@ func newSite(t *testing.T, opts site.Options) string {
 	t.Helper()
 	ctx := context.Background()
 	ns := env.Namespace(t)
-	for _, c := range []struct{ name, driver string }{{linstorClass, linstorDriver}, {topolvmClass, topolvmDriver}} {
-		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Provisioner: c.driver,
-			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
-		if err := env.Client.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-		vsc := &snapshotv1.VolumeSnapshotClass{
-			ObjectMeta: metav1.ObjectMeta{Name: c.name + "-snap", Annotations: map[string]string{"snapshot.storage.kubernetes.io/is-default-class": "true"}},
-			Driver:     c.driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
-		}
-		if err := env.Client.Create(ctx, vsc); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	operatortest.StorageClasses(t, env.Client, operatortest.Class{Name: linstorClass, Driver: linstorDriver},
+		operatortest.Class{Name: topolvmClass, Driver: topolvmDriver})
 	opts.Drivers = []string{linstorDriver, topolvmDriver}
 	opts.CopyBinary = copyBinary
 	opts.NodeName = "site-" + ns

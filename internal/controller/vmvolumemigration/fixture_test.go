@@ -14,8 +14,6 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -26,6 +24,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/testenv/operatortest"
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
@@ -122,23 +121,8 @@ func newFixture(t *testing.T, opts site.Options) *fix {
 
 // storageClasses creates the cluster's classes once; later tests reuse them.
 func (f *fix) storageClasses() {
-	ctx := context.Background()
-	for _, c := range []struct{ name, driver string }{
-		{linstorClass, linstorDriver}, {topolvmClass, topolvmDriver}, {genericClass, genericDriver},
-	} {
-		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Provisioner: c.driver,
-			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
-		if err := env.Client.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
-			f.t.Fatal(err)
-		}
-		vsc := &snapshotv1.VolumeSnapshotClass{
-			ObjectMeta: metav1.ObjectMeta{Name: c.name + "-snap", Annotations: map[string]string{"snapshot.storage.kubernetes.io/is-default-class": "true"}},
-			Driver:     c.driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
-		}
-		if err := env.Client.Create(ctx, vsc); err != nil && !apierrors.IsAlreadyExists(err) {
-			f.t.Fatal(err)
-		}
-	}
+	operatortest.StorageClasses(f.t, env.Client, operatortest.Class{Name: linstorClass, Driver: linstorDriver},
+		operatortest.Class{Name: topolvmClass, Driver: topolvmDriver}, operatortest.Class{Name: genericClass, Driver: genericDriver})
 }
 
 func (f *fix) create(obj client.Object) {

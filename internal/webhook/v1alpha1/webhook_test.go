@@ -14,10 +14,8 @@ import (
 	"testing"
 	"time"
 
-	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,7 +24,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -169,63 +166,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // those) and a CSI driver Nodewright does not know.
 func storage(t *testing.T) {
 	t.Helper()
-	ctx := context.Background()
-	for _, c := range []struct{ name, driver string }{
-		{linstorClass, "linstor.csi.linbit.com"}, {topolvmClass, "topolvm.io"}, {genericClass, "csi.example.com"},
-	} {
-		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Provisioner: c.driver}
-		if err := env.Client.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-		vsc := &snapshotv1.VolumeSnapshotClass{
-			ObjectMeta: metav1.ObjectMeta{Name: c.name + "-snap", Annotations: map[string]string{"snapshot.storage.kubernetes.io/is-default-class": "true"}},
-			Driver:     c.driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
-		}
-		if err := env.Client.Create(ctx, vsc); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	operatortest.StorageClasses(t, env.Client, operatortest.Class{Name: linstorClass, Driver: "linstor.csi.linbit.com"},
+		operatortest.Class{Name: topolvmClass, Driver: "topolvm.io"}, operatortest.Class{Name: genericClass, Driver: "csi.example.com"})
 }
 
-// vmWithVolume creates VM name, stopped, whose volume "root" is a bound 1 GiB block PVC of
-// class.
+// vmWithVolume creates VM name, stopped, on a bound 1 GiB block PVC of class.
 func vmWithVolume(t *testing.T, ns, name, class string) {
 	t.Helper()
-	ctx := context.Background()
-	claim := name + "-root"
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeMode: ptr.To(corev1.PersistentVolumeBlock),
-			StorageClassName: ptr.To(class), VolumeName: "pv-" + ns + "-" + claim,
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}
-	if err := env.Client.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
-	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound,
-		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}
-	if err := env.Client.Status().Update(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
-	vm := &virtv1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: virtv1.VirtualMachineSpec{
-			RunStrategy: ptr.To(virtv1.RunStrategyHalted),
-			Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
-				Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
-				Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{
-					PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
-						PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
-					},
-				}}},
-			}},
-		},
-	}
-	if err := env.Client.Create(ctx, vm); err != nil {
-		t.Fatal(err)
-	}
+	operatortest.HaltedVM(t, env.Client, ns, name, class)
 }
 
 func migration(ns, name, vm, class string) *nwv1.VMVolumeMigration {
