@@ -21,6 +21,9 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
@@ -67,6 +70,11 @@ func run() error {
 	ctx := context.Background()
 	b := &bench{env: env, ctx: ctx}
 	if err := b.setUp(); err != nil {
+		return err
+	}
+	// The operator runs as deployed, its admission webhook server included: it keeps its
+	// webhook certificate in a Secret of its namespace.
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nodewright-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	op, err := startOperator(binary, kubeconfig, filepath.Join(dir, "operator.log"))

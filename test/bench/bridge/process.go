@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -21,14 +22,29 @@ func startOperator(binary, kubeconfig, logPath string) (*operatorProcess, error)
 	if err != nil {
 		return nil, err
 	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--leader-elect=false",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--webhook-host", "127.0.0.1", "--webhook-port", port, "--webhook-cert-hosts", "127.0.0.1")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
 		return nil, fmt.Errorf("starting the operator: %w", err)
 	}
 	return &operatorProcess{cmd: cmd, log: log}, nil
+}
+
+// freePort is a TCP port free on 127.0.0.1 a moment ago.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
 func (p *operatorProcess) stop() {
