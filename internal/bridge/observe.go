@@ -18,11 +18,13 @@ import (
 	"github.com/spectrocloud/nodewright/internal/legacy"
 )
 
-// The bridge only reads the legacy objects.
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=events,verbs=get;list;watch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=get;list;watch
+// The bridge only reads the legacy objects, and only in the legacy namespace (node-init
+// here; the chart renders these Roles into its legacy.namespace) and, for Warning Events
+// about Nodes, in default.
+// +kubebuilder:rbac:groups="",namespace=node-init,resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,namespace=node-init,resources=daemonsets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=node-init,resources=events,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=default,resources=events,verbs=get;list;watch
 
 // DefaultStaleAfter is the heartbeat staleness threshold when the spec leaves it unset.
 const DefaultStaleAfter = 30 * time.Second
@@ -90,4 +92,27 @@ func DaemonSet(ctx context.Context, c client.Reader, cluster *nwv1.NodewrightClu
 		return nil, fmt.Errorf("reading the legacy DaemonSet %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
 	return ds, nil
+}
+
+// InScope reports, as an error naming the field, a legacy object the cluster names outside
+// namespace ns, the only namespace the operator reads legacy objects in (--legacy-namespace).
+// An empty ns means every namespace is read.
+func InScope(cluster *nwv1.NodewrightCluster, ns string) error {
+	if ns == "" {
+		return nil
+	}
+	refs := []struct {
+		field string
+		ref   nwv1.NamespacedObjectReference
+	}{
+		{"spec.legacy.configMapRef.namespace", cluster.Spec.Legacy.ConfigMapRef},
+		{"spec.legacy.daemonSetRef.namespace", cluster.Spec.Legacy.DaemonSetRef},
+	}
+	for _, r := range refs {
+		if r.ref.Namespace != ns {
+			return fmt.Errorf("%s: %q is not read by the operator, which reads the legacy objects only in namespace %q (its --legacy-namespace, the chart's legacy.namespace)",
+				r.field, r.ref.Namespace, ns)
+		}
+	}
+	return nil
 }

@@ -25,7 +25,8 @@ import (
 )
 
 // The operator publishes its newest audit checkpoint in one ConfigMap of its namespace.
-// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=configmaps,verbs=create;update;patch
+// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=configmaps,verbs=create
+// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=configmaps,verbs=patch,resourceNames=nodewright-audit-checkpoint
 // It learns the identity its records name with a SelfSubjectReview.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
 

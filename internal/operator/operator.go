@@ -8,13 +8,17 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -33,14 +37,17 @@ import (
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/agentstatus"
+	"github.com/spectrocloud/nodewright/internal/controller/clusterspec"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	webhookv1alpha1 "github.com/spectrocloud/nodewright/internal/webhook/v1alpha1"
 )
 
-// The operator coordinates its replicas through one Lease and reports through Events.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+// The operator coordinates its replicas through one Lease in its own namespace (create
+// cannot be limited to a name) and reports through Events.
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=create
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=get;update,resourceNames=nodewright-operator
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -67,6 +74,13 @@ type Options struct {
 	// ProfileKeys, namespace/name, is the ConfigMap of public keys EdgeProfiles are
 	// verified with.
 	ProfileKeys string
+	// LegacyNamespace, when set, is the only namespace in which the operator reads the legacy
+	// DaemonSet's ConfigMap, DaemonSet and Warning Events, so that it needs read access to that
+	// namespace alone. Empty: every namespace.
+	LegacyNamespace string
+	// ClusterSpec, namespace/name, is a ConfigMap whose spec.yaml the operator applies to the
+	// NodewrightCluster singleton (the chart writes it from its values). Empty: none.
+	ClusterSpec string
 }
 
 // BindFlags registers the options as flags, with their defaults and documentation.
@@ -109,6 +123,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Audit.ShipTokenFile, "audit-ship-token-file", "", "File with the bearer token for --audit-ship-url.")
 	fs.StringVar(&o.ProfileKeys, "profile-keys-configmap", edgeprofile.DefaultTrustConfigMap.String(),
 		"namespace/name of the ConfigMap whose values are the PEM public keys EdgeProfile signatures are verified with.")
+	fs.StringVar(&o.LegacyNamespace, "legacy-namespace", "",
+		"Namespace of the legacy DaemonSet, its state ConfigMap and its Warning Events; the operator then watches ConfigMaps, DaemonSets and Events only there (Events also in \"default\", where Events about Nodes are kept) and needs no cluster-wide read access to them. Empty: every namespace.")
+	fs.StringVar(&o.ClusterSpec, "cluster-spec-configmap", "",
+		"namespace/name of a ConfigMap whose key spec.yaml is the NodewrightCluster spec the operator applies to the singleton, as the Helm chart writes it from its values; empty: the NodewrightCluster is managed by hand.")
 	o.Webhooks.bindFlags(fs)
 }
 
@@ -129,6 +147,14 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Audit.validate(), o.Webhooks.validate())
 	if _, err := splitName(o.ProfileKeys); err != nil {
 		errs = append(errs, fmt.Errorf("--profile-keys-configmap: %w", err))
+	}
+	if o.ClusterSpec != "" {
+		if _, err := splitName(o.ClusterSpec); err != nil {
+			errs = append(errs, fmt.Errorf("--cluster-spec-configmap: %w", err))
+		}
+	}
+	if msgs := validation.IsDNS1123Label(o.LegacyNamespace); o.LegacyNamespace != "" && len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--legacy-namespace %q: %s", o.LegacyNamespace, strings.Join(msgs, "; ")))
 	}
 	return errors.Join(errs...)
 }
@@ -153,6 +179,14 @@ const EventSource = "nodewright-operator"
 // SetupControllers registers the controllers, one per CRD, with the default options.
 func SetupControllers(ctx context.Context, mgr ctrl.Manager) error {
 	return setupControllers(ctx, mgr, Options{ProfileKeys: edgeprofile.DefaultTrustConfigMap.String()})
+}
+
+// SetupControllersReading is SetupControllers for an operator that reads the legacy objects
+// only in namespace legacy (--legacy-namespace).
+func SetupControllersReading(legacy string) func(context.Context, ctrl.Manager) error {
+	return func(ctx context.Context, mgr ctrl.Manager) error {
+		return setupControllers(ctx, mgr, Options{ProfileKeys: edgeprofile.DefaultTrustConfigMap.String(), LegacyNamespace: legacy})
+	}
 }
 
 func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
@@ -192,18 +226,26 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&edgeprofile.Reconciler{Client: mgr.GetClient(), Trust: trust}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the EdgeProfile controller: %w", err)
 	}
-	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor, Trust: trust}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor, Trust: trust,
+		LegacyNamespace: o.LegacyNamespace}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightCluster controller: %w", err)
 	}
-	if err := (&agentstatus.Reconciler{Client: mgr.GetClient(), Recorder: recorder}).SetupWithManager(mgr); err != nil {
+	if err := (&agentstatus.Reconciler{Client: mgr.GetClient(), Recorder: recorder, LegacyNamespace: o.LegacyNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightAgentStatus controller: %w", err)
+	}
+	if o.ClusterSpec != "" {
+		cm, _ := splitName(o.ClusterSpec)
+		if err := (&clusterspec.Reconciler{Client: mgr.GetClient(), Recorder: recorder, ConfigMap: cm}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the cluster spec controller: %w", err)
+		}
 	}
 	missing := missingAPIs(mgr, migrationAPIs)
 	if o.Webhooks.Enabled {
 		err := webhookv1alpha1.Setup(mgr, webhookv1alpha1.Options{
 			Decisions:  &webhookv1alpha1.Decisions{Trail: trail, Ready: trailReady},
-			Trust:      trust,
-			Migrations: len(missing) == 0,
+			Trust:           trust,
+			Migrations:      len(missing) == 0,
+			LegacyNamespace: o.LegacyNamespace,
 		})
 		if err != nil {
 			return fmt.Errorf("setting up the admission webhooks: %w", err)
@@ -257,7 +299,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		WebhookServer:                 server,
-		Cache:                         CacheOptions(),
+		Cache:                         CacheOptions(o.scope()),
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
@@ -301,19 +343,63 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 	return mgr, nil
 }
 
+// Scope says where the operator reads namespaced objects it does not own. The zero Scope
+// reads them in every namespace.
+type Scope struct {
+	// Legacy is the namespace of the legacy DaemonSet's objects; empty: every namespace.
+	Legacy string
+	// Own are the operator's own namespaces: where its trusted profile keys and the profile
+	// version floor live (ConfigMaps).
+	Own []string
+}
+
+// scope is where the options say the operator reads.
+func (o Options) scope() Scope {
+	s := Scope{Legacy: o.LegacyNamespace}
+	for _, name := range []string{o.ProfileKeys, o.ClusterSpec} {
+		if n, err := splitName(name); err == nil {
+			s.Own = append(s.Own, n.Namespace)
+		}
+	}
+	return s
+}
+
+// NodeEventNamespace is where the API server keeps Events about cluster-scoped objects such
+// as Nodes; the legacy DaemonSet's Warnings about Nodes are there.
+const NodeEventNamespace = metav1.NamespaceDefault
+
+// namespaces is the cache's per-namespace configuration for names; nil (every namespace)
+// when the scope has no legacy namespace.
+func (s Scope) namespaces(names ...string) map[string]cache.Config {
+	if s.Legacy == "" {
+		return nil
+	}
+	m := map[string]cache.Config{}
+	for _, n := range append([]string{s.Legacy}, names...) {
+		if n != "" {
+			m[n] = cache.Config{}
+		}
+	}
+	return m
+}
+
 // CacheOptions keep the informer caches lean: no managed fields, only Warning Events, and
 // ConfigMaps read from the cache without a deep copy. The bridge reads the legacy ConfigMap
 // on every heartbeat and never modifies it; a controller that modifies ConfigMaps it read
-// must copy them first.
-func CacheOptions() cache.Options {
+// must copy them first. With a legacy namespace in scope, ConfigMaps, DaemonSets and Events
+// are watched only where the operator needs them, so that its role grants no cluster-wide
+// read on them.
+func CacheOptions(scope Scope) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{vmvolumemigration.LabelManagedBy: vmvolumemigration.ManagedBy})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {UnsafeDisableDeepCopy: ptr.To(true)},
+			&corev1.ConfigMap{}: {UnsafeDisableDeepCopy: ptr.To(true), Namespaces: scope.namespaces(scope.Own...)},
+			&appsv1.DaemonSet{}: {Namespaces: scope.namespaces()},
 			// Only the legacy DaemonSet's Warning Events are rolled up; Normal ones are most
 			// of a cluster's Events and need not be held in memory.
-			&corev1.Event{}: {Field: fields.OneTermEqualSelector("type", corev1.EventTypeWarning)},
+			&corev1.Event{}: {Field: fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
+				Namespaces: scope.namespaces(NodeEventNamespace)},
 			// Of the Jobs, Pods and VolumeSnapshots only the migrations' own are watched.
 			&batchv1.Job{}:               {Label: ours},
 			&corev1.Pod{}:                {Label: ours},

@@ -327,6 +327,13 @@ func (e *Env) StartManagerAs(t testing.TB, cfg *rest.Config, setup func(context.
 	return e.startManager(t, cfg, cache.Options{}, setup)
 }
 
+// StartManagerAsWithCache is StartManagerAs with the cache configured as the operator
+// configures it: a restricted identity may not be able to watch every namespace.
+func (e *Env) StartManagerAsWithCache(t testing.TB, cfg *rest.Config, cacheOpts cache.Options, setup func(context.Context, manager.Manager) error) (stop func()) {
+	t.Helper()
+	return e.startManager(t, cfg, cacheOpts, setup)
+}
+
 // StartManagerWithCache is StartManager with the cache configured as the operator configures
 // it, so that a test sees what a filtered cache hides.
 func (e *Env) StartManagerWithCache(t testing.TB, cacheOpts cache.Options, setup func(context.Context, manager.Manager) error) (stop func()) {

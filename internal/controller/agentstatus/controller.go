@@ -47,6 +47,8 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	Clock    clock.PassiveClock
+	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in.
+	LegacyNamespace string
 }
 
 // SetupWithManager registers the controller.
@@ -100,6 +102,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	nwc = bridge.Effective(ctx, r.Client, nwc)
+	if err := bridge.InScope(nwc, r.LegacyNamespace); err != nil {
+		// The NodewrightCluster controller reports it; keep what exists.
+		return ctrl.Result{}, nil
+	}
 	obs, err := bridge.ObserveConfigMap(ctx, r.Client, nwc)
 	if err != nil {
 		return ctrl.Result{}, err

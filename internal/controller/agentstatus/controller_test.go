@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -150,45 +151,19 @@ func TestNodeStalenessAndDRBD(t *testing.T) {
 }
 
 // TestBridgeOnlyReadsTheLegacyObjects runs the controllers as a user holding exactly the
-// generated operator role, drives the legacy ConfigMap through changes, and checks that the
-// role grants nothing but reads on the legacy kinds and that the operator never wrote them.
+// generated operator roles, the legacy namespace's Role bound in the test's namespace, drives
+// the legacy ConfigMap through changes, and checks that the roles grant nothing but reads on
+// the legacy kinds, nothing on them cluster-wide, and that the operator never wrote them.
 func TestBridgeOnlyReadsTheLegacyObjects(t *testing.T) {
 	ctx := context.Background()
-	role := &rbacv1.ClusterRole{}
-	data, err := os.ReadFile(env.RepoRoot + "/config/rbac/role.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, role); err != nil {
-		t.Fatal(err)
-	}
-	for _, rule := range role.Rules {
-		for _, res := range rule.Resources {
-			if res == "configmaps" || res == "daemonsets" {
-				if strings.Join(rule.Verbs, ",") != "get,list,watch" {
-					t.Errorf("the operator role grants %v on %s; the bridge may only read", rule.Verbs, res)
-				}
-			}
-		}
-	}
-	role.Name += "-" + strings.ToLower(t.Name())
-	if err := env.Client.Create(ctx, role); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, role) })
-	user := "bridge-under-test"
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
-	}
-	if err := env.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding) })
-
 	f := bt.New(t, env, time.Minute)
-	env.StartManagerAs(t, env.User(t, user), operator.SetupControllers)
+	user := "bridge-under-test"
+	// The generated roles name the chart's default legacy namespace; here it is the test's.
+	bindGeneratedRoles(t, user, map[string]string{"node-init": f.Namespace})
+
+	env.StartManagerAsWithCache(t, env.User(t, user),
+		operator.CacheOptions(operator.Scope{Legacy: f.Namespace, Own: []string{"nodewright-system"}}),
+		operator.SetupControllersReading(f.Namespace))
 	f.SetNodes(f.Node(1), f.Node(2))
 	f.Transition(legacy.SingleNodeReady)
 	f.Transition(legacy.Failed) // forbidden: raises a Warning Event
@@ -251,5 +226,75 @@ func TestStaleEventOnceWhenTheWriteConflicts(t *testing.T) {
 	})
 	if n := count(); n != 1 {
 		t.Errorf("the stale heartbeat raised %d HeartbeatStale Events, want 1: %q", n, seen)
+	}
+}
+
+// bindGeneratedRoles creates the roles of config/rbac/role.yaml, with namespaces renamed by
+// rename, and binds them to user. It checks on the way that the legacy kinds are only read,
+// and only in a namespace.
+func bindGeneratedRoles(t *testing.T, user string, rename map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	data, err := os.ReadFile(env.RepoRoot + "/config/rbac/role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := "-" + strings.ToLower(t.Name())
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	create := func(obj client.Object) {
+		t.Helper()
+		if err := env.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, obj) })
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil || meta.Kind == "" {
+			continue
+		}
+		switch meta.Kind {
+		case "ClusterRole":
+			role := &rbacv1.ClusterRole{}
+			if err := yaml.Unmarshal([]byte(doc), role); err != nil {
+				t.Fatal(err)
+			}
+			for _, rule := range role.Rules {
+				for _, res := range rule.Resources {
+					if res == "configmaps" || res == "daemonsets" || res == "secrets" {
+						t.Errorf("the operator's ClusterRole grants %v on %s in every namespace", rule.Verbs, res)
+					}
+				}
+			}
+			role.Name += suffix
+			create(role)
+			create(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}})
+		case "Role":
+			role := &rbacv1.Role{}
+			if err := yaml.Unmarshal([]byte(doc), role); err != nil {
+				t.Fatal(err)
+			}
+			if role.Namespace == "node-init" {
+				for _, rule := range role.Rules {
+					if strings.Join(rule.Verbs, ",") != "get,list,watch" {
+						t.Errorf("the legacy namespace's Role grants %v on %v; the bridge may only read", rule.Verbs, rule.Resources)
+					}
+				}
+			}
+			if ns, ok := rename[role.Namespace]; ok {
+				role.Namespace = ns
+			}
+			// Namespaces are left: envtest has no namespace controller to finish deleting them.
+			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: role.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			role.Name += suffix
+			create(role)
+			create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace}, Subjects: subjects,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}})
+		default:
+			t.Fatalf("config/rbac/role.yaml has a %s", meta.Kind)
+		}
 	}
 }

@@ -20,6 +20,11 @@ import (
 	"github.com/spectrocloud/nodewright/internal/profile"
 )
 
+// The trusted keys and the version floor are ConfigMaps in the operator's namespace; the
+// operator raises the floor, creating it the first time.
+// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=configmaps,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=configmaps,verbs=update,resourceNames=nodewright-profile-floor
+
 // DefaultTrustConfigMap holds the trusted public keys: every data key of the ConfigMap is one
 // PEM document with one or more "PUBLIC KEY" blocks (cosign.pub, say).
 var DefaultTrustConfigMap = types.NamespacedName{Namespace: "nodewright-system", Name: "nodewright-profile-keys"}
@@ -129,6 +134,8 @@ func (t Trust) RaiseFloor(ctx context.Context, c client.Client, version string) 
 	if cmp, err := profile.CompareVersions(version, cm.Data[floorKey]); err == nil && cmp <= 0 {
 		return nil
 	}
+	// The operator's cache hands out its own ConfigMaps, not copies.
+	cm = cm.DeepCopy()
 	if cm.Data == nil {
 		cm.Data = map[string]string{}
 	}

@@ -42,7 +42,13 @@ type Reconciler struct {
 	Actor string
 	// Trust verifies the EdgeProfile spec.profileRef names.
 	Trust edgeprofile.Trust
+	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in.
+	LegacyNamespace string
 }
+
+// EventLegacyNotRead is the reason of the Warning Event raised when the cluster names legacy
+// objects outside the namespace the operator reads.
+const EventLegacyNotRead = "LegacyNamespaceNotRead"
 
 // SetupWithManager registers the controller and the Event index it lists by.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
@@ -114,6 +120,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	observedAs := nwc
 	if verdict.profile != nil {
 		observedAs = bridge.WithProfile(nwc, verdict.profile)
+	}
+	if err := bridge.InScope(observedAs, r.LegacyNamespace); err != nil {
+		// The spec (or its profile) must change first, and that wakes the controller.
+		r.Recorder.Event(nwc, corev1.EventTypeWarning, EventLegacyNotRead, err.Error())
+		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
 	cm, err := bridge.ObserveConfigMap(ctx, r.Client, observedAs)
 	if err != nil {

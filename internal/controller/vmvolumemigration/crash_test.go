@@ -147,7 +147,7 @@ func kill(t *testing.T, deadStatus func(*nwv1.VMVolumeMigration) bool, deadVM fu
 			return err
 		},
 	}
-	stop := env.StartManagerWithCache(t, operator.CacheOptions(), func(ctx context.Context, mgr manager.Manager) error {
+	stop := env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
 		c := interceptor.NewClient(withWatch{mgr.GetClient()}, funcs)
 		r := &vmvolumemigration.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor("crashing-operator")}
 		if log != nil {
@@ -197,7 +197,7 @@ func TestAuditRecordOfACrashIsWrittenAfterTheRestart(t *testing.T) {
 	if n := len(trail.lines(t, f.ns, "crash-audit")); n != 4 {
 		t.Fatalf("%d records before the restart, want 4 (the transition into Copy died with the operator)", n)
 	}
-	env.StartManagerWithCache(t, operator.CacheOptions(), func(ctx context.Context, mgr manager.Manager) error {
+	env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
 		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
 			Audit: trail.log, Actor: operatorActor}).SetupWithManager(mgr)
 	})

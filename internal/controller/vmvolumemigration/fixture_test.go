@@ -319,5 +319,5 @@ func (f *fix) vm() *virtv1.VirtualMachine {
 // included, until the test ends.
 func startOperator(t *testing.T) (stop func()) {
 	t.Helper()
-	return env.StartManagerWithCache(t, operator.CacheOptions(), operator.SetupControllers)
+	return env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{}), operator.SetupControllers)
 }

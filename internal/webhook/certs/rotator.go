@@ -20,8 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=secrets,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=secrets,verbs=get;list;watch;update,resourceNames=nodewright-webhook-cert
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=update,resourceNames=nodewright-mutating-webhook;nodewright-validating-webhook
 
 // Rotator keeps the webhook serving certificate in its Secret valid, serves it from memory,
 // and writes the CA bundle into the webhook configurations. It runs on every replica, since

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bridge"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/profile"
 )
@@ -24,18 +25,25 @@ import (
 
 // clusters admits the NodewrightCluster singleton and the profile it names.
 type clusters struct {
-	client client.Reader
-	trust  edgeprofile.Trust
+	client          client.Reader
+	trust           edgeprofile.Trust
+	legacyNamespace string
 }
 
 func (w *clusters) create(ctx context.Context, c *nwv1.NodewrightCluster) (admission.Warnings, error) {
 	if c.Name != nwv1.NodewrightClusterName {
 		return nil, fmt.Errorf("metadata.name: NodewrightCluster is a singleton and must be named %q, not %q", nwv1.NodewrightClusterName, c.Name)
 	}
+	if err := bridge.InScope(c, w.legacyNamespace); err != nil {
+		return nil, err
+	}
 	return nil, w.checkProfile(ctx, c, "")
 }
 
 func (w *clusters) update(ctx context.Context, old, c *nwv1.NodewrightCluster) (admission.Warnings, error) {
+	if err := bridge.InScope(c, w.legacyNamespace); err != nil && old.Spec.Legacy != c.Spec.Legacy {
+		return nil, err
+	}
 	if old.Spec.ProfileRef != nil && c.Spec.ProfileRef != nil && *old.Spec.ProfileRef == *c.Spec.ProfileRef {
 		return nil, nil
 	}

@@ -229,6 +229,9 @@ type Options struct {
 	// Migrations: the cluster serves the KubeVirt and snapshot APIs VMVolumeMigrations use;
 	// without them, migrations are only stamped and recorded.
 	Migrations bool
+	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in;
+	// a NodewrightCluster naming others is refused.
+	LegacyNamespace string
 }
 
 // Setup registers the webhooks of every Nodewright kind with the manager's webhook server.
@@ -246,7 +249,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if o.Migrations {
 		migHook.defaults, migHook.create = mig.defaults, mig.create
 	}
-	cl := &clusters{client: reader, trust: trust}
+	cl := &clusters{client: reader, trust: trust, legacyNamespace: o.LegacyNamespace}
 	pr := &profiles{client: reader, trust: trust}
 	wf := &clusterWorkflows{client: reader}
 	return errors.Join(
