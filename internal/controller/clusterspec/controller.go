@@ -1,0 +1,132 @@
+// Package clusterspec applies the NodewrightCluster singleton's spec from a ConfigMap, the one
+// the Helm chart writes from its values. The chart cannot create the NodewrightCluster itself:
+// its admission webhooks are served by the operator the same release starts, so the object
+// would be refused until the operator is ready. The operator applies it once it is, with
+// server-side apply, as the owner of the fields the ConfigMap sets; fields set by others are
+// left alone.
+package clusterspec
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=create
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=patch,resourceNames=nodewright
+
+const (
+	// Key is the ConfigMap key that holds the spec, as YAML.
+	Key = "spec.yaml"
+	// FieldManager owns the fields applied from the ConfigMap.
+	FieldManager = "nodewright-cluster-spec"
+	// EventInvalid is the reason of the Warning Event on the ConfigMap when its spec cannot be
+	// applied; EventApplied of the Normal one when it was.
+	EventInvalid = "InvalidClusterSpec"
+	EventApplied = "ClusterSpecApplied"
+)
+
+// Reconciler applies the spec in ConfigMap to the NodewrightCluster singleton.
+type Reconciler struct {
+	Client    client.Client
+	Recorder  record.EventRecorder
+	ConfigMap types.NamespacedName
+}
+
+// SetupWithManager watches the ConfigMap, and the NodewrightCluster so that a deleted cluster
+// object, or a field the chart sets edited by hand, is applied again.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	theConfigMap := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == r.ConfigMap.Namespace && o.GetName() == r.ConfigMap.Name
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("clusterspec").
+		For(&corev1.ConfigMap{}, builder.WithPredicates(theConfigMap)).
+		Watches(&nwv1.NodewrightCluster{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: r.ConfigMap}}
+		}), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleted()))).
+		Complete(r)
+}
+
+// deleted passes only deletions.
+func deleted() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// Reconcile applies the ConfigMap's spec. A ConfigMap that is gone leaves the cluster object
+// as it is: it holds the site's history in its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	cm := &corev1.ConfigMap{}
+	if err := r.Client.Get(ctx, req.NamespacedName, cm); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	spec, err := Parse(cm.Data[Key])
+	if err != nil {
+		r.Recorder.Event(cm, corev1.EventTypeWarning, EventInvalid, err.Error())
+		// Only a change to the ConfigMap can fix it.
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": fields}}
+	u.SetAPIVersion(nwv1.GroupVersion.String())
+	u.SetKind("NodewrightCluster")
+	u.SetName(nwv1.NodewrightClusterName)
+	before := &nwv1.NodewrightCluster{}
+	existed := r.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, before) == nil
+	err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
+	if err != nil {
+		// The webhook's refusal names the field; say where the spec came from.
+		r.Recorder.Event(cm, corev1.EventTypeWarning, EventInvalid, "applying NodewrightCluster "+nwv1.NodewrightClusterName+": "+err.Error())
+		return ctrl.Result{}, fmt.Errorf("applying the NodewrightCluster from ConfigMap %s: %w", req.NamespacedName, err)
+	}
+	if !existed {
+		r.Recorder.Event(cm, corev1.EventTypeNormal, EventApplied, "created NodewrightCluster "+nwv1.NodewrightClusterName)
+	}
+	return ctrl.Result{}, nil
+}
+
+// Parse reads a NodewrightCluster spec written as YAML, refusing unknown fields, and checks
+// what the CRD's schema would refuse first, naming the field.
+func Parse(text string) (nwv1.NodewrightClusterSpec, error) {
+	var spec nwv1.NodewrightClusterSpec
+	if text == "" {
+		return spec, fmt.Errorf("%s: empty; want a NodewrightCluster spec", Key)
+	}
+	if err := yaml.UnmarshalStrict([]byte(text), &spec); err != nil {
+		return spec, fmt.Errorf("%s: %w", Key, err)
+	}
+	l := spec.Legacy
+	for _, f := range []struct{ field, value string }{
+		{"legacy.configMapRef.namespace", l.ConfigMapRef.Namespace}, {"legacy.configMapRef.name", l.ConfigMapRef.Name},
+		{"legacy.daemonSetRef.namespace", l.DaemonSetRef.Namespace}, {"legacy.daemonSetRef.name", l.DaemonSetRef.Name},
+		{"legacy.eventComponent", l.EventComponent},
+	} {
+		if f.value == "" {
+			return spec, fmt.Errorf("%s: %s is required", Key, f.field)
+		}
+	}
+	return spec, nil
+}
