@@ -242,7 +242,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	missing := missingAPIs(mgr, migrationAPIs)
 	if o.Webhooks.Enabled {
 		err := webhookv1alpha1.Setup(mgr, webhookv1alpha1.Options{
-			Decisions:  &webhookv1alpha1.Decisions{Trail: trail, Ready: trailReady},
+			Decisions:       &webhookv1alpha1.Decisions{Trail: trail, Ready: trailReady},
 			Trust:           trust,
 			Migrations:      len(missing) == 0,
 			LegacyNamespace: o.LegacyNamespace,
