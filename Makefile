@@ -11,10 +11,13 @@ TOOLS       := $(ROOT)/bin/tools
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT  := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 COSIGN         := $(TOOLS)/cosign-$(COSIGN_VERSION)
+HELM           := $(TOOLS)/helm-$(HELM_VERSION)
 GO_TEST_FLAGS ?= -count=1
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 # The cosign the EdgeProfile signature tests run against (internal/profile).
 export NODEWRIGHT_COSIGN := $(COSIGN)
+# The helm the chart's tests run (test/chart).
+export NODEWRIGHT_HELM := $(HELM)
 
 ##@ Everyday
 
@@ -31,7 +34,7 @@ demo-down: ## Stop the local site and every process it started.
 	@hack/demo.sh down
 
 .PHONY: test
-test: control-plane $(COSIGN) chromium ## Run the unit, integration (real API server), browser and end-to-end tests.
+test: control-plane $(COSIGN) $(HELM) chromium ## Run the unit, integration (real API server), browser and end-to-end tests.
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
@@ -53,7 +56,7 @@ control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into b
 	@hack/control-plane.sh >/dev/null
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones), RBAC, webhooks and docs/capabilities.md.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones), RBAC, webhooks, the chart's generated parts and docs/capabilities.md.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=nodewright-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
@@ -63,13 +66,14 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the thir
 		-e 's/name: webhook-service/name: nodewright-webhook/' -e 's/namespace: system/namespace: nodewright-system/' \
 		config/webhook/manifests.yaml
 	go run ./hack/capabilities -o docs/capabilities.md
+	go run ./hack/chart
 	CONTROLLER_GEN=$(CONTROLLER_GEN) hack/thirdparty-crds.sh
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale or the code is not gofmt/vet clean.
-	@if [ -n "$$(git status --porcelain -- api config docs/capabilities.md)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config charts docs/capabilities.md)" ]; then \
 		echo "Generated files are out of date; run 'make generate' and commit:"; \
-		git status --porcelain -- api config docs/capabilities.md; git --no-pager diff --stat -- api config docs/capabilities.md; exit 1; fi
+		git status --porcelain -- api config charts docs/capabilities.md; git --no-pager diff --stat -- api config charts docs/capabilities.md; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then \
 		echo "Not gofmt-clean:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
@@ -91,6 +95,10 @@ $(GOLANGCI_LINT):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(TOOLS)/golangci-lint $@
+
+# helm lints, renders and installs the chart in its tests; a tool, never a module dependency.
+$(HELM):
+	@hack/helm.sh >/dev/null
 
 # cosign is a test tool (the signature compatibility tests), never a module dependency.
 $(COSIGN):

@@ -1,0 +1,49 @@
+{{/* Labels on every object of the release. */}}
+{{- define "nodewright.labels" -}}
+app.kubernetes.io/name: nodewright
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: nodewright
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/* The operator pods' selector. */}}
+{{- define "nodewright.selectorLabels" -}}
+app.kubernetes.io/name: nodewright
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end }}
+
+{{/* An image reference from {repository, tag, digest}: by digest when there is one. */}}
+{{- define "nodewright.image" -}}
+{{- $img := index . 0 -}}{{- $root := index . 1 -}}
+{{- if $img.digest -}}
+{{ $img.repository }}@{{ $img.digest }}
+{{- else -}}
+{{ $img.repository }}:{{ $img.tag | default (printf "v%s" $root.Chart.AppVersion) }}
+{{- end -}}
+{{- end }}
+
+{{/* Annotations of the webhook configurations: cert-manager's CA injector, when it signs. */}}
+{{- define "nodewright.webhookAnnotations" -}}
+{{- if eq .Values.webhook.certMode "cert-manager" -}}
+cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/nodewright-webhook
+{{- end -}}
+{{- end }}
+
+{{/* Settings that cannot work together, refused with the value to change. */}}
+{{- define "nodewright.validate" -}}
+{{- if and .Values.audit.enabled (ne (int .Values.replicas) 1) -}}
+{{- fail (printf "replicas: %v with audit.enabled: the audit trail's volume is ReadWriteOnce and only the leader holds it; set replicas: 1" .Values.replicas) -}}
+{{- end -}}
+{{- if and .Values.audit.enabled (not .Values.audit.keySecret) -}}
+{{- fail "audit.keySecret: required with audit.enabled (a Secret whose key \"key\" is the checkpoint signing key; nodewright-audit keygen makes one)" -}}
+{{- end -}}
+{{- if and .Values.cluster.create .Values.cluster.profileRef (not .Values.profile.trustedKeys) -}}
+{{- fail (printf "cluster.profileRef: %q needs a key to verify it with in profile.trustedKeys" .Values.cluster.profileRef) -}}
+{{- end -}}
+{{- if and .Values.agent.enabled (eq .Values.agent.namespace .Release.Namespace) -}}
+{{- fail (printf "agent.namespace: %q is the operator's namespace; the agent's privileged namespace must be another" .Values.agent.namespace) -}}
+{{- end -}}
+{{- end }}

@@ -1,0 +1,220 @@
+// Command chart writes the parts of the Helm chart (charts/nodewright) that are generated from
+// what controller-gen generates, so that the chart cannot drift from the code:
+//
+//   - crds/: the CustomResourceDefinitions of config/crd/bases, as they are;
+//   - templates/rbac.yaml: the operator's ClusterRole and Roles of config/rbac/role.yaml (the
+//     kubebuilder RBAC markers), with the markers' namespaces mapped to the chart's, and their
+//     bindings to the operator's ServiceAccount;
+//   - templates/webhooks.yaml: the webhook configurations of config/webhook/manifests.yaml,
+//     calling the Service of the release's namespace.
+//
+//	go run ./hack/chart
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// command is how the files are regenerated; their headers print it.
+const command = "go run ./hack/chart (make generate)"
+
+// namespaces maps the namespaces the RBAC markers name to the chart's: the Role's name, and
+// the template expression of its namespace.
+var namespaces = map[string]struct{ name, expr string }{
+	// The operator's own namespace: the release's.
+	"nodewright-system": {"nodewright-operator", "{{ .Release.Namespace }}"},
+	// The legacy DaemonSet's namespace.
+	"node-init": {"nodewright-operator-legacy", "{{ .Values.legacy.namespace }}"},
+	// Where the API server keeps Events about Nodes.
+	"default": {"nodewright-operator-node-events", "default"},
+}
+
+const chart = "charts/nodewright"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "chart:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	if err := crds(); err != nil {
+		return err
+	}
+	if err := rbac(); err != nil {
+		return err
+	}
+	return webhooks()
+}
+
+// crds copies the CRDs into crds/, which Helm installs before the templates and never
+// upgrades or deletes (docs/install.md says how an upgrade applies them).
+func crds() error {
+	dir := filepath.Join(chart, "crds")
+	old, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return err
+		}
+	}
+	files, err := filepath.Glob("config/crd/bases/*.yaml")
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in config/crd/bases (run from the repository root): %v", err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		header := fmt.Sprintf("# Generated from %s by %s; do not edit.\n", f, command)
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), append([]byte(header), data...), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rbac renders the generated roles and their bindings.
+func rbac() error {
+	data, err := os.ReadFile("config/rbac/role.yaml")
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	fmt.Fprintf(&out, "{{- /* Generated from config/rbac/role.yaml (the kubebuilder RBAC markers) by %s; do not edit. */ -}}\n", command)
+	seen := map[string]bool{}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		if strings.TrimSpace(strings.Trim(doc, "-\n")) == "" {
+			continue
+		}
+		var head struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct {
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
+			} `json:"metadata"`
+			Rules []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), &head); err != nil {
+			return fmt.Errorf("config/rbac/role.yaml: %w", err)
+		}
+		rules, err := yaml.Marshal(head.Rules)
+		if err != nil {
+			return err
+		}
+		switch head.Kind {
+		case "ClusterRole":
+			fmt.Fprintf(&out, `---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: nodewright-operator
+  labels:
+    {{- include "nodewright.labels" . | nindent 4 }}
+rules:
+%s---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: nodewright-operator
+  labels:
+    {{- include "nodewright.labels" . | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: nodewright-operator
+subjects:
+- kind: ServiceAccount
+  name: nodewright-operator
+  namespace: {{ .Release.Namespace }}
+`, rules)
+		case "Role":
+			ns, ok := namespaces[head.Metadata.Namespace]
+			if !ok {
+				return fmt.Errorf("config/rbac/role.yaml: a Role in namespace %q, which the chart does not map (hack/chart/main.go)", head.Metadata.Namespace)
+			}
+			seen[head.Metadata.Namespace] = true
+			fmt.Fprintf(&out, `---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+  labels:
+    {{- include "nodewright.labels" . | nindent 4 }}
+rules:
+%[3]s---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+  labels:
+    {{- include "nodewright.labels" . | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: %[1]s
+subjects:
+- kind: ServiceAccount
+  name: nodewright-operator
+  namespace: {{ .Release.Namespace }}
+`, ns.name, ns.expr, rules)
+		default:
+			return fmt.Errorf("config/rbac/role.yaml: unexpected kind %q", head.Kind)
+		}
+	}
+	var unused []string
+	for n := range namespaces {
+		if !seen[n] {
+			unused = append(unused, n)
+		}
+	}
+	sort.Strings(unused)
+	if len(unused) > 0 {
+		return fmt.Errorf("hack/chart/main.go maps namespaces no Role uses any more: %s", strings.Join(unused, ", "))
+	}
+	return os.WriteFile(filepath.Join(chart, "templates", "rbac.yaml"), out.Bytes(), 0o644)
+}
+
+// webhooks renders the webhook configurations, calling the release's Service.
+func webhooks() error {
+	data, err := os.ReadFile("config/webhook/manifests.yaml")
+	if err != nil {
+		return err
+	}
+	text := string(data)
+	const svc = "      name: nodewright-webhook\n      namespace: nodewright-system\n"
+	if n := strings.Count(text, svc); n == 0 {
+		return errors.New("config/webhook/manifests.yaml: no clientConfig.service naming nodewright-system/nodewright-webhook")
+	}
+	text = strings.ReplaceAll(text, svc,
+		"      name: nodewright-webhook\n      namespace: {{ .Release.Namespace }}\n      port: {{ .Values.webhook.service.port }}\n")
+	for _, name := range []string{"nodewright-mutating-webhook", "nodewright-validating-webhook"} {
+		meta := "metadata:\n  name: " + name + "\n"
+		if !strings.Contains(text, meta) {
+			return fmt.Errorf("config/webhook/manifests.yaml: no configuration named %s", name)
+		}
+		text = strings.Replace(text, meta, meta+`  labels:
+    {{- include "nodewright.labels" . | nindent 4 }}
+  {{- with include "nodewright.webhookAnnotations" . }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+`, 1)
+	}
+	text = strings.TrimPrefix(text, "---\n")
+	out := fmt.Sprintf("{{- /* Generated from config/webhook/manifests.yaml (the kubebuilder webhook markers) by %s; do not edit. */ -}}\n{{- if .Values.webhook.enabled }}\n---\n%s{{- end }}\n", command, text)
+	return os.WriteFile(filepath.Join(chart, "templates", "webhooks.yaml"), []byte(out), 0o644)
+}
