@@ -47,6 +47,12 @@ bench: ## Run the benchmarks (copier, bridge, audit, migration) and print each f
 build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
 
+# PLATFORMS (default linux/amd64,linux/arm64), VERSION, REVISION and SOURCE_DATE_EPOCH (defaults
+# from git) may be set, e.g. `make images PLATFORMS=linux/arm64`; see docs/images.md.
+.PHONY: images
+images: ## Build the OCI image archives (operator, nodewright-copy) into bin/images/, reproducibly, without a container engine.
+	go run ./hack/images -out bin/images$(if $(PLATFORMS), -platforms '$(PLATFORMS)')$(if $(VERSION), -version '$(VERSION)')$(if $(REVISION), -revision '$(REVISION)')
+
 .PHONY: chromium
 chromium: ## Install Debian's chromium (for the UI's browser tests) when it is missing.
 	@hack/chromium.sh >/dev/null
