@@ -26,6 +26,10 @@ cluster=${NODEWRIGHT_DEMO_NAME:-nodewright-demo}
 kubeconfig="$state/kubeconfig"
 operator_log="$state/operator.log"
 operator_pid="$state/operator.pid"
+operator_kubeconfig="$state/operator.kubeconfig"
+# The chart the site installs, and the helm that installs it.
+chart=${NODEWRIGHT_DEMO_CHART:-$root/charts/nodewright}
+helm="$root/bin/tools/helm-$HELM_VERSION"
 sim_log="$state/legacy-sim.log"
 sim_pid="$state/legacy-sim.pid"
 site_log="$state/site.log"
@@ -98,6 +102,77 @@ stop() {
   rm -f "$1"
 }
 
+# ns_apply NAME [LABEL=VALUE...]: the namespace exists, with these labels.
+ns_apply() {
+  local name=$1
+  shift
+  "${kubectl[@]}" create namespace "$name" --dry-run=client -o yaml | "${kubectl[@]}" apply -f - >/dev/null
+  [ $# -eq 0 ] || "${kubectl[@]}" label namespace "$name" --overwrite "$@" >/dev/null
+}
+
+# install_chart install|upgrade: installs or upgrades the chart ($NODEWRIGHT_DEMO_CHART, a
+# folder or packaged chart; charts/nodewright by default) with the local site's values. An
+# upgrade first applies the chart's CRDs, which Helm itself never upgrades.
+install_chart() {
+  [ -x "$helm" ] || fail "helm is not built: run 'make demo', which builds it"
+  if [ "$1" = upgrade ]; then
+    say "applying the CRDs of $(from_root "$chart")"
+    "$helm" show crds "$chart" | "${kubectl[@]}" apply --server-side --force-conflicts -f - >/dev/null
+  fi
+  say "helm $1: Nodewright from $(from_root "$chart") into namespace nodewright-system (values: charts/nodewright/ci/local-site-values.yaml)"
+  "$helm" upgrade --install nodewright "$chart" --kubeconfig "$kubeconfig" -n nodewright-system \
+    -f "$root/charts/nodewright/ci/local-site-values.yaml" \
+    --set webhook.port="$webhook_port" --set webhook.service.port="$webhook_port" \
+    --set-file 'profile.trustedKeys.demo\.pub'="$state/profile.pub" \
+    --wait --timeout 2m >"$state/helm.log" 2>&1 || fail "helm $1 failed" "$state/helm.log"
+}
+
+# start_operator: runs the operator on this machine, as the pods kwok simulates would: with
+# the arguments of the chart's Deployment and the token of its ServiceAccount, so with exactly
+# the chart's RBAC. Only its addresses and the demo's audit trail are added.
+start_operator() {
+  if operator_running; then
+    say "the operator is already running (pid $(cat "$operator_pid"))"
+    return
+  fi
+  local server ca token args=()
+  server=$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+  token=$("${kubectl[@]}" create token -n nodewright-system nodewright-operator --duration 48h)
+  (
+    umask 077
+    printf 'apiVersion: v1\nkind: Config\ncurrent-context: operator\n'
+    printf 'clusters:\n- name: site\n  cluster:\n    server: %s\n    certificate-authority: %s\n' "$server" "$ca"
+    printf 'users:\n- name: nodewright-operator\n  user:\n    token: %s\n' "$token"
+    printf 'contexts:\n- name: operator\n  context:\n    cluster: site\n    user: nodewright-operator\n'
+  ) >"$operator_kubeconfig"
+  chmod 600 "$operator_kubeconfig"
+  mapfile -t args < <("${kubectl[@]}" get deployment -n nodewright-system nodewright-operator \
+    -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}' |
+    grep -v -e '^--health-probe-bind-address=' -e '^--metrics-bind-address=')
+  [ "${#args[@]}" -gt 0 ] || fail "the chart's Deployment has no operator arguments" "$state/helm.log"
+  # The audit trail: in $state/audit, checkpoints signed with a key made for this site and
+  # published in the ConfigMap nodewright-system/nodewright-audit-checkpoint.
+  if [ ! -f "$state/audit-key.pem" ]; then
+    "$root/bin/nodewright-audit" keygen --private-key "$state/audit-key.pem" --public-key "$state/audit-key.pub"
+  fi
+  say "starting the operator as ServiceAccount nodewright-system/nodewright-operator (log: $operator_log, audit trail: $state/audit)"
+  nohup "$root/bin/operator" --kubeconfig "$operator_kubeconfig" "${args[@]}" \
+    --audit-dir "$state/audit" --audit-key-file "$state/audit-key.pem" --audit-checkpoint-interval 5s \
+    --audit-checkpoint-configmap nodewright-system/nodewright-audit-checkpoint \
+    --health-probe-bind-address "$probe_addr" --metrics-bind-address "$metrics_addr" \
+    --webhook-host 127.0.0.1 --webhook-cert-hosts 127.0.0.1 \
+    >"$operator_log" 2>&1 &
+  echo $! >"$operator_pid"
+  local i
+  for i in $(seq 1 60); do
+    operator_running || fail "the operator exited" "$operator_log"
+    if http_ok /readyz; then break; fi
+    [ "$i" = 60 ] && fail "the operator is not ready after 30s (readyz on $probe_addr)" "$operator_log"
+    sleep 0.5
+  done
+}
+
 up() {
   # Any step that fails without its own message is named, with the API server's log.
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
@@ -155,9 +230,6 @@ NODE
   "${kubectl[@]}" wait --for=condition=Ready node edge-2 edge-3 --timeout=60s >/dev/null ||
     fail "the simulated nodes did not become Ready" "$(component_log kwok-controller)"
 
-  say "installing the Nodewright CRDs"
-  "${kubectl[@]}" apply --server-side -f "$root/config/crd/bases" >/dev/null
-  "${kubectl[@]}" wait --for=condition=Established -f "$root/config/crd/bases" --timeout=60s >/dev/null
   say "installing the KubeVirt and CSI snapshot CRDs"
   "${kubectl[@]}" apply --server-side -f "$root/config/thirdparty/kubevirt" -f "$root/config/thirdparty/snapshot" >/dev/null
   "${kubectl[@]}" wait --for=condition=Established -f "$root/config/thirdparty/kubevirt" \
@@ -184,47 +256,17 @@ NODE
   done
   "${kubectl[@]}" wait --for=condition=Ready node edge-1 --timeout=60s >/dev/null ||
     fail "node edge-1 is not Ready" "$site_log"
-  "${kubectl[@]}" create namespace nodewright-system --dry-run=client -o yaml | "${kubectl[@]}" apply -f - >/dev/null
-
-  # Admission: the webhook configurations of config/webhook, calling the operator on
-  # 127.0.0.1 instead of an in-cluster Service; the operator writes its own CA into them.
-  # EdgeProfiles are trusted when signed with the demo's key.
-  awk -v base="https://127.0.0.1:$webhook_port" '
-    /^    service:$/ { svc = 1; next }
-    svc && /^      (name|namespace):/ { next }
-    svc && /^      path:/ { sub(/^      path: /, ""); print "    url: " base $0; svc = 0; next }
-    { print }' "$root/config/webhook/manifests.yaml" >"$state/webhooks.yaml"
-  "${kubectl[@]}" apply --server-side -f "$state/webhooks.yaml" >/dev/null
+  # The legacy DaemonSet's namespace exists before the chart, which puts its read-only Role
+  # there; the operator's namespace admits only pods of the restricted Pod Security level.
+  ns_apply node-init
+  ns_apply nodewright-system pod-security.kubernetes.io/enforce=restricted \
+    pod-security.kubernetes.io/warn=restricted pod-security.kubernetes.io/audit=restricted
+  # EdgeProfiles are trusted when signed with the demo's key (the chart's profile.trustedKeys).
   if [ ! -f "$state/profile.key" ]; then
     "$root/bin/nodewright-profile" keygen --output-key-prefix "$state/profile" >/dev/null
   fi
-  "${kubectl[@]}" create configmap -n nodewright-system nodewright-profile-keys --from-file=demo.pub="$state/profile.pub" \
-    --dry-run=client -o yaml | "${kubectl[@]}" apply -f - >/dev/null
-
-  if operator_running; then
-    say "the operator is already running (pid $(cat "$operator_pid"))"
-  else
-    # The audit trail: in $state/audit, checkpoints signed with a key made for this site and
-    # published in the ConfigMap nodewright-system/nodewright-audit-checkpoint.
-    if [ ! -f "$state/audit-key.pem" ]; then
-      "$root/bin/nodewright-audit" keygen --private-key "$state/audit-key.pem" --public-key "$state/audit-key.pub"
-    fi
-    say "starting the operator (log: $operator_log, audit trail: $state/audit)"
-    nohup "$root/bin/operator" --kubeconfig "$kubeconfig" \
-      --leader-election-namespace nodewright-system \
-      --audit-dir "$state/audit" --audit-key-file "$state/audit-key.pem" --audit-checkpoint-interval 5s \
-      --health-probe-bind-address "$probe_addr" --metrics-bind-address "$metrics_addr" \
-      --webhook-host 127.0.0.1 --webhook-port "$webhook_port" --webhook-cert-hosts 127.0.0.1 \
-      >"$operator_log" 2>&1 &
-    echo $! >"$operator_pid"
-  fi
-  local i
-  for i in $(seq 1 60); do
-    operator_running || fail "the operator exited" "$operator_log"
-    if http_ok /readyz; then break; fi
-    [ "$i" = 60 ] && fail "the operator is not ready after 30s (readyz on $probe_addr)" "$operator_log"
-    sleep 0.5
-  done
+  install_chart install
+  start_operator
 
   say "creating the demo VM (namespace demo) with 256 MiB of data on a ReadWriteOnce volume"
   "${kubectl[@]}" apply -f "$root/config/demo/storage.yaml" -f "$root/config/demo/vm.yaml" >/dev/null
@@ -237,11 +279,18 @@ NODE
   "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout=60s >/dev/null ||
     fail "the demo VM did not start" "$site_log"
 
-  say "signing the sample EdgeProfile with the demo's key; applying it and the sample NodewrightCluster"
+  # The chart's values name this profile; the operator applies the NodewrightCluster once it
+  # is there and verifies.
+  say "signing the sample EdgeProfile with the demo's key and applying it"
   "$root/bin/nodewright-profile" sign --key "$state/profile.key" "$root/config/samples/nodewright_v1alpha1_edgeprofile.yaml" \
     >"$state/edgeprofile.yaml"
-  "${kubectl[@]}" apply -f "$state/edgeprofile.yaml" \
-    -f "$root/config/samples/nodewright_v1alpha1_nodewrightcluster.yaml" >/dev/null
+  "${kubectl[@]}" apply -f "$state/edgeprofile.yaml" >/dev/null
+  local applied=
+  for i in $(seq 1 60); do
+    if "${kubectl[@]}" get nodewrightcluster nodewright >/dev/null 2>&1; then applied=1; break; fi
+    sleep 0.5
+  done
+  [ -n "$applied" ] || fail "the operator did not apply the NodewrightCluster from the chart's values (kubectl describe cm -n nodewright-system nodewright-cluster-spec)" "$operator_log"
 
   if running "$sim_pid"; then
     say "the legacy DaemonSet simulator is already running (pid $(cat "$sim_pid"))"
@@ -315,8 +364,20 @@ down() {
   say "down; no process left behind"
 }
 
+# upgrade: upgrades the release to $NODEWRIGHT_DEMO_CHART (the working tree's chart by
+# default) and restarts the operator with the new Deployment's arguments.
+upgrade() {
+  trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
+  install_chart upgrade
+  stop "$operator_pid" operator
+  start_operator
+  say "upgraded; $("$helm" list --kubeconfig "$kubeconfig" -n nodewright-system -o json | grep -o '"chart":"[^"]*"')"
+}
+
 case "${1:-}" in
   up) up ;;
+  upgrade) upgrade ;;
+  stop-operator) stop "$operator_pid" operator ;;
   down) down ;;
-  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up|upgrade|stop-operator|down" >&2; exit 2 ;;
 esac
