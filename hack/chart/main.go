@@ -6,13 +6,17 @@
 //     kubebuilder RBAC markers), with the markers' namespaces mapped to the chart's, and their
 //     bindings to the operator's ServiceAccount;
 //   - templates/webhooks.yaml: the webhook configurations of config/webhook/manifests.yaml,
-//     calling the Service of the release's namespace.
+//     calling the Service of the release's namespace;
+//   - README.md: the table of the chart's values, from values.schema.json and values.yaml.
+//
+// Run it from the repository's root:
 //
 //	go run ./hack/chart
 package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -54,7 +58,10 @@ func run() error {
 	if err := rbac(); err != nil {
 		return err
 	}
-	return webhooks()
+	if err := webhooks(); err != nil {
+		return err
+	}
+	return readme()
 }
 
 // crds copies the CRDs into crds/, which Helm installs before the templates and never
@@ -217,4 +224,124 @@ func webhooks() error {
 	text = strings.TrimPrefix(text, "---\n")
 	out := fmt.Sprintf("{{- /* Generated from config/webhook/manifests.yaml (the kubebuilder webhook markers) by %s; do not edit. */ -}}\n{{- if .Values.webhook.enabled }}\n---\n%s{{- end }}\n", command, text)
 	return os.WriteFile(filepath.Join(chart, "templates", "webhooks.yaml"), []byte(out), 0o644)
+}
+
+// readme writes the chart's README.md: what the chart installs, and a table of its values, one
+// row per leaf of values.yaml (by dotted path; an object values.schema.json gives no
+// properties, such as resources, is a leaf) with the type and description of
+// values.schema.json and the default of values.yaml. A key in one file and not the other, or a
+// schema property without a description or type, is an error naming the key.
+func readme() error {
+	schemaData, err := os.ReadFile(filepath.Join(chart, "values.schema.json"))
+	if err != nil {
+		return err
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(schemaData, &schema); err != nil {
+		return fmt.Errorf("%s/values.schema.json: %w", chart, err)
+	}
+	valuesData, err := os.ReadFile(filepath.Join(chart, "values.yaml"))
+	if err != nil {
+		return err
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(valuesData, &values); err != nil {
+		return fmt.Errorf("%s/values.yaml: %w", chart, err)
+	}
+	// compact renders a default as one line of JSON.
+	compact := func(v any) string {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return fmt.Sprint(v)
+		}
+		return strings.TrimSpace(b.String())
+	}
+	// A table cell is one line, its pipes escaped.
+	cell := strings.NewReplacer("|", `\|`, "\n", " ")
+	var rows [][2]string // dotted path, table row
+	var problems []string
+	var walk func(prefix string, node, vals map[string]any)
+	walk = func(prefix string, node, vals map[string]any) {
+		props, _ := node["properties"].(map[string]any)
+		for key := range vals {
+			if _, ok := props[key]; !ok {
+				problems = append(problems, prefix+key+": in values.yaml but not in values.schema.json")
+			}
+		}
+		for key, p := range props {
+			path := prefix + key
+			prop, _ := p.(map[string]any)
+			desc, _ := prop["description"].(string)
+			if strings.TrimSpace(desc) == "" {
+				problems = append(problems, path+": no description in values.schema.json")
+			}
+			value, ok := vals[key]
+			if !ok {
+				problems = append(problems, path+": in values.schema.json but not in values.yaml")
+				continue
+			}
+			if _, nested := prop["properties"]; nested {
+				m, ok := value.(map[string]any)
+				if !ok {
+					problems = append(problems, fmt.Sprintf("%s: an object in values.schema.json, %s in values.yaml", path, compact(value)))
+					continue
+				}
+				walk(path+".", prop, m)
+				continue
+			}
+			var typ string
+			switch t := prop["type"].(type) {
+			case string:
+				typ = t
+			case []any:
+				typ = strings.Trim(fmt.Sprint(t...), "[]")
+			default:
+				problems = append(problems, path+": no type in values.schema.json")
+			}
+			rows = append(rows, [2]string{path, fmt.Sprintf("| `%s` | %s | `%s` | %s |",
+				path, typ, cell.Replace(compact(value)), cell.Replace(strings.Join(strings.Fields(desc), " ")))})
+		}
+	}
+	walk("", schema, values)
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("%s: values.yaml and values.schema.json disagree:\n  %s", chart, strings.Join(problems, "\n  "))
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i][0] < rows[j][0] })
+	lines := []string{
+		"<!-- Generated from values.schema.json and values.yaml by " + command + "; do not edit. -->",
+		"# The Nodewright chart",
+		"",
+		"Nodewright, the operator for the lifecycle of small edge storage clusters. The chart installs:",
+		"",
+		"- the Nodewright CRDs (`crds/`; Helm installs them first and never upgrades or deletes them);",
+		"- the operator, a Deployment in the release's namespace that meets the `restricted` Pod Security",
+		"  level, with its admission webhooks, its ServiceAccount and the least-privilege ClusterRole and",
+		"  Roles generated from the kubebuilder RBAC markers (read-only in `legacy.namespace`);",
+		"- the NodewrightCluster spec, from `legacy.*` and `cluster.*`, which the operator applies;",
+		"- a PodDisruptionBudget, a NetworkPolicy and the metrics Service; optionally a ServiceMonitor,",
+		"  cert-manager certificates for the webhooks, and the audit trail's volume;",
+		"- the privileged node agent, in a namespace of its own, off until the agent exists.",
+		"",
+		"```sh",
+		"helm install nodewright charts/nodewright -n nodewright-system",
+		"```",
+		"",
+		"What to prepare first (the namespace, the images), how to upgrade (the CRDs) and how to remove",
+		"it: [docs/install.md](../../docs/install.md).",
+		"",
+		"## Values",
+		"",
+		"`values.schema.json` checks every value: Helm refuses an unknown key or a bad value, naming it,",
+		"before anything reaches the cluster. The defaults are those of `values.yaml`, as JSON.",
+		"",
+		"| Key | Type | Default | Description |",
+		"| --- | --- | --- | --- |",
+	}
+	for _, row := range rows {
+		lines = append(lines, row[1])
+	}
+	return os.WriteFile(filepath.Join(chart, "README.md"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 }
