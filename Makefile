@@ -53,6 +53,10 @@ build: ## Build the binaries into bin/.
 images: ## Build the OCI image archives (operator, nodewright-copy) into bin/images/, reproducibly, without a container engine.
 	go run ./hack/images -out bin/images$(if $(PLATFORMS), -platforms '$(PLATFORMS)')$(if $(VERSION), -version '$(VERSION)')$(if $(REVISION), -revision '$(REVISION)')
 
+.PHONY: chart
+chart: images $(HELM) ## Package the chart into bin/charts/, referencing the images of bin/images by digest.
+	go run ./hack/chartpackage -helm $(HELM) -digests bin/images/digests.yaml -out bin/charts
+
 .PHONY: chromium
 chromium: ## Install Debian's chromium (for the UI's browser tests) when it is missing.
 	@hack/chromium.sh >/dev/null

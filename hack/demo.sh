@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # The local site: a self-contained Kubernetes cluster on this machine (kwokctl with the
-# control plane built by hack/control-plane.sh, three simulated nodes), the Nodewright CRDs
-# installed and the operator running against it. Everything it writes stays in .demo/.
+# control plane built by hack/control-plane.sh, three simulated nodes), with Nodewright
+# installed by its Helm chart and the operator running against it as the chart's
+# ServiceAccount. Everything it writes stays in .demo/.
 # Node edge-1 is played by nodewright-site (test/site): its kubelet, KubeVirt, a LINSTOR CSI
 # driver and the Job controller, on real files, so that a VM's volume can really be migrated;
 # edge-2 and edge-3 are kwok's.
 #
-#   hack/demo.sh up     start it (idempotent: an existing site is reused)
-#   hack/demo.sh down   stop every process it started and remove its state
+#   hack/demo.sh up             start it (idempotent: an existing site is reused)
+#   hack/demo.sh upgrade        upgrade the release ($NODEWRIGHT_DEMO_CHART) and restart the operator
+#   hack/demo.sh stop-operator  stop the operator (before a helm uninstall, say)
+#   hack/demo.sh down           stop every process it started and remove its state
 #
 # Environment: NODEWRIGHT_DEMO_DIR (state folder, default .demo), NODEWRIGHT_DEMO_NAME
 # (cluster name), NODEWRIGHT_DEMO_PROBE_ADDR / NODEWRIGHT_DEMO_METRICS_ADDR (operator ports),
 # NODEWRIGHT_DEMO_WEBHOOK_PORT (the operator's admission webhooks on 127.0.0.1, 19443),
-# NODEWRIGHT_DEMO_STEP_INTERVAL (pause between the simulated DaemonSet's transitions, 3s).
+# NODEWRIGHT_DEMO_STEP_INTERVAL (pause between the simulated DaemonSet's transitions, 3s),
+# NODEWRIGHT_DEMO_CHART (the chart to install: a folder or a packaged .tgz; charts/nodewright)
+# and NODEWRIGHT_DEMO_VALUES (a values file over charts/nodewright/ci/local-site-values.yaml).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +34,8 @@ operator_pid="$state/operator.pid"
 operator_kubeconfig="$state/operator.kubeconfig"
 # The chart the site installs, and the helm that installs it.
 chart=${NODEWRIGHT_DEMO_CHART:-$root/charts/nodewright}
+# More values for the chart, over the local site's (a file; the upgrade test sets it).
+extra_values=${NODEWRIGHT_DEMO_VALUES:-}
 helm="$root/bin/tools/helm-$HELM_VERSION"
 sim_log="$state/legacy-sim.log"
 sim_pid="$state/legacy-sim.pid"
@@ -119,9 +126,10 @@ install_chart() {
     say "applying the CRDs of $(from_root "$chart")"
     "$helm" show crds "$chart" | "${kubectl[@]}" apply --server-side --force-conflicts -f - >/dev/null
   fi
-  say "helm $1: Nodewright from $(from_root "$chart") into namespace nodewright-system (values: charts/nodewright/ci/local-site-values.yaml)"
-  "$helm" upgrade --install nodewright "$chart" --kubeconfig "$kubeconfig" -n nodewright-system \
-    -f "$root/charts/nodewright/ci/local-site-values.yaml" \
+  local values=(-f "$root/charts/nodewright/ci/local-site-values.yaml")
+  [ -z "$extra_values" ] || values+=(-f "$extra_values")
+  say "helm $1: Nodewright from $(from_root "$chart") into namespace nodewright-system (values: charts/nodewright/ci/local-site-values.yaml${extra_values:+ and $(from_root "$extra_values")})"
+  "$helm" upgrade --install nodewright "$chart" --kubeconfig "$kubeconfig" -n nodewright-system "${values[@]}" \
     --set webhook.port="$webhook_port" --set webhook.service.port="$webhook_port" \
     --set-file 'profile.trustedKeys.demo\.pub'="$state/profile.pub" \
     --wait --timeout 2m >"$state/helm.log" 2>&1 || fail "helm $1 failed" "$state/helm.log"

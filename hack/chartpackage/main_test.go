@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func TestSetDigestsKeepsCommentsAndEveryOtherValue(t *testing.T) {
+	const values = `# top comment
+image:
+  # -- the repository
+  repository: example/operator
+  digest: ""
+copyImage:
+  repository: example/copy
+  digest: "" # inline
+other: {a: 1}
+`
+	d1 := "sha256:" + strings.Repeat("a", 64)
+	d2 := "sha256:" + strings.Repeat("b", 64)
+	out, err := setDigests([]byte(values), map[string]string{"image": d1, "copyImage": d2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# top comment", "# -- the repository", "# inline"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("comment %q lost:\n%s", want, out)
+		}
+	}
+	var got map[string]any
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	var wantV map[string]any
+	if err := yaml.Unmarshal([]byte(values), &wantV); err != nil {
+		t.Fatal(err)
+	}
+	wantV["image"].(map[string]any)["digest"] = d1
+	wantV["copyImage"].(map[string]any)["digest"] = d2
+	gotJSON, _ := yaml.Marshal(got)
+	wantJSON, _ := yaml.Marshal(wantV)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("values after setting the digests:\n%s\nwant:\n%s", gotJSON, wantJSON)
+	}
+}
+
+func TestSetDigestsNamesWhatIsMissing(t *testing.T) {
+	for values, want := range map[string]string{
+		"image: {digest: x}\n":                   "no copyImage mapping",
+		"image: {}\ncopyImage: {digest: x}\n":    "no image.digest",
+		"- a list\n":                             "not a mapping",
+		"image: plain\ncopyImage: {digest: x}\n": "no image mapping",
+	} {
+		_, err := setDigests([]byte(values), map[string]string{"image": "d", "copyImage": "d"})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("values %q: error %v, want %q", values, err, want)
+		}
+	}
+}
