@@ -238,10 +238,10 @@ NODE
   "${kubectl[@]}" wait --for=condition=Ready node edge-2 edge-3 --timeout=60s >/dev/null ||
     fail "the simulated nodes did not become Ready" "$(component_log kwok-controller)"
 
-  say "installing the KubeVirt and CSI snapshot CRDs"
-  "${kubectl[@]}" apply --server-side -f "$root/config/thirdparty/kubevirt" -f "$root/config/thirdparty/snapshot" >/dev/null
-  "${kubectl[@]}" wait --for=condition=Established -f "$root/config/thirdparty/kubevirt" \
-    -f "$root/config/thirdparty/snapshot" --timeout=60s >/dev/null
+  say "installing the KubeVirt, CSI snapshot and ServiceMonitor CRDs"
+  local thirdparty=(-f "$root/config/thirdparty/kubevirt" -f "$root/config/thirdparty/snapshot" -f "$root/config/thirdparty/monitoring")
+  "${kubectl[@]}" apply --server-side "${thirdparty[@]}" >/dev/null
+  "${kubectl[@]}" wait --for=condition=Established "${thirdparty[@]}" --timeout=60s >/dev/null
 
   if running "$site_pid"; then
     say "the site is already running (pid $(cat "$site_pid"))"

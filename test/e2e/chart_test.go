@@ -27,6 +27,11 @@ podAnnotations:
   nodewright.spectrocloud.com/upgraded: "yes"
 cluster:
   heartbeatStaleAfter: 45s
+metrics:
+  serviceMonitor:
+    enabled: true
+    labels:
+      release: site-prometheus
 networkPolicy:
   metricsFrom:
     - namespaceSelector:
@@ -76,6 +81,15 @@ func TestChartLifecycle(t *testing.T) {
 	before := s.nodewrightObjects(t)
 	maps.DeleteFunc(before, func(key, _ string) bool { return strings.HasPrefix(key, "NodewrightAgentStatus/") })
 
+	// The operator's namespace enforces the restricted Pod Security level, so the operator's
+	// pods running there passed it.
+	out := s.kubectlFails(t, "run", "-n", "nodewright-system", "psa-check", "--image=busybox", "--restart=Never", "--dry-run=server")
+	if !strings.Contains(out, `violates PodSecurity "restricted:latest"`) {
+		t.Errorf("a pod with no securityContext in nodewright-system: %s; want it refused as violating restricted", out)
+	}
+	s.waitOutput(t, time.Minute, "the operator's pods to run in nodewright-system", func(out string) bool { return out == "Running Running" },
+		"get", "pods", "-n", "nodewright-system", "-l", "app.kubernetes.io/component=operator", "-o", "jsonpath={.items[*].status.phase}")
+
 	// The chart with its default values, and with the custom ones, against the real API
 	// server: a server-side dry run of every object, admission included. In a namespace of
 	// its own, so that the namespaced objects are new (merged into the release's, a Service
@@ -111,9 +125,12 @@ func TestChartLifecycle(t *testing.T) {
 	s.waitOutput(t, time.Minute, "the Deployment to have the upgrade's values and be available",
 		func(out string) bool { return out == "1 1 yes" }, "get", "deployment", "-n", "nodewright-system", "nodewright-operator", "-o",
 		`jsonpath={.spec.replicas} {.status.availableReplicas} {.spec.template.metadata.annotations.nodewright\.spectrocloud\.com/upgraded}`)
+	if got := s.kubectlOut(t, "get", "servicemonitor", "-n", "nodewright-system", "nodewright-operator", "-o", "jsonpath={.metadata.labels.release}"); got != "site-prometheus" {
+		t.Errorf("the ServiceMonitor the upgrade's values ask for has release label %q", got)
+	}
 	s.waitOutput(t, time.Minute, "the operator to apply the upgraded cluster values", func(out string) bool { return out == "45s" },
 		"get", "nodewrightcluster", "nodewright", "-o", "jsonpath={.spec.heartbeatStaleAfter}")
-	out := s.kubectlFails(t, "apply", "-f", filepath.Join(s.root, "config", "samples", "nodewright_v1alpha1_edgeprofile.yaml"))
+	out = s.kubectlFails(t, "apply", "-f", filepath.Join(s.root, "config", "samples", "nodewright_v1alpha1_edgeprofile.yaml"))
 	if !strings.Contains(out, "denied the request: signature: the profile is not signed") {
 		t.Errorf("after the upgrade, an unsigned profile: %s; want the webhook's refusal", out)
 	}
