@@ -75,8 +75,11 @@ func crds() error {
 		}
 	}
 	files, err := filepath.Glob("config/crd/bases/*.yaml")
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in config/crd/bases (run from the repository root): %v", err)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return errors.New("no CRDs in config/crd/bases (run from the repository root)")
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
