@@ -8,6 +8,7 @@ package clusterspec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -115,7 +117,18 @@ func Parse(text string) (nwv1.NodewrightClusterSpec, error) {
 	if text == "" {
 		return spec, fmt.Errorf("%s: empty; want a NodewrightCluster spec", Key)
 	}
-	if err := yaml.UnmarshalStrict([]byte(text), &spec); err != nil {
+	data, err := yaml.YAMLToJSONStrict([]byte(text))
+	if err != nil {
+		return spec, fmt.Errorf("%s: %w", Key, err)
+	}
+	// Decoded as the API server decodes: keys match fields case-sensitively (encoding/json,
+	// which yaml.UnmarshalStrict uses, takes "configmapref" for configMapRef), a field unknown
+	// or twice is named by its path, and a number is not taken for a string.
+	strict, err := kjson.UnmarshalStrict(data, &spec, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+	if err == nil {
+		err = errors.Join(strict...)
+	}
+	if err != nil {
 		return spec, fmt.Errorf("%s: %w", Key, err)
 	}
 	l := spec.Legacy
