@@ -38,6 +38,9 @@ type Options struct {
 	TempPrefix string
 	// CheckpointInterval is how often the trail is checkpointed; a minute when zero.
 	CheckpointInterval time.Duration
+	// LegacyNamespace is the operator's --legacy-namespace: the only namespace it reads the
+	// legacy objects in, and the only one a NodewrightCluster may name. Empty: every namespace.
+	LegacyNamespace string
 }
 
 // Operator is the operator Start runs.
@@ -81,7 +84,7 @@ func Start(env *testenv.Env, o Options) (*Operator, error) {
 	}
 	op.Options = operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
-		ProfileKeys: Namespace + "/" + ProfileKeys,
+		ProfileKeys: Namespace + "/" + ProfileKeys, LegacyNamespace: o.LegacyNamespace,
 		Audit: operator.AuditOptions{Dir: op.TrailDir, KeyFile: op.KeyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
 			CheckpointConfigMap: Namespace + "/nodewright-audit-checkpoint", CheckpointInterval: interval},
 		Webhooks: operator.WebhookOptions{
