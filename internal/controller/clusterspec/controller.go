@@ -19,7 +19,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -51,7 +50,8 @@ type Reconciler struct {
 }
 
 // SetupWithManager watches the ConfigMap, and the NodewrightCluster so that a deleted cluster
-// object, or a field the chart sets edited by hand, is applied again.
+// object, or a field the chart sets edited by hand, is applied again (GenerationChangedPredicate
+// passes creations and deletions; it filters only updates).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	theConfigMap := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetNamespace() == r.ConfigMap.Namespace && o.GetName() == r.ConfigMap.Name
@@ -61,18 +61,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&corev1.ConfigMap{}, builder.WithPredicates(theConfigMap)).
 		Watches(&nwv1.NodewrightCluster{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: r.ConfigMap}}
-		}), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, deleted()))).
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
-}
-
-// deleted passes only deletions.
-func deleted() predicate.Funcs {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 }
 
 // Reconcile applies the ConfigMap's spec. A ConfigMap that is gone leaves the cluster object
