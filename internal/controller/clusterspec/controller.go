@@ -10,8 +10,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +42,8 @@ const (
 	// applied; EventApplied of the Normal one when it was.
 	EventInvalid = "InvalidClusterSpec"
 	EventApplied = "ClusterSpecApplied"
+	// RetryRefused is how soon a spec the API server refused is applied again.
+	RetryRefused = 30 * time.Second
 )
 
 // Reconciler applies the spec in ConfigMap to the NodewrightCluster singleton.
@@ -62,6 +66,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&nwv1.NodewrightCluster{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: r.ConfigMap}}
 		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A profile the spec names may be created (or signed with a newly trusted key) after it:
+		// admission refuses the spec until then.
+		Watches(&nwv1.EdgeProfile{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: r.ConfigMap}}
+		})).
 		Complete(r)
 }
 
@@ -89,9 +98,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	before := &nwv1.NodewrightCluster{}
 	existed := r.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, before) == nil
 	err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
-	if err != nil {
-		// The webhook's refusal names the field; say where the spec came from.
+	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+		// Refused by a webhook or the CRD's schema, which name the field; say where the spec
+		// came from. A profile it names may not exist yet: the EdgeProfile watch wakes the
+		// controller when one changes, and a steady retry covers the rest, rather than a
+		// backoff that grows to many minutes.
 		r.Recorder.Event(cm, corev1.EventTypeWarning, EventInvalid, "applying NodewrightCluster "+nwv1.NodewrightClusterName+": "+err.Error())
+		ctrl.LoggerFrom(ctx).Info("The NodewrightCluster spec was refused; retrying", "refusal", err.Error(), "after", RetryRefused)
+		return ctrl.Result{RequeueAfter: RetryRefused}, nil
+	}
+	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("applying the NodewrightCluster from ConfigMap %s: %w", req.NamespacedName, err)
 	}
 	if !existed {
@@ -130,6 +146,13 @@ func Parse(text string) (nwv1.NodewrightClusterSpec, error) {
 		if f.value == "" {
 			return spec, fmt.Errorf("%s: %s is required", Key, f.field)
 		}
+	}
+	if n := len(l.EventComponent); n > 128 {
+		return spec, fmt.Errorf("%s: legacy.eventComponent: %d characters; at most 128", Key, n)
+	}
+	// The CRD's bounds, named here rather than as the API server's rule.
+	if d := spec.HeartbeatStaleAfter.Duration; d != 0 && (d < time.Second || d > time.Hour) {
+		return spec, fmt.Errorf("%s: heartbeatStaleAfter: %s is not between 1s and 1h", Key, d)
 	}
 	return spec, nil
 }
