@@ -45,11 +45,11 @@ import (
 )
 
 // The operator coordinates its replicas through one Lease in its own namespace (create
-// cannot be limited to a name) and reports through Events.
+// cannot be limited to a name) and reports through core/v1 Events (controller-runtime's
+// recorder writes no events.k8s.io Events).
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=get;update,resourceNames=nodewright-operator
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // DefaultLeaderElectionID is the name of the Lease the operator's replicas contend for.
 const DefaultLeaderElectionID = "nodewright-operator"
@@ -124,7 +124,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ProfileKeys, "profile-keys-configmap", edgeprofile.DefaultTrustConfigMap.String(),
 		"namespace/name of the ConfigMap whose values are the PEM public keys EdgeProfile signatures are verified with.")
 	fs.StringVar(&o.LegacyNamespace, "legacy-namespace", "",
-		"Namespace of the legacy DaemonSet, its state ConfigMap and its Warning Events; the operator then watches ConfigMaps, DaemonSets and Events only there (Events also in \"default\", where Events about Nodes are kept) and needs no cluster-wide read access to them. Empty: every namespace.")
+		"Namespace of the legacy DaemonSet, its state ConfigMap and its Warning Events; the operator then watches ConfigMaps, DaemonSets and Events only there (Events also in \"default\", where Events about Nodes are kept) and needs no cluster-wide read access to them. Empty: every namespace, which the generated role (config/rbac/role.yaml, the chart's) does not allow.")
 	fs.StringVar(&o.ClusterSpec, "cluster-spec-configmap", "",
 		"namespace/name of a ConfigMap whose key spec.yaml is the NodewrightCluster spec the operator applies to the singleton, as the Helm chart writes it from its values; empty: the NodewrightCluster is managed by hand.")
 	o.Webhooks.bindFlags(fs)

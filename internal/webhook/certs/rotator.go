@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=secrets,verbs=get;list;watch;update,resourceNames=nodewright-webhook-cert
+// +kubebuilder:rbac:groups="",namespace=nodewright-system,resources=secrets,verbs=get;watch;update,resourceNames=nodewright-webhook-cert
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=update,resourceNames=nodewright-mutating-webhook;nodewright-validating-webhook
 
@@ -113,6 +113,9 @@ func (r *Rotator) Ensure(ctx context.Context) (Bundle, time.Time, string, error)
 			}
 			if err := r.Client.Create(ctx, secret); apierrors.IsAlreadyExists(err) {
 				continue
+			} else if apierrors.IsForbidden(err) {
+				// The chart's role may not create Secrets: the chart creates this one.
+				return Bundle{}, time.Time{}, "", fmt.Errorf("the webhook certificate Secret %s is missing and the operator may not create it (the Helm chart creates it: helm upgrade with the same values puts it back): %w", r.Secret, err)
 			} else if err != nil {
 				return Bundle{}, time.Time{}, "", fmt.Errorf("creating the webhook certificate Secret %s: %w", r.Secret, err)
 			}

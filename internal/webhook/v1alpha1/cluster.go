@@ -70,6 +70,10 @@ func (w *clusters) checkProfile(ctx context.Context, c *nwv1.NodewrightCluster, 
 	if _, err := w.trust.Verify(ctx, p); err != nil {
 		return fmt.Errorf("spec.profileRef.name: EdgeProfile %s cannot be used: %w", p.Name, err)
 	}
+	// A profile's legacy names replace the cluster's (bridge.WithProfile).
+	if err := bridge.InScope(bridge.WithProfile(c, p), w.legacyNamespace); err != nil && p.Spec.Legacy != nil {
+		return fmt.Errorf("spec.profileRef.name: EdgeProfile %s names legacy objects the operator does not read (the profile's %w)", p.Name, err)
+	}
 	floor, err := w.trust.Floor(ctx)
 	if err != nil {
 		return err
