@@ -17,7 +17,7 @@
 # NODEWRIGHT_DEMO_WEBHOOK_PORT (the operator's admission webhooks on 127.0.0.1, 19443),
 # NODEWRIGHT_DEMO_STEP_INTERVAL (pause between the simulated DaemonSet's transitions, 3s),
 # NODEWRIGHT_DEMO_CHART (the chart to install: a folder or a packaged .tgz; charts/nodewright)
-# and NODEWRIGHT_DEMO_VALUES (a values file over charts/nodewright/ci/local-site-values.yaml).
+# and NODEWRIGHT_DEMO_VALUES (a values file over config/demo/chart-values.yaml).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -126,9 +126,9 @@ install_chart() {
     say "applying the CRDs of $(from_root "$chart")"
     "$helm" show crds "$chart" | "${kubectl[@]}" apply --server-side --force-conflicts -f - >/dev/null
   fi
-  local values=(-f "$root/charts/nodewright/ci/local-site-values.yaml")
+  local values=(-f "$root/config/demo/chart-values.yaml")
   [ -z "$extra_values" ] || values+=(-f "$extra_values")
-  say "helm $1: Nodewright from $(from_root "$chart") into namespace nodewright-system (values: charts/nodewright/ci/local-site-values.yaml${extra_values:+ and $(from_root "$extra_values")})"
+  say "helm $1: Nodewright from $(from_root "$chart") into namespace nodewright-system (values: config/demo/chart-values.yaml${extra_values:+ and $(from_root "$extra_values")})"
   "$helm" upgrade --install nodewright "$chart" --kubeconfig "$kubeconfig" -n nodewright-system "${values[@]}" \
     --set webhook.port="$webhook_port" --set webhook.service.port="$webhook_port" \
     --set-file 'profile.trustedKeys.demo\.pub'="$state/profile.pub" \
@@ -164,13 +164,14 @@ start_operator() {
   if [ ! -f "$state/audit-key.pem" ]; then
     "$root/bin/nodewright-audit" keygen --private-key "$state/audit-key.pem" --public-key "$state/audit-key.pub"
   fi
+  # The log is appended to: a restart (hack/demo.sh upgrade) keeps what the previous run wrote.
   say "starting the operator as ServiceAccount nodewright-system/nodewright-operator (log: $operator_log, audit trail: $state/audit)"
   nohup "$root/bin/operator" --kubeconfig "$operator_kubeconfig" "${args[@]}" \
     --audit-dir "$state/audit" --audit-key-file "$state/audit-key.pem" --audit-checkpoint-interval 5s \
     --audit-checkpoint-configmap nodewright-system/nodewright-audit-checkpoint \
     --health-probe-bind-address "$probe_addr" --metrics-bind-address "$metrics_addr" \
     --webhook-host 127.0.0.1 --webhook-cert-hosts 127.0.0.1 \
-    >"$operator_log" 2>&1 &
+    >>"$operator_log" 2>&1 &
   echo $! >"$operator_pid"
   local i
   for i in $(seq 1 60); do
@@ -294,7 +295,7 @@ NODE
     >"$state/edgeprofile.yaml"
   "${kubectl[@]}" apply -f "$state/edgeprofile.yaml" >/dev/null
   local applied=
-  for i in $(seq 1 60); do
+  for i in $(seq 1 120); do
     if "${kubectl[@]}" get nodewrightcluster nodewright >/dev/null 2>&1; then applied=1; break; fi
     sleep 0.5
   done

@@ -225,7 +225,7 @@ func TestLintStrict(t *testing.T) {
 		args []string
 	}{
 		{"defaults", nil},
-		{"local-site", []string{"-f", chartDir + "/ci/local-site-values.yaml"}},
+		{"local-site", []string{"-f", chartDir + "/../../config/demo/chart-values.yaml"}},
 		{"all-on", []string{"-f", allOn}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -240,7 +240,7 @@ func TestLintStrict(t *testing.T) {
 	// installs them (it adds the demo's profile key and the webhook port).
 	t.Run("local-site-as-installed", func(t *testing.T) {
 		t.Parallel()
-		render(t, "-f", chartDir+"/ci/local-site-values.yaml", "--set", "webhook.port=19443", "--set", "webhook.service.port=19443",
+		render(t, "-f", chartDir+"/../../config/demo/chart-values.yaml", "--set", "webhook.port=19443", "--set", "webhook.service.port=19443",
 			"--set", `profile.trustedKeys.demo\.pub=-----BEGIN PUBLIC KEY-----`)
 	})
 }
@@ -279,6 +279,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{[]string{"logLevel=warn"}, "at '/logLevel'"},
 		{[]string{"leaderElection.leaseDuration=15"}, "at '/leaderElection/leaseDuration'"},
 		{[]string{"leaderElection.retryPeriod=2 s"}, "at '/leaderElection/retryPeriod'"},
+		{[]string{"leaderElection.renewDeadline=1500ms"}, "at '/leaderElection/renewDeadline'"},
+		{[]string{"legacy.eventComponent=" + strings.Repeat("c", 129)}, "at '/legacy/eventComponent'"},
 		{[]string{"cluster.heartbeatStaleAfter=30sec"}, "at '/cluster/heartbeatStaleAfter'"},
 		{[]string{"cluster.profileRef=Not A Name"}, "at '/cluster/profileRef'"},
 		{[]string{"webhook.certManager.duration=90d"}, "at '/webhook/certManager/duration'"},
@@ -316,6 +318,13 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{[]string{"audit.enabled=true", "replicas=1"}, "audit.keySecret: required"},
 		{[]string{"cluster.profileRef=site"}, "cluster.profileRef:"},
 		{[]string{"agent.enabled=true", "agent.namespace=" + releaseNS}, "agent.namespace:"},
+		// The operator refuses to start with these (operator.Options.Validate).
+		{[]string{"leaderElection.leaseDuration=5s"}, "leaderElection.renewDeadline: 10s must be shorter than leaderElection.leaseDuration (5s)"},
+		{[]string{"leaderElection.retryPeriod=10s"}, "leaderElection.retryPeriod: 10s must be shorter than leaderElection.renewDeadline (10s)"},
+		// The CRD refuses these, and the operator could not apply the NodewrightCluster.
+		{[]string{"cluster.heartbeatStaleAfter=90m"}, "cluster.heartbeatStaleAfter: 90m is not between 1s and 1h"},
+		{[]string{"cluster.heartbeatStaleAfter=0s"}, "cluster.heartbeatStaleAfter: 0s is not between 1s and 1h"},
+		{[]string{`podLabels.app\.kubernetes\.io/component=x`}, "podLabels: app.kubernetes.io/component is the chart's own selector label"},
 	} {
 		t.Run(strings.Join(tc.set, ","), func(t *testing.T) {
 			t.Parallel()
@@ -340,7 +349,7 @@ func TestSchemaAcceptsGoodValues(t *testing.T) {
 		{"image.digest=" + digest, "copyImage.digest=" + digest},
 		{"image.tag=v0.2.0-rc.1_build.7"},
 		{"image.repository=localhost:5000/nodewright-operator"},
-		{"leaderElection.leaseDuration=1h2m3.5s", "leaderElection.renewDeadline=1500ms", "leaderElection.retryPeriod=1µs"},
+		{"leaderElection.leaseDuration=90s", "leaderElection.renewDeadline=60s", "leaderElection.retryPeriod=3s"},
 		{"cluster.heartbeatStaleAfter=1h"},
 		{"webhook.service.externalName=host.docker.internal", "webhook.service.port=9443"},
 		{"webhook.certMode=cert-manager", "webhook.certManager.issuerRef.name=site-ca", "webhook.certManager.issuerRef.kind=ClusterIssuer"},

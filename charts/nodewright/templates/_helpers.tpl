@@ -43,6 +43,28 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/nodewright-webhook
 {{- if and .Values.cluster.create .Values.cluster.profileRef (not .Values.profile.trustedKeys) -}}
 {{- fail (printf "cluster.profileRef: %q needs a key to verify it with in profile.trustedKeys" .Values.cluster.profileRef) -}}
 {{- end -}}
+{{- $le := .Values.leaderElection -}}
+{{- $lease := trimSuffix "s" $le.leaseDuration | int -}}{{- $renew := trimSuffix "s" $le.renewDeadline | int -}}{{- $retry := trimSuffix "s" $le.retryPeriod | int -}}
+{{- if not (lt $renew $lease) -}}
+{{- fail (printf "leaderElection.renewDeadline: %s must be shorter than leaderElection.leaseDuration (%s)" $le.renewDeadline $le.leaseDuration) -}}
+{{- end -}}
+{{- if not (lt $retry $renew) -}}
+{{- fail (printf "leaderElection.retryPeriod: %s must be shorter than leaderElection.renewDeadline (%s)" $le.retryPeriod $le.renewDeadline) -}}
+{{- end -}}
+{{- /* A threshold of one unit is checked here; the operator checks any other (1s to 1h). */ -}}
+{{- $stale := .Values.cluster.heartbeatStaleAfter -}}
+{{- if regexMatch "^[0-9]+[smh]$" $stale -}}
+{{- $n := regexFind "^[0-9]+" $stale | int -}}
+{{- $secs := ternary $n (ternary (mul $n 60) (mul $n 3600) (hasSuffix "m" $stale)) (hasSuffix "s" $stale) -}}
+{{- if or (lt $secs 1) (gt $secs 3600) -}}
+{{- fail (printf "cluster.heartbeatStaleAfter: %s is not between 1s and 1h" $stale) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k, $_ := .Values.podLabels -}}
+{{- if has $k (list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component") -}}
+{{- fail (printf "podLabels: %s is the chart's own selector label; choose another" $k) -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.agent.enabled (eq .Values.agent.namespace .Release.Namespace) -}}
 {{- fail (printf "agent.namespace: %q is the operator's namespace; the agent's privileged namespace must be another" .Values.agent.namespace) -}}
 {{- end -}}
