@@ -96,7 +96,7 @@ func TestChartLifecycle(t *testing.T) {
 	// with another port would have two ports named webhook).
 	s.kubectlOut(t, "create", "namespace", "nodewright-dryrun")
 	s.kubectlOut(t, "label", "namespace", "nodewright-dryrun", "pod-security.kubernetes.io/enforce=restricted")
-	for _, extra := range [][]string{nil, {"-f", filepath.Join(s.root, "charts", "nodewright", "ci", "local-site-values.yaml"), "-f", values,
+	for _, extra := range [][]string{nil, {"-f", filepath.Join(s.root, "config", "demo", "chart-values.yaml"), "-f", values,
 		"--set-file", `profile.trustedKeys.demo\.pub=` + filepath.Join(s.dir, "profile.pub")}} {
 		args := append([]string{"template", "nodewright", filepath.Join(s.root, "charts", "nodewright"),
 			"-n", "nodewright-dryrun", "--kube-version", "1.34.2"}, extra...)
@@ -134,7 +134,12 @@ func TestChartLifecycle(t *testing.T) {
 	if !strings.Contains(out, "denied the request: signature: the profile is not signed") {
 		t.Errorf("after the upgrade, an unsigned profile: %s; want the webhook's refusal", out)
 	}
-	if log, err := os.ReadFile(filepath.Join(s.dir, "operator.log")); err == nil && strings.Contains(strings.ToLower(string(log)), "forbidden") {
+	// The log holds both runs, before and after the upgrade (the migration ran in the first).
+	log, err := os.ReadFile(filepath.Join(s.dir, "operator.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.ToLower(string(log)), "forbidden") {
 		t.Errorf("the operator, running as the chart's ServiceAccount, was refused something:\n%s", grepLines(string(log), "orbidden"))
 	}
 
@@ -260,8 +265,8 @@ func (s *site) releaseLeftovers(t *testing.T) []string {
 			Items []struct {
 				Kind     string `json:"kind"`
 				Metadata struct {
-					Namespace, Name string
-					Labels          map[string]string
+					Namespace, Name     string
+					Labels, Annotations map[string]string
 				} `json:"metadata"`
 			} `json:"items"`
 		}
@@ -273,6 +278,7 @@ func (s *site) releaseLeftovers(t *testing.T) []string {
 		for _, o := range list.Items {
 			m := o.Metadata
 			ours := m.Labels["app.kubernetes.io/part-of"] == "nodewright" || m.Labels["app.kubernetes.io/instance"] == "nodewright" ||
+				m.Annotations["meta.helm.sh/release-name"] == "nodewright" ||
 				strings.HasPrefix(m.Name, "nodewright") || m.Namespace == "nodewright-system"
 			key := fmt.Sprintf("%s/%s/%s", o.Kind, m.Namespace, m.Name)
 			if kind == "namespaces" && (m.Name == "nodewright-system" || m.Name == "nodewright-dryrun") {
