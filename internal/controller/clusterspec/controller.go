@@ -42,8 +42,8 @@ const (
 	// applied; EventApplied of the Normal one when it was.
 	EventInvalid = "InvalidClusterSpec"
 	EventApplied = "ClusterSpecApplied"
-	// RetryRefused is how soon a spec the API server refused is applied again.
-	RetryRefused = 30 * time.Second
+	// DefaultRetryRefused is how soon a spec the API server refused is applied again.
+	DefaultRetryRefused = 30 * time.Second
 )
 
 // Reconciler applies the spec in ConfigMap to the NodewrightCluster singleton.
@@ -51,6 +51,9 @@ type Reconciler struct {
 	Client    client.Client
 	Recorder  record.EventRecorder
 	ConfigMap types.NamespacedName
+	// RetryRefused is how soon a spec the API server refused is applied again;
+	// DefaultRetryRefused when zero.
+	RetryRefused time.Duration
 }
 
 // SetupWithManager watches the ConfigMap, and the NodewrightCluster so that a deleted cluster
@@ -104,8 +107,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// controller when one changes, and a steady retry covers the rest, rather than a
 		// backoff that grows to many minutes.
 		r.Recorder.Event(cm, corev1.EventTypeWarning, EventInvalid, "applying NodewrightCluster "+nwv1.NodewrightClusterName+": "+err.Error())
-		ctrl.LoggerFrom(ctx).Info("The NodewrightCluster spec was refused; retrying", "refusal", err.Error(), "after", RetryRefused)
-		return ctrl.Result{RequeueAfter: RetryRefused}, nil
+		retry := r.RetryRefused
+		if retry == 0 {
+			retry = DefaultRetryRefused
+		}
+		ctrl.LoggerFrom(ctx).Info("The NodewrightCluster spec was refused; retrying", "refusal", err.Error(), "after", retry)
+		return ctrl.Result{RequeueAfter: retry}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("applying the NodewrightCluster from ConfigMap %s: %w", req.NamespacedName, err)

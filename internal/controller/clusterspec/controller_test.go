@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -389,4 +391,85 @@ func TestDeletingTheConfigMapLeavesTheCluster(t *testing.T) {
 	if after := cluster(t); after == nil || after.UID != c.UID {
 		t.Fatalf("the NodewrightCluster is gone with its ConfigMap: %+v", after)
 	}
+}
+
+// TestARefusedSpecIsAppliedOnceItsProfileExists: admission refuses the spec while the
+// EdgeProfile it names is missing (here a ValidatingAdmissionPolicy whose parameter is that
+// profile plays the operator's webhook); creating the profile gets it applied at once, with
+// the steady retry an hour away, so only the EdgeProfile watch can have done it.
+func TestARefusedSpecIsAppliedOnceItsProfileExists(t *testing.T) {
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: env.Namespace(t), Name: "cluster-spec"}
+	deleteCluster(t)
+	t.Cleanup(func() { deleteCluster(t) })
+
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "clusterspec-test-needs-profile"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: nwv1.GroupVersion.String(), Kind: "EdgeProfile"},
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{nwv1.GroupVersion.Group}, APIVersions: []string{"v1alpha1"},
+						Resources: []string{"nodewrightclusters"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "true"}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ParamRef:          &admissionregistrationv1.ParamRef{Name: "site-a", ParameterNotFoundAction: ptr.To(admissionregistrationv1.DenyAction)},
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+		},
+	}
+	profile := &nwv1.EdgeProfile{
+		ObjectMeta: metav1.ObjectMeta{Name: "site-a"},
+		Spec: nwv1.EdgeProfileSpec{
+			Version: "1.0.0", Topology: nwv1.TopologyTwoNodeTiebreaker, OS: nwv1.HostOSKairos,
+			Storage: nwv1.ProfileStorage{Backend: nwv1.StorageLINSTOR},
+			Network: nwv1.ProfileNetwork{BondInterface: "bond0", BondMode: "active-backup"},
+		},
+	}
+	for _, obj := range []client.Object{policy, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, obj := range []client.Object{binding, policy, profile} {
+			_ = env.Client.Delete(ctx, obj)
+		}
+	})
+	// The policy is in force once it refuses a dry run.
+	probe := &nwv1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName}, Spec: parsedSpec}
+	eventually(t, func() string {
+		if err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll); err == nil {
+			return "the admission policy does not refuse yet"
+		}
+		return ""
+	})
+
+	env.StartManager(t, func(_ context.Context, mgr manager.Manager) error {
+		return (&clusterspec.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"), ConfigMap: key,
+			RetryRefused: time.Hour}).SetupWithManager(mgr)
+	})
+	cm := write(t, key, validSpec+"profileRef:\n  name: site-a\n")
+	warned(t, cm, "applying NodewrightCluster nodewright", "no params found")
+	if c := cluster(t); c != nil {
+		t.Fatalf("the refused spec was applied: %+v", c.Spec)
+	}
+
+	if err := env.Client.Create(ctx, profile); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() string {
+		if c := cluster(t); c == nil || c.Spec.ProfileRef == nil || c.Spec.ProfileRef.Name != "site-a" {
+			return fmt.Sprintf("no NodewrightCluster naming site-a after the profile was created: %+v", c)
+		}
+		return ""
+	})
 }
