@@ -287,10 +287,12 @@ func (s *Site) deleteSnapshot(ctx context.Context, vs *snapshotv1.VolumeSnapshot
 	return ignoreGone(s.client.Patch(ctx, vs, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
 }
 
-// restoringFrom says whether a claim that is not bound yet is to be restored from vs.
+// restoringFrom says whether a claim that is not bound yet is to be restored from vs. It reads
+// the API server, not the cache: a claim created a moment before the snapshot's deletion may
+// not be in the cache yet, and letting the snapshot go then would lose the claim's data.
 func (s *Site) restoringFrom(ctx context.Context, vs *snapshotv1.VolumeSnapshot) (bool, error) {
 	claims := &corev1.PersistentVolumeClaimList{}
-	if err := s.client.List(ctx, claims, client.InNamespace(vs.Namespace)); err != nil {
+	if err := s.mgr.GetAPIReader().List(ctx, claims, client.InNamespace(vs.Namespace)); err != nil {
 		return false, err
 	}
 	for i := range claims.Items {
