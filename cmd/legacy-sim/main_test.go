@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +19,6 @@ import (
 var env = testenv.New()
 
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
-
-// syncBuffer lets the test read what a running command has logged so far.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestBadInputNamesTheFlag(t *testing.T) {
 	cases := []struct {
@@ -104,7 +85,7 @@ func TestRunAndOneShots(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var runLog syncBuffer
+	var runLog testenv.SyncBuffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- run(ctx, append([]string{"run", "--scenario", "upgrade", "--step-interval", "10ms", "--heartbeat-interval", "20ms"}, common...), os.Stdout, &runLog)

@@ -19,11 +19,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 // writeTrail generates a key pair with keygen and writes a signed trail of n records.
@@ -125,24 +125,6 @@ func lastLine(t *testing.T, path string) []byte {
 	return lines[len(lines)-1]
 }
 
-// lockedBuffer is written by a command running in another goroutine and read by the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // selfSignedCert writes a certificate for 127.0.0.1 that is its own CA, and its key.
 func selfSignedCert(t *testing.T, dir string) (certFile, keyFile string) {
 	t.Helper()
@@ -189,7 +171,7 @@ func TestServeAndShip(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var serveOut, serveErr lockedBuffer
+	var serveOut, serveErr testenv.SyncBuffer
 	served := make(chan int, 1)
 	go func() {
 		served <- runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--dir", remote, "--tls-cert", certFile,

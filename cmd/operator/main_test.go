@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,7 +29,7 @@ type replica struct {
 	cmd        *exec.Cmd
 	probeAddr  string
 	metricAddr string
-	log        *syncBuffer
+	log        *testenv.SyncBuffer
 	done       chan error
 }
 
@@ -94,7 +92,7 @@ func buildOperator(t *testing.T) string {
 
 func startReplica(t *testing.T, binary, kubeconfig, ns string) *replica {
 	t.Helper()
-	r := &replica{probeAddr: testenv.FreeAddr(t), metricAddr: testenv.FreeAddr(t), log: &syncBuffer{}, done: make(chan error, 1)}
+	r := &replica{probeAddr: testenv.FreeAddr(t), metricAddr: testenv.FreeAddr(t), log: &testenv.SyncBuffer{}, done: make(chan error, 1)}
 	r.cmd = exec.Command(binary,
 		"--kubeconfig", kubeconfig,
 		"--leader-election-namespace", ns,
@@ -188,24 +186,6 @@ func waitHTTP(t *testing.T, url, want string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s did not answer 200 with %q within 30s; last: %s", url, want, last)
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestRefusesAnAuditTrailWithoutAKey(t *testing.T) {

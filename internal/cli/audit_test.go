@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 // trail writes n records through the operator's audit log into a FileSink folder (closed with
@@ -224,7 +225,7 @@ func TestAuditTailFollows(t *testing.T) {
 	dir, _ := trail(t, 3, small)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	done := make(chan invocation, 1)
 	go func() { done <- plugin(t, runOpts{ctx: ctx, stdout: out}, "audit", "tail", "-f", dir) }()
 	waitForOutput(out, "record 2 of the trail")
@@ -272,7 +273,7 @@ func TestAuditTailFollowsNotifications(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	done := make(chan invocation, 1)
 	go func() { done <- plugin(t, runOpts{ctx: ctx, stdout: out}, "audit", "tail", "-f", dir) }()
 	waitForOutput(out, "record 2 of the trail")
@@ -305,7 +306,7 @@ func TestAuditTailPollsWithoutNotifications(t *testing.T) {
 	dir, _ := trail(t, 3, audit.FileSinkOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	done := make(chan invocation, 1)
 	go func() { done <- plugin(t, runOpts{ctx: ctx, stdout: out}, "audit", "tail", "-f", dir) }()
 	waitForOutput(out, "record 2 of the trail")

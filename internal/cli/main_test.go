@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
@@ -33,28 +32,10 @@ type runOpts struct {
 	terminal bool      // stdout is a terminal
 	stdin    string
 	ctx      context.Context
-	stdout   *syncBuffer // to read the output while the command runs
+	stdout   *testenv.SyncBuffer // to read the output while the command runs
 	// kubeconfig is the kubeconfig file; empty: an administrator's, whose context names no
 	// namespace.
 	kubeconfig string
-}
-
-// syncBuffer is a buffer one goroutine writes while another reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // plugin runs kubectl-nodewright with args against the test API server through a kubeconfig
@@ -65,9 +46,9 @@ func plugin(t *testing.T, o runOpts, args ...string) invocation {
 	if kubeconfig == "" {
 		kubeconfig = kubeconfigPath(t)
 	}
-	stdout, stderr := o.stdout, &syncBuffer{}
+	stdout, stderr := o.stdout, &testenv.SyncBuffer{}
 	if stdout == nil {
-		stdout = &syncBuffer{}
+		stdout = &testenv.SyncBuffer{}
 	}
 	streams := genericiooptions.IOStreams{In: strings.NewReader(o.stdin), Out: stdout, ErrOut: stderr}
 	root := NewRootCommand(streams)

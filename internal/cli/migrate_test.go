@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 // Without the operator's webhooks the API server stores what the plugin sends: the flags
@@ -228,7 +229,7 @@ func replay(t *testing.T, ns string, snaps []migrationSnapshot, shown func(), ed
 }
 
 // waitForOutput returns once out says text, or after 30 seconds.
-func waitForOutput(out *syncBuffer, text string) {
+func waitForOutput(out *testenv.SyncBuffer, text string) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(out.String(), text) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -255,7 +256,7 @@ func TestMigrateWatchFollowsTheAPIServer(t *testing.T) {
 		t.Run(c.sequence+strings.Join(c.args, ""), func(t *testing.T) {
 			ns := env.Namespace(t)
 			snaps := loadSnapshots(t, c.sequence)
-			out := &syncBuffer{}
+			out := &testenv.SyncBuffer{}
 			replayed := replay(t, ns, snaps, func() { waitForOutput(out, "phase Pending") }, c.edit)
 			r := plugin(t, runOpts{stdout: out}, append([]string{"migrate", "watch", snaps[0].Migration.Name, "-n", ns}, c.args...)...)
 			<-replayed
@@ -293,7 +294,7 @@ func TestMigrateWaitEndsEarly(t *testing.T) {
 	// Interrupted (Ctrl-C): 3 too.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	go func() {
 		waitForOutput(out, "phase Pending")
 		cancel()
@@ -305,7 +306,7 @@ func TestMigrateWaitEndsEarly(t *testing.T) {
 	}
 
 	// Deleted while waited on: 1.
-	out = &syncBuffer{}
+	out = &testenv.SyncBuffer{}
 	go func() {
 		waitForOutput(out, "phase Pending")
 		_ = env.Client.Delete(context.Background(), &nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow"}})
@@ -328,7 +329,7 @@ func TestMigrateWaitEndsEarly(t *testing.T) {
 func TestMigrateWait(t *testing.T) {
 	ns := env.Namespace(t)
 	snaps := loadSnapshots(t, "watch-cold-succeeded")
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
@@ -413,8 +414,8 @@ func TestWatchResumes(t *testing.T) {
 				t.Fatal(err)
 			}
 			flaky := &flakyWatches{WithWatch: c, expireOn: expireOn}
-			out := &syncBuffer{}
-			f := &Factory{streams: genericiooptions.IOStreams{Out: out, ErrOut: &syncBuffer{}}, Now: time.Now,
+			out := &testenv.SyncBuffer{}
+			f := &Factory{streams: genericiooptions.IOStreams{Out: out, ErrOut: &testenv.SyncBuffer{}}, Now: time.Now,
 				IsTerminal: func(any) bool { return false }, Getenv: func(string) string { return "" }}
 			replayed := replay(t, ns, snaps, func() { waitForOutput(out, "phase Pending") }, nil)
 			err = watchMigration(context.Background(), f, flaky, ns, snaps[0].Migration.Name, waitOptions{wait: true})
@@ -460,7 +461,7 @@ func TestMigrateWatchMidCopyRate(t *testing.T) {
 	m := createMigration(t, ns, "mid-copy", "web", nwv1.MigrationCold, copying(1000*mib))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	done := make(chan invocation, 1)
 	go func() {
 		done <- plugin(t, runOpts{ctx: ctx, stdout: out, terminal: true}, "migrate", "watch", "mid-copy", "-n", ns)

@@ -1,7 +1,6 @@
 package ui_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -197,24 +196,6 @@ func eventually(t *testing.T, what string, timeout time.Duration, cond func() (b
 	}
 }
 
-// syncBuffer is the UI's output, read while it runs.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // printedURL is the URL `ui` prints: the token in its fragment.
 var printedURL = regexp.MustCompile(`http://127\.0\.0\.1:\d+/#token=[A-Za-z0-9_-]+`)
 
@@ -229,7 +210,7 @@ func startUI(t *testing.T, opts ui.Options) string {
 // runUI is startUI that can also be stopped before the test ends.
 func runUI(t *testing.T, opts ui.Options) (url string, stop func()) {
 	t.Helper()
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	opts.Out = out
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/internal/ui"
 )
 
@@ -20,7 +21,7 @@ func TestTrailFolderThatDoesNotExistYet(t *testing.T) {
 	startOperator(t)
 	ns := env.Namespace(t)
 	dir := filepath.Join(t.TempDir(), "later", "audit")
-	log := &syncBuffer{}
+	log := &testenv.SyncBuffer{}
 	url := startUI(t, ui.Options{Namespace: ns, TrailDir: dir, Log: log})
 	p := openPage(t, url, laptopWidth, laptopHeight)
 	p.goTo("audit")
