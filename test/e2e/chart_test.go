@@ -112,7 +112,12 @@ func TestChartLifecycle(t *testing.T) {
 	// The upgrade: new CRDs applied, the release upgraded with custom values, the operator
 	// restarted with the new Deployment's arguments.
 	s.env = append(slices.Clone(base), "NODEWRIGHT_DEMO_VALUES="+values)
+	caBefore := s.kubectlOut(t, "get", "secret", "-n", "nodewright-system", "nodewright-webhook-cert", "-o", `jsonpath={.data.ca\.crt}`)
 	s.run(t, "upgrade")
+	// Helm's manifest of the Secret has no data, so the upgrade keeps the operator's CA.
+	if caBefore == "" || s.kubectlOut(t, "get", "secret", "-n", "nodewright-system", "nodewright-webhook-cert", "-o", `jsonpath={.data.ca\.crt}`) != caBefore {
+		t.Errorf("the webhook CA changed in the upgrade (before: %d bytes)", len(caBefore))
+	}
 	if got := s.helmChart(t, helm); got != "nodewright-"+chartVersion(t, s.root) {
 		t.Errorf("after the upgrade the site runs chart %s", got)
 	}
