@@ -29,6 +29,10 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 const linstorClass = "kn-linstor"
 
+// patience bounds every wait on the operator and the plugin: long enough for a busy CI
+// machine, and no cost to a passing test, which goes on as soon as the state holds.
+const patience = 2 * time.Minute
+
 var (
 	startOnce sync.Once
 	startErr  error
@@ -105,7 +109,7 @@ func TestMigrateDefaultsAndWarnings(t *testing.T) {
 	}
 
 	// The operator acts on it, and says so in Events that the plugin finds.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		stdout, _, code = plugin(t, kubeconfig, "events", "-n", ns)
 		if code == 0 && strings.Contains(stdout, "nodewright-operator") && strings.Contains(stdout, "vmvolumemigration/move-db") {

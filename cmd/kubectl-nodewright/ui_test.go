@@ -61,7 +61,7 @@ func testUI(t *testing.T, kubeconfig string, args []string, hello string) {
 	if !ok || token == "" {
 		t.Fatalf("the ui command printed %q, want a URL with #token=", url)
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: patience}
 	get := func(path, withToken string) (*http.Response, string) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+strings.TrimPrefix(path, "/"), nil)
@@ -105,7 +105,7 @@ func testUI(t *testing.T, kubeconfig string, args []string, hello string) {
 		if c != 0 {
 			t.Fatalf("exit code %d after cancellation, want 0", c)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("the ui command did not stop")
 	}
 }

@@ -90,7 +90,7 @@ func TestRunAndOneShots(t *testing.T) {
 	go func() {
 		exit <- run(ctx, append([]string{"run", "--scenario", "upgrade", "--step-interval", "10ms", "--heartbeat-interval", "20ms"}, common...), os.Stdout, &runLog)
 	}()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(runLog.String(), "Scenario done") {
 		if time.Now().After(deadline) {
 			t.Fatalf("the scenario did not finish:\n%s", runLog.String())
@@ -143,7 +143,7 @@ func TestRunAndOneShots(t *testing.T) {
 		if code != exitOK {
 			t.Errorf("run exited %d on signal:\n%s", code, runLog.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("run did not stop on signal")
 	}
 	for _, line := range []string{"Created", "State changed", "Node joined", "Stopping on signal"} {

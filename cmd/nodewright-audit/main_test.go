@@ -179,7 +179,7 @@ func TestServeAndShip(t *testing.T) {
 	}()
 	listening := regexp.MustCompile(`on (https://127\.0\.0\.1:\d+/)`)
 	var url string
-	for deadline := time.Now().Add(10 * time.Second); url == ""; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); url == ""; time.Sleep(10 * time.Millisecond) {
 		if m := listening.FindStringSubmatch(serveOut.String()); m != nil {
 			url = m[1]
 		}

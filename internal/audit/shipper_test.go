@@ -311,7 +311,7 @@ func TestShipperResumesFromTheReceiversHead(t *testing.T) {
 		t.Fatalf("seeding the receiver: %d %s", status, text)
 	}
 	s, stop := startShipper(t, local, fastShipping(srv.URL, "resume"))
-	eventually(t, 10*time.Second, "the receiver catches up, and the shipper knows", func() bool {
+	eventually(t, 2*time.Minute, "the receiver catches up, and the shipper knows", func() bool {
 		return recv.Head().Next == uint64(len(lines)) && s.Status().Delivered == uint64(len(lines))
 	})
 	stop()
@@ -332,7 +332,7 @@ func TestShipperResumesFromTheReceiversHead(t *testing.T) {
 		t.Fatalf("cursor %+v", peek.pos)
 	}
 	again, stop := startShipper(t, local, fastShipping(srv.URL, "resume"))
-	eventually(t, 10*time.Second, "the restarted shipper is caught up", func() bool { return again.Status().CaughtUp })
+	eventually(t, 2*time.Minute, "the restarted shipper is caught up", func() bool { return again.Status().CaughtUp })
 	stop()
 	if st := again.Status(); st.Delivered != uint64(len(lines)) || st.Pending != 0 || st.Failures != 0 || recv.Head().Next != uint64(len(lines)) {
 		t.Fatalf("after a restart: %+v, receiver at %s", st, recv.Head())
@@ -351,7 +351,7 @@ func TestShipperResumesFromTheReceiversHead(t *testing.T) {
 			t.Fatalf("%s: seeding: %d %s", c.name, status, text)
 		}
 		s, stop := startShipper(t, local, fastShipping(srv.URL, "refused"))
-		eventually(t, 10*time.Second, c.name+": the failure is reported", func() bool { return s.Status().ConsecutiveFailures >= 2 })
+		eventually(t, 2*time.Minute, c.name+": the failure is reported", func() bool { return s.Status().ConsecutiveFailures >= 2 })
 		stop()
 		if st := s.Status(); !strings.Contains(st.LastError, c.reason) || recv.Head().Next != uint64(len(c.seed)) {
 			t.Errorf("%s: status %+v, receiver at %s", c.name, st, recv.Head())
@@ -397,7 +397,7 @@ func TestShipperAfterAnAmbiguousFailure(t *testing.T) {
 	opts := fastShipping(srv.URL, "ambiguous")
 	opts.MaxBatchEntries = 500
 	s, stop := startShipper(t, local, opts)
-	eventually(t, 10*time.Second, "the shipper knows the receiver caught up", func() bool { return s.Status().Delivered == uint64(len(lines)) })
+	eventually(t, 2*time.Minute, "the shipper knows the receiver caught up", func() bool { return s.Status().Delivered == uint64(len(lines)) })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()

@@ -228,9 +228,10 @@ func replay(t *testing.T, ns string, snaps []migrationSnapshot, shown func(), ed
 	return done
 }
 
-// waitForOutput returns once out says text, or after 30 seconds.
+// waitForOutput returns once out says text, or after two minutes: a limit only a stuck
+// command reaches, even on a busy machine.
 func waitForOutput(out *testenv.SyncBuffer, text string) {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !strings.Contains(out.String(), text) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}

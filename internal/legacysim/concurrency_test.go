@@ -128,7 +128,7 @@ func TestTransitionIsOneUpdate(t *testing.T) {
 				t.Fatalf("watch event %d: %s, want Modified", i, ev.Type)
 			}
 			cm = ev.Object.(*corev1.ConfigMap)
-		case <-time.After(10 * time.Second):
+		case <-time.After(2 * time.Minute):
 			t.Fatalf("no update for the transition to %s", to)
 		}
 		generation++

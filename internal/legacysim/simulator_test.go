@@ -321,7 +321,7 @@ func cmAnnotation(t *testing.T, cfg Config) string {
 
 func waitFor(t *testing.T, what string, cond func(map[string]string) bool, cfg Config) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond(data(t, cfg)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -33,7 +33,9 @@ const (
 	// otherDriver is a CSI driver no site serves.
 	otherDriver = "other.csi.example.com"
 	volumeSize  = 4 << 20
-	wait        = 30 * time.Second
+	// wait bounds every wait on observed state: long enough for a busy CI machine, and no
+	// cost to a passing test, which goes on as soon as the state holds.
+	wait = 2 * time.Minute
 )
 
 // fix is one test's namespace with a site serving it, a StorageClass and a default

@@ -106,8 +106,10 @@ func (s *Site) renewLease(ctx context.Context) error {
 }
 
 // unregisterNode deletes the Node when the site stops; the caller's context is over by then.
+// The bound only keeps a dead API server from holding the stop forever: a busy one may take
+// many seconds.
 func (s *Site) unregisterNode() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: s.opts.NodeName}}
 	if err := ignoreGone(s.client.Delete(ctx, node)); err != nil {

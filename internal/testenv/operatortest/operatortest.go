@@ -112,8 +112,9 @@ func Start(env *testenv.Env, o Options) (*Operator, error) {
 		<-done
 		_ = os.RemoveAll(dir)
 	})
-	// Ready once the API server reaches the webhooks through the CA the operator wrote.
-	deadline := time.Now().Add(60 * time.Second)
+	// Ready once the API server reaches the webhooks through the CA the operator wrote: in
+	// seconds, or minutes on a busy machine.
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		err := env.Client.Create(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "active-backup"}},
 			client.DryRunAll)

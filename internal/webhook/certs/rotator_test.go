@@ -118,7 +118,7 @@ func TestReplicasAgreeOnTheCAWhenTheSecretIsReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	var second []byte
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		secret := &corev1.Secret{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "webhook-cert"}, secret); err == nil {
@@ -128,7 +128,7 @@ func TestReplicasAgreeOnTheCAWhenTheSecretIsReplaced(t *testing.T) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the replicas did not agree on the new CA within 30s")
+			t.Fatal("the replicas did not agree on the new CA within 2m")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -146,7 +146,7 @@ func TestANodewrightClusterNamingLegacyObjectsOutsideTheLegacyNamespaceIsRefused
 	// (until then it fails the request, or admits it before it sees the configuration).
 	const cmField, dsField = "spec.legacy.configMapRef.namespace", "spec.legacy.daemonSetRef.namespace"
 	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		err = moveTo("kube-system", client.DryRunAll)
 		if err != nil && strings.Contains(err.Error(), "denied the request") {
 			break
