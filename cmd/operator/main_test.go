@@ -22,6 +22,10 @@ import (
 
 var env = testenv.New()
 
+// patience bounds every wait on the operator: long enough for a busy CI machine, and no cost
+// to a passing test, which goes on as soon as the state holds.
+const patience = 2 * time.Minute
+
 func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 
 // replica is one operator process started by a test.
@@ -98,10 +102,13 @@ func startReplica(t *testing.T, binary, kubeconfig, ns string) *replica {
 		"--leader-election-namespace", ns,
 		"--health-probe-bind-address", r.probeAddr,
 		"--metrics-bind-address", r.metricAddr,
-		"--leader-election-lease-duration", "4s",
-		"--leader-election-renew-deadline", "3s",
+		// A lease long enough that a busy machine never makes a healthy leader miss its
+		// renewal: the standby can then only take over at once because the leader released
+		// the Lease when it stopped.
+		"--leader-election-lease-duration", "2m",
+		"--leader-election-renew-deadline", "90s",
 		"--leader-election-retry-period", "500ms",
-		"--shutdown-timeout", "10s",
+		"--shutdown-timeout", "1m",
 		// Two replicas without the webhook configurations: admission (tested with the
 		// webhooks in internal/webhook and internal/operator) is off here.
 		"--webhooks=false")
@@ -133,8 +140,8 @@ func (r *replica) stop(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the operator exited with %v after SIGTERM:\n%s", err, r.log)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the operator did not exit within 20s of SIGTERM:\n%s", r.log)
+	case <-time.After(patience):
+		t.Fatalf("the operator did not exit within %s of SIGTERM:\n%s", patience, r.log)
 	}
 }
 
@@ -153,14 +160,14 @@ func leaseHolder(t *testing.T, ns string) string {
 
 func waitForHolder(t *testing.T, ns string, ok func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(patience)
 	for {
 		holder := leaseHolder(t, ns)
 		if ok(holder) {
 			return holder
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Lease holder is %q after 30s", holder)
+			t.Fatalf("the Lease holder is %q after %s", holder, patience)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -169,7 +176,7 @@ func waitForHolder(t *testing.T, ns string, ok func(string) bool) string {
 // waitHTTP polls url until it answers 200 with a body containing want.
 func waitHTTP(t *testing.T, url, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(patience)
 	var last string
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(url)
@@ -185,7 +192,7 @@ func waitHTTP(t *testing.T, url, want string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s did not answer 200 with %q within 30s; last: %s", url, want, last)
+	t.Fatalf("%s did not answer 200 with %q within %s; last: %s", url, want, patience, last)
 }
 
 func TestRefusesAnAuditTrailWithoutAKey(t *testing.T) {
