@@ -32,6 +32,14 @@ func (s *idSet) put(id string, seq uint64) {
 	s.other[string([]byte(id))] = seq // a copy: id may be a view of a line
 }
 
+func (s *idSet) remove(id string) {
+	if k, ok := hexID(id); ok {
+		delete(s.hex, k)
+		return
+	}
+	delete(s.other, id)
+}
+
 func (s *idSet) len() int { return len(s.hex) + len(s.other) }
 
 func (s *idSet) clone() *idSet {

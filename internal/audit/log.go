@@ -87,8 +87,8 @@ func NewLog(sink Sink, signer *Signer, state ChainState, opts LogOptions) *Log {
 // cannot tell whether they were written.
 func (l *Log) Append(ctx context.Context, records ...Record) ([]Appended, error) {
 	for i := range records {
-		if records[i].ID == "" {
-			return nil, fmt.Errorf("record %d of %d: %w", i+1, len(records), errNoID)
+		if err := checkRecord(&records[i]); err != nil {
+			return nil, fmt.Errorf("record %d of %d: %w", i+1, len(records), err)
 		}
 	}
 	req := &request{records: records, done: make(chan struct{})}
@@ -211,16 +211,22 @@ func (l *Log) flush(batch []*request, forceCheckpoint bool) bool {
 		entries = append(entries, e)
 		return e.Checkpoint
 	}
-	var cp *Checkpoint
 	for _, req := range batch {
 		if req.checkpoint {
-			cp = checkpoint()
-			req.cp = cp
+			req.cp = checkpoint()
 			continue
 		}
+		// One call's records are added whole or not at all.
+		mark, from := l.chain.mark(), len(entries)
 		req.result = make([]Appended, len(req.records))
 		for i, r := range req.records {
-			e, dupOf, dup := l.chain.addRecord(r)
+			e, dupOf, dup, err := l.chain.addRecord(r)
+			if err != nil {
+				l.chain.rollback(mark)
+				entries = entries[:from]
+				req.result, req.err = nil, fmt.Errorf("record %d of %d: %w", i+1, len(req.records), err)
+				break
+			}
 			if dup {
 				req.result[i] = Appended{Seq: dupOf, Duplicate: true}
 				continue

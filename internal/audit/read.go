@@ -9,9 +9,11 @@ import (
 	"sync"
 )
 
-// maxLineBytes bounds one line: a record is a few hundred bytes, so anything near this is not an
-// entry, and reading it whole would let a damaged file exhaust memory.
-const maxLineBytes = 1 << 20
+// MaxLineBytes bounds one line of the trail, its newline not counted. A record is a few hundred
+// bytes, so anything near this is not an entry, and reading it whole would let a damaged file
+// exhaust memory. The verifier reports a longer line as malformed, the receiver refuses it and
+// Log.Append never writes one (ErrLineTooLong).
+const MaxLineBytes = 1 << 20
 
 // Input is one stream of the chain, named for the report (usually its file name).
 type Input struct {
@@ -25,7 +27,7 @@ type lineBatch struct {
 	firstLine int     // 1-based number of lines[0]
 	arena     []byte  // the lines' bytes
 	ends      []int   // lines[i] is arena[ends[i-1]:ends[i]]
-	tooLong   []bool  // the line exceeded maxLineBytes and was cut
+	tooLong   []int   // the length of a line over MaxLineBytes, which was not kept; 0 for the others
 	torn      bool    // the last line of the batch ended the input without a newline
 	entries   []Entry // parse results
 	errs      []error // parse errors
@@ -52,11 +54,12 @@ type parsedLine struct {
 	torn  bool
 }
 
-// errTooLong and errTorn describe lines that never reach ParseLine whole.
-var (
-	errTooLong = &LineError{Kind: LineMalformed, Detail: fmt.Sprintf("line longer than %d bytes", maxLineBytes)}
-	errTorn    = errors.New("the input ends inside this line (no newline): a torn write or a cut file")
-)
+// errTorn describes a line that never reaches ParseLine whole.
+var errTorn = errors.New("the input ends inside this line (no newline): a torn write or a cut file")
+
+func errTooLong(size int) error {
+	return &LineError{Kind: LineMalformed, Detail: fmt.Sprintf("a line of %d bytes, over the limit of %d bytes (MaxLineBytes)", size, MaxLineBytes)}
+}
 
 // readLines parses the inputs' lines on every core and hands them to visit in order. Hashing and
 // decoding are the cost of verification and are independent per line; only linking is serial.
@@ -113,8 +116,8 @@ func parseBatch(b *lineBatch) {
 	b.errs = make([]error, len(b.ends))
 	records := make([]Record, len(b.ends)) // one allocation for the batch's records
 	for i := range b.ends {
-		if b.tooLong[i] {
-			b.errs[i] = errTooLong
+		if b.tooLong[i] > 0 {
+			b.errs[i] = errTooLong(b.tooLong[i])
 			continue
 		}
 		b.entries[i], b.errs[i] = parseLine(b.line(i), &records[i]) // the arena is never written again
@@ -133,17 +136,20 @@ func splitInput(in Input, emit func(*lineBatch)) error {
 	b := newBatch()
 	for {
 		start := len(b.arena)
-		tooLong, ended := false, false
+		size, ended := 0, false // size: the line's bytes so far, its newline not counted
 		for {
 			chunk, err := r.ReadSlice('\n')
-			if len(b.arena)-start+len(chunk) > maxLineBytes {
-				tooLong = true
-				b.arena = b.arena[:start]
-			} else if !tooLong {
-				b.arena = append(b.arena, chunk...)
+			text := chunk
+			if err == nil {
+				text = chunk[:len(chunk)-1]
+			}
+			size += len(text)
+			if size <= MaxLineBytes {
+				b.arena = append(b.arena, text...)
+			} else {
+				b.arena = b.arena[:start] // too long: only its size is kept
 			}
 			if err == nil {
-				b.arena = b.arena[:len(b.arena)-min(1, len(b.arena)-start)] // drop the newline
 				break
 			}
 			if errors.Is(err, bufio.ErrBufferFull) {
@@ -155,8 +161,12 @@ func splitInput(in Input, emit func(*lineBatch)) error {
 			}
 			return fmt.Errorf("reading %s after line %d: %w", in.Name, lineNo-1, err)
 		}
+		tooLong := 0
+		if size > MaxLineBytes {
+			tooLong = size
+		}
 		if ended {
-			if len(b.arena) > start || tooLong {
+			if size > 0 {
 				b.ends = append(b.ends, len(b.arena))
 				b.tooLong = append(b.tooLong, tooLong)
 				b.torn = true

@@ -15,7 +15,7 @@ import (
 )
 
 // DefaultMaxBodyBytes bounds one batch a Receiver accepts. It is above the longest line the
-// reader accepts (maxLineBytes), so that any single entry can always be delivered.
+// reader accepts (MaxLineBytes), so that any single entry can always be delivered.
 const DefaultMaxBodyBytes = 8 << 20
 
 // ReceiverOptions tune a Receiver; zero values take the defaults.

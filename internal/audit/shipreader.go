@@ -92,7 +92,7 @@ func (c *chainReader) firstFile() (string, error) {
 
 // completeAt reads up to max bytes at offset and returns the complete lines there (ending in
 // "\n"), and whether bytes without a newline follow them. A first line longer than max is read
-// on its own, up to maxLineBytes.
+// on its own, up to MaxLineBytes.
 func (c *chainReader) completeAt(name string, offset int64, limit int) (lines []byte, partial bool, err error) {
 	f, err := c.open(name)
 	if err != nil {
@@ -121,9 +121,9 @@ func (c *chainReader) completeAt(name string, offset int64, limit int) (lines []
 			return nil, n > 0, nil // all there is, and no newline in it yet
 		}
 		if long {
-			return nil, false, fmt.Errorf("audit file %s at byte %d: a line longer than %d bytes", f.Name(), offset, maxLineBytes)
+			return nil, false, fmt.Errorf("audit file %s at byte %d: a line longer than %d bytes", f.Name(), offset, MaxLineBytes)
 		}
-		limit, long = maxLineBytes+1, true
+		limit, long = MaxLineBytes+1, true
 	}
 	return nil, false, nil
 }
@@ -265,11 +265,11 @@ func (c *chainReader) scan(start shipPosition, target uint64) (shipPosition, err
 		if err != nil {
 			return shipPosition{}, err
 		}
-		r := bufio.NewReaderSize(io.NewSectionReader(f, pos.offset, 1<<62), maxLineBytes+1)
+		r := bufio.NewReaderSize(io.NewSectionReader(f, pos.offset, 1<<62), MaxLineBytes+1)
 		for {
 			line, err := r.ReadSlice('\n')
 			if errors.Is(err, bufio.ErrBufferFull) {
-				return shipPosition{}, fmt.Errorf("audit file %s at byte %d: a line longer than %d bytes", pos.file, pos.offset, r.Size())
+				return shipPosition{}, fmt.Errorf("audit file %s at byte %d: a line longer than %d bytes (MaxLineBytes)", pos.file, pos.offset, MaxLineBytes)
 			}
 			if errors.Is(err, io.EOF) { // with or without a partial line after the last whole one
 				break
@@ -399,7 +399,7 @@ func lineEndingAt(f *os.File, end int64) ([]byte, error) {
 // lastNewline finds the last newline in f before end, looking back at most one line's length;
 // -1 when the file has none before end.
 func lastNewline(f *os.File, end int64) (int64, error) {
-	limit := max(0, end-maxLineBytes-1)
+	limit := max(0, end-MaxLineBytes-1)
 	for chunkEnd := end; chunkEnd > limit; {
 		start := max(limit, chunkEnd-64<<10)
 		buf := make([]byte, chunkEnd-start)
@@ -412,7 +412,7 @@ func lastNewline(f *os.File, end int64) (int64, error) {
 		chunkEnd = start
 	}
 	if limit > 0 {
-		return 0, fmt.Errorf("audit file %s: a line longer than %d bytes before byte %d", f.Name(), maxLineBytes, end)
+		return 0, fmt.Errorf("audit file %s: a line longer than %d bytes before byte %d", f.Name(), MaxLineBytes, end)
 	}
 	return -1, nil
 }

@@ -1,0 +1,190 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sizedRecord is record i with its message padded so that its entry at seq, after prev, is a
+// line of exactly n bytes (without the newline).
+func sizedRecord(t testing.TB, i int, seq uint64, prev Hash, n int) Record {
+	t.Helper()
+	r := testRecord(i)
+	r.Message = ""
+	base := len(newEntry(seq, prev, &r, nil).line)
+	if n < base {
+		t.Fatalf("a line of %d bytes cannot hold a record; the smallest is %d", n, base)
+	}
+	r.Message = strings.Repeat("x", n-base)
+	if got := len(newEntry(seq, prev, &r, nil).line); got != n {
+		t.Fatalf("sized the line to %d bytes, want %d", got, n)
+	}
+	return r
+}
+
+// The reader's limit is on the line without its newline: an entry of exactly MaxLineBytes
+// verifies, one byte more is malformed, and the report names the size and the limit.
+func TestVerifierLineLimit(t *testing.T) {
+	r0 := testRecord(0)
+	first := newEntry(0, Hash{}, &r0, nil)
+	for _, c := range []struct {
+		size int
+		ok   bool
+	}{{MaxLineBytes, true}, {MaxLineBytes + 1, false}, {2 << 20, false}} {
+		r := sizedRecord(t, 1, 1, first.Hash, c.size)
+		second := newEntry(1, first.Hash, &r, nil)
+		stream := append(append(append(bytes.Clone(first.line), '\n'), second.line...), '\n')
+		report := verifyBytes(t, stream, VerifyOptions{})
+		if report.OK != c.ok {
+			t.Errorf("a line of %d bytes: OK %v, want %v: %v", c.size, report.OK, c.ok, report.Problems)
+			continue
+		}
+		if c.ok {
+			continue
+		}
+		p := report.Problems[0]
+		if len(report.Problems) != 1 || p.Kind != ProblemMalformed || p.Line != 2 ||
+			!strings.Contains(p.Message, strconv.Itoa(c.size)+" bytes") || !strings.Contains(p.Message, strconv.Itoa(MaxLineBytes)) {
+			t.Errorf("a line of %d bytes: %v, want one malformed line 2 naming its size and the limit", c.size, report.Problems)
+		}
+	}
+}
+
+// Log.Append refuses a record whose line the verifier would refuse, and writes nothing of the
+// call that carried it: the operator can never write a trail its own verifier rejects.
+func TestAppendRefusesLinesOverTheLimit(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openTestLog(t, dir, FileSinkOptions{}, 100)
+	ctx := context.Background()
+	if _, err := l.Append(ctx, testRecord(0)); err != nil {
+		t.Fatal(err)
+	}
+	head := func() Hash { t.Helper(); return lastEntry(t, dir).Hash }
+	atLimit := sizedRecord(t, 1, 1, head(), MaxLineBytes)
+	if res, err := l.Append(ctx, atLimit); err != nil || res[0].Seq != 1 {
+		t.Fatalf("a line of exactly %d bytes: %v %v", MaxLineBytes, res, err)
+	}
+	if n := len(lastEntry(t, dir).line); n != MaxLineBytes {
+		t.Fatalf("the stored line is %d bytes, want %d", n, MaxLineBytes)
+	}
+
+	sizeBefore := trailBytes(t, dir)
+	over := sizedRecord(t, 2, 2, head(), MaxLineBytes+1)
+	for _, records := range [][]Record{{over}, {testRecord(3), over, testRecord(4)}} {
+		_, err := l.Append(ctx, records...)
+		if !errors.Is(err, ErrLineTooLong) || !strings.Contains(err.Error(), strconv.Itoa(MaxLineBytes+1)+" bytes") ||
+			!strings.Contains(err.Error(), strconv.Itoa(MaxLineBytes)) {
+			t.Fatalf("%d records, one a line of %d bytes: err %v, want ErrLineTooLong naming the size and the limit", len(records), MaxLineBytes+1, err)
+		}
+		if got := trailBytes(t, dir); got != sizeBefore {
+			t.Fatalf("a refused append wrote %d bytes", got-sizeBefore)
+		}
+	}
+	// The refused call left no trace in the chain: the next record takes seq 2, and the records
+	// that came with the refused one can still be appended.
+	if res, err := l.Append(ctx, testRecord(3), testRecord(4)); err != nil || res[0] != (Appended{Seq: 2}) || res[1] != (Appended{Seq: 3}) {
+		t.Fatalf("after the refusals: %v %v", res, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := verifyDir(t, dir); !r.OK || r.Records != 4 || r.Entries != 5 {
+		t.Fatalf("the trail does not verify: %+v", r)
+	}
+}
+
+func lastEntry(t *testing.T, dir string) Entry {
+	t.Helper()
+	files, err := ChainFiles(dir)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no trail in %s: %v", dir, err)
+	}
+	data, err := os.ReadFile(files[len(files)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := splitLines(data)
+	e, err := ParseLine(bytes.TrimSuffix(lines[len(lines)-1], []byte("\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func trailBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	files, err := ChainFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += info.Size()
+	}
+	return n
+}
+
+// The receiver keeps only what verifies, so it refuses a line over the limit with 422 (not
+// 413: the body is within its limit, and a shipper that halved its batch would send the same
+// line again), naming the limit; a line at the limit is stored.
+func TestReceiverLineLimit(t *testing.T) {
+	recv, err := OpenReceiver(t.TempDir(), ReceiverOptions{PublicKeys: []ed25519.PublicKey{testSigner(t).PublicKey()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = recv.Close() }()
+	srv := httptest.NewServer(recv)
+	defer srv.Close()
+
+	over := sizedRecord(t, 0, 0, Hash{}, 2<<20)
+	tooLong := newEntry(0, Hash{}, &over, nil)
+	status, head, text := post(t, srv.URL, "", BatchContentType, "0", append(tooLong.line, '\n'))
+	if status != http.StatusUnprocessableEntity || head.Next != 0 || !strings.Contains(text, strconv.Itoa(MaxLineBytes)) ||
+		!strings.Contains(text, strconv.Itoa(len(tooLong.line))+" bytes") {
+		t.Fatalf("a record of %d bytes: %d %s %q, want 422 naming its size and the limit", len(tooLong.line), status, head, text)
+	}
+	atLimit := sizedRecord(t, 0, 0, Hash{}, MaxLineBytes)
+	fits := newEntry(0, Hash{}, &atLimit, nil)
+	if status, head, text := post(t, srv.URL, "", BatchContentType, "0", append(fits.line, '\n')); status != http.StatusOK || head.Next != 1 {
+		t.Fatalf("a record of exactly %d bytes: %d %s %q", MaxLineBytes, status, head, text)
+	}
+}
+
+// The log, the shipper, the receiver and the verifier agree on the limit: a record whose line
+// is exactly MaxLineBytes long reaches the receiver's copy, which verifies.
+func TestALineAtTheLimitIsShipped(t *testing.T) {
+	local := t.TempDir()
+	l, _ := openTestLog(t, local, FileSinkOptions{}, 100)
+	ctx := context.Background()
+	if _, err := l.Append(ctx, testRecord(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(ctx, sizedRecord(t, 1, 1, lastEntry(t, local).Hash, MaxLineBytes), testRecord(2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	remote := t.TempDir()
+	recv, srv := openTestReceiver(t, remote, ReceiverOptions{PublicKeys: []ed25519.PublicKey{testSigner(t).PublicKey()}})
+	shipper, _ := startShipper(t, local, fastShipping(srv.URL, "limit"))
+	eventually(t, 2*time.Minute, "the receiver holds the trail", func() bool {
+		return recv.Head().Next == 4 && shipper.Status().Delivered == 4
+	})
+	if r := verifyDir(t, remote); !r.OK || r.Records != 3 {
+		t.Fatalf("the copy: %+v", r)
+	}
+}
