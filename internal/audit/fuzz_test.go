@@ -2,8 +2,10 @@ package audit
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"testing"
+	"time"
 )
 
 func FuzzParseLine(f *testing.F) {
@@ -68,6 +70,67 @@ func FuzzVerify(f *testing.F) {
 		}
 		if n != r.Entries {
 			t.Fatalf("the report counts %d entries, the stream has %d", r.Entries, n)
+		}
+	})
+}
+
+// FuzzVerifyJunkLine: a line that is not an entry, put anywhere into a good chain, is reported
+// once, as itself, and nothing else is: the entries after it are judged against the last one
+// read.
+func FuzzVerifyJunkLine(f *testing.F) {
+	lines := buildChain(f, 8, 3)
+	f.Add(uint8(3), []byte("not an entry"))
+	f.Add(uint8(0), []byte(`{"v":1,"seq":4}`))
+	f.Add(uint8(11), []byte(`{"v":2,"seq":4,"prev":"x"}`))
+	f.Add(uint8(5), []byte(""))
+	f.Fuzz(func(t *testing.T, at uint8, junk []byte) {
+		if bytes.IndexByte(junk, '\n') >= 0 {
+			return
+		}
+		if _, err := ParseLine(junk); err == nil {
+			return // an entry, not junk
+		} else if le, ok := err.(*LineError); ok && le.HasSeq {
+			return // readable enough to claim a seq: judged as that entry, not as junk
+		}
+		pos := int(at) % (len(lines) + 1)
+		stream := join(append(append(cloneLines(lines[:pos]), append(junk, '\n')), lines[pos:]...))
+		r, err := Verify(VerifyOptions{PublicKeys: []ed25519.PublicKey{testSigner(t).PublicKey()}}, Input{Name: "fuzz", Reader: bytes.NewReader(stream)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Problems) != 1 || r.Problems[0].Line != pos+1 || r.Problems[0].Seq != nil || r.Entries != uint64(len(lines)) {
+			t.Fatalf("junk on line %d: %d entries of %d, problems %v", pos+1, r.Entries, len(lines), r.Problems)
+		}
+	})
+}
+
+// FuzzAppendVerifies: whatever a record holds, Log.Append either refuses it or writes a line
+// the verifier reads back as that record.
+func FuzzAppendVerifies(f *testing.F) {
+	f.Add("alice", "moved \"x\"\n", "pvc", "web\x00\xff", int64(1798000000), int64(5), int64(-3))
+	f.Add("", "", "", "", int64(-62135596800), int64(0), int64(0))
+	f.Add("bob", "é☃", "k", "v", int64(253402300800), int64(999999999), int64(1)) // year 10000
+	f.Fuzz(func(t *testing.T, actor, message, name, value string, sec, nsec, generation int64) {
+		var buf bytes.Buffer
+		l := NewLog(NewWriterSink(&buf), testSigner(t), ChainState{}, LogOptions{})
+		subject := Subject{APIVersion: "v1", Kind: "ConfigMap", Namespace: name, Name: value, UID: "u", Generation: generation}
+		rec := Transition(subject, actor, "Act", name, value, "Reason", message, "", time.Unix(sec, nsec), Detail{Name: name, Value: value})
+		_, appendErr := l.Append(context.Background(), rec)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Verify(VerifyOptions{PublicKeys: []ed25519.PublicKey{testSigner(t).PublicKey()}}, Input{Name: "fuzz", Reader: bytes.NewReader(buf.Bytes())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.OK {
+			t.Fatalf("appended (err %v), and the verifier refuses it: %v\n%q", appendErr, r.Problems, buf.Bytes())
+		}
+		if appendErr == nil && r.Records != 1 {
+			t.Fatalf("appended, but the trail holds %d records", r.Records)
+		}
+		if appendErr != nil && buf.Len() != 0 {
+			t.Fatalf("refused (%v), yet written: %q", appendErr, buf.Bytes())
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 )
 
@@ -31,27 +32,25 @@ const (
 	ProblemFork               ProblemKind = "fork"                // the chain differs from a trusted checkpoint
 )
 
-// Problem is one finding, placed as precisely as it can be.
+// Problem is one finding, placed as precisely as it can be: the line it is about (for
+// truncated, the line just after the end of the last file, where the missing entries belong)
+// and the seq of the entry there, nil when the line is too damaged to tell.
 type Problem struct {
 	Kind    ProblemKind `json:"kind"`
-	File    string      `json:"file,omitempty"`
-	Line    int         `json:"line,omitempty"` // 1-based; 0 when the problem is not one line's
+	File    string      `json:"file"`
+	Line    int         `json:"line"` // 1-based
 	Seq     *uint64     `json:"seq,omitempty"`
 	Message string      `json:"message"`
 }
 
+// String is "FILE:LINE seq N: KIND: MESSAGE", with "seq ?" when the seq cannot be read, so that
+// every problem splits the same way.
 func (p Problem) String() string {
-	where := p.File
-	if p.Line > 0 {
-		where = fmt.Sprintf("%s:%d", p.File, p.Line)
-	}
+	seq := "?"
 	if p.Seq != nil {
-		where += fmt.Sprintf(" seq %d", *p.Seq)
+		seq = strconv.FormatUint(*p.Seq, 10)
 	}
-	if where == "" {
-		return fmt.Sprintf("%s: %s", p.Kind, p.Message)
-	}
-	return fmt.Sprintf("%s: %s: %s", where, p.Kind, p.Message)
+	return fmt.Sprintf("%s:%d seq %s: %s: %s", p.File, p.Line, seq, p.Kind, p.Message)
 }
 
 // CheckpointSeen is a checkpoint found in the stream and where.
@@ -126,6 +125,9 @@ func Verify(opts VerifyOptions, inputs ...Input) (*Report, error) {
 	if len(opts.PublicKeys) == 0 {
 		return nil, errors.New("verifying an audit trail needs at least one public key")
 	}
+	if len(inputs) == 0 {
+		return nil, errors.New("verifying an audit trail needs at least one file")
+	}
 	v := newVerifier(opts)
 	if t := opts.Trusted; t != nil {
 		known, valid := verifySignature(t, v.keys)
@@ -151,6 +153,7 @@ type verifier struct {
 	sinceCheckpoint uint64
 	trustedReached  bool
 	lastInput       string
+	lastLine        int // the number of the last line seen in lastInput
 }
 
 func newVerifier(opts VerifyOptions) *verifier {
@@ -187,7 +190,7 @@ func seqPtr(s uint64) *uint64 { return &s }
 
 func (v *verifier) visit(p parsedLine) {
 	fileStart := p.input != v.lastInput
-	v.lastInput = p.input
+	v.lastInput, v.lastLine = p.input, p.line
 	e := p.entry
 	if p.torn {
 		v.problem(ProblemTornLine, p.input, p.line, nil, "%v", errTorn)
@@ -218,7 +221,7 @@ func (v *verifier) visit(p parsedLine) {
 		v.started = true
 		v.report.FirstSeq = s
 		switch {
-		case s != 0 && !v.opts.AllowPartial:
+		case s != 0 && !v.opts.AllowPartial && s > v.unreadable:
 			v.problem(ProblemMissingStart, p.input, p.line, seqPtr(s), "the chain starts at seq %d: entries 0..%d are missing (deleted, or an older file not given)", s, s-1)
 		case s == 0 && e.Prev != (Hash{}):
 			v.problem(ProblemPrevMismatch, p.input, p.line, seqPtr(s), "the first entry must link to the zero hash, it links to %s", e.Prev)
@@ -226,17 +229,27 @@ func (v *verifier) visit(p parsedLine) {
 		v.accept(p, e)
 		return
 	}
-	switch expect := v.expect + v.unreadable; {
-	case s == expect:
-		if v.unreadable == 0 && e.Prev != v.head {
+	// Unreadable lines since the last entry were reported already, each once. They may have
+	// been put in between two entries, or stand where entries were: either way the entry after
+	// them is judged against the last entry that could be read.
+	switch {
+	case s == v.expect:
+		if e.Prev != v.head {
 			v.problem(ProblemPrevMismatch, p.input, p.line, seqPtr(s), "links to %s but seq %d hashes to %s: seq %d was replaced or an entry inserted before this one", e.Prev, s-1, v.head, s-1)
 		}
-	case s > expect:
+	case s > v.expect && s-v.expect <= v.unreadable:
+		// The unreadable lines stand where seq v.expect..s-1 were; their link cannot be checked.
+	case s > v.expect:
 		where := ""
 		if fileStart {
 			where = " (at the start of this file: a file may be missing, or the previous one cut)"
 		}
-		v.problem(ProblemGap, p.input, p.line, seqPtr(s), "seq %d..%d missing: %d entries deleted%s", expect, s-1, s-expect, where)
+		if v.unreadable == 0 {
+			v.problem(ProblemGap, p.input, p.line, seqPtr(s), "seq %d..%d missing: %d entries deleted%s", v.expect, s-1, s-v.expect, where)
+		} else {
+			v.problem(ProblemGap, p.input, p.line, seqPtr(s), "seq %d..%d missing: the %d unreadable lines before this one can stand for %d of them, so at least %d entries were deleted%s",
+				v.expect, s-1, v.unreadable, v.unreadable, s-v.expect-v.unreadable, where)
+		}
 	case s+1 == v.expect && e.Hash == v.head:
 		v.problem(ProblemDuplicate, p.input, p.line, seqPtr(s), "seq %d repeated: the same entry appears twice", s)
 		return
@@ -294,15 +307,13 @@ func (v *verifier) finish() {
 	r := &v.report
 	r.Unsigned = v.sinceCheckpoint
 	if t := v.opts.Trusted; t != nil && t.Size > 0 && !v.trustedReached {
-		last := "it is empty"
-		if v.started {
-			last = fmt.Sprintf("it ends at seq %d", v.expect-1)
-		}
-		v.problem(ProblemTruncated, "", 0, nil, "the trusted checkpoint covers seq 0..%d but %s: entries deleted from the end", t.Size-1, last)
+		v.trustedNotReached(t)
 	}
 	switch {
+	case !v.started && v.lastInput == "":
+		r.Warnings = append(r.Warnings, "no entries: an empty trail is a valid chain; only a trusted checkpoint (--trusted-checkpoint) tells it from a wiped one")
 	case !v.started:
-		r.Warnings = append(r.Warnings, "no entries")
+		// Every line was unreadable, and reported.
 	case r.LastCheckpoint == nil:
 		r.Warnings = append(r.Warnings, "no checkpoint: nothing in the stream is signed, so a rewrite of the whole stream cannot be detected")
 	case r.Unsigned > 0:
@@ -311,5 +322,28 @@ func (v *verifier) finish() {
 	r.OK = len(r.Problems) == 0 && r.ProblemsOmitted == 0
 	if r.Problems == nil {
 		r.Problems = []Problem{} // "problems": [] in JSON, not null
+	}
+}
+
+// trustedNotReached reports a trail that never got to the trusted checkpoint's last entry.
+func (v *verifier) trustedNotReached(t *Checkpoint) {
+	if v.started && v.expect >= t.Size {
+		// Past it, but its entry was not read: unreadable or missing, and reported as such, or
+		// before the first file given (--allow-partial).
+		v.report.Warnings = append(v.report.Warnings, fmt.Sprintf("the trusted checkpoint's last entry, seq %d, is not among the entries read, so it was not checked", t.Size-1))
+		return
+	}
+	// Placed where the missing entries belong: after the last line of the last file.
+	file, line := v.report.Files[len(v.report.Files)-1], 1
+	if v.lastInput == file {
+		line = v.lastLine + 1
+	}
+	switch {
+	case v.started:
+		v.problem(ProblemTruncated, file, line, seqPtr(v.expect), "the trusted checkpoint covers seq 0..%d but the trail ends at seq %d: entries %d..%d deleted from the end", t.Size-1, v.expect-1, v.expect, t.Size-1)
+	case v.lastInput == "":
+		v.problem(ProblemTruncated, file, line, seqPtr(0), "the trusted checkpoint covers seq 0..%d but the trail is empty: it was wiped, or these are not its files", t.Size-1)
+	default:
+		v.problem(ProblemTruncated, file, line, seqPtr(0), "the trusted checkpoint covers seq 0..%d but no entry of the trail could be read", t.Size-1)
 	}
 }

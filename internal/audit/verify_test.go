@@ -54,9 +54,9 @@ func TestEachTamperingIsNamed(t *testing.T) {
 		// The newest checkpoint was also published outside the stream; the records it covers,
 		// and it, are cut from the end.
 		{"truncated after the last checkpoint", func(l [][]byte) [][]byte { return l[:len(l)-3] },
-			VerifyOptions{Trusted: lastCP.Checkpoint}, ProblemTruncated, -1, 0},
+			VerifyOptions{Trusted: lastCP.Checkpoint}, ProblemTruncated, 30, 31},
 		{"truncated below the last checkpoint", func(l [][]byte) [][]byte { return l[:12] },
-			VerifyOptions{Trusted: lastCP.Checkpoint}, ProblemTruncated, -1, 0},
+			VerifyOptions{Trusted: lastCP.Checkpoint}, ProblemTruncated, 12, 13},
 		{"rewritten below a trusted checkpoint", func(l [][]byte) [][]byte {
 			// Everything re-linked from seq 25 on, with the checkpoint dropped: only the trusted
 			// checkpoint can tell.
