@@ -152,35 +152,13 @@ func verify(args []string, stdout, stderr io.Writer) (int, error) {
 		if err := enc.Encode(report); err != nil {
 			return exitBadInput, fmt.Errorf("writing the report: %w", err)
 		}
-	} else {
-		printReport(stdout, report)
+	} else if err := audit.WriteReport(stdout, report, nil); err != nil {
+		return exitBadInput, fmt.Errorf("writing the report: %w", err)
 	}
 	if !report.OK {
 		return exitTampered, nil
 	}
 	return exitOK, nil
-}
-
-func printReport(w io.Writer, r *audit.Report) {
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "FAIL %s\n", p)
-	}
-	if r.ProblemsOmitted > 0 {
-		fmt.Fprintf(w, "FAIL ... and %d more problems\n", r.ProblemsOmitted)
-	}
-	for _, warning := range r.Warnings {
-		fmt.Fprintf(w, "note: %s\n", warning)
-	}
-	if r.LastCheckpoint != nil {
-		c := r.LastCheckpoint
-		fmt.Fprintf(w, "last checkpoint: size %d, head %s, %s, key %s (%s:%d)\n", c.Size, c.Head, c.Time.Format("2006-01-02T15:04:05Z07:00"), c.KeyID, c.File, c.Line)
-	}
-	verdict := "OK"
-	if !r.OK {
-		verdict = fmt.Sprintf("TAMPERED OR DAMAGED (%d problems)", len(r.Problems)+r.ProblemsOmitted)
-	}
-	fmt.Fprintf(w, "%s: %d entries (%d records, %d checkpoints), seq %d..%d, %d files\n",
-		verdict, r.Entries, r.Records, r.Checkpoints, r.FirstSeq, r.LastSeq, len(r.Files))
 }
 
 func keygen(args []string, stdout, stderr io.Writer) error {

@@ -264,3 +264,109 @@ func TestServeAndShip(t *testing.T) {
 		t.Errorf("help: %s", out.String())
 	}
 }
+
+// The text report is one "FAIL FILE:LINE seq N: KIND: MESSAGE" line per problem listed, the
+// same shape for every kind, and nothing else starts with FAIL: the count of the problems not
+// listed is a note.
+func TestVerifyReportLines(t *testing.T) {
+	trail, pub := writeTrail(t, 20)
+	files, _ := audit.ChainFiles(trail)
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	// 1100 junk lines in the middle of the first file, and its end cut.
+	damaged := filepath.Join(t.TempDir(), "audit-00000001.jsonl")
+	junk := bytes.Repeat([]byte("junk\n"), 1100)
+	if err := os.WriteFile(damaged, bytes.Join([][]byte{bytes.Join(lines[:4], nil), junk, bytes.Join(lines[4:8], nil)}, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trusted := filepath.Join(t.TempDir(), "checkpoint.jsonl")
+	if err := os.WriteFile(trusted, lines[10], 0o600); err != nil { // seq 10, the first checkpoint
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := run([]string{"verify", "--public-key", pub, "--trusted-checkpoint", trusted, damaged}, &out, &errOut)
+	if code != exitTampered {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	failLine := regexp.MustCompile(`^FAIL (\S+):(\d+) seq (\d+|\?): ([a-z-]+): .+$`)
+	var fails []string
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		if !strings.HasPrefix(l, "FAIL") {
+			continue
+		}
+		m := failLine.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("%q does not read FAIL FILE:LINE seq N: KIND: MESSAGE", l)
+			continue
+		}
+		fails = append(fails, m[4])
+		if m[1] != damaged {
+			t.Errorf("%q: not in %s", l, damaged)
+		}
+	}
+	for i, kind := range fails {
+		if kind != string(audit.ProblemMalformed) {
+			t.Errorf("problem %d is %s, want only the junk lines, each once (malformed)", i+1, kind)
+		}
+	}
+	if len(fails) != 1000 {
+		t.Errorf("%d FAIL lines, want the first 1000 problems", len(fails))
+	}
+	for _, want := range []string{
+		"\nnote: 101 more problems not listed: a report lists the first 1000\n",
+		"\nTAMPERED OR DAMAGED (1101 problems): 8 entries",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in\n%s", want, tail(out.String(), 5))
+		}
+	}
+	// The truncation is the 1101st problem, not listed; alone, it is placed after the file's end.
+	cut := filepath.Join(t.TempDir(), "audit-00000001.jsonl")
+	if err := os.WriteFile(cut, bytes.Join(lines[:8], nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run([]string{"verify", "--public-key", pub, "--trusted-checkpoint", trusted, cut}, &out, &errOut); code != exitTampered ||
+		!strings.HasPrefix(out.String(), "FAIL "+cut+":9 seq 8: truncated: the trusted checkpoint covers seq 0..9 but the trail ends at seq 7: entries 8..9 deleted from the end\n") {
+		t.Errorf("a cut trail: exit %d\n%s", code, out.String())
+	}
+}
+
+// An empty trail file is a valid, empty chain; only a trusted checkpoint tells a wiped trail
+// from a new one. A folder without any trail file is not a trail at all.
+func TestVerifyEmptyTrail(t *testing.T) {
+	trail, pub := writeTrail(t, 3)
+	files, _ := audit.ChainFiles(trail)
+	trusted := filepath.Join(t.TempDir(), "checkpoint.jsonl")
+	if err := os.WriteFile(trusted, lastLine(t, files[len(files)-1]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyDir := t.TempDir()
+	empty := filepath.Join(emptyDir, "audit-00000001.jsonl")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"verify", "--public-key", pub, empty}, &out, &errOut); code != exitOK ||
+		!strings.Contains(out.String(), "note: no entries: an empty trail is a valid chain; only a trusted checkpoint (--trusted-checkpoint) tells it from a wiped one\n") {
+		t.Errorf("an empty trail: exit %d\n%s", code, out.String())
+	}
+	out.Reset()
+	if code := run([]string{"verify", "--public-key", pub, "--trusted-checkpoint", trusted, emptyDir}, &out, &errOut); code != exitTampered ||
+		!strings.HasPrefix(out.String(), "FAIL "+empty+":1 seq 0: truncated: the trusted checkpoint covers seq 0..2 but the trail is empty: it was wiped, or these are not its files\n") {
+		t.Errorf("an empty trail against a trusted checkpoint: exit %d\n%s", code, out.String())
+	}
+	errOut.Reset()
+	if code := run([]string{"verify", "--public-key", pub, t.TempDir()}, &out, &errOut); code != exitBadInput ||
+		!strings.Contains(errOut.String(), "no audit-*.jsonl files") {
+		t.Errorf("an empty folder: exit %d\n%s", code, errOut.String())
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -34,10 +33,13 @@ order.
 Entries after the last checkpoint are protected by the hash chain only: deleting or rewriting
 them cannot be told from the trail alone. --trusted-checkpoint (a checkpoint line kept outside
 the trail, e.g. from the ConfigMap the operator publishes it to) requires the trail to still
-reach it, which detects that.
+reach it, which detects that. An empty trail file verifies (a new trail is one): only a
+trusted checkpoint tells a wiped trail from a new one.
 
-The report lists each problem as "FAIL file:line seq N: kind: message", then notes, the last
-checkpoint and a summary; -o json and -o yaml print the report as data.
+The report lists each problem as "FAIL file:line seq N: kind: message" ("seq ?" when the line
+is too damaged to tell; for truncated, the line just after the end of the last file), at most
+1000 of them, then notes (the first one counts the problems not listed), the last checkpoint
+and a summary; -o json and -o yaml print the report as data.
 
 Exit codes: 0 the trail verifies; 1 tampering or damage found; 2 usage or bad input (no key,
 an unreadable file or key, a trusted checkpoint that is not one).`
@@ -46,8 +48,8 @@ const verifyExamples = `  # A trail folder, with the operator's public key
   kubectl nodewright audit verify --public-key audit.pub /var/lib/nodewright/audit
 
   # Across a key rotation, and against the checkpoint published outside the trail
-  kubectl get cm -n nodewright-system nodewright-audit-checkpoint -o jsonpath='{.data.checkpoint}' > cp.json
-  kubectl nodewright audit verify --public-key old.pub --public-key new.pub --trusted-checkpoint cp.json audit-*.jsonl
+  kubectl get cm -n nodewright-system nodewright-audit-checkpoint -o jsonpath='{.data.checkpoint\.jsonl}' > checkpoint.jsonl
+  kubectl nodewright audit verify --public-key old.pub --public-key new.pub --trusted-checkpoint checkpoint.jsonl audit-*.jsonl
 
   # For a script
   kubectl nodewright audit verify --public-key audit.pub -o json trail/ | jq .problems`
@@ -98,8 +100,8 @@ func newAuditVerifyCommand(f *Factory) *cobra.Command {
 				if err := printData(out, output, report); err != nil {
 					return err
 				}
-			} else {
-				printVerifyReport(out, report, palette{on: f.Color(out)})
+			} else if err := audit.WriteReport(out, report, verifyStyle(palette{on: f.Color(out)})); err != nil {
+				return err
 			}
 			if !report.OK {
 				return &ExitError{Code: ExitFailed, Silent: true, Err: fmt.Errorf("the trail does not verify: %d problems", len(report.Problems)+report.ProblemsOmitted)}
@@ -115,23 +117,12 @@ func newAuditVerifyCommand(f *Factory) *cobra.Command {
 	return cmd
 }
 
-func printVerifyReport(w io.Writer, r *audit.Report, p palette) {
-	for _, prob := range r.Problems {
-		fmt.Fprintf(w, "%s %s\n", p.paint(red, "FAIL"), prob)
+// verifyStyle paints the report's verdict words as the rest of the plugin does.
+func verifyStyle(p palette) audit.ReportStyle {
+	return func(failed bool, text string) string {
+		if failed {
+			return p.paint(red, text)
+		}
+		return p.paint(green, text)
 	}
-	if r.ProblemsOmitted > 0 {
-		fmt.Fprintf(w, "%s ... and %d more problems\n", p.paint(red, "FAIL"), r.ProblemsOmitted)
-	}
-	for _, note := range r.Warnings {
-		fmt.Fprintf(w, "note: %s\n", note)
-	}
-	if cp := r.LastCheckpoint; cp != nil {
-		fmt.Fprintf(w, "last checkpoint: size %d, head %s, %s, key %s (%s:%d)\n", cp.Size, cp.Head, timestamp(cp.Time), cp.KeyID, cp.File, cp.Line)
-	}
-	verdict := p.paint(green, "OK")
-	if !r.OK {
-		verdict = p.paint(red, fmt.Sprintf("TAMPERED OR DAMAGED (%d problems)", len(r.Problems)+r.ProblemsOmitted))
-	}
-	fmt.Fprintf(w, "%s: %d entries (%d records, %d checkpoints), seq %d..%d, %d files\n",
-		verdict, r.Entries, r.Records, r.Checkpoints, r.FirstSeq, r.LastSeq, len(r.Files))
 }

@@ -127,7 +127,7 @@ func TestAuditVerify(t *testing.T) {
 	plugin(t, runOpts{}, "audit", "verify", "--public-key", key, cut).wantCode(t, ExitOK)
 	r = plugin(t, runOpts{}, "audit", "verify", "--public-key", key, "--trusted-checkpoint", trusted, cut)
 	r.wantCode(t, ExitFailed)
-	if !regexp.MustCompile(`(?m)^FAIL truncated: the trusted checkpoint covers seq 0\.\.11 but it ends at seq 9`).MatchString(r.stdout) {
+	if !regexp.MustCompile(`(?m)^FAIL \S+/audit-00000001\.jsonl:11 seq 10: truncated: the trusted checkpoint covers seq 0\.\.11 but the trail ends at seq 9: entries 10\.\.11 deleted from the end$`).MatchString(r.stdout) {
 		t.Errorf("a truncated trail against the trusted checkpoint:\n%s", r.stdout)
 	}
 
