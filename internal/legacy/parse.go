@@ -77,23 +77,35 @@ type Node struct {
 
 // Observation is the ConfigMap's content, typed.
 type Observation struct {
-	State         State
+	State State
+	// PreviousState is one of the 21 states, or empty: at first, or when the key holds a name
+	// that is not one of them (then in UnknownPreviousState).
 	PreviousState State
-	Since         time.Time
-	Generation    int64
-	Nodes         []Node
+	// UnknownPreviousState is previousState's value when it is not one of the 21 states. It
+	// is not a Problem: the phase follows state alone, and such a value only means that this
+	// one transition cannot be checked (Check reports it).
+	UnknownPreviousState string
+	Since                time.Time
+	Generation           int64
+	Nodes                []Node
 }
 
 // Parse turns the ConfigMap's data into an Observation. It never fails outright: every key it
 // cannot use is reported as a Problem and left zero in the Observation, so the caller can
-// report exactly what is wrong while still showing what could be read.
+// report exactly what is wrong while still showing what could be read. previousState is the
+// exception: it decides nothing but whether a transition can be checked, so an unknown name
+// there is kept in UnknownPreviousState for Check, not reported as a Problem.
 func Parse(data map[string]string) (Observation, []Problem) {
 	p := parser{data: data}
 	obs := Observation{
-		State:         p.state(KeyState, true),
-		PreviousState: p.state(KeyPreviousState, false),
-		Since:         p.time(KeyStateSince, true),
-		Generation:    p.generation(),
+		State:      p.state(),
+		Since:      p.time(KeyStateSince, true),
+		Generation: p.generation(),
+	}
+	if prev := State(data[KeyPreviousState]); Known(prev) {
+		obs.PreviousState = prev
+	} else if prev != "" {
+		obs.UnknownPreviousState = string(prev)
 	}
 	for _, name := range p.nodeNames() {
 		obs.Nodes = append(obs.Nodes, p.node(name))
@@ -118,13 +130,13 @@ func (p *parser) lookup(key string, required bool) (string, bool) {
 	return value, ok
 }
 
-func (p *parser) state(key string, required bool) State {
-	value, ok := p.lookup(key, required)
-	if !ok || (value == "" && !required) {
+func (p *parser) state() State {
+	value, ok := p.lookup(KeyState, true)
+	if !ok {
 		return ""
 	}
 	if !Known(State(value)) {
-		p.report(key, value, "not one of the 21 states")
+		p.report(KeyState, value, "not one of the 21 states")
 		return ""
 	}
 	return State(value)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
@@ -58,7 +59,6 @@ func TestParseProblems(t *testing.T) {
 	}{
 		{"unknown state", map[string]string{KeyState: "DANCING"}, KeyState, "not one of the 21 states"},
 		{"missing state", map[string]string{KeyState: ""}, KeyState, "missing"},
-		{"unknown previous state", map[string]string{KeyPreviousState: "X"}, KeyPreviousState, "not one of the 21 states"},
 		{"bad since", map[string]string{KeyStateSince: "yesterday"}, KeyStateSince, "not an RFC 3339 time"},
 		{"missing since", map[string]string{KeyStateSince: ""}, KeyStateSince, "missing"},
 		{"bad generation", map[string]string{KeyGeneration: "12a"}, KeyGeneration, "not a non-negative decimal integer"},
@@ -99,6 +99,38 @@ func TestParseProblems(t *testing.T) {
 				t.Errorf("the message does not name the key: %s", p.Error())
 			}
 		})
+	}
+}
+
+// TestUnknownPreviousStateIsNoProblem is the ConfigMap the legacy DaemonSet leaves after it
+// wrote an unknown state once and then moved on to a good one: state is valid, so the phase
+// follows it; previousState only says the transition cannot be checked.
+func TestUnknownPreviousStateIsNoProblem(t *testing.T) {
+	data := goodData()
+	data[KeyPreviousState] = "WARP_DRIVE_ENGAGED"
+	obs, problems := Parse(data)
+	if len(problems) != 0 {
+		t.Fatalf("problems %v; an unknown previousState must not be one", problems)
+	}
+	if obs.State != MultiNodeReady || obs.PreviousState != "" || obs.UnknownPreviousState != "WARP_DRIVE_ENGAGED" {
+		t.Errorf("state %q previous %q unknown previous %q; want MULTI_NODE_READY, \"\", WARP_DRIVE_ENGAGED",
+			obs.State, obs.PreviousState, obs.UnknownPreviousState)
+	}
+	data[NodeKey("edge-3", FieldHeartbeat)] = "2026-11-21T10:05:02Z"
+	obs, problems = Parse(data)
+	now := time.Date(2026, 11, 21, 10, 5, 10, 0, time.UTC)
+	if r := Roll(obs, problems, now, time.Minute); r.Phase != nwv1.ClusterMultiNode {
+		t.Errorf("phase %s, want MultiNode: the phase follows state", r.Phase)
+	}
+	anomalies := Check(obs, 13)
+	if len(anomalies) != 1 || anomalies[0].Kind != UnknownPreviousState ||
+		!strings.Contains(anomalies[0].Message, `previousState "WARP_DRIVE_ENGAGED"`) {
+		t.Errorf("anomalies %+v; want one UnknownPreviousState naming the value", anomalies)
+	}
+	// An empty previousState is the first state, not an unknown one.
+	data[KeyPreviousState] = ""
+	if obs, problems := Parse(data); len(problems) != 0 || obs.PreviousState != "" || obs.UnknownPreviousState != "" {
+		t.Errorf("empty previousState: %+v %v", obs, problems)
 	}
 }
 
@@ -147,6 +179,18 @@ func FuzzParse(f *testing.F) {
 		}
 		if len(problems) == 0 && !Known(obs.State) {
 			t.Fatalf("clean parse with unknown state %q", obs.State)
+		}
+		// previousState never holds the phase: it is kept, known or not, and never a problem.
+		if obs.PreviousState != "" && !Known(obs.PreviousState) {
+			t.Fatalf("unknown previous state %q taken as known", obs.PreviousState)
+		}
+		if got := string(obs.PreviousState) + obs.UnknownPreviousState; got != prev {
+			t.Fatalf("previousState %q read as %q", prev, got)
+		}
+		for _, a := range Check(obs, 0) {
+			if !utf8.ValidString(a.Message) || len(a.Message) > 1000 {
+				t.Fatalf("anomaly message of %d bytes, valid UTF-8 %v", len(a.Message), utf8.ValidString(a.Message))
+			}
 		}
 		for _, n := range obs.Nodes {
 			if n.DRBD != nil && (n.DRBD.Connected > n.DRBD.Resources || n.DRBD.OutOfSyncKiB < 0) {

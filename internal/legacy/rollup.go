@@ -61,6 +61,9 @@ type AnomalyKind string
 const (
 	// ForbiddenTransition: previousState → state is not in the table.
 	ForbiddenTransition AnomalyKind = "ForbiddenTransition"
+	// UnknownPreviousState: previousState is not one of the 21 states, so the transition
+	// to state cannot be checked.
+	UnknownPreviousState AnomalyKind = "UnknownPreviousState"
 	// GenerationJump: the generation moved by more than one since the last observation, so
 	// transitions were missed.
 	GenerationJump AnomalyKind = "GenerationJump"
@@ -87,6 +90,9 @@ func Check(obs Observation, lastGeneration int64) []Anomaly {
 		out = append(out, Anomaly{ForbiddenTransition,
 			"the legacy DaemonSet went from " + string(obs.PreviousState) + " to " + string(obs.State) + ", which its state machine does not allow"})
 	}
+	if msg := UncheckedTransition(obs); msg != "" {
+		out = append(out, Anomaly{UnknownPreviousState, msg})
+	}
 	switch {
 	case lastGeneration == 0:
 	case obs.Generation > lastGeneration+1:
@@ -99,6 +105,16 @@ func Check(obs Observation, lastGeneration int64) []Anomaly {
 				": the state ConfigMap was reset or recreated"})
 	}
 	return out
+}
+
+// UncheckedTransition says why the transition into obs.State cannot be checked: its
+// previousState is not one of the 21 states. Empty when it can be.
+func UncheckedTransition(obs Observation) string {
+	if obs.UnknownPreviousState == "" || obs.State == "" {
+		return ""
+	}
+	return "the legacy DaemonSet went to " + string(obs.State) + " from previousState " + strconv.Quote(shorten(obs.UnknownPreviousState)) +
+		", which is not one of the 21 states: the transition cannot be checked"
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

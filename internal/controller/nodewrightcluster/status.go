@@ -64,7 +64,7 @@ func computeStatus(o observed) (nwv1.NodewrightClusterStatus, []legacy.Anomaly, 
 		st.Nodes = nwv1.NodeCounts{Ready: roll.Ready, Total: int32(len(roll.Nodes))}
 		setCondition(&st, nwv1.ConditionObserved, metav1.ConditionTrue, nwv1.ReasonConfigMapRead,
 			fmt.Sprintf("reading ConfigMap %s/%s", ref.Namespace, ref.Name), st.ObservedGeneration)
-		setRecognized(&st, o.configMap.Problems)
+		setRecognized(&st, obs, o.configMap.Problems)
 		setHeartbeats(&st, roll, o.staleAfter)
 		if len(o.configMap.Problems) == 0 {
 			anomalies = legacy.Check(obs, old.LegacyGeneration)
@@ -85,10 +85,15 @@ func computeStatus(o observed) (nwv1.NodewrightClusterStatus, []legacy.Anomaly, 
 	return st, anomalies, deadline
 }
 
-func setRecognized(st *nwv1.NodewrightClusterStatus, problems []legacy.Problem) {
+func setRecognized(st *nwv1.NodewrightClusterStatus, obs legacy.Observation, problems []legacy.Problem) {
 	if len(problems) == 0 {
-		setCondition(st, nwv1.ConditionStateRecognized, metav1.ConditionTrue, nwv1.ReasonStateParsed,
-			"state "+string(st.LegacyState)+" and every key parsed", st.ObservedGeneration)
+		msg := "state " + string(st.LegacyState) + " and every key parsed"
+		// The phase follows the state; a previous state no one knows only leaves the
+		// transition unchecked, which the condition says rather than hides.
+		if unchecked := legacy.UncheckedTransition(obs); unchecked != "" {
+			msg = "state " + string(st.LegacyState) + " parsed; " + unchecked
+		}
+		setCondition(st, nwv1.ConditionStateRecognized, metav1.ConditionTrue, nwv1.ReasonStateParsed, msg, st.ObservedGeneration)
 		return
 	}
 	msgs := make([]string, len(problems))

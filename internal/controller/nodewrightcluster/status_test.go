@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -103,5 +104,37 @@ func TestLongMessagesAreCutBetweenCharacters(t *testing.T) {
 		if !utf8.ValidString(w.Message) || len(w.Message) > 1024 {
 			t.Errorf("padding %q: message of %d bytes, valid UTF-8 %v: ...%q", pad, len(w.Message), utf8.ValidString(w.Message), w.Message[len(w.Message)-8:])
 		}
+	}
+}
+
+// TestUnknownPreviousStateLeavesThePhaseToTheState: the legacy DaemonSet moved from a state
+// it should not have written to MULTI_NODE_READY. The phase and StateRecognized follow state;
+// the unchecked transition is a warning once, and the same ConfigMap observed again (a
+// reconcile, a restart, the ConfigMap recreated) raises nothing more.
+func TestUnknownPreviousStateLeavesThePhaseToTheState(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	data := map[string]string{legacy.KeyState: "MULTI_NODE_READY", legacy.KeyPreviousState: "WARP_DRIVE_ENGAGED",
+		legacy.KeyStateSince: "2026-11-21T09:59:00Z", legacy.KeyGeneration: "7", legacy.KeyNodes: "a",
+		legacy.NodeKey("a", legacy.FieldHeartbeat): "2026-11-21T09:59:55Z"}
+	parsed, problems := legacy.Parse(data)
+	obs := bridge.Observation{Found: true, Legacy: parsed, Problems: problems}
+	nwc := clusterObject()
+	nwc.Status.LegacyGeneration = 6
+
+	st, anomalies, _ := computeStatus(observed{configMap: obs, now: at, staleAfter: time.Minute, cluster: nwc})
+	cond := meta.FindStatusCondition(st.Conditions, nwv1.ConditionStateRecognized)
+	if st.Phase != nwv1.ClusterMultiNode || cond == nil || cond.Status != metav1.ConditionTrue ||
+		!strings.Contains(cond.Message, `previousState "WARP_DRIVE_ENGAGED"`) {
+		t.Fatalf("phase %s, StateRecognized %+v; want MultiNode, True, naming the previous state", st.Phase, cond)
+	}
+	if len(anomalies) != 1 || anomalies[0].Kind != legacy.UnknownPreviousState || st.LegacyGeneration != 7 ||
+		len(st.RecentWarnings) != 1 || st.RecentWarnings[0].Reason != string(legacy.UnknownPreviousState) {
+		t.Fatalf("anomalies %+v, warnings %+v, legacy generation %d", anomalies, st.RecentWarnings, st.LegacyGeneration)
+	}
+
+	nwc.Status = st
+	again, anomalies, _ := computeStatus(observed{configMap: obs, now: at.Add(time.Second), staleAfter: time.Minute, cluster: nwc})
+	if len(anomalies) != 0 || !equality.Semantic.DeepEqual(again, st) {
+		t.Errorf("observing the same ConfigMap again: anomalies %+v, status changed %v", anomalies, !equality.Semantic.DeepEqual(again, st))
 	}
 }
