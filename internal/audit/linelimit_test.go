@@ -85,6 +85,10 @@ func TestAppendRefusesLinesOverTheLimit(t *testing.T) {
 			!strings.Contains(err.Error(), strconv.Itoa(MaxLineBytes)) {
 			t.Fatalf("%d records, one a line of %d bytes: err %v, want ErrLineTooLong naming the size and the limit", len(records), MaxLineBytes+1, err)
 		}
+		var which *RecordError
+		if !errors.As(err, &which) || records[which.Index].ID != over.ID || which.Of != len(records) {
+			t.Fatalf("%d records: the error %v does not say which one is refused", len(records), err)
+		}
 		if got := trailBytes(t, dir); got != sizeBefore {
 			t.Fatalf("a refused append wrote %d bytes", got-sizeBefore)
 		}

@@ -32,6 +32,17 @@ type LogOptions struct {
 	OnCheckpoint func(line []byte)
 }
 
+// RecordError is why Append refused a call: one of its records, Index (from 0) of Of, cannot
+// be written. Nothing of the call was.
+type RecordError struct {
+	Index, Of int
+	Err       error
+}
+
+func (e *RecordError) Error() string { return fmt.Sprintf("record %d of %d: %v", e.Index+1, e.Of, e.Err) }
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
 // Appended is the outcome of appending one record.
 type Appended struct {
 	Seq uint64
@@ -88,7 +99,7 @@ func NewLog(sink Sink, signer *Signer, state ChainState, opts LogOptions) *Log {
 func (l *Log) Append(ctx context.Context, records ...Record) ([]Appended, error) {
 	for i := range records {
 		if err := checkRecord(&records[i]); err != nil {
-			return nil, fmt.Errorf("record %d of %d: %w", i+1, len(records), err)
+			return nil, &RecordError{Index: i, Of: len(records), Err: err}
 		}
 	}
 	req := &request{records: records, done: make(chan struct{})}
@@ -224,7 +235,7 @@ func (l *Log) flush(batch []*request, forceCheckpoint bool) bool {
 			if err != nil {
 				l.chain.rollback(mark)
 				entries = entries[:from]
-				req.result, req.err = nil, fmt.Errorf("record %d of %d: %w", i+1, len(req.records), err)
+				req.result, req.err = nil, &RecordError{Index: i, Of: len(req.records), Err: err}
 				break
 			}
 			if dup {
