@@ -1,5 +1,5 @@
-// Command nodewright-audit checks Nodewright's audit trail and makes its signing keys; see
-// docs/audit.md.
+// Command nodewright-audit checks Nodewright's audit trail, makes its signing keys, keeps and
+// ships copies of it, and writes scripted records to a trail; see docs/audit.md.
 package main
 
 import (
@@ -29,6 +29,7 @@ const usage = `usage:
   nodewright-audit verify --public-key FILE [--public-key FILE]... [--trusted-checkpoint FILE]
                           [--allow-partial] [--json] FILE|DIR...
   nodewright-audit keygen --private-key FILE --public-key FILE
+  nodewright-audit append --dir DIR --private-key FILE [--max-file-bytes N] [FILE|-]...
   nodewright-audit serve  --listen ADDR --dir DIR [--tls-cert FILE --tls-key FILE] [--client-ca FILE]
                           [--token-file FILE] [--public-key FILE]... [--max-file-bytes N]
   nodewright-audit ship   --dir DIR --url URL [--ca FILE] [--cert FILE --key FILE] [--token-file FILE]
@@ -37,10 +38,24 @@ const usage = `usage:
 verify reads the files in the order given (a directory stands for its audit-*.jsonl files, in
 order) as one chain. Exit codes: 0 the chain verifies, 1 tampering or damage found, 2 bad input.
 
+A line of the trail is at most 1048576 bytes (1 MiB), its newline not counted: verify reports a
+longer one as malformed, serve refuses it and append never writes one.
+
+append writes records to the trail in DIR (created if missing) without a cluster, with the log,
+files and key handling of the operator, and closes it with a signed checkpoint: a trail to try
+verify, serve and ship on. It reads JSON Lines from the files, or standard input: one record a
+line with the members the trail holds ("actor", "action", "subject" {"kind", "name"} required;
+"apiVersion", "namespace", "uid", "generation", "from", "to", "reason", "message", "details",
+"time" and "id" optional). It prints one line a record: "seq N: appended: record ID (FILE:LINE)",
+or "already in the trail" for an ID the trail holds. All records or none are appended. Never
+point it at a trail a running operator writes: two writers fork the chain.
+
 serve is the reference receiver: it keeps a copy of a chain shipped to it over HTTP(S) in DIR
 (audit-*.jsonl files, as the operator writes them, which verify reads). GET answers where the
 copy stands; POST appends a batch that continues it exactly, and refuses anything else whole.
-It stops on SIGINT or SIGTERM.
+Once listening it prints "receiving into DIR on http(s)://ADDRESS/ (the copy holds N entries)"
+on standard output, so that with --listen :0 the port it picked can be read there. It stops on
+SIGINT or SIGTERM.
 
 ship sends the chain in DIR (a FileSink directory) to a receiver, each entry once, resuming
 where the receiver stands; it follows the files as they grow until stopped, or with
@@ -48,6 +63,9 @@ where the receiver stands; it follows the files as they grow until stopped, or w
 
 The protocol is in docs/audit.md, "Shipping to an HTTP endpoint".
 `
+
+// stdin is what append reads when given no file, or "-".
+var stdin io.Reader = os.Stdin
 
 // Exit codes.
 const (
@@ -81,6 +99,8 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		code, err = verify(args[1:], stdout, stderr)
 	case "keygen":
 		err = keygen(args[1:], stdout, stderr)
+	case "append":
+		err = appendRecords(ctx, args[1:], stdin, stdout, stderr)
 	case "serve":
 		err = serve(ctx, args[1:], stdout, stderr)
 	case "ship":
