@@ -20,15 +20,15 @@ import (
 // scriptedRecord is one line of append's input: the members of a record as the trail holds
 // them (docs/audit.md), id and time optional.
 type scriptedRecord struct {
-	ID      string        `json:"id"`
-	Time    *string       `json:"time"`
-	Actor   string        `json:"actor"`
-	Subject audit.Subject `json:"subject"`
-	Action  string        `json:"action"`
-	From    string        `json:"from"`
-	To      string        `json:"to"`
-	Reason  string        `json:"reason"`
-	Message string        `json:"message"`
+	ID      string         `json:"id"`
+	Time    *string        `json:"time"`
+	Actor   string         `json:"actor"`
+	Subject audit.Subject  `json:"subject"`
+	Action  string         `json:"action"`
+	From    string         `json:"from"`
+	To      string         `json:"to"`
+	Reason  string         `json:"reason"`
+	Message string         `json:"message"`
 	Details []audit.Detail `json:"details"`
 }
 

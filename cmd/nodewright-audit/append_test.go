@@ -153,7 +153,7 @@ func TestAppendRefusesBadInput(t *testing.T) {
 	for _, bad := range [][]string{
 		{"append", "--private-key", priv, good},
 		{"append", "--dir", trail, good},
-		{"append", "--dir", trail, "--private-key", pub, good},                         // a public key
+		{"append", "--dir", trail, "--private-key", pub, good},                           // a public key
 		{"append", "--dir", trail, "--private-key", filepath.Join(tmp, "missing"), good}, // no key
 		{"append", "--dir", trail, "--private-key", priv, filepath.Join(tmp, "missing")},
 		{"append", "--dir", trail, "--private-key", priv, writeFile(t, filepath.Join(tmp, "empty.jsonl"), "\n")},

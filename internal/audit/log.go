@@ -39,7 +39,9 @@ type RecordError struct {
 	Err       error
 }
 
-func (e *RecordError) Error() string { return fmt.Sprintf("record %d of %d: %v", e.Index+1, e.Of, e.Err) }
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("record %d of %d: %v", e.Index+1, e.Of, e.Err)
+}
 
 func (e *RecordError) Unwrap() error { return e.Err }
 
