@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,10 @@ type Reconciler struct {
 	// RetryRefused is how soon a spec the API server refused is applied again;
 	// DefaultRetryRefused when zero.
 	RetryRefused time.Duration
+
+	mu sync.Mutex
+	// announced is the UID of the last NodewrightCluster whose creation was announced.
+	announced types.UID
 }
 
 // SetupWithManager watches the ConfigMap, and the NodewrightCluster so that a deleted cluster
@@ -98,8 +103,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	u.SetAPIVersion(nwv1.GroupVersion.String())
 	u.SetKind("NodewrightCluster")
 	u.SetName(nwv1.NodewrightClusterName)
-	before := &nwv1.NodewrightCluster{}
-	existed := r.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, before) == nil
+	// What the cache holds may be older than the object the apply meets: a cluster deleted
+	// a moment ago is still there, or one created a moment ago is not yet. The apply's answer
+	// says which object it wrote; see announceCreation.
+	cached := &nwv1.NodewrightCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, cached); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
 	err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership)
 	if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 		// Refused by a webhook or the CRD's schema, which name the field; say where the spec
@@ -117,10 +127,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("applying the NodewrightCluster from ConfigMap %s: %w", req.NamespacedName, err)
 	}
-	if !existed {
-		r.Recorder.Event(cm, corev1.EventTypeNormal, EventApplied, "created NodewrightCluster "+nwv1.NodewrightClusterName)
-	}
+	r.announceCreation(cm, cached.UID, u.GetUID())
 	return ctrl.Result{}, nil
+}
+
+// announceCreation records the Normal Event of a creation once per NodewrightCluster object.
+// The object the apply wrote (applied) is new when the cache did not hold it (cached is
+// another UID, or none) and it was not announced already: a reconcile that runs before the
+// cache catches up sees the same object again, and must not announce it twice.
+func (r *Reconciler) announceCreation(cm *corev1.ConfigMap, cached, applied types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if applied == "" || applied == cached || applied == r.announced {
+		return
+	}
+	r.announced = applied
+	r.Recorder.Event(cm, corev1.EventTypeNormal, EventApplied, "created NodewrightCluster "+nwv1.NodewrightClusterName)
 }
 
 // Parse reads a NodewrightCluster spec written as YAML, refusing unknown fields, and checks
