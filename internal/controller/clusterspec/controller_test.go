@@ -441,13 +441,36 @@ func TestARefusedSpecIsAppliedOnceItsProfileExists(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	probe := &nwv1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName}, Spec: parsedSpec}
+	// admitted says whether a dry run of the cluster gets through admission: AlreadyExists
+	// comes after admission.
+	admitted := func() (bool, error) {
+		err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return err == nil || apierrors.IsAlreadyExists(err), err
+	}
+	// The API server sees a deletion a moment late: until it has let the policy go, the next
+	// test's cluster would be refused. Without its profile the policy refuses everything, so
+	// once the profile is gone, a dry run that gets through proves the policy is gone too
+	// (with the profile still seen, it would get through either way).
 	t.Cleanup(func() {
-		for _, obj := range []client.Object{binding, policy, profile} {
+		_ = env.Client.Delete(ctx, profile)
+		eventually(t, func() string {
+			if ok, _ := admitted(); ok {
+				return "the policy still sees the deleted EdgeProfile"
+			}
+			return ""
+		})
+		for _, obj := range []client.Object{binding, policy} {
 			_ = env.Client.Delete(ctx, obj)
 		}
+		eventually(t, func() string {
+			if ok, err := admitted(); !ok {
+				return fmt.Sprintf("the deleted admission policy still refuses: %v", err)
+			}
+			return ""
+		})
 	})
 	// The policy is in force once it refuses a dry run.
-	probe := &nwv1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName}, Spec: parsedSpec}
 	eventually(t, func() string {
 		if err := env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll); err == nil {
 			return "the admission policy does not refuse yet"
