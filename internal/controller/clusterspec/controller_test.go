@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/controller/clusterspec"
@@ -80,13 +81,22 @@ func deleteCluster(t *testing.T) {
 // without one, and when it ends the controller stops before the cluster is deleted.
 func start(t *testing.T) types.NamespacedName {
 	t.Helper()
+	key, _ := startManager(t)
+	return key
+}
+
+// startManager is start that also returns the manager, whose cache is the controller's.
+func startManager(t *testing.T) (types.NamespacedName, manager.Manager) {
+	t.Helper()
 	key := types.NamespacedName{Namespace: env.Namespace(t), Name: "cluster-spec"}
 	deleteCluster(t)
 	t.Cleanup(func() { deleteCluster(t) })
+	var m manager.Manager
 	env.StartManager(t, func(_ context.Context, mgr manager.Manager) error {
+		m = mgr
 		return (&clusterspec.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"), ConfigMap: key}).SetupWithManager(mgr)
 	})
-	return key
+	return key, m
 }
 
 // write creates or updates the ConfigMap with spec.yaml text, and returns it as stored.
@@ -367,32 +377,69 @@ func TestAnInvalidSpecIsReportedAndChangesNothing(t *testing.T) {
 }
 
 func TestDeletingTheConfigMapLeavesTheCluster(t *testing.T) {
-	key := start(t)
+	ctx := context.Background()
+	key, mgr := startManager(t)
 	cm := write(t, key, validSpec)
 	c := specIs(t, parsedSpec)
-	if err := env.Client.Delete(context.Background(), cm); err != nil {
+	if err := env.Client.Delete(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	// With no ConfigMap, an edit wakes the controller and is no longer put back (once its
-	// cache has seen the deletion: until then it applies what it last read).
-	edit := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"legacy":{"eventComponent":"by-hand"}}}`))
+	// Until its cache has seen the deletion the controller applies what it last read; once it
+	// has, and the reconciles that may have read the ConfigMap before are done, nothing can
+	// put an edit back but a controller that applies with no ConfigMap.
 	eventually(t, func() string {
-		err := env.Client.Patch(context.Background(), c.DeepCopy(), edit, client.FieldOwner("kubectl-edit"))
-		if apierrors.IsNotFound(err) {
-			t.Fatal("the NodewrightCluster is gone with its ConfigMap")
+		if err := mgr.GetCache().Get(ctx, key, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the controller's cache still reads the ConfigMap (%v)", err)
 		}
-		if err != nil {
-			return fmt.Sprintf("editing the cluster: %v", err)
+		return ""
+	})
+	eventually(t, func() string {
+		if n := controllerMetric(t, "controller_runtime_active_workers"); n != 0 {
+			return fmt.Sprintf("%v reconciles still running", n)
 		}
-		time.Sleep(300 * time.Millisecond)
-		if got := cluster(t); got == nil || got.Spec.Legacy.EventComponent != "by-hand" {
-			return fmt.Sprintf("the edit did not stay with no ConfigMap: %+v", got)
+		return ""
+	})
+	// The edit wakes the controller: it stays once the controller has reconciled since.
+	reconciled := controllerMetric(t, "controller_runtime_reconcile_total")
+	edit := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"legacy":{"eventComponent":"by-hand"}}}`))
+	if err := env.Client.Patch(ctx, c.DeepCopy(), edit, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatalf("editing the cluster with no ConfigMap: %v", err)
+	}
+	eventually(t, func() string {
+		if controllerMetric(t, "controller_runtime_reconcile_total") == reconciled || controllerMetric(t, "controller_runtime_active_workers") != 0 {
+			return "the controller has not reconciled since the edit"
 		}
 		return ""
 	})
 	if after := cluster(t); after == nil || after.UID != c.UID {
 		t.Fatalf("the NodewrightCluster is gone with its ConfigMap: %+v", after)
+	} else if after.Spec.Legacy.EventComponent != "by-hand" {
+		t.Errorf("the edit did not stay with no ConfigMap: %+v", after.Spec)
 	}
+}
+
+// controllerMetric sums a controller-runtime metric of the clusterspec controller over its
+// other labels (reconcile_total's result, say).
+func controllerMetric(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "clusterspec" {
+					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }
 
 // TestARefusedSpecIsAppliedOnceItsProfileExists: admission refuses the spec while the
