@@ -30,6 +30,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -53,9 +54,10 @@ import (
 type Env struct {
 	// Config reaches the API server as an administrator.
 	Config *rest.Config
-	// Client is a direct (uncached) client with the core, Nodewright, KubeVirt and snapshot types registered.
+	// Client is a direct (uncached) client with the types of Scheme.
 	Client client.Client
-	// Scheme has the core, Nodewright, KubeVirt (kubevirt.io/v1) and CSI snapshot types registered.
+	// Scheme has the core, Nodewright, KubeVirt (kubevirt.io/v1), CSI snapshot and
+	// CustomResourceDefinition types registered.
 	Scheme *runtime.Scheme
 	// RepoRoot is the repository's top folder.
 	RepoRoot string
@@ -63,9 +65,10 @@ type Env struct {
 	// admission webhooks of config/webhook: https://Host:Port, the paths unchanged.
 	Webhooks *envtest.WebhookInstallOptions
 
-	control      *envtest.Environment
-	withWebhooks bool
-	beforeStop   []func()
+	control         *envtest.Environment
+	withWebhooks    bool
+	withoutThirdPty bool
+	beforeStop      []func()
 }
 
 // BeforeStop registers fn to run after the package's tests and before the control plane
@@ -85,27 +88,27 @@ func (e *Env) WithWebhooks() *Env {
 	return e
 }
 
+// WithoutThirdPartyCRDs makes Start install only Nodewright's CRDs, as on a cluster without
+// KubeVirt and the CSI snapshot API; InstallCRDs(ThirdPartyCRDPaths(...)) adds them later.
+func (e *Env) WithoutThirdPartyCRDs() *Env {
+	e.withoutThirdPty = true
+	return e
+}
+
 // Run starts the control plane, runs the package's tests and stops it again. It returns
 // the exit code for os.Exit.
 //
 // The controllers' logs are discarded unless NODEWRIGHT_TEST_LOG is set, which sends them to
 // standard error.
 func (e *Env) Run(m *testing.M) int {
-	logger := logr.Discard()
-	if os.Getenv("NODEWRIGHT_TEST_LOG") != "" {
-		logger = zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true))
-	}
-	ctrllog.SetLogger(logger)
+	setLogger()
 	if err := e.Start(); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		return 1
 	}
 	code := m.Run()
-	for _, fn := range e.beforeStop {
-		fn()
-	}
-	if err := e.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "testenv: stopping the control plane: %v\n", err)
+	if err := e.stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		if code == 0 {
 			code = 1
 		}
@@ -113,15 +116,68 @@ func (e *Env) Run(m *testing.M) int {
 	return code
 }
 
+// StartForTest starts a control plane of the test's own, which the test's cleanup stops:
+// for a test that needs the API server in a state the package's shared one is not in (one
+// without the third-party CRDs, say).
+func (e *Env) StartForTest(t testing.TB) {
+	t.Helper()
+	setLogger()
+	if err := e.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.stop(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// stop runs the BeforeStop functions and stops the control plane.
+func (e *Env) stop() error {
+	for _, fn := range e.beforeStop {
+		fn()
+	}
+	if err := e.Stop(); err != nil {
+		return fmt.Errorf("stopping the control plane: %w", err)
+	}
+	return nil
+}
+
+var loggerOnce sync.Once
+
+// setLogger sends the controllers' logs to standard error when NODEWRIGHT_TEST_LOG is set,
+// and discards them otherwise.
+func setLogger() {
+	loggerOnce.Do(func() {
+		logger := logr.Discard()
+		if os.Getenv("NODEWRIGHT_TEST_LOG") != "" {
+			logger = zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true))
+		}
+		ctrllog.SetLogger(logger)
+	})
+}
+
 // CRDPaths lists the folders of CRDs every test installs: Nodewright's own, and the third-party
-// APIs its controllers use (KubeVirt's VirtualMachine and VirtualMachineInstance, the CSI
-// snapshot API), which hack/thirdparty-crds.sh derives from the pinned Go modules.
+// APIs its controllers use (ThirdPartyCRDPaths).
 func CRDPaths(root string) []string {
+	return append([]string{filepath.Join(root, "config", "crd", "bases")}, ThirdPartyCRDPaths(root)...)
+}
+
+// ThirdPartyCRDPaths lists the folders of the third-party CRDs Nodewright's controllers use:
+// KubeVirt's VirtualMachine and VirtualMachineInstance, and the CSI snapshot API, which
+// hack/thirdparty-crds.sh derives from the pinned Go modules.
+func ThirdPartyCRDPaths(root string) []string {
 	return []string{
-		filepath.Join(root, "config", "crd", "bases"),
 		filepath.Join(root, "config", "thirdparty", "kubevirt"),
 		filepath.Join(root, "config", "thirdparty", "snapshot"),
 	}
+}
+
+// InstallCRDs installs the CRDs of the files or folders paths and waits until the API server
+// serves them.
+func (e *Env) InstallCRDs(paths ...string) error {
+	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true, Scheme: e.Scheme})
+	return err
 }
 
 // Start starts kube-apiserver and etcd and installs the CRDs from CRDPaths.
@@ -139,14 +195,18 @@ func (e *Env) Start() error {
 	if err := clientgoscheme.AddToScheme(e.Scheme); err != nil {
 		return err
 	}
-	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(e.Scheme); err != nil {
 			return err
 		}
 	}
+	crds := CRDPaths(root)
+	if e.withoutThirdPty {
+		crds = crds[:1]
+	}
 	e.control = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     CRDPaths(root),
+		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                e.Scheme,
 	}
