@@ -56,8 +56,11 @@ const (
 	ReasonRollingBack         = "RollingBack"
 	ReasonSucceeded           = "Succeeded"
 	ReasonCancelled           = "Cancelled"
-	ReasonChecksumMatch       = "ChecksumMatch"
-	ReasonChecksumMismatch    = "ChecksumMismatch"
+	// ReasonAPIsMissing: a workflow waits to start because the cluster does not serve an API
+	// it needs (VMVolumeMigration: KubeVirt's, the CSI snapshot API).
+	ReasonAPIsMissing      = "APIsMissing"
+	ReasonChecksumMatch    = "ChecksumMatch"
+	ReasonChecksumMismatch = "ChecksumMismatch"
 	// EdgeProfile signature and application.
 	ReasonSignatureValid    = "SignatureValid"
 	ReasonUnsigned          = "Unsigned"

@@ -216,6 +216,7 @@ type VMVolumeMigrationStatus struct {
 // +kubebuilder:printcolumn:name="Progress",type=integer,JSONPath=`.status.progress.percent`,description="Percent of the data copied"
 // +kubebuilder:printcolumn:name="Target Class",type=string,JSONPath=`.spec.target.storageClassName`,priority=1
 // +kubebuilder:printcolumn:name="Checksum",type=string,JSONPath=`.status.checksum.target`,priority=1
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Succeeded")].reason`,priority=1,description="Why the migration is where it is: InProgress, APIsMissing, a failed step"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec",message="spec cannot change once the migration has started; delete it to cancel",fieldPath=".spec"
 type VMVolumeMigration struct {

@@ -31,8 +31,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	virtv1 "kubevirt.io/api/core/v1"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
@@ -41,6 +42,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/servedapis"
 	webhookv1alpha1 "github.com/spectrocloud/nodewright/internal/webhook/v1alpha1"
 )
 
@@ -165,7 +167,7 @@ func NewScheme() (*runtime.Scheme, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -239,22 +241,19 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			return fmt.Errorf("setting up the cluster spec controller: %w", err)
 		}
 	}
-	missing := missingAPIs(mgr, migrationAPIs)
 	if o.Webhooks.Enabled {
 		err := webhookv1alpha1.Setup(mgr, webhookv1alpha1.Options{
 			Decisions:       &webhookv1alpha1.Decisions{Trail: trail, Ready: trailReady},
 			Trust:           trust,
-			Migrations:      len(missing) == 0,
+			MigrationAPIs:   func() servedapis.Kinds { return vmvolumemigration.APIs.Missing(mgr.GetRESTMapper()) },
 			LegacyNamespace: o.LegacyNamespace,
 		})
 		if err != nil {
 			return fmt.Errorf("setting up the admission webhooks: %w", err)
 		}
 	}
-	if len(missing) > 0 {
-		ctrl.LoggerFrom(ctx).Info("VMVolumeMigrations are not served: the cluster lacks the APIs they use", "missing", missing)
-		return nil
-	}
+	// VMVolumeMigration runs on every cluster: where KubeVirt or the snapshot API is missing,
+	// its migrations wait, saying why, and start once the APIs are installed.
 	migrations := &vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: recorder, CopyImage: o.CopyImage, Audit: trail, Actor: actor}
 	if err := migrations.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMVolumeMigration controller: %w", err)
@@ -266,25 +265,6 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 type leaderOnly struct{ manager.Runnable }
 
 func (leaderOnly) NeedLeaderElection() bool { return true }
-
-// migrationAPIs are the third-party APIs the VMVolumeMigration controller uses.
-var migrationAPIs = []schema.GroupVersionKind{
-	virtv1.SchemeGroupVersion.WithKind("VirtualMachine"),
-	virtv1.SchemeGroupVersion.WithKind("VirtualMachineInstance"),
-	snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshot"),
-	snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshotClass"),
-}
-
-// missingAPIs lists the kinds the API server does not serve.
-func missingAPIs(mgr ctrl.Manager, kinds []schema.GroupVersionKind) []string {
-	var missing []string
-	for _, gvk := range kinds {
-		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-			missing = append(missing, gvk.Kind+"."+gvk.Group)
-		}
-	}
-	return missing
-}
 
 // NewManager builds the controller manager with its probes, metrics and controllers.
 func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
@@ -300,6 +280,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 		Scheme:                        scheme,
 		WebhookServer:                 server,
 		Cache:                         CacheOptions(o.scope()),
+		NewCache:                      NewCache,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
 		LeaderElection:                o.LeaderElect,
@@ -404,6 +385,9 @@ func CacheOptions(scope Scope) cache.Options {
 			&batchv1.Job{}:               {Label: ours},
 			&corev1.Pod{}:                {Label: ours},
 			&snapshotv1.VolumeSnapshot{}: {Label: ours},
+			// Read only while a migration waits for an API (servedapis.Explain); without
+			// their schemas, which run to megabytes for KubeVirt's.
+			&apiextensionsv1.CustomResourceDefinition{}: {Transform: servedapis.Lean},
 		},
 	}
 }

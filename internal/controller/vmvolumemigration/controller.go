@@ -9,13 +9,13 @@ package vmvolumemigration
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
-	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -23,16 +23,16 @@ import (
 	"k8s.io/utils/clock"
 	virtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/servedapis"
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=get;list;watch;patch
@@ -84,8 +84,17 @@ type Reconciler struct {
 	// Audit, when set, receives one record per transition; Actor is who the records say did it.
 	Audit AuditLog
 	Actor string
+	// APIs are the kinds a migration needs served; the package's APIs when nil.
+	APIs servedapis.Kinds
 
 	audited auditProgress
+
+	controller controller.Controller
+	cache      cache.Cache
+	mapper     meta.RESTMapper
+	// watching: the watches on children and VMs run (watchChildren).
+	watchMu  sync.Mutex
+	watching bool
 }
 
 // SetupWithManager registers the controller.
@@ -106,18 +115,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		r.Clientset = cs
 	}
-	ours := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetLabels()[LabelManagedBy] == ManagedBy && o.GetLabels()[LabelMigrationUID] != ""
-	}))
-	return ctrl.NewControllerManagedBy(mgr).
+	if r.APIs == nil {
+		r.APIs = APIs
+	}
+	r.cache, r.mapper = mgr.GetCache(), mgr.GetRESTMapper()
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("vmvolumemigration").
 		For(&nwv1.VMVolumeMigration{}).
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.byChildLabel), ours).
-		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.byChildLabel), ours).
-		Watches(&snapshotv1.VolumeSnapshot{}, handler.EnqueueRequestsFromMapFunc(r.byChildLabel), ours).
-		Watches(&virtv1.VirtualMachine{}, handler.EnqueueRequestsFromMapFunc(r.byVM)).
-		Watches(&virtv1.VirtualMachineInstance{}, handler.EnqueueRequestsFromMapFunc(r.byVM)).
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.controller = c
+	if missing := r.APIs.Missing(r.mapper); len(missing) > 0 {
+		mgr.GetLogger().Info("VMVolumeMigrations wait for APIs the cluster does not serve; they start once these are installed", "missing", missing.String())
+		return r.watchDefinitions()
+	}
+	return r.watchChildren()
 }
 
 // byChildLabel maps a child to the migration whose UID it carries.
@@ -154,6 +168,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if m.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(m, Finalizer) {
 		return ctrl.Result{}, r.patchFinalizers(ctx, m, func() { controllerutil.AddFinalizer(m, Finalizer) })
+	}
+	if missing := r.APIs.Missing(r.mapper); len(missing) > 0 {
+		return r.waitForAPIs(ctx, m, missing)
+	}
+	if err := r.watchChildren(); err != nil {
+		return ctrl.Result{}, err
 	}
 	base := m.DeepCopy()
 	s, err := r.newScope(ctx, m)

@@ -12,6 +12,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/servedapis"
 )
 
 // +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=create;update,versions=v1alpha1,name=mvmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
@@ -23,6 +24,23 @@ import (
 type migrations struct {
 	checker vmvolumemigration.Checker
 	client  client.Reader
+	// missing returns the APIs migrations need that the cluster does not serve; nil: none.
+	missing func() servedapis.Kinds
+}
+
+// unserved refuses every migration while the cluster lacks an API migrations need, naming
+// it: the VM and its volumes cannot even be read.
+func (w *migrations) unserved() error {
+	if w.missing == nil {
+		return nil
+	}
+	missing := w.missing()
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("VMVolumeMigrations cannot run on this cluster: the API server does not serve %s; "+
+		"install them (KubeVirt; the CSI external-snapshotter's CustomResourceDefinitions) and create the migration again: "+
+		"the operator picks them up without a restart", missing)
 }
 
 // defaults sets spec.target.size to the source's size and spec.mode to Cold when unset. A
@@ -32,6 +50,9 @@ type migrations struct {
 // guest writes after the snapshot is not on the target; that is a choice only the user can
 // make. Where the backend could clone, the validator's warning says Hot is available.
 func (w *migrations) defaults(ctx context.Context, m *nwv1.VMVolumeMigration) ([]fieldDefault, error) {
+	if w.unserved() != nil {
+		return nil, nil
+	}
 	vm, err := w.vm(ctx, m)
 	if err != nil || vm == nil {
 		return nil, err
@@ -57,6 +78,9 @@ func (w *migrations) defaults(ctx context.Context, m *nwv1.VMVolumeMigration) ([
 // create runs the controller's checks, and refuses a second migration of a VM that already
 // has one that has not finished, even one still Pending.
 func (w *migrations) create(ctx context.Context, m *nwv1.VMVolumeMigration) (admission.Warnings, error) {
+	if err := w.unserved(); err != nil {
+		return nil, err
+	}
 	vm, err := w.vm(ctx, m)
 	if err != nil {
 		return nil, err

@@ -28,6 +28,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/servedapis"
 )
 
 // kindWebhook is one kind's admission: a mutating handler that stamps the requester and
@@ -226,9 +227,9 @@ type Options struct {
 	// Trust holds the trusted keys EdgeProfiles are verified with; its Reader is replaced
 	// by the API reader.
 	Trust edgeprofile.Trust
-	// Migrations: the cluster serves the KubeVirt and snapshot APIs VMVolumeMigrations use;
-	// without them, migrations are only stamped and recorded.
-	Migrations bool
+	// MigrationAPIs returns the APIs VMVolumeMigrations need that the cluster does not
+	// serve; a migration is refused, naming them, while any is missing. Nil: none is.
+	MigrationAPIs func() servedapis.Kinds
 	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in;
 	// a NodewrightCluster naming others is refused.
 	LegacyNamespace string
@@ -243,12 +244,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	trust.Reader = reader
 	d := o.Decisions
 
-	mig := &migrations{checker: vmvolumemigration.Checker{Client: reader, APIReader: reader}, client: reader}
+	mig := &migrations{checker: vmvolumemigration.Checker{Client: reader, APIReader: reader}, client: reader, missing: o.MigrationAPIs}
 	migHook := &kindWebhook[*nwv1.VMVolumeMigration]{kind: "VMVolumeMigration", decisions: d, workflow: true,
+		defaults: mig.defaults, create: mig.create,
 		newObject: func() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} }}
-	if o.Migrations {
-		migHook.defaults, migHook.create = mig.defaults, mig.create
-	}
 	cl := &clusters{client: reader, trust: trust, legacyNamespace: o.LegacyNamespace}
 	pr := &profiles{client: reader, trust: trust}
 	wf := &clusterWorkflows{client: reader}
