@@ -7,6 +7,7 @@ import (
 	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/spectrocloud/nodewright/internal/operator"
@@ -37,6 +38,15 @@ Flags:
 	if err != nil {
 		log.Error(err, "Cannot reach a cluster: no usable kubeconfig")
 		os.Exit(1)
+	}
+	ns, err := opts.DefaultLeaderElectionNamespace(flag.Lookup(config.KubeconfigFlagName).Value.String())
+	if err != nil {
+		log.Error(err, "Cannot choose the leader-election namespace")
+		os.Exit(1)
+	}
+	if ns != "" {
+		log.Info("Out of a cluster: the leader-election Lease goes in the kubeconfig context's namespace; --leader-election-namespace sets another",
+			"namespace", ns)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	mgr, err := operator.NewManager(ctx, cfg, opts)

@@ -96,7 +96,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", DefaultLeaderElectionID,
 		"Name of the leader-election Lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "",
-		"Namespace of the leader-election Lease; defaults to the operator's own namespace when it runs in a cluster.")
+		"Namespace of the leader-election Lease; defaults to the operator's own namespace in a cluster, and to the kubeconfig context's namespace (\"default\" when it names none) out of one.")
 	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second,
 		"How long a standby replica waits before taking over a Lease that was not renewed.")
 	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second,

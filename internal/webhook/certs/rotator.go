@@ -116,6 +116,11 @@ func (r *Rotator) Ensure(ctx context.Context) (Bundle, time.Time, string, error)
 			} else if apierrors.IsForbidden(err) {
 				// The chart's role may not create Secrets: the chart creates this one.
 				return Bundle{}, time.Time{}, "", fmt.Errorf("the webhook certificate Secret %s is missing and the operator may not create it (the Helm chart creates it: helm upgrade with the same values puts it back): %w", r.Secret, err)
+			} else if apierrors.IsNotFound(err) {
+				// Only the namespace can be missing when an object is created.
+				ns := r.Secret.Namespace
+				return Bundle{}, time.Time{}, "", fmt.Errorf("the namespace %s of the webhook certificate Secret %s does not exist: create it (kubectl create namespace %s), "+
+					"or name a Secret and Service in another namespace (--webhook-secret, --webhook-service), or run without admission (--webhooks=false): %w", ns, r.Secret, ns, err)
 			} else if err != nil {
 				return Bundle{}, time.Time{}, "", fmt.Errorf("creating the webhook certificate Secret %s: %w", r.Secret, err)
 			}
