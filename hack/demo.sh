@@ -13,8 +13,8 @@
 #   hack/demo.sh down           stop every process it started and remove its state
 #
 # Environment: NODEWRIGHT_DEMO_DIR (state folder, default .demo), NODEWRIGHT_DEMO_NAME
-# (cluster name), NODEWRIGHT_DEMO_PROBE_ADDR / NODEWRIGHT_DEMO_METRICS_ADDR (operator ports),
-# NODEWRIGHT_DEMO_WEBHOOK_PORT (the operator's admission webhooks on 127.0.0.1, 19443),
+# (cluster name), NODEWRIGHT_DEMO_PROBE_ADDR / NODEWRIGHT_DEMO_METRICS_ADDR (operator ports,
+# 127.0.0.1:PORT), NODEWRIGHT_DEMO_WEBHOOK_PORT (the operator's admission webhooks on 127.0.0.1, 19443),
 # NODEWRIGHT_DEMO_STEP_INTERVAL (pause between the simulated DaemonSet's transitions, 3s),
 # NODEWRIGHT_DEMO_CHART (the chart to install: a folder or a packaged .tgz; charts/nodewright)
 # and NODEWRIGHT_DEMO_VALUES (a values file over config/demo/chart-values.yaml).
@@ -29,6 +29,7 @@ k8s="$root/bin/k8s/$KUBE_VERSION"
 state=${NODEWRIGHT_DEMO_DIR:-$root/.demo}
 cluster=${NODEWRIGHT_DEMO_NAME:-nodewright-demo}
 kubeconfig="$state/kubeconfig"
+kwokctl_config="$state/kwokctl.yaml"
 operator_log="$state/operator.log"
 operator_pid="$state/operator.pid"
 operator_kubeconfig="$state/operator.kubeconfig"
@@ -58,6 +59,15 @@ fail() {
   printf 'demo: FAILED: %s\n' "$1" >&2
   [ -n "${2:-}" ] && printf 'demo: see the log: %s\n' "$2" >&2
   exit 1
+}
+
+# check_loopback VARIABLE ADDRESS: the site listens on loopback only, so an address given to
+# the operator must be 127.0.0.1:PORT.
+check_loopback() {
+  local port=${2#127.0.0.1:}
+  if [ "$port" = "$2" ] || ! [[ $port =~ ^[1-9][0-9]{0,4}$ ]] || [ "$port" -gt 65535 ]; then
+    fail "$1=$2: must be 127.0.0.1:PORT (PORT 1-65535): the local site listens on loopback only"
+  fi
 }
 
 # from_root PATH: PATH as \$PWD/... when it is inside the repository, for copy-paste.
@@ -183,6 +193,8 @@ start_operator() {
 }
 
 up() {
+  check_loopback NODEWRIGHT_DEMO_PROBE_ADDR "$probe_addr"
+  check_loopback NODEWRIGHT_DEMO_METRICS_ADDR "$metrics_addr"
   # Any step that fails without its own message is named, with the API server's log.
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   local b
@@ -193,10 +205,17 @@ up() {
   mkdir -p "$state"
 
   if "${kwokctl[@]}" get clusters 2>/dev/null | grep -qx "$cluster"; then
+    grep -qE '^ *bindAddress: "?127\.0\.0\.1"?$' "$KWOK_WORKDIR/clusters/$cluster/kwok.yaml" ||
+      fail "the running cluster $cluster listens beyond 127.0.0.1 (it was made before the site kept to loopback): run 'make demo-down', then 'make demo'"
     say "reusing the running cluster $cluster"
   else
     say "starting cluster $cluster (kube-apiserver, etcd, controller-manager, scheduler, kwok $KUBE_VERSION)"
-    if ! "${kwokctl[@]}" create cluster --runtime binary \
+    # Every component binds 127.0.0.1 (kwokctl's default is 0.0.0.0, and etcd here has
+    # neither TLS nor authentication): its API server, secure and health ports, etcd's client
+    # and peer URLs, kwok's server. kwokctl 0.7 takes the address from a configuration file only.
+    printf 'apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n  bindAddress: 127.0.0.1\n' \
+      >"$kwokctl_config"
+    if ! "${kwokctl[@]}" create cluster --runtime binary --config "$kwokctl_config" \
         --kubeconfig "$kubeconfig" \
         --kube-apiserver-binary "$k8s/kube-apiserver" \
         --etcd-binary "$k8s/etcd" \
@@ -314,12 +333,14 @@ NODE
     running "$sim_pid" || fail "the legacy DaemonSet simulator exited" "$sim_log"
   fi
 
-  local show_k show_bin show_state
+  local show_k show_bin show_state server
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s") show_state=$(from_root "$state")
+  server=$("${kubectl[@]}" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
   cat <<MSG
 
-The local site is up.
+The local site is up, on 127.0.0.1 only (reach it from this machine; docs/local-site.md says how from another).
   kubeconfig:  $kubeconfig
+  API server:  $server
   operator:    pid $(cat "$operator_pid"), log ${operator_log#"$root"/}, probes http://$probe_addr/readyz, metrics http://$metrics_addr/metrics
   legacy DaemonSet simulator: pid $(cat "$sim_pid"), log ${sim_log#"$root"/}, one transition every $step_interval
   site (edge-1's kubelet, KubeVirt, CSI on files): pid $(cat "$site_pid"), log ${site_log#"$root"/}
@@ -376,6 +397,8 @@ down() {
 # upgrade: upgrades the release to $NODEWRIGHT_DEMO_CHART (the working tree's chart by
 # default) and restarts the operator with the new Deployment's arguments.
 upgrade() {
+  check_loopback NODEWRIGHT_DEMO_PROBE_ADDR "$probe_addr"
+  check_loopback NODEWRIGHT_DEMO_METRICS_ADDR "$metrics_addr"
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   install_chart upgrade
   stop "$operator_pid" operator

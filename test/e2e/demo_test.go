@@ -25,10 +25,11 @@ type site struct {
 }
 
 // TestLocalSite brings the site up, checks what the README promises (three Ready nodes, the
-// six CRDs, the operator ready, user-facing docs in kubectl explain), then brings it down and
-// checks that no process is left behind.
+// six CRDs, the operator ready, user-facing docs in kubectl explain, nothing listening beyond
+// loopback), then brings it down and checks that no process is left behind.
 func TestLocalSite(t *testing.T) {
 	s := startSite(t)
+	s.expectLoopbackOnly(t)
 
 	nodes := s.kubectlOut(t, "get", "nodes", "-o",
 		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
