@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"testing"
 	"time"
 )
@@ -87,10 +88,9 @@ func FuzzVerifyJunkLine(f *testing.F) {
 		if bytes.IndexByte(junk, '\n') >= 0 {
 			return
 		}
-		if _, err := ParseLine(junk); err == nil {
-			return // an entry, not junk
-		} else if le, ok := err.(*LineError); ok && le.HasSeq {
-			return // readable enough to claim a seq: judged as that entry, not as junk
+		_, err := ParseLine(junk)
+		if le := (*LineError)(nil); err == nil || errors.As(err, &le) && le.HasSeq {
+			return // an entry, or readable enough to claim a seq: judged as that entry, not as junk
 		}
 		pos := int(at) % (len(lines) + 1)
 		stream := join(append(append(cloneLines(lines[:pos]), append(junk, '\n')), lines[pos:]...))
