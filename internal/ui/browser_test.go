@@ -79,6 +79,19 @@ func TestClusterPageFollowsTheLegacyDaemonSet(t *testing.T) {
 	}
 	p.waitJS("a card for edge-1 with its role, a fresh heartbeat, its DRBD health and bond mode",
 		`(() => { const c = document.querySelector('[data-node="edge-1"]'); return !!c && c.innerText.includes('primary') && c.innerText.includes('Fresh') && c.innerText.includes('4 of 4 up to date') && c.innerText.includes('active-backup'); })()`)
+	// The heartbeats re-render the page every few seconds: a keyboard user on the conditions'
+	// disclosure keeps the focus through them, and opens it with Enter for good.
+	conditions := `[data-key="cluster-conditions"]`
+	p.focus(conditions)
+	p.do(chromedp.Evaluate[chromedp.Void](`window.nodewrightFocused = document.activeElement`))
+	p.waitJS("a re-render to replace the focused summary", query(conditions)+` !== window.nodewrightFocused`)
+	if focused, _ := evaluate[string](p, `document.activeElement?.dataset.key || document.activeElement?.tagName`); focused != "cluster-conditions" {
+		t.Errorf("after a re-render the focus is on %q, want the conditions' summary", focused)
+	}
+	p.press(conditions, kb.Enter)
+	p.do(chromedp.Evaluate[chromedp.Void](`window.nodewrightFocused = document.activeElement`))
+	p.waitJS("the conditions open, through a re-render", query(conditions)+` !== window.nodewrightFocused && `+query(conditions)+`.parentElement.open`)
+
 	// Mark this document: a reload would lose the mark.
 	p.do(chromedp.Evaluate[chromedp.Void](`window.nodewrightNoReload = 'still here'`))
 	shownAt := time.Now()
@@ -97,7 +110,7 @@ func TestClusterPageFollowsTheLegacyDaemonSet(t *testing.T) {
 		t.Fatalf("the page was reloaded (mark %q, %v)", mark, err)
 	}
 	p.waitJS("the timeline to hold SINGLE_NODE_READY → PEER_DETECTED, seen live and as an Event",
-		`(() => { const li = [...document.querySelectorAll('#timeline li')].find((l) => l.innerText.includes('PEER_DETECTED')); return !!li && li.innerText.includes('SINGLE_NODE_READY') && li.innerText.includes('seen live') && li.innerText.includes('Event'); })()`)
+		`[...document.querySelectorAll('#timeline li')].some((l) => ['SINGLE_NODE_READY', 'PEER_DETECTED', 'seen live', 'Event'].every((s) => l.innerText.includes(s)))`)
 	p.waitJS("a card for the new peer", `(() => { const c = document.querySelector('[data-node="edge-2"]'); return !!c && c.innerText.includes('secondary'); })()`)
 
 	// On to a few more states, so the timeline and the screenshots show a real upgrade.
@@ -142,7 +155,7 @@ func observe(t *testing.T, ns string) {
 
 func waitClusterPhase(t *testing.T, phase nwv1.ClusterPhase) {
 	t.Helper()
-	eventually(t, "the cluster's phase "+string(phase), 30*time.Second, func() (bool, string) {
+	eventually(t, "the cluster's phase "+string(phase), patience, func() (bool, string) {
 		nwc := &nwv1.NodewrightCluster{}
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: nwv1.NodewrightClusterName}, nwc); err != nil {
 			return false, err.Error()
@@ -189,7 +202,7 @@ func TestMigrationStartedFromTheFormSucceedsOnThePage(t *testing.T) {
 	if got := m.Annotations[nwv1.AnnotationRequestedBy]; got != user {
 		t.Errorf("requested-by %q, want %q: the page must create as the user", got, user)
 	}
-	p.waitJSFor("the migration to show Succeeded on the page", query(fmt.Sprintf(`[data-key="%s/%s"]`, ns, m.Name))+`?.dataset.phase === 'Succeeded'`, 2*time.Minute)
+	p.waitJSFor("the migration to show Succeeded on the page", query(fmt.Sprintf(`[data-key="%s/%s"]`, ns, m.Name))+`?.dataset.phase === 'Succeeded'`, patience)
 	t.Logf("form submitted to Succeeded shown: %s", time.Since(submitted).Round(time.Millisecond))
 	shown := p.text(fmt.Sprintf(`[data-key="%s/%s"]`, ns, m.Name))
 	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(&m), &m); err != nil {
@@ -278,14 +291,18 @@ func TestCancelFromThePageRollsBack(t *testing.T) {
 	p.fillForm("web", "root", linstorClass)
 	p.do(chromedp.SendKeys(chromedp.ID("f-name"), "held"+kb.Enter))
 	key := ns + "/held"
-	p.waitJSFor("the copy to be running", query(fmt.Sprintf(`[data-key="%s"] [data-step="Copy"]`, key))+`?.dataset.state === 'Running'`, time.Minute)
+	p.waitJSFor("the copy to be running", query(fmt.Sprintf(`[data-key="%s"] [data-step="Copy"]`, key))+`?.dataset.state === 'Running'`, patience)
 
-	// Keyboard only: focus the button, Enter, then Enter on "Yes, cancel it".
-	p.do(chromedp.Focus(chromedp.CSS(fmt.Sprintf(`[data-key="%s#cancel"]`, key))), chromedp.KeyEvent(kb.Enter))
+	// Keyboard only, while updates re-render the page without pause: Enter on the button,
+	// then Enter on "Yes, cancel it". Each key reaches its button only if the page keeps the
+	// focus on it through the re-renders.
+	stopChurn := p.churn()
+	p.press(fmt.Sprintf(`[data-key="%s#cancel"]`, key), kb.Enter)
 	p.waitJS("the confirmation, with the focus on 'Keep it'", fmt.Sprintf(`document.activeElement?.dataset.key === %s`, js(key+"#no")))
-	p.do(chromedp.Focus(chromedp.CSS(fmt.Sprintf(`[data-key="%s#yes"]`, key))), chromedp.KeyEvent(kb.Enter))
+	p.press(fmt.Sprintf(`[data-key="%s#yes"]`, key), kb.Enter)
 	cancelled := time.Now()
-	p.waitJSFor("the migration to go from the page once rolled back", "!"+query(fmt.Sprintf(`[data-key="%s"]`, key)), 2*time.Minute)
+	stopChurn()
+	p.waitJSFor("the migration to go from the page once rolled back", "!"+query(fmt.Sprintf(`[data-key="%s"]`, key)), patience)
 	t.Logf("cancel to gone from the page: %s", time.Since(cancelled).Round(time.Millisecond))
 
 	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "held"}, &nwv1.VMVolumeMigration{})

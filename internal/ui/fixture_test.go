@@ -27,6 +27,10 @@ import (
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
+// patience bounds every wait on observed state and every browser action: long enough for a
+// busy CI machine, and no cost to a passing test, which goes on as soon as the state holds.
+const patience = 2 * time.Minute
+
 var (
 	env = testenv.New().WithWebhooks()
 	// copyBinary is nodewright-copy, which the sites' kubelet runs in the migrations' Jobs.
@@ -110,7 +114,7 @@ func newSite(t *testing.T, opts site.Options) string {
 		if err := s.Err(); err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("the site did not start")
 	}
 
@@ -124,7 +128,7 @@ func newSite(t *testing.T, opts site.Options) string {
 		},
 	})
 	var path string
-	eventually(t, "PVC web-root to be bound", 30*time.Second, func() (bool, string) {
+	eventually(t, "PVC web-root to be bound", patience, func() (bool, string) {
 		p, err := s.BackingFile(ctx, ns, "web-root")
 		path = p
 		return err == nil, fmt.Sprint(err)
@@ -158,7 +162,7 @@ func newSite(t *testing.T, opts site.Options) string {
 // waitVMRunsOn waits until the VM "web" runs with volume "root" on claim.
 func waitVMRunsOn(t *testing.T, ns, claim string) {
 	t.Helper()
-	eventually(t, "VM web to run on "+claim, 60*time.Second, func() (bool, string) {
+	eventually(t, "VM web to run on "+claim, patience, func() (bool, string) {
 		vmi := &virtv1.VirtualMachineInstance{}
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, vmi); err != nil {
 			return false, err.Error()
@@ -225,7 +229,7 @@ func runUI(t *testing.T, opts ui.Options) (url string, stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	eventually(t, "the UI to print its URL", 10*time.Second, func() (bool, string) {
+	eventually(t, "the UI to print its URL", patience, func() (bool, string) {
 		url = printedURL.FindString(out.String())
 		return url != "", fmt.Sprintf("output so far: %q", out.String())
 	})
@@ -289,18 +293,67 @@ func (p *browserPage) goTo(page string) {
 	p.waitJS("the "+page+" page", fmt.Sprintf(`!document.getElementById('page-%s').hidden`, page))
 }
 
-// do runs browser actions, each bounded.
+// do runs browser actions in order, each bounded. An action that finds an element by its
+// selector and then acts on it holds the element's node id in between; when a re-render of the
+// page replaces the element in that gap, the action fails before it has done anything, and is
+// run again: it finds the new element.
 func (p *browserPage) do(actions ...chromedp.Action[chromedp.Void]) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, patience)
 	defer cancel()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		p.t.Fatalf("in the browser: %v", err)
+	for _, a := range actions {
+		for {
+			err := chromedp.Do(ctx, a)
+			if err == nil {
+				break
+			}
+			if !replacedNode(err) || ctx.Err() != nil {
+				p.t.Fatalf("in the browser: %v", err)
+			}
+		}
+	}
+}
+
+// replacedNode says whether err is Chromium's answer to a command on a node that is no longer
+// in the document. The DevTools protocol tells it by these messages alone.
+func replacedNode(err error) bool {
+	for _, msg := range []string{"Could not find node with given id", "No node with given id found", "Node is detached from document"} {
+		if strings.Contains(err.Error(), msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// focus moves the keyboard focus to the element selector finds, in the page's own script: one
+// step, so no re-render can come between finding the element and focusing it.
+func (p *browserPage) focus(selector string) {
+	p.t.Helper()
+	p.waitJS("the keyboard focus on "+selector,
+		`(() => { const el = `+query(selector)+`; if (!el) return false; el.focus(); return document.activeElement === el; })()`)
+}
+
+// press focuses the element selector finds and types keys: the page must keep the focus on it
+// (on the element that replaces it, with the same data-key) across any re-render in between.
+func (p *browserPage) press(selector, keys string) {
+	p.t.Helper()
+	p.focus(selector)
+	p.do(chromedp.KeyEvent(keys))
+}
+
+// churn makes the page re-render without pause, as a stream of updates would, until stop is
+// called: every element the test finds may be replaced before the test acts on it.
+func (p *browserPage) churn() (stop func()) {
+	p.t.Helper()
+	p.do(chromedp.Evaluate[chromedp.Void](`window.nodewrightChurn = setInterval(render, 0)`))
+	return func() {
+		p.t.Helper()
+		p.do(chromedp.Evaluate[chromedp.Void](`clearInterval(window.nodewrightChurn)`))
 	}
 }
 
 func evaluate[T any](p *browserPage, js string) (T, error) {
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, patience)
 	defer cancel()
 	return chromedp.Run(ctx, chromedp.Evaluate[T](js))
 }
@@ -318,7 +371,7 @@ func (p *browserPage) text(selector string) string {
 // waitJS waits until the expression is true in the page, failing with what the page shows.
 func (p *browserPage) waitJS(what, js string) {
 	p.t.Helper()
-	p.waitJSFor(what, js, 30*time.Second)
+	p.waitJSFor(what, js, patience)
 }
 
 func (p *browserPage) waitJSFor(what, js string, timeout time.Duration) {
@@ -347,7 +400,7 @@ func (p *browserPage) shot(name string, width, height int) {
 		dir = p.t.TempDir()
 	}
 	p.do(chromedp.EmulateViewport(int64(width), int64(height)))
-	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, patience)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

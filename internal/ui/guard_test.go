@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spectrocloud/nodewright/internal/ui"
 )
@@ -65,7 +64,7 @@ func TestOnlyTheUsersOwnPageGetsThrough(t *testing.T) {
 		{name: "the page's own change reaches admission", method: "POST", path: "/api/migrations", body: post, header: token, origin: srv.URL, fetchSite: "same-origin", want: http.StatusForbidden},
 	} {
 		t.Run(r.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), patience)
 			defer cancel()
 			hr, err := http.NewRequestWithContext(ctx, r.method, srv.URL+r.path, strings.NewReader(r.body))
 			if err != nil {

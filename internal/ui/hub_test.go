@@ -71,7 +71,7 @@ func TestWatchesStopAfterTheLaggingLastPageIsDropped(t *testing.T) {
 			if tc.unsubscribe {
 				h.unsubscribe(sub)
 			}
-			waitStopped(t, h, 2*time.Second)
+			waitStopped(t, h, 2*time.Minute)
 			if run.ctx.Err() == nil {
 				t.Error("the run's watches were not cancelled")
 			}
@@ -95,5 +95,5 @@ func TestWatchesStopAfterTheLastPageLeaves(t *testing.T) {
 		t.Fatal("the watches stopped while a page was connected")
 	}
 	h.unsubscribe(b)
-	waitStopped(t, h, 2*time.Second)
+	waitStopped(t, h, 2*time.Minute)
 }

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spectrocloud/nodewright/internal/ui"
 )
@@ -34,7 +33,7 @@ func TestBrowserIsOpenedThroughAPrivateFile(t *testing.T) {
 	printed, stop := runUI(t, ui.Options{Namespace: ns, OpenBrowser: true})
 	token := printed[strings.Index(printed, "#token=")+len("#token="):]
 	var argv []string
-	eventually(t, "the browser to be opened", 10*time.Second, func() (bool, string) {
+	eventually(t, "the browser to be opened", patience, func() (bool, string) {
 		data, err := os.ReadFile(argsFile)
 		argv = strings.Fields(string(data))
 		return err == nil, fmt.Sprint(err)

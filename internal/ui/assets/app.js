@@ -325,10 +325,11 @@ function renderProfile(nwc) {
       verified ? [h('dt', {}, 'Signature'), h('dd', {}, badge(verified.status, { label: verified.status === 'True' ? 'Verified' : 'Not verified' }))] : null));
 }
 
-// Disclosures keep their open state across re-renders.
+// Disclosures keep their open state across re-renders, and their summary, the part that
+// takes the keyboard focus, carries the key by which render puts the focus back.
 const openDetails = new Set();
 function details(key, summary, ...content) {
-  const el = h('details', { 'data-key': key, open: openDetails.has(key) }, h('summary', {}, summary), content);
+  const el = h('details', { open: openDetails.has(key) }, h('summary', { 'data-key': key }, summary), content);
   el.addEventListener('toggle', () => { if (el.open) openDetails.add(key); else openDetails.delete(key); });
   return el;
 }
