@@ -70,7 +70,7 @@ func TestCrashAtEveryStepBoundary(t *testing.T) {
 			if c.failCopy {
 				want, claim, pvcs, snaps = nwv1.WorkflowRolledBack, "web-root", []string{"web-root"}, nil
 			}
-			f.waitPhase(mig, want, 90*time.Second)
+			f.waitPhase(mig, want)
 			f.waitVMRunsOn(claim)
 			if c.failCopy {
 				f.assertVMAsBefore()
@@ -157,7 +157,7 @@ func kill(t *testing.T, deadStatus func(*nwv1.VMVolumeMigration) bool, deadVM fu
 	})
 	select {
 	case <-crashed:
-	case <-time.After(90 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("the operator never reached the crash point")
 	}
 	stop()
@@ -201,7 +201,7 @@ func TestAuditRecordOfACrashIsWrittenAfterTheRestart(t *testing.T) {
 		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
 			Audit: trail.log, Actor: operatorActor}).SetupWithManager(mgr)
 	})
-	f.waitPhase("crash-audit", nwv1.WorkflowSucceeded, 60*time.Second)
+	f.waitPhase("crash-audit", nwv1.WorkflowSucceeded)
 	trail.verify(t, f.ns, "crash-audit", 9)
 }
 
@@ -221,7 +221,7 @@ func crashAfterVMPatch(t *testing.T, name string, dead func(*virtv1.VirtualMachi
 	f.create(f.migration(name, nwv1.MigrationCold, linstorClass))
 	kill(t, nil, dead, nil)
 	startOperator(t)
-	f.waitPhase(name, nwv1.WorkflowSucceeded, 90*time.Second)
+	f.waitPhase(name, nwv1.WorkflowSucceeded)
 	f.waitVMRunsOn(name + "-target")
 	f.assertLeftBehind([]string{"web-root", name + "-target"}, []string{name + "-before", name + "-after"})
 }

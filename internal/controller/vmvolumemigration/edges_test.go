@@ -24,7 +24,7 @@ import (
 func (f *fix) waitStep(name, want string) *nwv1.VMVolumeMigration {
 	f.t.Helper()
 	var m *nwv1.VMVolumeMigration
-	f.eventually(60*time.Second, func() (bool, string) {
+	f.eventually(func() (bool, string) {
 		m = f.get(name)
 		return strings.Contains(stepStates(m), want), name + ": " + stepStates(m)
 	})
@@ -59,7 +59,7 @@ func TestVMDeletedDuringTheMigrationRollsBackWhatItCan(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(hold)
-	m := f.waitPhase("orphaned", nwv1.WorkflowRolledBack, 60*time.Second)
+	m := f.waitPhase("orphaned", nwv1.WorkflowRolledBack)
 	if got := describeSteps(m); !strings.Contains(got, "Copy=Failed (VirtualMachine web no longer exists)") ||
 		!strings.Contains(got, "RollbackStartVM=Skipped") || !strings.Contains(got, "RollbackCleanup=Succeeded") {
 		t.Errorf("steps %s: want the step to fail, the VM's rollback step skipped and the cleanup done", got)
@@ -73,7 +73,7 @@ func TestTwoMigrationsOfOneVMAtOnceOneWins(t *testing.T) {
 	f.create(f.migration("one", nwv1.MigrationCold, linstorClass))
 	f.create(f.migration("two", nwv1.MigrationCold, linstorClass))
 	var won, lost []string
-	f.eventually(90*time.Second, func() (bool, string) {
+	f.eventually(func() (bool, string) {
 		won, lost = nil, nil
 		for _, name := range []string{"one", "two"} {
 			switch m := f.get(name); m.Status.Phase {
@@ -102,7 +102,7 @@ func TestVMStartedDuringTheCopyRollsBack(t *testing.T) {
 	f.patchVM(func(vm *virtv1.VirtualMachine) { vm.Spec.RunStrategy = ptr.To(virtv1.RunStrategyAlways) })
 	f.waitVMRunsOn("web-root")
 	close(hold)
-	m := f.waitPhase("restarted", nwv1.WorkflowRolledBack, 60*time.Second)
+	m := f.waitPhase("restarted", nwv1.WorkflowRolledBack)
 	if c := f.condition(m); !strings.HasPrefix(c, "CopyFailed") || !strings.Contains(c, "was started while its volume was copied") {
 		t.Errorf("condition %q, want the copy refused because the VM was started", c)
 	}
@@ -118,14 +118,14 @@ func TestUnreadableRecordOnTheVMIsRefused(t *testing.T) {
 		vm.Annotations = map[string]string{vmvolumemigration.AnnotationMigration: "not json"}
 	})
 	f.create(f.migration("unreadable", nwv1.MigrationCold, linstorClass))
-	m := f.waitPhase("unreadable", nwv1.WorkflowRolledBack, 30*time.Second)
+	m := f.waitPhase("unreadable", nwv1.WorkflowRolledBack)
 	if c := f.condition(m); !strings.Contains(c, "spec.vmName: annotation "+vmvolumemigration.AnnotationMigration) {
 		t.Errorf("condition %q, want the annotation named", c)
 	}
 	if err := env.Client.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(20*time.Second, func() (bool, string) {
+	f.eventually(func() (bool, string) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), m)
 		return err != nil, "the refused migration cannot be deleted"
 	})
@@ -142,20 +142,20 @@ func TestFailedMigrationKeepsItsRecordWhenDeleted(t *testing.T) {
 	m := f.migration("doomed", nwv1.MigrationCold, linstorClass)
 	m.Spec.Timeouts.VMStart = metav1.Duration{Duration: 10 * time.Second}
 	f.create(m)
-	m = f.waitPhase("doomed", nwv1.WorkflowFailed, 90*time.Second)
+	m = f.waitPhase("doomed", nwv1.WorkflowFailed)
 	if c := f.condition(m); !strings.HasPrefix(c, "StartVMFailed") || !strings.Contains(c, "then rollback step RollbackStartVM failed") {
 		t.Errorf("condition %q", c)
 	}
 	if err := env.Client.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(20*time.Second, func() (bool, string) {
+	f.eventually(func() (bool, string) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), m)
 		_, kept := f.vm().Annotations[vmvolumemigration.AnnotationFailedMigration]
 		return err != nil && kept, "the failed migration is not gone with its record kept on the VM"
 	})
 	f.create(f.migration("after", nwv1.MigrationCold, linstorClass))
-	after := f.waitPhase("after", nwv1.WorkflowRolledBack, 30*time.Second)
+	after := f.waitPhase("after", nwv1.WorkflowRolledBack)
 	if c := f.condition(after); !strings.Contains(c, "a failed migration left VirtualMachine web") {
 		t.Errorf("condition %q, want the next migration refused", c)
 	}
@@ -169,7 +169,7 @@ func TestTakenSnapshotNameIsRefused(t *testing.T) {
 		Spec:       snapshotv1.VolumeSnapshotSpec{Source: snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To("web-root")}},
 	})
 	f.create(f.migration("taken", nwv1.MigrationCold, linstorClass))
-	m := f.waitPhase("taken", nwv1.WorkflowRolledBack, 30*time.Second)
+	m := f.waitPhase("taken", nwv1.WorkflowRolledBack)
 	if c := f.condition(m); !strings.Contains(c, "metadata.name: VolumeSnapshot taken-before, a name this migration needs, is taken") {
 		t.Errorf("condition %q", c)
 	}

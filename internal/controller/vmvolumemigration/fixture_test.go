@@ -95,7 +95,7 @@ func newFixture(t *testing.T, opts site.Options) *fix {
 		if err := s.Err(); err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("the site did not start")
 	}
 	f.site = s
@@ -162,7 +162,7 @@ func (f *fix) createVolume(name, class string) []byte {
 func (f *fix) waitBackingFile(pvc string) string {
 	f.t.Helper()
 	var path string
-	f.eventually(30*time.Second, func() (bool, string) {
+	f.eventually(func() (bool, string) {
 		p, err := f.site.BackingFile(context.Background(), f.ns, pvc)
 		path = p
 		return err == nil, fmt.Sprintf("PVC %s has no backing file: %v", pvc, err)
@@ -184,9 +184,14 @@ func (f *fix) volumeBytes(pvc string) []byte {
 	return data
 }
 
-// eventually polls cond until it holds, failing with its last message after timeout.
-func (f *fix) eventually(timeout time.Duration, cond func() (bool, string)) {
+// patience bounds every wait on observed state: long enough for a migration on a busy CI
+// machine, and no cost to a passing test, which goes on as soon as the state holds.
+const patience = 3 * time.Minute
+
+// eventually polls cond until it holds, failing with its last message after patience.
+func (f *fix) eventually(cond func() (bool, string)) {
 	f.t.Helper()
+	timeout := patience
 	deadline := time.Now().Add(timeout)
 	for {
 		ok, msg := cond()
@@ -203,7 +208,7 @@ func (f *fix) eventually(timeout time.Duration, cond func() (bool, string)) {
 // waitVMRunsOn waits until the VM "web" runs with volume "root" on claim.
 func (f *fix) waitVMRunsOn(claim string) {
 	f.t.Helper()
-	f.eventually(60*time.Second, func() (bool, string) {
+	f.eventually(func() (bool, string) {
 		vmi := &virtv1.VirtualMachineInstance{}
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "web"}, vmi); err != nil {
 			return false, fmt.Sprintf("VMI web: %v", err)
@@ -230,10 +235,10 @@ func (f *fix) migration(name string, mode nwv1.MigrationMode, class string) *nwv
 }
 
 // waitPhase waits for the migration to reach phase and returns it.
-func (f *fix) waitPhase(name string, phase nwv1.WorkflowPhase, timeout time.Duration) *nwv1.VMVolumeMigration {
+func (f *fix) waitPhase(name string, phase nwv1.WorkflowPhase) *nwv1.VMVolumeMigration {
 	f.t.Helper()
 	m := &nwv1.VMVolumeMigration{}
-	f.eventually(timeout, func() (bool, string) {
+	f.eventually(func() (bool, string) {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, m); err != nil {
 			return false, err.Error()
 		}
@@ -274,7 +279,7 @@ func blake3Digest(data []byte) string {
 func (f *fix) assertLeftBehind(pvcs, snapshots []string) {
 	f.t.Helper()
 	ctx := context.Background()
-	f.eventually(30*time.Second, func() (bool, string) {
+	f.eventually(func() (bool, string) {
 		var pl corev1.PersistentVolumeClaimList
 		var sl snapshotv1.VolumeSnapshotList
 		var jl batchv1.JobList

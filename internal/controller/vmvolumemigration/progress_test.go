@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +31,7 @@ func TestProgressIsReadFromTheJobsLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.eventually(60*time.Second, func() (bool, string) {
+	f.eventually(func() (bool, string) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), job); err != nil {
 			return false, err.Error()
 		}
