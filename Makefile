@@ -37,6 +37,11 @@ demo-down: ## Stop the local site and every process it started.
 test: control-plane $(COSIGN) $(HELM) chromium ## Run the unit, integration (real API server), browser and end-to-end tests.
 	go test $(GO_TEST_FLAGS) ./...
 
+# PKGS narrows it, e.g. `make test-stress PKGS=./internal/ui/...`; see docs/development.md.
+.PHONY: test-stress
+test-stress: control-plane $(COSIGN) $(HELM) chromium ## Run the tests while a CPU hog keeps every core busy, as on a shared CI machine.
+	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/stress-test.sh $(PKGS)
+
 .PHONY: bench
 bench: ## Run the benchmarks (copier, bridge, audit, migration) and print each figure against its baseline.
 	hack/bench.sh
