@@ -63,7 +63,7 @@ func New(t testing.TB, env *testenv.Env, staleAfter time.Duration) *Fixture {
 	t.Cleanup(func() {
 		_ = env.Client.Delete(ctx, &nwv1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName}})
 		_ = env.Client.DeleteAllOf(ctx, &nwv1.NodewrightAgentStatus{})
-		Eventually(t, 10*time.Second, func() string {
+		Eventually(t, 2*time.Minute, func() string {
 			err := env.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, &nwv1.NodewrightCluster{})
 			if apierrors.IsNotFound(err) {
 				return ""
@@ -171,6 +171,23 @@ func (f *Fixture) Status() *nwv1.NodewrightCluster {
 		f.T.Fatalf("reading the NodewrightCluster: %v", err)
 	}
 	return nwc
+}
+
+// EventuallyFresh is Eventually while the named nodes' heartbeats are kept fresh: refreshed
+// every half second, as their pods would refresh them every 10 s against a threshold of a
+// minute. With a threshold of a few seconds, a check that wants them fresh would otherwise
+// depend on how soon a busy machine's controller reads the last heartbeat. Once it returns,
+// nothing refreshes them any more.
+func (f *Fixture) EventuallyFresh(timeout time.Duration, check func() string, names ...string) {
+	f.T.Helper()
+	var refreshed time.Time
+	Eventually(f.T, timeout, func() string {
+		if time.Since(refreshed) >= 500*time.Millisecond {
+			f.Heartbeat(names...)
+			refreshed = time.Now()
+		}
+		return check()
+	})
 }
 
 // Eventually polls check until it returns "" or the timeout passes, then fails with the last
