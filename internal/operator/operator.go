@@ -60,6 +60,7 @@ const DefaultLeaderElectionID = "nodewright-operator"
 type Options struct {
 	MetricsAddr             string
 	ProbeAddr               string
+	PprofAddr               string
 	LeaderElect             bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string
@@ -89,6 +90,8 @@ type Options struct {
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080",
 		"Address the Prometheus metrics endpoint (/metrics) listens on; \"0\" disables it.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "",
+		"Address Go's profiles (/debug/pprof/) are served on, for measuring the operator (make bench does); empty or \"0\" disables them. Keep it on a loopback address.")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081",
 		"Address the liveness (/healthz) and readiness (/readyz) probes listen on.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true,
@@ -283,6 +286,7 @@ func NewManager(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager,
 		NewCache:                      NewCache,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
