@@ -280,9 +280,12 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
+// fastShipping polls and backs off in milliseconds. Its request limit is not short: tests
+// that use it count every failed request, and a local request can take seconds on a busy
+// machine.
 func fastShipping(url, name string) ShipperOptions {
 	return ShipperOptions{URL: url, Name: name, PollInterval: 10 * time.Millisecond,
-		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, RequestTimeout: 5 * time.Second}
+		MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, RequestTimeout: time.Minute}
 }
 
 func openTestReceiver(t *testing.T, dir string, opts ReceiverOptions) (*Receiver, *httptest.Server) {
