@@ -70,6 +70,9 @@ func appendRecords(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	if len(records) == 0 {
 		return errors.New("append: no records in the input")
 	}
+	if err := oneRecordPerID(records); err != nil {
+		return fmt.Errorf("append: %w; nothing was appended", err)
+	}
 	pem, err := os.ReadFile(*keyFile)
 	if err != nil {
 		return fmt.Errorf("append: --private-key: %w", err)
@@ -144,9 +147,10 @@ func readInput(name string, stdin io.Reader, now time.Time) ([]sourced, error) {
 	return out, nil
 }
 
-// parseScriptedRecord reads one record. Without an id, it gets the one audit.Transition
-// gives, with the subject and the time as the occurrence: the same input appended again
-// (with its times) is recognised and not appended twice.
+// parseScriptedRecord reads one record. Without an id, it gets audit.ContentID: a digest of
+// everything it says, its time included, so that the same input appended again (with its
+// times) is recognised and not appended twice, while two records that differ in anything are
+// two records.
 func parseScriptedRecord(line []byte, now time.Time) (audit.Record, error) {
 	var in scriptedRecord
 	dec := json.NewDecoder(bytes.NewReader(line))
@@ -179,12 +183,30 @@ func parseScriptedRecord(line []byte, now time.Time) (audit.Record, error) {
 		}
 		at = t
 	}
-	occurrence := fmt.Sprintf("%s/%s/%s@%s", in.Subject.Kind, in.Subject.Namespace, in.Subject.Name, at.UTC().Format(time.RFC3339Nano))
-	r := audit.Transition(in.Subject, in.Actor, in.Action, in.From, in.To, in.Reason, in.Message, occurrence, at, in.Details...)
-	if in.ID != "" {
-		r.ID = in.ID
+	r := audit.Record{ID: in.ID, Time: at.UTC(), Actor: in.Actor, Subject: in.Subject, Action: in.Action,
+		From: in.From, To: in.To, Reason: in.Reason, Message: in.Message, Details: in.Details}
+	if r.ID == "" {
+		r.ID = audit.ContentID(r)
 	}
 	return r, nil
+}
+
+// oneRecordPerID refuses two lines that the trail would keep as one record, since they have
+// one ID, while they say different things: the log would keep the first and report the second
+// as already there. The same record twice is one record, and fine.
+func oneRecordPerID(records []sourced) error {
+	first := make(map[string]int, len(records))
+	for i, r := range records {
+		j, seen := first[r.record.ID]
+		if !seen {
+			first[r.record.ID] = i
+			continue
+		}
+		if audit.ContentID(records[j].record) != audit.ContentID(r.record) {
+			return fmt.Errorf("%s and %s are two different records with one ID, %q: the trail keeps one record per ID", records[j].where, r.where, r.record.ID)
+		}
+	}
+	return nil
 }
 
 // jsonKind names what a Go type is in JSON, for an error about the input.

@@ -262,3 +262,108 @@ func FuzzParseScriptedRecord(f *testing.F) {
 		}
 	})
 }
+
+// Records without an id that differ in anything (here the actor, the reason, the message, the
+// details, with no time given, so both happen "now") are two records, never one dropped as
+// "already in the trail"; appending the same input again, with its times, writes nothing.
+func TestAppendKeepsDistinctRecordsWithoutAnID(t *testing.T) {
+	priv, pub := keys(t)
+	trail := filepath.Join(t.TempDir(), "trail")
+	note := func(actor, extra string) string {
+		return `{"actor":"` + actor + `","action":"Note","subject":{"kind":"Node","name":"edge-1"}` + extra + `}`
+	}
+	distinct := []string{
+		note("alice", `,"message":"first"`),
+		note("bob", `,"message":"second"`),
+		note("alice", `,"message":"first","reason":"Maintenance"`),
+		note("alice", `,"message":"first","details":[{"name":"ticket","value":"OPS-1"}]`),
+		note("alice", `,"message":"first","details":[{"name":"ticket","value":"OPS-2"}]`),
+	}
+	var out, errOut bytes.Buffer
+	withStdin(strings.Join(distinct, "\n")+"\n", func() {
+		if code := run([]string{"append", "--dir", trail, "--private-key", priv}, &out, &errOut); code != exitOK {
+			t.Fatalf("append: exit %d\n%s%s", code, out.String(), errOut.String())
+		}
+	})
+	if n := strings.Count(out.String(), ": appended: "); n != len(distinct) || strings.Contains(out.String(), "already") {
+		t.Fatalf("%d distinct records, and append printed\n%s", len(distinct), out.String())
+	}
+	out.Reset()
+	if code := run([]string{"verify", "--public-key", pub, trail}, &out, &errOut); code != exitOK ||
+		!strings.Contains(out.String(), "(5 records, 1 checkpoints)") {
+		t.Fatalf("verify: exit %d\n%s", code, out.String())
+	}
+
+	// With their times, as a script that saves its input would send them again.
+	timed := filepath.Join(t.TempDir(), "timed.jsonl")
+	var lines []string
+	for i, l := range distinct {
+		lines = append(lines, strings.Replace(l, `{`, fmt.Sprintf(`{"time":"2026-11-21T10:00:0%dZ",`, i%2), 1))
+	}
+	writeFile(t, timed, strings.Join(lines, "\n")+"\n")
+	out.Reset()
+	if code := run([]string{"append", "--dir", trail, "--private-key", priv, timed}, &out, &errOut); code != exitOK {
+		t.Fatalf("append with times: exit %d\n%s", code, errOut.String())
+	}
+	files, _ := audit.ChainFiles(trail)
+	before, _ := os.ReadFile(files[len(files)-1])
+	out.Reset()
+	if code := run([]string{"append", "--dir", trail, "--private-key", priv, timed}, &out, &errOut); code != exitOK ||
+		strings.Count(out.String(), ": already in the trail: ") != len(distinct) || strings.Contains(out.String(), "appended") {
+		t.Fatalf("appending the same input again: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if after, _ := os.ReadFile(files[len(files)-1]); !bytes.Equal(after, before) {
+		t.Fatalf("appending the same input again changed the trail")
+	}
+}
+
+// Two lines of one call with one ID are refused, naming both lines, unless they are the same
+// record; the same record twice is one record.
+func TestAppendRefusesTwoRecordsWithOneID(t *testing.T) {
+	priv, pub := keys(t)
+	tmp := t.TempDir()
+	trail := filepath.Join(tmp, "trail")
+	var out, errOut bytes.Buffer
+	for _, c := range []struct {
+		name, first, second string
+	}{
+		{"the same explicit id", `{"id":"op-1","actor":"alice","action":"Note","subject":{"kind":"Node","name":"edge-1"},"message":"first"}`,
+			`{"id":"op-1","actor":"bob","action":"Note","subject":{"kind":"Node","name":"edge-1"},"message":"second"}`},
+		{"an explicit id that is another line's", scripted(1),
+			`{"id":"` + contentID(t, scripted(1)) + `","actor":"bob","action":"Note","subject":{"kind":"Node","name":"edge-1"}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			input := writeFile(t, filepath.Join(t.TempDir(), "input.jsonl"), scripted(0)+"\n"+c.first+"\n"+c.second+"\n")
+			errOut.Reset()
+			code := run([]string{"append", "--dir", trail, "--private-key", priv, input}, &out, &errOut)
+			if code != exitBadInput || !strings.Contains(errOut.String(), input+":2") || !strings.Contains(errOut.String(), input+":3") {
+				t.Errorf("exit %d, stderr %q, want %d naming %s:2 and %s:3", code, errOut.String(), exitBadInput, input, input)
+			}
+			if files, _ := audit.ChainFiles(trail); len(files) > 0 {
+				t.Errorf("the trail was written: %v", files)
+			}
+		})
+	}
+
+	input := writeFile(t, filepath.Join(tmp, "twice.jsonl"), scripted(0)+"\n"+scripted(0)+"\n")
+	out.Reset()
+	if code := run([]string{"append", "--dir", trail, "--private-key", priv, input}, &out, &errOut); code != exitOK ||
+		!strings.HasPrefix(out.String(), "seq 0: appended: ") || !strings.Contains(out.String(), "seq 0: already in the trail: ") {
+		t.Fatalf("the same record twice: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	out.Reset()
+	if code := run([]string{"verify", "--public-key", pub, trail}, &out, &errOut); code != exitOK ||
+		!strings.Contains(out.String(), "(1 records, 1 checkpoints)") {
+		t.Fatalf("verify: exit %d\n%s", code, out.String())
+	}
+}
+
+// contentID is the ID append gives a line without one.
+func contentID(t *testing.T, line string) string {
+	t.Helper()
+	r, err := parseScriptedRecord([]byte(line), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.ID
+}

@@ -46,9 +46,12 @@ files and key handling of the operator, and closes it with a signed checkpoint: 
 verify, serve and ship on. It reads JSON Lines from the files, or standard input: one record a
 line with the members the trail holds ("actor", "action", "subject" {"kind", "name"} required;
 "apiVersion", "namespace", "uid", "generation", "from", "to", "reason", "message", "details",
-"time" and "id" optional). It prints one line a record: "seq N: appended: record ID (FILE:LINE)",
-or "already in the trail" for an ID the trail holds. All records or none are appended. Never
-point it at a trail a running operator writes: two writers fork the chain.
+"time" and "id" optional). Without "id", a record's ID is a digest of all its members, "time"
+(default: now) included: a line appended again with its time is recognised, and records that
+differ in anything are distinct. Two lines with one ID that differ are refused. It prints one
+line a record: "seq N: appended: record ID (FILE:LINE)", or "already in the trail" for an ID
+the trail holds. All records or none are appended. Never point it at a trail a running
+operator writes: two writers fork the chain.
 
 serve is the reference receiver: it keeps a copy of a chain shipped to it over HTTP(S) in DIR
 (audit-*.jsonl files, as the operator writes them, which verify reads). GET answers where the

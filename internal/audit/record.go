@@ -67,6 +67,22 @@ func Transition(subject Subject, actor, action, from, to, reason, message, occur
 	}
 }
 
+// contentDomain starts what ContentID hashes, so that a content ID never equals a
+// Transition ID by construction.
+const contentDomain = "nodewright-audit record content\n"
+
+// ContentID is an ID made of everything r says (its canonical encoding, r.ID aside): two
+// records that differ in any member, the time included, get different IDs, and the same
+// record built again, with the same time, gets the same one. It is the identity of a record
+// that has no transition of its own to be named after, such as one written by a script.
+func ContentID(r Record) string {
+	r.ID = ""
+	h := sha256.New()
+	h.Write([]byte(contentDomain))
+	h.Write(appendRecord(nil, &r))
+	return hex.EncodeToString(h.Sum(nil))[:32]
+}
+
 // recordID hashes the fields that identify a transition, with a separator no field contains
 // unescaped, so that different field splits never collide.
 func recordID(uid types.UID, action, from, to, occurrence string) string {

@@ -33,3 +33,51 @@ func TestTransitionIDIsStableAndDistinct(t *testing.T) {
 		seen[r.ID] = i
 	}
 }
+
+// A content ID changes with any member of the record and with nothing else: not the ID the
+// record had, nor the zone its time was written in.
+func TestContentIDCoversTheWholeRecord(t *testing.T) {
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	base := Record{Time: at, Actor: "alice", Subject: Subject{APIVersion: "v1", Kind: "Node", Namespace: "ns", Name: "edge-1", UID: "u", Generation: 3},
+		Action: "Note", From: "a", To: "b", Reason: "Maintenance", Message: "first", Details: []Detail{{Name: "ticket", Value: "OPS-1"}}}
+	id := ContentID(base)
+	if len(id) != 32 {
+		t.Fatalf("content ID %q: want 32 hex digits", id)
+	}
+	same := base
+	same.ID, same.Time, same.Details = "another", at.In(time.FixedZone("CET", 3600)), []Detail{{Name: "ticket", Value: "OPS-1"}}
+	if got := ContentID(same); got != id {
+		t.Errorf("the same record (another ID, its time in another zone): %s, want %s", got, id)
+	}
+	for name, change := range map[string]func(r *Record){
+		"time":               func(r *Record) { r.Time = at.Add(time.Nanosecond) },
+		"actor":              func(r *Record) { r.Actor = "bob" },
+		"subject.apiVersion": func(r *Record) { r.Subject.APIVersion = "v2" },
+		"subject.kind":       func(r *Record) { r.Subject.Kind = "Pod" },
+		"subject.namespace":  func(r *Record) { r.Subject.Namespace = "other" },
+		"subject.name":       func(r *Record) { r.Subject.Name = "edge-2" },
+		"subject.uid":        func(r *Record) { r.Subject.UID = "v" },
+		"subject.generation": func(r *Record) { r.Subject.Generation = 4 },
+		"action":             func(r *Record) { r.Action = "Reboot" },
+		"from":               func(r *Record) { r.From = "" },
+		"to":                 func(r *Record) { r.To = "c" },
+		"reason":             func(r *Record) { r.Reason = "" },
+		"message":            func(r *Record) { r.Message = "second" },
+		"a detail's value":   func(r *Record) { r.Details = []Detail{{Name: "ticket", Value: "OPS-2"}} },
+		"a detail's name":    func(r *Record) { r.Details = []Detail{{Name: "issue", Value: "OPS-1"}} },
+		"one more detail":    func(r *Record) { r.Details = append([]Detail{{Name: "x"}}, r.Details...) },
+		"no details":         func(r *Record) { r.Details = nil },
+		// A member's text cannot be moved into the next one to forge another record's ID.
+		"text moved across members": func(r *Record) { r.Reason, r.Message = "Maintenance\",\"message\":\"first", "" },
+	} {
+		r := base
+		r.Details = append([]Detail(nil), base.Details...)
+		change(&r)
+		if got := ContentID(r); got == id {
+			t.Errorf("a record with another %s has the same content ID %s", name, id)
+		}
+	}
+	if tr := Transition(base.Subject, base.Actor, base.Action, base.From, base.To, base.Reason, base.Message, "", at, base.Details...); tr.ID == id {
+		t.Errorf("the content ID is the transition's ID")
+	}
+}
