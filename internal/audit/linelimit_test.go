@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -191,4 +193,76 @@ func TestALineAtTheLimitIsShipped(t *testing.T) {
 	if r := verifyDir(t, remote); !r.OK || r.Records != 3 {
 		t.Fatalf("the copy: %+v", r)
 	}
+}
+
+// With batches larger than a line may be (MaxBatchBytes is a library option), a line over the
+// limit in the shipper's files is still never sent: the entries before it are, and then the
+// shipper reports the line, naming its size and the limit, instead of posting what the
+// receiver can only refuse (422) again and again.
+func TestShipperNeverSendsALineOverTheLimit(t *testing.T) {
+	local := t.TempDir()
+	r0 := testRecord(0)
+	e0 := newEntry(0, Hash{}, &r0, nil)
+	over := sizedRecord(t, 1, 1, e0.Hash, MaxLineBytes+1)
+	e1 := newEntry(1, e0.Hash, &over, nil)
+	r2 := testRecord(2)
+	e2 := newEntry(2, e1.Hash, &r2, nil)
+	var stream []byte
+	for _, e := range []Entry{e0, e1, e2} {
+		stream = append(append(stream, e.line...), '\n')
+	}
+	if err := os.WriteFile(filepath.Join(local, "audit-00000001.jsonl"), stream, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const batchBytes = 4 << 20 // holds the three lines
+
+	c := &chainReader{dir: local}
+	defer c.close()
+	b, err := c.batch(shipPosition{}, 100, batchBytes)
+	if err != nil || b.entries != 1 || !bytes.Equal(b.body, append(bytes.Clone(e0.line), '\n')) {
+		t.Fatalf("the batch before the long line: %d entries, %v; want entry 0 alone", b.entries, err)
+	}
+	if _, err := c.batch(b.end, 100, batchBytes); err == nil || !strings.Contains(err.Error(), strconv.Itoa(len(e1.line))+" bytes") ||
+		!strings.Contains(err.Error(), strconv.Itoa(MaxLineBytes)) {
+		t.Fatalf("the batch at the long line: %v, want an error naming its size and the limit", err)
+	}
+
+	remote := t.TempDir()
+	recv, err := OpenReceiver(remote, ReceiverOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var refused []int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		recv.ServeHTTP(rec, r)
+		if rec.Code >= 400 {
+			mu.Lock()
+			refused = append(refused, rec.Code)
+			mu.Unlock()
+		}
+		copyAnswer(w, rec)
+	}))
+	t.Cleanup(func() {
+		srv.Close()
+		_ = recv.Close()
+	})
+	opts := fastShipping(srv.URL, "long")
+	opts.MaxBatchBytes = batchBytes
+	shipper, _ := startShipper(t, local, opts)
+	eventually(t, 2*time.Minute, "the shipper reports a failure", func() bool { return shipper.Status().LastError != "" })
+	st := shipper.Status()
+	if !strings.Contains(st.LastError, strconv.Itoa(len(e1.line))+" bytes") || !strings.Contains(st.LastError, strconv.Itoa(MaxLineBytes)) {
+		t.Errorf("LastError %q does not name the line's size and the limit", st.LastError)
+	}
+	mu.Lock()
+	if len(refused) > 0 {
+		t.Errorf("the receiver refused requests %v: the long line was sent", refused)
+	}
+	mu.Unlock()
+	if !strings.Contains(st.LastError, "audit file ") {
+		t.Errorf("LastError %q is not about the local file", st.LastError)
+	}
+	eventually(t, 2*time.Minute, "the receiver holds the entry before the long line", func() bool { return recv.Head().Next == 1 })
 }

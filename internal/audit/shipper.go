@@ -49,7 +49,8 @@ type ShipperOptions struct {
 	// RequestTimeout bounds one request, its answer included (default 30s).
 	RequestTimeout time.Duration
 	// MaxBatchEntries and MaxBatchBytes bound one POST (defaults 1000 and 1 MiB); a line longer
-	// than MaxBatchBytes is still sent, alone.
+	// than MaxBatchBytes is still sent, alone. A line over MaxLineBytes is never sent, whatever
+	// MaxBatchBytes: it is reported (Status().LastError).
 	MaxBatchEntries int
 	MaxBatchBytes   int
 	// PollInterval is how often the files are looked at for new lines once everything is

@@ -169,11 +169,20 @@ func (c *chainReader) batch(pos shipPosition, maxEntries, maxBytes int) (shipBat
 
 // cut takes up to maxEntries of the complete lines data, read at pos, checking that each is a
 // valid entry linked to the one before; then it syncs the file, so that what is sent is durable.
+// A line over MaxLineBytes ends the batch before it, and is reported once it is first: the
+// receiver would refuse it, and every later batch with it, for ever.
 func (c *chainReader) cut(pos shipPosition, data []byte, maxEntries int) (shipBatch, error) {
 	b := shipBatch{first: pos.next, end: pos}
 	used := 0
 	for used < len(data) && b.entries < maxEntries {
 		n := bytes.IndexByte(data[used:], '\n')
+		if n > MaxLineBytes {
+			if b.entries > 0 {
+				break
+			}
+			return shipBatch{}, fmt.Errorf("audit file %s at byte %d: a line of %d bytes, over the limit of %d bytes (MaxLineBytes)",
+				pos.file, b.end.offset, n, MaxLineBytes)
+		}
 		line := data[used : used+n]
 		e, err := parseLine(line, new(Record))
 		if err != nil {
