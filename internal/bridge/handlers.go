@@ -4,10 +4,15 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/legacy"
 )
 
 // Cluster returns the singleton from the cache, with its profile's names in force (see
@@ -38,4 +43,33 @@ func Matches(c client.Reader, match func(*nwv1.NodewrightCluster, client.Object)
 func IsLegacyEventObject(nwc *nwv1.NodewrightCluster, obj client.Object) bool {
 	ev, ok := obj.(*corev1.Event)
 	return ok && IsLegacyEvent(nwc, ev)
+}
+
+// ConfigMapHandler maps events of the legacy ConfigMap the cluster names to requests: its
+// creation and deletion to all of them, an update to those of what it can change
+// (legacy.Compare at the clock's now). At steady state nearly every update is a heartbeat
+// that only ticks forward, and it then costs a comparison, not a parse and a reconcile.
+func ConfigMapHandler(c client.Reader, clk clock.PassiveClock,
+	all func(context.Context, *nwv1.NodewrightCluster) []reconcile.Request,
+	changed func(legacy.Changes) []reconcile.Request) handler.EventHandler {
+	onAll := handler.EnqueueRequestsFromMapFunc(Matches(c, IsConfigMap, all))
+	return handler.Funcs{
+		CreateFunc:  onAll.Create,
+		DeleteFunc:  onAll.Delete,
+		GenericFunc: onAll.Generic,
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			before, okBefore := e.ObjectOld.(*corev1.ConfigMap)
+			after, okAfter := e.ObjectNew.(*corev1.ConfigMap)
+			if !okBefore || !okAfter {
+				return
+			}
+			nwc := Cluster(ctx, c)
+			if nwc == nil || !IsConfigMap(nwc, after) {
+				return
+			}
+			for _, req := range changed(legacy.Compare(before.Data, after.Data, clk.Now(), StaleAfter(nwc))) {
+				q.Add(req)
+			}
+		},
+	}
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
@@ -66,10 +67,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: func(event.UpdateEvent) bool { return false },
 		})).
 		Watches(&corev1.ConfigMap{}, r.configMapHandler(reader)).
+		// Its spec, and the profile in force, name the ConfigMap and the threshold.
 		Watches(&nwv1.NodewrightCluster{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, always, r.allNodes)),
-			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, profileChanged))).
 		Complete(r)
 }
+
+// profileChanged passes the updates that change the profile in force, whose legacy names
+// and threshold replace the cluster's (bridge.Effective).
+var profileChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	before, okBefore := e.ObjectOld.(*nwv1.NodewrightCluster)
+	after, okAfter := e.ObjectNew.(*nwv1.NodewrightCluster)
+	return !okBefore || !okAfter || !equality.Semantic.DeepEqual(before.Status.Profile, after.Status.Profile) ||
+		meta.IsStatusConditionTrue(before.Status.Conditions, nwv1.ConditionProfileApplied) !=
+			meta.IsStatusConditionTrue(after.Status.Conditions, nwv1.ConditionProfileApplied)
+}}
 
 // allNodes names every node the ConfigMap lists and every existing NodewrightAgentStatus, so
 // that nodes that joined get an object and nodes that left lose theirs.
@@ -96,6 +108,10 @@ func (r *Reconciler) allNodes(ctx context.Context, nwc *nwv1.NodewrightCluster) 
 // Reconcile makes the node's NodewrightAgentStatus exist (or not) and match what the legacy
 // ConfigMap says, writing only on change, and asks to be woken when its heartbeat goes stale.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Before reading: a heartbeat found stale here is then stale at the later moment the
+	// ConfigMap handler judges the next tick, which therefore wakes this node (see
+	// legacy.QuietHeartbeat).
+	now := r.Clock.Now()
 	nwc := &nwv1.NodewrightCluster{}
 	if err := r.Client.Get(ctx, bridge.ClusterKey, nwc); err != nil {
 		// Without the cluster object, the garbage collector removes its children.
@@ -114,7 +130,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Which nodes are managed is unknown until the ConfigMap is back; keep what exists.
 		return ctrl.Result{}, nil
 	}
-	now := r.Clock.Now()
 	staleAfter := bridge.StaleAfter(nwc)
 	roll := legacy.Roll(obs.Legacy, obs.Problems, now, staleAfter)
 	var node *legacy.NodeHealth

@@ -23,6 +23,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/bridge"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
+	"github.com/spectrocloud/nodewright/internal/legacy"
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=get;list;watch
@@ -75,7 +76,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodewrightcluster").
 		For(&nwv1.NodewrightCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsConfigMap, singleton))).
+		Watches(&corev1.ConfigMap{}, bridge.ConfigMapHandler(reader, r.Clock, singleton, func(c legacy.Changes) []reconcile.Request {
+			if !c.Cluster {
+				return nil
+			}
+			return singleton(ctx, nil)
+		})).
 		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsDaemonSet, singleton)),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: daemonSetReadinessChanged})).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsLegacyEventObject, singleton)),
@@ -108,6 +114,8 @@ func daemonSetReadinessChanged(e event.UpdateEvent) bool {
 // Reconcile observes the legacy objects and writes the status when, and only when, it
 // changed; it asks to be woken when the next heartbeat goes stale.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Before reading: see legacy.QuietHeartbeat.
+	now := r.Clock.Now()
 	nwc := &nwv1.NodewrightCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, nwc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -135,11 +143,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	var events corev1.EventList
-	if err := r.Client.List(ctx, &events, client.MatchingFields{eventComponentIndex: observedAs.Spec.Legacy.EventComponent}); err != nil {
+	// Read only: the cache's own objects, not copies.
+	if err := r.Client.List(ctx, &events, client.MatchingFields{eventComponentIndex: observedAs.Spec.Legacy.EventComponent},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the legacy Warning Events: %w", err)
 	}
 
-	now := r.Clock.Now()
 	status, anomalies, deadline := computeStatus(observed{configMap: cm, daemonSet: ds, events: events.Items,
 		now: now, staleAfter: bridge.StaleAfter(observedAs), cluster: observedAs})
 	setProfileStatus(&status, verdict)

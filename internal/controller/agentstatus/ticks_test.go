@@ -1,0 +1,66 @@
+package agentstatus_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	bt "github.com/spectrocloud/nodewright/internal/bridge/bridgetest"
+	"github.com/spectrocloud/nodewright/internal/legacy"
+	"github.com/spectrocloud/nodewright/internal/operator"
+)
+
+// TestHeartbeatTicksReconcileNothing: a heartbeat that only ticks forward on a fresh node
+// changes nothing derived from the ConfigMap, so it must cost neither controller a
+// reconcile; with 50 nodes heartbeating every second, a parse and a reconcile per tick was
+// most of the operator's CPU. Each burst of ticks is followed by one real change (a state
+// transition and a DRBD report in one write): once both controllers show it, their watch
+// handlers have taken every tick before it, in order, and their queues are past them.
+func TestHeartbeatTicksReconcileNothing(t *testing.T) {
+	f := bt.New(t, env, 30*time.Minute) // no node goes stale during the test
+	env.StartManager(t, operator.SetupControllers)
+	f.SetNodes(f.Node(1), f.Node(2))
+	f.Transition(legacy.SingleNodeReady)
+
+	drbd := legacy.NodeKey(f.Node(2), legacy.FieldDRBD)
+	settle := func(state legacy.State, outOfSync int) {
+		t.Helper()
+		f.Data[drbd] = fmt.Sprintf(`{"resources":2,"connected":2,"upToDate":2,"outOfSyncKiB":%d}`, outOfSync)
+		f.Transition(state)
+		bt.Eventually(t, wait, func() string {
+			c := f.Status()
+			as, _ := agent(t, f.Node(2))
+			if c.Status.LegacyState != state || as == nil || as.Status.Storage == nil || as.Status.Storage.OutOfSyncKiB != int64(outOfSync) {
+				return fmt.Sprintf("state %s, node 2 %+v; want %s and %d KiB out of sync", c.Status.LegacyState, as, state, outOfSync)
+			}
+			if as, _ := agent(t, f.Node(1)); as == nil || as.Status.Heartbeat.Stale ||
+				!meta.IsStatusConditionPresentAndEqual(as.Status.Conditions, nwv1.ConditionHeartbeatFresh, metav1.ConditionTrue) {
+				return fmt.Sprintf("node 1 %+v, want fresh", as)
+			}
+			return ""
+		})
+	}
+	settle(legacy.PeerDetected, 0)
+	clusterBefore, agentsBefore := bt.Reconciles(t, "nodewrightcluster"), bt.Reconciles(t, "nodewrightagentstatus")
+
+	// Distinct heartbeats moving forward, one write each, as fast as the API server takes them.
+	heartbeat := legacy.NodeKey(f.Node(1), legacy.FieldHeartbeat)
+	start := time.Now().UTC().Truncate(time.Second)
+	const ticks = 20
+	for i := 1; i <= ticks; i++ {
+		f.Data[heartbeat] = start.Add(time.Duration(i) * time.Second).Format(time.RFC3339)
+		f.Write()
+	}
+	settle(legacy.SingleNodeReady, 1024)
+
+	// The real change costs each controller one reconcile; one more is a retry at most.
+	cluster, agents := bt.Reconciles(t, "nodewrightcluster")-clusterBefore, bt.Reconciles(t, "nodewrightagentstatus")-agentsBefore
+	if cluster > 2 || agents > 2 {
+		t.Errorf("%d heartbeat ticks and one change cost the NodewrightCluster controller %.0f reconciles and the NodewrightAgentStatus controller %.0f; want 1 each (2 at most)",
+			ticks, cluster, agents)
+	}
+}
