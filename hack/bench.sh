@@ -2,7 +2,8 @@
 # make bench: every benchmark, each printing its figures against its baseline or target.
 #   hack/bench.sh [copy|bridge|audit|migration]...   (default: all)
 # BENCH_SIZE_MIB (copy), BENCH_WINDOW and BENCH_SAMPLES (bridge), BENCH_AUDIT_WINDOW and
-# BENCH_AUDIT_RECORDS (audit), BENCH_MIGRATION_MIB (migration) shorten a run.
+# BENCH_AUDIT_RECORDS (audit), BENCH_MIGRATION_MIB (migration) shorten a run; BENCH_OPERATOR
+# (bridge) measures that operator binary instead of one built from the tree.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

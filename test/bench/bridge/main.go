@@ -5,11 +5,16 @@
 //     against a bare client-go loop doing the same job, measured in the same run;
 //   - API writes per minute at steady state with 3 and with 50 nodes heartbeating;
 //   - how long after the threshold a stale heartbeat shows;
-//   - the operator's peak RSS and CPU while 50 nodes heartbeat.
+//   - the operator's peak RSS and CPU while 50 nodes heartbeat every 10 s;
+//   - the operator's CPU per heartbeat while 50 nodes heartbeat every second, against a bare
+//     client-go observer of the same ConfigMap measured in the same window, then a CPU
+//     profile of the operator on the same scenario (.bench/bridge-operator.cpu.pprof).
 //
-// The operator runs as its own process (built here), so its RSS and CPU are its own.
-// BENCH_WINDOW (default 60s) sets the steady-state window; BENCH_SAMPLES (default 200) the
-// latency samples.
+// The operator and the bare observer run as their own processes (the operator built here,
+// the observer this program run again), so their RSS and CPU are their own. BENCH_WINDOW
+// (default 60s) sets the steady-state and CPU windows; BENCH_SAMPLES (default 200) the
+// latency samples; BENCH_OPERATOR, a path, measures that operator binary instead of
+// building one (to compare builds).
 package main
 
 import (
@@ -30,6 +35,13 @@ import (
 )
 
 func main() {
+	if kubeconfig := os.Getenv(bareObserverEnv); kubeconfig != "" {
+		if err := runBareObserver(kubeconfig); err != nil {
+			fmt.Fprintf(os.Stderr, "bare observer: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench-bridge: %v\n", err)
 		os.Exit(1)
@@ -60,11 +72,14 @@ func run() error {
 	if err := env.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
-	binary := filepath.Join(dir, "operator")
-	build := exec.Command("go", "build", "-o", binary, "./cmd/operator")
-	build.Dir = env.RepoRoot
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the operator: %w\n%s", err, out)
+	binary := os.Getenv("BENCH_OPERATOR")
+	if binary == "" {
+		binary = filepath.Join(dir, "operator")
+		build := exec.Command("go", "build", "-o", binary, "./cmd/operator")
+		build.Dir = env.RepoRoot
+		if out, err := build.CombinedOutput(); err != nil {
+			return fmt.Errorf("building the operator: %w\n%s", err, out)
+		}
 	}
 
 	ctx := context.Background()
@@ -77,11 +92,24 @@ func run() error {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nodewright-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	op, err := startOperator(binary, kubeconfig, filepath.Join(dir, "operator.log"))
+	pprofPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	pprofAddr := "127.0.0.1:" + pprofPort
+	op, err := startOperator(binary, kubeconfig, filepath.Join(dir, "operator.log"), pprofAddr)
 	if err != nil {
 		return err
 	}
 	defer op.stop()
+	if err := b.createBareSummary(); err != nil {
+		return err
+	}
+	bare, err := startBareObserver(kubeconfig, filepath.Join(dir, "bare-observer.log"))
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
 
 	fmt.Printf("observation bridge on a local API server (%s)\n\n", time.Now().UTC().Format(time.RFC3339))
 	baseline, err := b.latency(samples, b.baselinePhase, b.runBaseline)
@@ -116,13 +144,16 @@ func run() error {
 			s.writes, float64(s.writes)/window.Minutes())
 		verdict("0 writes per minute", s.writes == 0)
 		if nodes == 50 {
-			fmt.Printf("  operator peak RSS %.1f MiB, CPU %.2f %% of one core\n", float64(s.peakRSS)/(1<<20), s.cpuPercent)
+			fmt.Printf("  operator peak RSS %.1f MiB, CPU %.2f %% of one core\n", mib(s.peakRSS), s.cpuPercent)
 			verdict("RSS ≤ 64 MiB", s.peakRSS <= 64<<20)
 			verdict("CPU ≤ 2 % of one core", s.cpuPercent <= 2)
 		}
 	}
-	return nil
+
+	return b.reportHeartbeatCPU(op, bare, window, pprofAddr)
 }
+
+func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
 // missed is set when a figure misses its target; the program then exits 1 after printing.
 var missed bool

@@ -11,30 +11,47 @@ import (
 	"time"
 )
 
-// operatorProcess is the operator under measurement, run as its own process.
-type operatorProcess struct {
+// process is a program under measurement (the operator, the bare observer), run as its own
+// process so that its CPU time and RSS are its own.
+type process struct {
 	cmd *exec.Cmd
 	log *os.File
 }
 
-func startOperator(binary, kubeconfig, logPath string) (*operatorProcess, error) {
-	log, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
+// startOperator runs the operator as deployed, its admission webhook server included, with
+// its pprof endpoint on pprofAddr.
+func startOperator(binary, kubeconfig, logPath, pprofAddr string) (*process, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--leader-elect=false",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--webhook-host", "127.0.0.1", "--webhook-port", port, "--webhook-cert-hosts", "127.0.0.1")
+	return startProcess(exec.Command(binary, "--kubeconfig", kubeconfig, "--leader-elect=false",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--pprof-bind-address", pprofAddr,
+		"--webhook-host", "127.0.0.1", "--webhook-port", port, "--webhook-cert-hosts", "127.0.0.1"), logPath)
+}
+
+// startBareObserver runs this program again as the bare observer (see runBareObserver).
+func startBareObserver(kubeconfig, logPath string) (*process, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), bareObserverEnv+"="+kubeconfig)
+	return startProcess(cmd, logPath)
+}
+
+func startProcess(cmd *exec.Cmd, logPath string) (*process, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
-		return nil, fmt.Errorf("starting the operator: %w", err)
+		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
 	}
-	return &operatorProcess{cmd: cmd, log: log}, nil
+	return &process{cmd: cmd, log: log}, nil
 }
 
 // freePort is a TCP port free on 127.0.0.1 a moment ago.
@@ -47,7 +64,7 @@ func freePort() (string, error) {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
 }
 
-func (p *operatorProcess) stop() {
+func (p *process) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	done := make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(done) }()
@@ -62,8 +79,8 @@ func (p *operatorProcess) stop() {
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat (100 on Linux).
 const clockTicks = 100
 
-// cpuTime is the user and system CPU time the operator has used.
-func (p *operatorProcess) cpuTime() (time.Duration, error) {
+// cpuTime is the user and system CPU time the process has used.
+func (p *process) cpuTime() (time.Duration, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
@@ -81,8 +98,8 @@ func (p *operatorProcess) cpuTime() (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
-// peakRSS is the operator's high-water resident set size in bytes.
-func (p *operatorProcess) peakRSS() (int64, error) {
+// peakRSS is the process's high-water resident set size in bytes.
+func (p *process) peakRSS() (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
