@@ -169,8 +169,8 @@ func TestAppendRefusesBadInput(t *testing.T) {
 }
 
 // Trying it out without a cluster, as docs/audit.md shows: append a trail, serve a receiver on
-// a port it picks (--listen :0) and read the port from its output, ship the trail to it, and
-// verify the copy.
+// a loopback port it picks (--listen 127.0.0.1:0) and read the port from its output, ship the
+// trail to it, and verify the copy.
 func TestAppendServeShipVerify(t *testing.T) {
 	priv, pub := keys(t)
 	tmp := t.TempDir()
@@ -187,30 +187,43 @@ func TestAppendServeShipVerify(t *testing.T) {
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var serveOut, serveErr testenv.SyncBuffer
-	served := make(chan int, 1)
+	served := make(chan struct{})
+	serveCode := -1
 	go func() {
-		served <- runContext(ctx, []string{"serve", "--listen", ":0", "--dir", remote, "--public-key", pub}, &serveOut, &serveErr)
+		defer close(served)
+		serveCode = runContext(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--dir", remote, "--public-key", pub}, &serveOut, &serveErr)
 	}()
-	listening := regexp.MustCompile(`^receiving into ` + regexp.QuoteMeta(remote) + ` on http://\S*:(\d+)/ \(the copy holds 0 entries\)\n$`)
+	// Registered after TempDir, so it runs first: serve has stopped writing into the folder
+	// before it is removed, whatever failed.
+	t.Cleanup(func() { cancel(); <-served })
+	listening := regexp.MustCompile(`^receiving into ` + regexp.QuoteMeta(remote) + ` on http://127\.0\.0\.1:(\d+)/ \(the copy holds 0 entries\)\n$`)
 	var port string
-	for deadline := time.Now().Add(time.Minute); port == ""; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); port == ""; {
 		if m := listening.FindStringSubmatch(serveOut.String()); m != nil {
 			port = m[1]
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not say where it listens: %q %q", serveOut.String(), serveErr.String())
 		}
+		select {
+		case <-served:
+			t.Fatalf("serve stopped: exit %d\n%s%s", serveCode, serveOut.String(), serveErr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	out.Reset()
-	if code := run([]string{"ship", "--dir", trail, "--url", "http://127.0.0.1:" + port + "/", "--until-delivered"}, &out, &errOut); code != exitOK ||
+	shipCtx, stopShip := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer stopShip()
+	if code := runContext(shipCtx, []string{"ship", "--dir", trail, "--url", "http://127.0.0.1:" + port + "/", "--until-delivered"}, &out, &errOut); code != exitOK ||
 		!strings.Contains(out.String(), "the receiver holds 31 entries") {
 		t.Fatalf("ship: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	cancel()
-	if code := <-served; code != exitOK {
-		t.Fatalf("serve: exit %d\n%s", code, serveErr.String())
+	<-served
+	if serveCode != exitOK {
+		t.Fatalf("serve: exit %d\n%s", serveCode, serveErr.String())
 	}
 	out.Reset()
 	if code := run([]string{"verify", "--public-key", pub, remote}, &out, &errOut); code != exitOK ||

@@ -57,8 +57,8 @@ serve is the reference receiver: it keeps a copy of a chain shipped to it over H
 (audit-*.jsonl files, as the operator writes them, which verify reads). GET answers where the
 copy stands; POST appends a batch that continues it exactly, and refuses anything else whole.
 Once listening it prints "receiving into DIR on http(s)://ADDRESS/ (the copy holds N entries)"
-on standard output, so that with --listen :0 the port it picked can be read there. It stops on
-SIGINT or SIGTERM.
+on standard output, so that with --listen 127.0.0.1:0 the port it picked can be read there
+(":0" alone listens on every interface). It stops on SIGINT or SIGTERM.
 
 ship sends the chain in DIR (a FileSink directory) to a receiver, each entry once, resuming
 where the receiver stands; it follows the files as they grow until stopped, or with
@@ -232,7 +232,7 @@ func writeNew(path string, data []byte, mode os.FileMode) error {
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nodewright-audit serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "", "address to listen on, host:port; :0 picks a free port (required)")
+	listen := fs.String("listen", "", "address to listen on, host:port; port 0 picks a free one, and no host means every interface (required)")
 	dir := fs.String("dir", "", "directory of the copy, created if missing (required)")
 	certFile := fs.String("tls-cert", "", "serve HTTPS with this PEM certificate (chain)")
 	keyFile := fs.String("tls-key", "", "the PEM private key of --tls-cert")
