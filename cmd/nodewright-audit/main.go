@@ -136,7 +136,7 @@ func verify(args []string, stdout, stderr io.Writer) (int, error) {
 	fs.SetOutput(stderr)
 	var keyFiles repeated
 	fs.Var(&keyFiles, "public-key", "public key file (PEM, or 32 bytes raw, hex or base64); repeat across a key rotation (required)")
-	trustedFile := fs.String("trusted-checkpoint", "", "a checkpoint line kept outside the trail; the trail must still reach it")
+	trustedFile := fs.String("trusted-checkpoint", "", "a checkpoint line kept outside the trail; the trail must still reach it (a shorter trail is truncated); with --allow-partial, a trail that starts after it only gets a note that it was not checked")
 	allowPartial := fs.Bool("allow-partial", false, "accept a trail whose oldest files were removed (it starts after seq 0)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {

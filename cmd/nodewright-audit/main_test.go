@@ -370,3 +370,37 @@ func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// A trail whose oldest files were removed can start after the trusted checkpoint's last
+// entry: with --allow-partial that is a note that it was not checked, not truncated, and the
+// help of --trusted-checkpoint says so.
+func TestTrustedCheckpointBeforeAPartialTrail(t *testing.T) {
+	trail, pub := writeTrail(t, 60)
+	files, _ := audit.ChainFiles(trail)
+	first, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.SplitAfter(first, []byte("\n"))
+	trusted := filepath.Join(t.TempDir(), "checkpoint.jsonl")
+	if err := os.WriteFile(trusted, lines[10], 0o600); err != nil { // seq 10, the first checkpoint
+		t.Fatal(err)
+	}
+	if e, err := audit.ParseLine(bytes.TrimSuffix(lines[10], []byte("\n"))); err != nil || e.Checkpoint == nil || len(lines) < 13 {
+		t.Fatalf("line 11 of the first file is not a checkpoint: %v", err)
+	}
+	rest := files[1:] // the first file, seq 0..10 and more, removed
+	var out, errOut bytes.Buffer
+	code := run(append([]string{"verify", "--public-key", pub, "--trusted-checkpoint", trusted, "--allow-partial"}, rest...), &out, &errOut)
+	if code != exitOK || !strings.Contains(out.String(), "note: the trusted checkpoint's last entry, seq 9, is not among the entries read, so it was not checked\n") {
+		t.Fatalf("a partial trail after the trusted checkpoint: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+
+	out.Reset()
+	errOut.Reset()
+	run([]string{"verify", "-h"}, &out, &errOut)
+	help := regexp.MustCompile(`(?m)^  -trusted-checkpoint string\n((?:    \s*\S.*\n)+)`).FindStringSubmatch(errOut.String())
+	if help == nil || !strings.Contains(help[1], "--allow-partial") || !strings.Contains(help[1], "note") {
+		t.Errorf("the help of --trusted-checkpoint does not say what --allow-partial makes of a trail that starts after it:\n%s", errOut.String())
+	}
+}

@@ -33,8 +33,10 @@ order.
 Entries after the last checkpoint are protected by the hash chain only: deleting or rewriting
 them cannot be told from the trail alone. --trusted-checkpoint (a checkpoint line kept outside
 the trail, e.g. from the ConfigMap the operator publishes it to) requires the trail to still
-reach it, which detects that. An empty trail file verifies (a new trail is one): only a
-trusted checkpoint tells a wiped trail from a new one.
+reach it, which detects that: a shorter trail is truncated. With --allow-partial, a trail that
+starts after the trusted checkpoint (its oldest files removed) only gets a note that the
+checkpoint was not checked. An empty trail file verifies (a new trail is one): only a trusted
+checkpoint tells a wiped trail from a new one.
 
 The report lists each problem as "FAIL file:line seq N: kind: message" ("seq ?" when the line
 is too damaged to tell; for truncated, the line just after the end of the last file), at most
@@ -111,7 +113,7 @@ func newAuditVerifyCommand(f *Factory) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&keyFiles, "public-key", nil, "Public key file (PEM, or 32 bytes raw, hex or base64); repeat across a key rotation (required).")
-	fl.StringVar(&trustedFile, "trusted-checkpoint", "", "A checkpoint line kept outside the trail; the trail must still reach it.")
+	fl.StringVar(&trustedFile, "trusted-checkpoint", "", "A checkpoint line kept outside the trail; the trail must still reach it (a shorter trail is truncated); with --allow-partial, a trail that starts after it only gets a note that it was not checked.")
 	fl.BoolVar(&allowPartial, "allow-partial", false, "Accept a trail whose oldest files were removed on purpose (it starts after seq 0).")
 	outputFlag(cmd, &output, outputTable, outputJSON, outputYAML)
 	return cmd

@@ -80,3 +80,18 @@ func TestAuditVerifyHelpReadsThePublishedCheckpoint(t *testing.T) {
 	}
 	plugin(t, runOpts{}, "audit", "verify", "--public-key", key, "--trusted-checkpoint", checkpoint, dir).wantCode(t, ExitOK)
 }
+
+// The help of --trusted-checkpoint, in the flag and in the long help, says what
+// --allow-partial makes of a trail that starts after the checkpoint: a note, not truncated.
+func TestAuditVerifyHelpOnATrustedCheckpointBeforeAPartialTrail(t *testing.T) {
+	r := plugin(t, runOpts{}, "audit", "verify", "--help")
+	r.wantCode(t, ExitOK)
+	flagHelp := regexp.MustCompile(`(?m)^\s+--trusted-checkpoint string\s+(.*(?:\n\s{10,}\S.*)*)`).FindStringSubmatch(r.stdout)
+	if flagHelp == nil || !strings.Contains(flagHelp[1], "--allow-partial") || !strings.Contains(flagHelp[1], "note") {
+		t.Errorf("the flag's help does not say what --allow-partial makes of a trail that starts after the checkpoint:\n%s", r.stdout)
+	}
+	long := strings.Join(strings.Fields(r.stdout[:strings.Index(r.stdout, "Usage:")]), " ")
+	if !strings.Contains(long, "With --allow-partial, a trail that starts after the trusted checkpoint") {
+		t.Errorf("the long help does not say what --allow-partial makes of a trail that starts after the trusted checkpoint:\n%s", r.stdout)
+	}
+}
