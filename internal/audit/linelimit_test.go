@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,4 +266,88 @@ func TestShipperNeverSendsALineOverTheLimit(t *testing.T) {
 		t.Errorf("LastError %q is not about the local file", st.LastError)
 	}
 	eventually(t, 2*time.Minute, "the receiver holds the entry before the long line", func() bool { return recv.Head().Next == 1 })
+}
+
+// A refused call is rolled back whole even when it crossed a checkpoint (CheckpointEvery 2)
+// and carried records the chain already held: the checkpoint it made is neither written nor
+// published, the next record takes the seq the refused call started at and is signed when its
+// own turn comes, the records the chain held before the call are still known, and the trail
+// verifies.
+func TestARefusedAppendIsRolledBackAcrossACheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	sink, err := OpenFileSink(dir, FileSinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var published [][]byte
+	l := NewLog(sink, testSigner(t), sink.State(), LogOptions{CheckpointEvery: 2, OnCheckpoint: func(line []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		published = append(published, line)
+	}})
+	ctx := context.Background()
+	r := testRecord
+	over := sizedRecord(t, 9, 3, Hash{}, MaxLineBytes+1)
+	dup := func(seq uint64) Appended { return Appended{Seq: seq, Duplicate: true} }
+	for _, c := range []struct {
+		name    string
+		refused []Record // a call refused for its last record
+		then    []Record // the call after it
+		want    []Appended
+	}{
+		{"nothing refused yet", nil, []Record{r(0)}, []Appended{{Seq: 0}}},
+		// r1 would be seq 1, a checkpoint seq 2, r2 seq 3.
+		{"across a checkpoint", []Record{r(1), r(2), over}, []Record{r(1)}, []Appended{{Seq: 1}}}, // and a checkpoint, seq 2
+		// r0 and r1 are held; r3 twice is one record; r4 would be seq 4, a checkpoint seq 5.
+		{"with records already held", []Record{r(0), r(3), r(3), r(1), r(4), r(0), over}, []Record{r(2), r(0)}, []Appended{{Seq: 3}, dup(0)}},
+		// r3 would be seq 4 and a checkpoint seq 5; the long record comes just after them.
+		{"right after a checkpoint", []Record{r(3), over}, []Record{r(3), r(1)}, []Appended{{Seq: 4}, dup(1)}}, // and a checkpoint, seq 5
+		{"after the refusals", nil, []Record{r(5), r(4), r(3)}, []Appended{{Seq: 6}, {Seq: 7}, dup(4)}},        // and a checkpoint, seq 8
+	} {
+		if c.refused != nil {
+			before := trailBytes(t, dir)
+			_, err := l.Append(ctx, c.refused...)
+			var refused *RecordError
+			if !errors.As(err, &refused) || !errors.Is(err, ErrLineTooLong) || refused.Index != len(c.refused)-1 {
+				t.Fatalf("%s: %v, want the last record refused as too long", c.name, err)
+			}
+			if got := trailBytes(t, dir); got != before {
+				t.Fatalf("%s: the refused call wrote %d bytes", c.name, got-before)
+			}
+		}
+		if res, err := l.Append(ctx, c.then...); err != nil || !slices.Equal(res, c.want) {
+			t.Fatalf("%s, then: %v %v, want %v", c.name, res, err, c.want)
+		}
+	}
+	if err := l.Close(); err != nil { // nothing unsigned: no checkpoint to add
+		t.Fatal(err)
+	}
+	report := verifyDir(t, dir)
+	if !report.OK || report.Records != 6 || report.Checkpoints != 3 || report.Entries != 9 || report.Unsigned != 0 {
+		t.Fatalf("the trail: %+v", report)
+	}
+	// Only the checkpoints the trail holds were published.
+	files, _ := ChainFiles(dir)
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := splitLines(data)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(published) != 3 {
+		t.Fatalf("published %d checkpoints, want the three at seq 2, 5 and 8", len(published))
+	}
+	for i, seq := range []int{2, 5, 8} {
+		if !bytes.Equal(append(published[i], '\n'), lines[seq]) {
+			t.Errorf("published checkpoint %d is not the trail's line of seq %d", i, seq)
+		}
+	}
+	// A log opened on the trail knows the same records.
+	l2, _ := openTestLog(t, dir, FileSinkOptions{}, 2)
+	defer func() { _ = l2.Close() }()
+	if res, err := l2.Append(ctx, r(0), r(1), r(2), r(3), r(4), r(5)); err != nil || slices.ContainsFunc(res, func(a Appended) bool { return !a.Duplicate }) {
+		t.Fatalf("reopened: %v %v, want every record a duplicate", res, err)
+	}
 }
