@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,25 +60,9 @@ func TestTheOperatorRunsWithoutTheThirdPartyAPIsAndMigratesOnceTheyAreInstalled(
 	if err := own.Client.Create(ctx, early); err != nil {
 		t.Fatal(err)
 	}
-	bt.Eventually(t, patience, func() string {
-		m := getMigration(t, own, early)
-		c := meta.FindStatusCondition(m.Status.Conditions, nwv1.ConditionSucceeded)
-		if m.Status.Phase != "" && m.Status.Phase != nwv1.WorkflowPending || c == nil || c.Reason != nwv1.ReasonAPIsMissing {
-			return fmt.Sprintf("migration early: phase %q, Succeeded %+v; want Pending with reason %s", m.Status.Phase, c, nwv1.ReasonAPIsMissing)
-		}
-		for _, kind := range vmvolumemigration.APIs {
-			if want := kind.Kind + "." + kind.Group + "/v1 (no CustomResourceDefinition defines it)"; !strings.Contains(c.Message, want) {
-				return fmt.Sprintf("the condition's message %q does not say %q", c.Message, want)
-			}
-		}
-		return ""
-	})
-	bt.Eventually(t, patience, func() string {
-		if !hasEvent(t, own, early, corev1.EventTypeWarning, vmvolumemigration.EventAPIsMissing) {
-			return "no Warning " + vmvolumemigration.EventAPIsMissing + " Event on migration early"
-		}
-		return ""
-	})
+	for _, kind := range vmvolumemigration.APIs {
+		waitsFor(t, own, early, kind.Kind+"."+kind.Group+"/v1 (no CustomResourceDefinition defines it)")
+	}
 	if !strings.Contains(op.log.String(), "VMVolumeMigrations wait for APIs the cluster does not serve") {
 		t.Errorf("the operator's log does not say which APIs migrations wait for:\n%s", op.log)
 	}
@@ -108,9 +94,61 @@ func TestTheOperatorRunsWithoutTheThirdPartyAPIsAndMigratesOnceTheyAreInstalled(
 	if got := volumeBytes(t, s, ns, done.Status.TargetPVCName); !slices.Equal(got, data) {
 		t.Errorf("the target PVC %s does not hold the source's bytes", done.Status.TargetPVCName)
 	}
-	if n := strings.Count(op.log.String(), "Starting the manager"); n != 1 {
-		t.Errorf("the operator started %d times, want once", n)
+
+	// An API goes away: a new migration waits again, and starts once it is back.
+	classes := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "volumesnapshotclasses.snapshot.storage.k8s.io"}}
+	if err := own.Client.Delete(ctx, classes); err != nil {
+		t.Fatal(err)
 	}
+	bt.Eventually(t, patience, func() string {
+		if err := own.Client.Get(ctx, client.ObjectKeyFromObject(classes), classes); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the CustomResourceDefinition %s is still there (%v)", classes.Name, err)
+		}
+		return ""
+	})
+	again := &nwv1.VMVolumeMigration{
+		ObjectMeta: metav1.ObjectMeta{Name: "again", Namespace: ns},
+		Spec:       nwv1.VMVolumeMigrationSpec{VMName: "web", VolumeName: "root", Mode: nwv1.MigrationCold, Target: nwv1.MigrationTarget{StorageClassName: siteClass}},
+	}
+	if err := own.Client.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	waitsFor(t, own, again, "VolumeSnapshotClass.snapshot.storage.k8s.io/v1 (no CustomResourceDefinition defines it)")
+	if err := own.InstallCRDs(testenv.ThirdPartyCRDPaths(own.RepoRoot)...); err != nil {
+		t.Fatal(err)
+	}
+	bt.Eventually(t, patience, func() string {
+		m := getMigration(t, own, again)
+		if !slices.Contains([]nwv1.WorkflowPhase{nwv1.WorkflowSucceeded, nwv1.WorkflowRolledBack, nwv1.WorkflowFailed}, m.Status.Phase) {
+			return fmt.Sprintf("migration again is %q once the API is back, want it to have run to its end", m.Status.Phase)
+		}
+		return ""
+	})
+	select {
+	case err := <-op.done:
+		t.Errorf("the operator exited (%v): it must go on as APIs come and go", err)
+	default:
+	}
+}
+
+// waitsFor waits until migration m waits before its start for the APIs it needs, its
+// Succeeded condition naming want.
+func waitsFor(t *testing.T, env *testenv.Env, m *nwv1.VMVolumeMigration, want string) {
+	t.Helper()
+	bt.Eventually(t, patience, func() string {
+		got := getMigration(t, env, m)
+		c := meta.FindStatusCondition(got.Status.Conditions, nwv1.ConditionSucceeded)
+		if got.Status.Phase != nwv1.WorkflowPending || c == nil || c.Reason != nwv1.ReasonAPIsMissing || !strings.Contains(c.Message, want) {
+			return fmt.Sprintf("migration %s: phase %q, Succeeded %+v; want Pending, reason %s, saying %q", m.Name, got.Status.Phase, c, nwv1.ReasonAPIsMissing, want)
+		}
+		return ""
+	})
+	bt.Eventually(t, patience, func() string {
+		if !hasEvent(t, env, m, corev1.EventTypeWarning, vmvolumemigration.EventAPIsMissing) {
+			return "no Warning " + vmvolumemigration.EventAPIsMissing + " Event on migration " + m.Name
+		}
+		return ""
+	})
 }
 
 // TestAdmissionRefusesMigrationsUntilTheirAPIsAreServed runs the operator with its webhooks

@@ -244,20 +244,26 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			return fmt.Errorf("setting up the cluster spec controller: %w", err)
 		}
 	}
+	// VMVolumeMigration runs on every cluster: where KubeVirt or the snapshot API is missing,
+	// its migrations wait, saying why, and admission refuses new ones, until the APIs are
+	// installed.
+	migrationAPIs, err := vmvolumemigration.NewAPITracker(ctx, mgr)
+	if err != nil {
+		return err
+	}
 	if o.Webhooks.Enabled {
 		err := webhookv1alpha1.Setup(mgr, webhookv1alpha1.Options{
 			Decisions:       &webhookv1alpha1.Decisions{Trail: trail, Ready: trailReady},
 			Trust:           trust,
-			MigrationAPIs:   func() servedapis.Kinds { return vmvolumemigration.APIs.Missing(mgr.GetRESTMapper()) },
+			MigrationAPIs:   migrationAPIs,
 			LegacyNamespace: o.LegacyNamespace,
 		})
 		if err != nil {
 			return fmt.Errorf("setting up the admission webhooks: %w", err)
 		}
 	}
-	// VMVolumeMigration runs on every cluster: where KubeVirt or the snapshot API is missing,
-	// its migrations wait, saying why, and start once the APIs are installed.
-	migrations := &vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: recorder, CopyImage: o.CopyImage, Audit: trail, Actor: actor}
+	migrations := &vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: recorder, CopyImage: o.CopyImage, Audit: trail, Actor: actor,
+		APIs: migrationAPIs}
 	if err := migrations.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMVolumeMigration controller: %w", err)
 	}

@@ -2,10 +2,9 @@
 // why not when it does not.
 //
 // Nodewright's read-only bridge must run on any cluster, while VMVolumeMigration needs
-// KubeVirt's and the CSI snapshot APIs, which a cluster may gain after the operator started.
-// A controller asks Missing (discovery, through the manager's lazily refreshing REST mapper)
-// on every reconcile, and watches CustomResourceDefinitions to be woken when one is
-// installed; Explain reads those definitions to say precisely what is wrong.
+// KubeVirt's and the CSI snapshot APIs, which a cluster may gain, or lose, while the operator
+// runs. A Tracker asks discovery, and asks again whenever a CustomResourceDefinition of the
+// kinds' groups changes; Explain reads those definitions to say precisely what is wrong.
 package servedapis
 
 import (
@@ -14,25 +13,11 @@ import (
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Kinds are the kinds, at one version each, that a controller reads or writes.
 type Kinds []schema.GroupVersionKind
-
-// Missing returns the kinds mapper cannot map: those the API server does not serve, or did
-// not when the mapper last looked. controller-runtime's dynamic mapper asks the API server
-// again on every miss, so a kind installed since is found.
-func (k Kinds) Missing(mapper meta.RESTMapper) Kinds {
-	var missing Kinds
-	for _, gvk := range k {
-		if _, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
-			missing = append(missing, gvk)
-		}
-	}
-	return missing
-}
 
 // Groups are the API groups of the kinds.
 func (k Kinds) Groups() []string {

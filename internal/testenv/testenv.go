@@ -202,7 +202,7 @@ func (e *Env) Start() error {
 	}
 	crds := CRDPaths(root)
 	if e.withoutThirdPty {
-		crds = crds[:1]
+		crds = []string{filepath.Join(root, "config", "crd", "bases")}
 	}
 	e.control = &envtest.Environment{
 		BinaryAssetsDirectory: assets,

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -65,6 +64,8 @@ const (
 	EventRolledBack    = "RolledBack"
 	EventSucceeded     = "Succeeded"
 	EventFailed        = "Failed"
+	// EventAPIsMissing: the migration waits for an API the cluster does not serve.
+	EventAPIsMissing = "APIsMissing"
 )
 
 // AuditLog receives the record of every transition; *audit.Log is one.
@@ -84,14 +85,14 @@ type Reconciler struct {
 	// Audit, when set, receives one record per transition; Actor is who the records say did it.
 	Audit AuditLog
 	Actor string
-	// APIs are the kinds a migration needs served; the package's APIs when nil.
-	APIs servedapis.Kinds
+	// APIs says which of the APIs migrations need the cluster does not serve; one of
+	// NewAPITracker when nil.
+	APIs *servedapis.Tracker
 
 	audited auditProgress
 
 	controller controller.Controller
 	cache      cache.Cache
-	mapper     meta.RESTMapper
 	// watching: the watches on children and VMs run (watchChildren).
 	watchMu  sync.Mutex
 	watching bool
@@ -116,9 +117,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Clientset = cs
 	}
 	if r.APIs == nil {
-		r.APIs = APIs
+		t, err := NewAPITracker(context.Background(), mgr)
+		if err != nil {
+			return err
+		}
+		r.APIs = t
 	}
-	r.cache, r.mapper = mgr.GetCache(), mgr.GetRESTMapper()
+	r.cache = mgr.GetCache()
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named("vmvolumemigration").
 		For(&nwv1.VMVolumeMigration{}).
@@ -127,9 +132,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.controller = c
-	if missing := r.APIs.Missing(r.mapper); len(missing) > 0 {
+	if err := r.watchDefinitions(); err != nil {
+		return err
+	}
+	switch missing, err := r.APIs.Missing(); {
+	case err != nil:
+		// The first reconcile asks again.
+		mgr.GetLogger().Error(err, "Cannot tell yet whether the cluster serves the APIs VMVolumeMigrations need")
+		return nil
+	case len(missing) > 0:
 		mgr.GetLogger().Info("VMVolumeMigrations wait for APIs the cluster does not serve; they start once these are installed", "missing", missing.String())
-		return r.watchDefinitions()
+		return nil
 	}
 	return r.watchChildren()
 }
@@ -169,7 +182,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if m.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(m, Finalizer) {
 		return ctrl.Result{}, r.patchFinalizers(ctx, m, func() { controllerutil.AddFinalizer(m, Finalizer) })
 	}
-	if missing := r.APIs.Missing(r.mapper); len(missing) > 0 {
+	missing, err := r.APIs.Missing()
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(missing) > 0 {
 		return r.waitForAPIs(ctx, m, missing)
 	}
 	if err := r.watchChildren(); err != nil {

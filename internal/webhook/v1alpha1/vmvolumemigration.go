@@ -24,17 +24,20 @@ import (
 type migrations struct {
 	checker vmvolumemigration.Checker
 	client  client.Reader
-	// missing returns the APIs migrations need that the cluster does not serve; nil: none.
-	missing func() servedapis.Kinds
+	// apis says which APIs migrations need the cluster does not serve; nil: none.
+	apis *servedapis.Tracker
 }
 
 // unserved refuses every migration while the cluster lacks an API migrations need, naming
 // it: the VM and its volumes cannot even be read.
 func (w *migrations) unserved() error {
-	if w.missing == nil {
+	if w.apis == nil {
 		return nil
 	}
-	missing := w.missing()
+	missing, err := w.apis.Missing()
+	if err != nil {
+		return err
+	}
 	if len(missing) == 0 {
 		return nil
 	}
@@ -51,7 +54,7 @@ func (w *migrations) unserved() error {
 // make. Where the backend could clone, the validator's warning says Hot is available.
 func (w *migrations) defaults(ctx context.Context, m *nwv1.VMVolumeMigration) ([]fieldDefault, error) {
 	if w.unserved() != nil {
-		return nil, nil
+		return nil, nil // the validator refuses it, saying why
 	}
 	vm, err := w.vm(ctx, m)
 	if err != nil || vm == nil {
