@@ -45,7 +45,7 @@ Flags:
 		os.Exit(1)
 	}
 	if ns != "" {
-		log.Info("Out of a cluster: the leader-election Lease goes in the kubeconfig context's namespace; --leader-election-namespace sets another",
+		log.Info("With a kubeconfig, the leader-election Lease goes in the kubeconfig context's namespace; --leader-election-namespace sets another",
 			"namespace", ns)
 	}
 	ctx := ctrl.SetupSignalHandler()

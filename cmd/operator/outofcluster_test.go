@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"os/exec"
 	"strings"
 	"testing"
@@ -49,7 +50,9 @@ func TestOutOfAClusterTheLeaseGoesInTheContextsNamespace(t *testing.T) {
 // certificate in a Secret; when the Secret's namespace does not exist, it says which and how
 // to create it, and exits.
 func TestTheWebhooksNameAMissingNamespace(t *testing.T) {
-	cmd := exec.Command(buildOperator(t), "--kubeconfig", env.Kubeconfig(t), "--leader-election-namespace", metav1.NamespaceDefault,
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, buildOperator(t), "--kubeconfig", env.Kubeconfig(t), "--leader-election-namespace", metav1.NamespaceDefault,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--webhook-secret", "no-such-ns/nodewright-webhook-cert", "--webhook-service", "no-such-ns/nodewright-webhook")
 	out, err := cmd.CombinedOutput()
