@@ -14,6 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 // VMPatience bounds the waits of RunningVM: long enough for a busy CI machine, and no cost
@@ -40,7 +42,7 @@ func (s *Site) RunningVM(t testing.TB, c client.Client, ns, name, class string, 
 	if err := c.Create(ctx, pvc); err != nil {
 		t.Fatalf("creating PVC %s: %v", claim, err)
 	}
-	waitFor(t, func() string {
+	testenv.Eventually(t, VMPatience, func() string {
 		if _, err := s.BackingFile(ctx, ns, claim); err != nil {
 			return fmt.Sprintf("PVC %s has no backing file: %v", claim, err)
 		}
@@ -78,7 +80,7 @@ func (s *Site) RunningVM(t testing.TB, c client.Client, ns, name, class string, 
 // WaitVMRunsOn waits until VM ns/name runs with its volume "root" on claim.
 func WaitVMRunsOn(t testing.TB, c client.Client, ns, name, claim string) {
 	t.Helper()
-	waitFor(t, func() string {
+	testenv.Eventually(t, VMPatience, func() string {
 		vmi := &virtv1.VirtualMachineInstance{}
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, vmi); err != nil {
 			return fmt.Sprintf("VMI %s: %v", name, err)
@@ -94,21 +96,4 @@ func WaitVMRunsOn(t testing.TB, c client.Client, ns, name, claim string) {
 		}
 		return ""
 	})
-}
-
-// waitFor polls check until it returns "", failing the test with its last message after
-// VMPatience.
-func waitFor(t testing.TB, check func() string) {
-	t.Helper()
-	deadline := time.Now().Add(VMPatience)
-	for {
-		msg := check()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", VMPatience, msg)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -194,17 +194,7 @@ func (f *Fixture) EventuallyFresh(timeout time.Duration, check func() string, na
 // thing it said.
 func Eventually(t testing.TB, timeout time.Duration, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		last := check()
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", timeout, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, timeout, check)
 }
 
 // CountEvents counts the events a record.FakeRecorder has received so far with the given
