@@ -3,7 +3,6 @@ package ui_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,12 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
@@ -100,7 +94,6 @@ const (
 // CSI there, with the VM "web" running on volume "root" (PVC web-root, full of data).
 func newSite(t *testing.T, opts site.Options) string {
 	t.Helper()
-	ctx := context.Background()
 	ns := env.Namespace(t)
 	operatortest.StorageClasses(t, env.Client, operatortest.Class{Name: linstorClass, Driver: linstorDriver},
 		operatortest.Class{Name: topolvmClass, Driver: topolvmDriver})
@@ -117,64 +110,14 @@ func newSite(t *testing.T, opts site.Options) string {
 	case <-time.After(patience):
 		t.Fatal("the site did not start")
 	}
-
-	create(t, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-root", Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			StorageClassName: ptr.To(linstorClass),
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			VolumeMode:       ptr.To(corev1.PersistentVolumeBlock),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(volumeSize, resource.BinarySI)}},
-		},
-	})
-	var path string
-	eventually(t, "PVC web-root to be bound", patience, func() (bool, string) {
-		p, err := s.BackingFile(ctx, ns, "web-root")
-		path = p
-		return err == nil, fmt.Sprint(err)
-	})
-	data := make([]byte, volumeSize)
-	rng := rand.New(rand.NewPCG(uint64(len(ns)), 7))
-	for i := range data[:2<<20] {
-		data[i] = byte(rng.Uint32())
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	create(t, &virtv1.VirtualMachine{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: virtv1.VirtualMachineSpec{
-			RunStrategy: ptr.To(virtv1.RunStrategyAlways),
-			Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
-				Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
-				Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{
-					PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
-						PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "web-root"},
-					},
-				}}},
-			}},
-		},
-	})
-	waitVMRunsOn(t, ns, "web-root")
+	s.RunningVM(t, env.Client, ns, "web", linstorClass, volumeSize)
 	return ns
 }
 
 // waitVMRunsOn waits until the VM "web" runs with volume "root" on claim.
 func waitVMRunsOn(t *testing.T, ns, claim string) {
 	t.Helper()
-	eventually(t, "VM web to run on "+claim, patience, func() (bool, string) {
-		vmi := &virtv1.VirtualMachineInstance{}
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, vmi); err != nil {
-			return false, err.Error()
-		}
-		on := ""
-		for _, v := range vmi.Spec.Volumes {
-			if v.Name == "root" && v.PersistentVolumeClaim != nil {
-				on = v.PersistentVolumeClaim.ClaimName
-			}
-		}
-		return vmi.Status.Phase == virtv1.Running && on == claim, fmt.Sprintf("VMI web is %s on %q", vmi.Status.Phase, on)
-	})
+	site.WaitVMRunsOn(t, env.Client, ns, "web", claim)
 }
 
 func create(t *testing.T, obj client.Object) {

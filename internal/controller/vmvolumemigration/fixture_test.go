@@ -208,19 +208,7 @@ func (f *fix) eventually(cond func() (bool, string)) {
 // waitVMRunsOn waits until the VM "web" runs with volume "root" on claim.
 func (f *fix) waitVMRunsOn(claim string) {
 	f.t.Helper()
-	f.eventually(func() (bool, string) {
-		vmi := &virtv1.VirtualMachineInstance{}
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "web"}, vmi); err != nil {
-			return false, fmt.Sprintf("VMI web: %v", err)
-		}
-		on := ""
-		for _, v := range vmi.Spec.Volumes {
-			if v.Name == "root" && v.PersistentVolumeClaim != nil {
-				on = v.PersistentVolumeClaim.ClaimName
-			}
-		}
-		return vmi.Status.Phase == virtv1.Running && on == claim, fmt.Sprintf("VMI web is %s on %q, want Running on %q", vmi.Status.Phase, on, claim)
-	})
+	site.WaitVMRunsOn(f.t, env.Client, f.ns, "web", claim)
 }
 
 // migration is a VMVolumeMigration of the fixture's VM volume.
