@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
@@ -43,7 +45,11 @@ func TestDemoRefusesWideOperatorAddresses(t *testing.T) {
 						_ = down.Run()
 					}
 				})
-				cmd := exec.Command(filepath.Join(root, "hack", "demo.sh"), verb)
+				// The refusal is at once; the deadline only keeps a script that went on from
+				// holding the suite.
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "demo.sh"), verb)
 				cmd.Env = env
 				out, err := cmd.CombinedOutput()
 				want := "demo: FAILED: " + tc.variable + "=" + tc.value + ": must be 127.0.0.1:PORT (PORT 1-65535): the local site listens on loopback only"
