@@ -1,8 +1,13 @@
 package migration
 
 import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -40,5 +45,72 @@ func TestEveryTransitionHasADistinctStableRecord(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The record of a transition always fits one line of the trail, whatever the migration's
+// status and annotations hold: its message and details are cut, on a character boundary, so
+// that the log takes it and the verifier reads it back. Otherwise the log refuses it, and
+// every later record of the migration, which is appended after it, for ever.
+func TestAuditRecordFitsALineWhateverTheObjectSays(t *testing.T) {
+	m := &nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{Namespace: "vms", Name: "db-root", UID: "u-1", Generation: 1}}
+	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	// Every byte of a control character is six in the trail (\u0001); "é" and "☃" are two and
+	// three bytes, so a cut by bytes can fall inside them.
+	huge := strings.Repeat("\x01é☃", audit.MaxLineBytes/6+1)
+	signer, err := audit.LoadSigner(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		message string
+		details []audit.Detail
+	}{
+		{"a long message", huge, nil},
+		{"a long requester", "started", []audit.Detail{{Name: "requestedBy", Value: huge}}},
+		{"both", huge, []audit.Detail{{Name: "requestedBy", Value: huge}, {Name: "other", Value: "kept"}}},
+		{"short ones, kept whole", "copy verified \x01 é ☃", []audit.Detail{{Name: "requestedBy", Value: "alice"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := AuditRecord(m, "system:serviceaccount:nodewright-system:nodewright-operator", Pending, Pending, Start, c.message, at, c.details...)
+			checkCut(t, "message", r.Message, c.message)
+			if len(r.Details) != len(c.details) {
+				t.Fatalf("%d details, want %d", len(r.Details), len(c.details))
+			}
+			for i, d := range r.Details {
+				if d.Name != c.details[i].Name {
+					t.Errorf("detail %d is named %q, want %q", i, d.Name, c.details[i].Name)
+				}
+				checkCut(t, "detail "+d.Name, d.Value, c.details[i].Value)
+			}
+			var buf bytes.Buffer
+			l := audit.NewLog(audit.NewWriterSink(&buf), signer, audit.ChainState{}, audit.LogOptions{})
+			if _, err := l.Append(context.Background(), r); err != nil {
+				t.Fatalf("the log refuses the record: %v", err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			report, err := audit.Verify(audit.VerifyOptions{PublicKeys: []ed25519.PublicKey{signer.PublicKey()}}, audit.Input{Name: "trail", Reader: &buf})
+			if err != nil || !report.OK || report.Records != 1 {
+				t.Fatalf("the trail does not verify: %v %+v", err, report)
+			}
+		})
+	}
+}
+
+// checkCut checks that got is was, or was cut: valid UTF-8, its beginning, marked as cut.
+func checkCut(t *testing.T, what, got, was string) {
+	t.Helper()
+	if got == was {
+		if len(was) > 4096 {
+			t.Errorf("%s: %d bytes kept whole", what, len(was))
+		}
+		return
+	}
+	kept, marked := strings.CutSuffix(got, "...")
+	if !marked || !strings.HasPrefix(was, kept) || !utf8.ValidString(got) || len(kept) == 0 {
+		t.Errorf("%s: %d bytes cut to %d, %q...: want valid UTF-8, the beginning of the text, and \"...\"", what, len(was), len(got), got[:min(len(got), 40)])
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/migration"
 )
 
@@ -179,9 +180,5 @@ func setSucceededCondition(m *nwv1.VMVolumeMigration, s migration.State, failure
 	meta.SetStatusCondition(&m.Status.Conditions, c)
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
+// truncate bounds a message of the status or of an Event to n bytes, between characters.
+func truncate(s string, n int) string { return audit.Shorten(s, n) }

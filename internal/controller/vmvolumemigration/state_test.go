@@ -3,6 +3,7 @@ package vmvolumemigration
 import (
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -85,5 +86,32 @@ func TestChildNamesFitALabel(t *testing.T) {
 	}
 	if got := childName(&nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, suffixTarget); got != "web-target" {
 		t.Errorf("short name %q", got)
+	}
+}
+
+// truncate bounds the messages of the status and of Events in bytes without cutting a
+// character in two: what it keeps is valid UTF-8 when the text was.
+func TestTruncateKeepsWholeCharacters(t *testing.T) {
+	for _, c := range []struct {
+		text string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijk", 10, "abcdefg..."},
+		{"abcdefé☃xyz", 10, "abcdef..."},               // "é" would be cut in two at byte 7
+		{"abcdeé☃xyz", 10, "abcdeé..."},                // "é" ends at byte 7
+		{"abcde☃☃☃", 10, "abcde..."},                   // "☃" would be cut at byte 7
+		{"☃☃☃☃", 5, "..."},                             // not even one character fits beside the marker
+		{"a\xffb\xffcdefghij", 10, "a\xffb\xffcde..."}, // invalid bytes are one byte each
+	} {
+		got := truncate(c.text, c.n)
+		if got != c.want || len(got) > c.n {
+			t.Errorf("truncate(%q, %d) = %q, want %q", c.text, c.n, got, c.want)
+		}
+		if utf8.ValidString(c.text) && !utf8.ValidString(got) {
+			t.Errorf("truncate(%q, %d) = %q: not valid UTF-8", c.text, c.n, got)
+		}
 	}
 }
