@@ -2,11 +2,16 @@ package vmvolumemigration
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -49,7 +54,10 @@ func (p *auditProgress) forget(uid types.UID) {
 	delete(p.done, uid)
 }
 
-// recordTransitions appends the records of the transitions m's status shows.
+// recordTransitions appends the records of the transitions m's status shows. A record the
+// log refuses as too long for a line is left out, with a log line and an Event: the builder
+// bounds the texts it takes from the object, not the actor, and a record refused for good
+// would otherwise be resent with every later one, which the log then refuses too, for ever.
 func (r *Reconciler) recordTransitions(ctx context.Context, m *nwv1.VMVolumeMigration) {
 	if r.Audit == nil {
 		return
@@ -59,11 +67,31 @@ func (r *Reconciler) recordTransitions(ctx context.Context, m *nwv1.VMVolumeMigr
 	if from >= len(records) {
 		return
 	}
-	if _, err := r.Audit.Append(ctx, records[from:]...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Recording transitions in the audit trail failed; the next reconcile retries")
-		return
+	for pending := records[from:]; len(pending) > 0; {
+		_, err := r.Audit.Append(ctx, pending...)
+		if err == nil {
+			break
+		}
+		var refused *audit.RecordError
+		if !errors.Is(err, audit.ErrLineTooLong) || !errors.As(err, &refused) || refused.Index >= len(pending) {
+			ctrl.LoggerFrom(ctx).Error(err, "Recording transitions in the audit trail failed; the next reconcile retries")
+			return
+		}
+		r.leaveOut(ctx, m, pending[refused.Index], refused.Err)
+		// Nothing of a refused call was written: the others go again, without it.
+		pending = slices.Delete(slices.Clone(pending), refused.Index, refused.Index+1)
 	}
 	r.audited.set(m.UID, len(records))
+}
+
+// leaveOut reports a transition's record that the trail cannot hold.
+func (r *Reconciler) leaveOut(ctx context.Context, m *nwv1.VMVolumeMigration, rec audit.Record, why error) {
+	ctrl.LoggerFrom(ctx).Error(why, "Leaving a transition's record out of the audit trail: too long for one line",
+		"migration", klog.KObj(m), "from", rec.From, "to", rec.To, "record", rec.ID)
+	if r.Recorder != nil {
+		r.Recorder.Event(m, corev1.EventTypeWarning, EventAuditRecordTooLong, truncate(fmt.Sprintf(
+			"the audit record of the transition from %s to %s is too long for one line of the trail and was left out of it: %v", rec.From, rec.To, why), 1024))
+	}
 }
 
 // transitionRecords replays the machine along the steps the status records and builds the

@@ -66,6 +66,9 @@ const (
 	EventFailed        = "Failed"
 	// EventAPIsMissing: the migration waits for an API the cluster does not serve.
 	EventAPIsMissing = "APIsMissing"
+	// EventAuditRecordTooLong: the audit log refused a transition's record as too long for
+	// one line of the trail; it was left out.
+	EventAuditRecordTooLong = "AuditRecordTooLong"
 )
 
 // AuditLog receives the record of every transition; *audit.Log is one.
