@@ -32,6 +32,13 @@ const (
 	DeletionAllowed = "DeletionAllowed"
 )
 
+// The most of a decision's message and of a detail's value its record keeps: far below
+// audit.MaxLineBytes even with every byte escaped (six for one).
+const (
+	maxMessageBytes = 4096
+	maxDetailBytes  = 1024
+)
+
 // Decisions records admission decisions in the audit trail, under the requesting user's
 // name. A dry run is not recorded: it decides nothing.
 type Decisions struct {
@@ -79,10 +86,17 @@ func (d *Decisions) record(ctx context.Context, obj client.Object, kind, to, mes
 	// The admission request's UID ties the records of one request together: the mutating
 	// webhook's (made before the object has a UID of its own) and the validating one's.
 	details = append(details, audit.Detail{Name: "admissionRequest", Value: string(req.UID)})
+	// The message and details quote the request, which can hold far more than one line of the
+	// trail: cut, so that the log never refuses the record of a decision (a forger would
+	// otherwise choose whether the attempt is recorded).
+	cut := make([]audit.Detail, len(details))
+	for i, d := range details {
+		cut[i] = audit.Detail{Name: d.Name, Value: audit.Shorten(d.Value, maxDetailBytes)}
+	}
 	// The admission request's UID tells this decision from every other about the object; the
 	// same request asked again (the API server retries a webhook call) makes the same record.
-	rec := audit.Transition(subject, req.UserInfo.Username, ActionAdmission, "", to, string(req.Operation), message,
-		string(req.UID), clk.Now(), details...)
+	rec := audit.Transition(subject, req.UserInfo.Username, ActionAdmission, "", to, string(req.Operation),
+		audit.Shorten(message, maxMessageBytes), string(req.UID), clk.Now(), cut...)
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if _, err := d.Trail.Append(ctx, rec); err != nil {

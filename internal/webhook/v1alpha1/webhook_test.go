@@ -897,3 +897,29 @@ func TestATryToForgeTheRequesterIsRecorded(t *testing.T) {
 		return false
 	})
 }
+
+// A forged requester too long to be quoted whole in one line of the trail is still recorded,
+// cut: otherwise the log refuses the record, and a forger chooses whether the attempt is
+// recorded. (An annotation may hold 256 KiB; each control character is quoted as \x01, and
+// each backslash escaped again in the trail: 5 bytes for one.)
+func TestAHugeForgedRequesterIsRecordedCut(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	storage(t)
+	vmWithVolume(t, ns, "db", linstorClass)
+	m := migration(ns, "forged-huge", "db", linstorClass)
+	m.Annotations = map[string]string{nwv1.AnnotationRequestedBy: "mallory" + strings.Repeat("\x01", 250_000)}
+	if err := as(t, "alice").Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the record of the kept stamp", func() bool {
+		for _, r := range trailRecords(t, ns, "forged-huge") {
+			if r.To == "RequesterKept" && r.Actor == "alice" && strings.Contains(r.Message, `the request set nodewright.spectrocloud.com/requested-by to "mallory\x01`) &&
+				strings.HasSuffix(r.Message, "...") && len(r.Message) <= 4096 {
+				return true
+			}
+		}
+		return false
+	})
+}
