@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -247,15 +248,15 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	// VMVolumeMigration runs on every cluster: where KubeVirt or the snapshot API is missing,
 	// its migrations wait, saying why, and admission refuses new ones, until the APIs are
 	// installed.
-	migrationAPIs, err := vmvolumemigration.NewAPITracker(ctx, mgr)
+	apis, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
-		return err
+		return fmt.Errorf("building the discovery client: %w", err)
 	}
 	if o.Webhooks.Enabled {
 		err := webhookv1alpha1.Setup(mgr, webhookv1alpha1.Options{
 			Decisions:       &webhookv1alpha1.Decisions{Trail: trail, Ready: trailReady},
 			Trust:           trust,
-			MigrationAPIs:   migrationAPIs,
+			MigrationAPIs:   func() (servedapis.Kinds, error) { return vmvolumemigration.APIs.Missing(apis) },
 			LegacyNamespace: o.LegacyNamespace,
 		})
 		if err != nil {
@@ -263,7 +264,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		}
 	}
 	migrations := &vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: recorder, CopyImage: o.CopyImage, Audit: trail, Actor: actor,
-		APIs: migrationAPIs}
+		Discovery: apis}
 	if err := migrations.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMVolumeMigration controller: %w", err)
 	}

@@ -3,8 +3,8 @@
 //
 // Nodewright's read-only bridge must run on any cluster, while VMVolumeMigration needs
 // KubeVirt's and the CSI snapshot APIs, which a cluster may gain, or lose, while the operator
-// runs. A Tracker asks discovery, and asks again whenever a CustomResourceDefinition of the
-// kinds' groups changes; Explain reads those definitions to say precisely what is wrong.
+// runs. Kinds.Missing asks discovery; Explain reads the CustomResourceDefinitions to say
+// precisely what is wrong.
 package servedapis
 
 import (

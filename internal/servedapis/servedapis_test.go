@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 )
@@ -42,87 +41,40 @@ func (d *discovery) ServerResourcesForGroupVersion(gv string) (*metav1.APIResour
 	return list, nil
 }
 
-func TestTrackerAsksDiscoveryAndKeepsOnlyAnAllServedAnswer(t *testing.T) {
+func TestMissingAsksDiscoveryEveryTime(t *testing.T) {
 	snapshotClass := snapshot.GroupVersion().WithKind("VolumeSnapshotClass")
+	kinds := servedapis.Kinds{vm, snapshot, snapshotClass}
 	d := &discovery{served: map[string][]string{"kubevirt.io/v1": {"VirtualMachine"}}}
-	tr := servedapis.NewTracker(servedapis.Kinds{vm, snapshot, snapshotClass}, d)
-	missing, err := tr.Missing()
+	missing, err := kinds.Missing(d)
 	if err != nil || missing.String() != "VolumeSnapshot.snapshot.storage.k8s.io/v1, VolumeSnapshotClass.snapshot.storage.k8s.io/v1" {
 		t.Fatalf("Missing = %v, %v", missing, err)
 	}
+	if d.asked != 2 {
+		t.Errorf("%d questions for two group versions", d.asked)
+	}
 	// A group version served without one of the kinds, as when one of two definitions is in.
 	d.served["snapshot.storage.k8s.io/v1"] = []string{"VolumeSnapshotClass"}
-	if missing, _ := tr.Missing(); missing.String() != "VolumeSnapshot.snapshot.storage.k8s.io/v1" {
-		t.Errorf("with the class only, Missing = %v: a missing answer must not be kept", missing)
+	if missing, _ := kinds.Missing(d); missing.String() != "VolumeSnapshot.snapshot.storage.k8s.io/v1" {
+		t.Errorf("with the class only, Missing = %v", missing)
 	}
 	// The version matters: v1beta1 does not serve v1.
 	d.served = map[string][]string{"kubevirt.io/v1": {"VirtualMachine"}, "snapshot.storage.k8s.io/v1beta1": {"VolumeSnapshot", "VolumeSnapshotClass"}}
-	if missing, _ := tr.Missing(); len(missing) != 2 {
+	if missing, _ := kinds.Missing(d); len(missing) != 2 {
 		t.Errorf("with v1beta1 only, Missing = %v", missing)
 	}
-
 	d.served["snapshot.storage.k8s.io/v1"] = []string{"VolumeSnapshot", "VolumeSnapshotClass"}
-	if missing, err := tr.Missing(); len(missing) != 0 || err != nil {
+	if missing, err := kinds.Missing(d); len(missing) != 0 || err != nil {
 		t.Fatalf("all served: Missing = %v, %v", missing, err)
 	}
-	asked := d.asked
+	// A definition deleted since is noticed: nothing is kept between calls.
 	delete(d.served, "snapshot.storage.k8s.io/v1")
-	if missing, _ := tr.Missing(); len(missing) != 0 || d.asked != asked {
-		t.Errorf("an all-served answer was not kept: Missing = %v, %d more questions", missing, d.asked-asked)
+	if missing, _ := kinds.Missing(d); len(missing) != 2 {
+		t.Errorf("after the deletion, Missing = %v", missing)
 	}
-	tr.Invalidate()
-	if missing, _ := tr.Missing(); len(missing) != 2 {
-		t.Errorf("after Invalidate, Missing = %v: a deleted definition was not noticed", missing)
-	}
-
 	// Discovery that cannot answer is an error, never a missing kind.
 	d.err = errors.New("connection refused")
-	if missing, err := tr.Missing(); err == nil || len(missing) != 0 || !strings.Contains(err.Error(), "connection refused") {
+	if missing, err := kinds.Missing(d); err == nil || len(missing) != 0 || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("discovery failing: Missing = %v, %v", missing, err)
-	}
-}
-
-// informer hands the tracker's handler to the test.
-type informer struct {
-	handler toolscache.ResourceEventHandler
-}
-
-func (i *informer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
-	i.handler = h
-	return nil, nil
-}
-
-func TestTrackerForgetsOnADefinitionOfItsGroups(t *testing.T) {
-	d := &discovery{served: map[string][]string{"kubevirt.io/v1": {"VirtualMachine"}}}
-	tr := servedapis.NewTracker(servedapis.Kinds{vm}, d)
-	inf := &informer{}
-	if err := tr.InvalidateOn(inf); err != nil {
-		t.Fatal(err)
-	}
-	ours := &apiextensionsv1.CustomResourceDefinition{Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "kubevirt.io"}}
-	other := &apiextensionsv1.CustomResourceDefinition{Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com"}}
-	for _, tc := range []struct {
-		name       string
-		event      func()
-		invalidate bool
-	}{
-		{"another group's definition added", func() { inf.handler.OnAdd(other, false) }, false},
-		{"ours added", func() { inf.handler.OnAdd(ours, false) }, true},
-		{"ours updated", func() { inf.handler.OnUpdate(ours, ours) }, true},
-		{"ours deleted", func() { inf.handler.OnDelete(ours) }, true},
-		{"ours deleted, seen late", func() { inf.handler.OnDelete(toolscache.DeletedFinalStateUnknown{Obj: ours}) }, true},
-	} {
-		if _, err := tr.Missing(); err != nil {
-			t.Fatal(err)
-		}
-		asked := d.asked
-		tc.event()
-		if _, err := tr.Missing(); err != nil {
-			t.Fatal(err)
-		}
-		if asked2 := d.asked - asked; (asked2 > 0) != tc.invalidate {
-			t.Errorf("%s: %d questions to discovery after it, want invalidated %v", tc.name, asked2, tc.invalidate)
-		}
 	}
 }
 

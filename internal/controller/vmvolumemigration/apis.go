@@ -3,6 +3,8 @@ package vmvolumemigration
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -10,11 +12,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
 	virtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -37,30 +37,26 @@ var APIs = servedapis.Kinds{
 	snapshotv1.SchemeGroupVersion.WithKind("VolumeSnapshotClass"),
 }
 
-// NewAPITracker tracks APIs for mgr through discovery, asking again whenever a
-// CustomResourceDefinition of their groups changes in mgr's cache. The cache runs on every
-// replica, so the tracker is right for the admission webhooks too, not only on the leader.
-func NewAPITracker(ctx context.Context, mgr ctrl.Manager) (*servedapis.Tracker, error) {
-	d, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return nil, fmt.Errorf("building the discovery client: %w", err)
-	}
-	t := servedapis.NewTracker(APIs, d)
-	informer, err := mgr.GetCache().GetInformer(ctx, &apiextensionsv1.CustomResourceDefinition{}, cache.BlockUntilSynced(false))
-	if err != nil {
-		return nil, fmt.Errorf("watching CustomResourceDefinitions: %w", err)
-	}
-	return t, t.InvalidateOn(informer)
-}
-
-// watchChildren starts the watches on the migrations' children and VMs, once. Their kinds
-// must be served: a watch on a kind the API server lacks fails the controller's start after
-// its cache sync timeout, so on a cluster without them the watches wait for the first
-// reconcile that finds every API served.
-func (r *Reconciler) watchChildren() error {
+// watch starts, once each, the watches a reconcile needs: while an API is missing, on the
+// CustomResourceDefinitions of the APIs' groups, to wake the migrations that wait; once every
+// API is served, on the migrations' children and VMs. They start from a reconcile, after the
+// controller: a watch registered before would hold the controller's start until its cache
+// syncs, and fail it where the kind is not served. The definitions are watched only once a
+// migration waits, so that a role that may not read them (an older chart's) costs nothing
+// where every API is served.
+func (r *Reconciler) watch(served bool) error {
 	r.watchMu.Lock()
 	defer r.watchMu.Unlock()
-	if r.watching {
+	if !served {
+		if !r.watchingDefinitions {
+			if err := r.controller.Watch(r.definitionsSource()); err != nil {
+				return fmt.Errorf("watching CustomResourceDefinitions: %w", err)
+			}
+			r.watchingDefinitions = true
+		}
+		return nil
+	}
+	if r.watchingChildren {
 		return nil
 	}
 	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -78,21 +74,38 @@ func (r *Reconciler) watchChildren() error {
 			return fmt.Errorf("watching %s: %w", src, err)
 		}
 	}
-	r.watching = true
+	r.watchingChildren = true
 	return nil
 }
 
-// watchDefinitions wakes every migration when a CustomResourceDefinition of one of the APIs'
-// groups changes: installed, established, deleted. The tracker is told first, so that the
-// reconciles it causes ask discovery again.
-func (r *Reconciler) watchDefinitions() error {
-	ofOurGroups := predicate.NewTypedPredicateFuncs(r.APIs.Concerns)
+// definitionsSource wakes every migration when a CustomResourceDefinition of one of the APIs'
+// groups changes: installed, established, deleted.
+func (r *Reconciler) definitionsSource() source.Source {
+	groups := APIs.Groups()
+	ofOurGroups := predicate.NewTypedPredicateFuncs(func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		return slices.Contains(groups, crd.Spec.Group)
+	})
 	all := handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ *apiextensionsv1.CustomResourceDefinition) []reconcile.Request {
-		r.APIs.Invalidate()
 		return r.matching(ctx, metav1.NamespaceAll, func(*nwv1.VMVolumeMigration) bool { return true })
 	})
-	return r.controller.Watch(source.Kind(r.cache, &apiextensionsv1.CustomResourceDefinition{}, all, ofOurGroups))
+	return source.Kind(r.cache, &apiextensionsv1.CustomResourceDefinition{}, all, ofOurGroups)
 }
+
+// explain says why the missing APIs are not served, from their definitions. It waits a
+// bounded time for the definitions' cache, which a role without read access to them (an
+// older chart's) never fills: the reason is then the missing kinds alone.
+func (r *Reconciler) explain(ctx context.Context, missing servedapis.Kinds) servedapis.Explanation {
+	ctx, cancel := context.WithTimeout(ctx, definitionsWait)
+	defer cancel()
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := r.Client.List(ctx, &crds); err != nil {
+		return servedapis.Explanation{Message: fmt.Sprintf("the API server does not serve %s (their CustomResourceDefinitions cannot be read: %v)", missing, err)}
+	}
+	return servedapis.Explain(missing, crds.Items)
+}
+
+// definitionsWait bounds explain's wait for the definitions' cache.
+const definitionsWait = 30 * time.Second
 
 // waitForAPIs holds a migration while the cluster lacks an API it needs; the definitions'
 // watch wakes it when they change, without a restart of the operator.
@@ -103,11 +116,7 @@ func (r *Reconciler) watchDefinitions() error {
 //   - A finished one has nothing to do until its VM can be read again (to be released): a
 //     deleted one keeps its finalizer until then.
 func (r *Reconciler) waitForAPIs(ctx context.Context, m *nwv1.VMVolumeMigration, missing servedapis.Kinds) (ctrl.Result, error) {
-	var crds apiextensionsv1.CustomResourceDefinitionList
-	if err := r.Client.List(ctx, &crds); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing the CustomResourceDefinitions: %w", err)
-	}
-	why := servedapis.Explain(missing, crds.Items)
+	why := r.explain(ctx, missing)
 	state := stateOf(m)
 	var err error
 	switch {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -88,17 +89,16 @@ type Reconciler struct {
 	// Audit, when set, receives one record per transition; Actor is who the records say did it.
 	Audit AuditLog
 	Actor string
-	// APIs says which of the APIs migrations need the cluster does not serve; one of
-	// NewAPITracker when nil.
-	APIs *servedapis.Tracker
+	// Discovery tells which APIs the cluster serves; one for the manager's API server when nil.
+	Discovery servedapis.Discovery
 
 	audited auditProgress
 
 	controller controller.Controller
 	cache      cache.Cache
-	// watching: the watches on children and VMs run (watchChildren).
-	watchMu  sync.Mutex
-	watching bool
+	// The watches watch starts once: on the APIs' definitions, on children and VMs.
+	watchMu                               sync.Mutex
+	watchingDefinitions, watchingChildren bool
 }
 
 // SetupWithManager registers the controller.
@@ -119,12 +119,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		r.Clientset = cs
 	}
-	if r.APIs == nil {
-		t, err := NewAPITracker(context.Background(), mgr)
+	if r.Discovery == nil {
+		d, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 		if err != nil {
-			return err
+			return fmt.Errorf("building the discovery client: %w", err)
 		}
-		r.APIs = t
+		r.Discovery = d
 	}
 	r.cache = mgr.GetCache()
 	c, err := ctrl.NewControllerManagedBy(mgr).
@@ -135,19 +135,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.controller = c
-	if err := r.watchDefinitions(); err != nil {
-		return err
-	}
-	switch missing, err := r.APIs.Missing(); {
-	case err != nil:
-		// The first reconcile asks again.
-		mgr.GetLogger().Error(err, "Cannot tell yet whether the cluster serves the APIs VMVolumeMigrations need")
-		return nil
-	case len(missing) > 0:
+	if missing, err := APIs.Missing(r.Discovery); err == nil && len(missing) > 0 {
 		mgr.GetLogger().Info("VMVolumeMigrations wait for APIs the cluster does not serve; they start once these are installed", "missing", missing.String())
-		return nil
 	}
-	return r.watchChildren()
+	return nil
 }
 
 // byChildLabel maps a child to the migration whose UID it carries.
@@ -185,15 +176,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if m.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(m, Finalizer) {
 		return ctrl.Result{}, r.patchFinalizers(ctx, m, func() { controllerutil.AddFinalizer(m, Finalizer) })
 	}
-	missing, err := r.APIs.Missing()
+	missing, err := APIs.Missing(r.Discovery)
 	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.watch(len(missing) == 0); err != nil {
 		return ctrl.Result{}, err
 	}
 	if len(missing) > 0 {
 		return r.waitForAPIs(ctx, m, missing)
-	}
-	if err := r.watchChildren(); err != nil {
-		return ctrl.Result{}, err
 	}
 	base := m.DeepCopy()
 	s, err := r.newScope(ctx, m)

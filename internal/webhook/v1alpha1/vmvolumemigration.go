@@ -24,17 +24,17 @@ import (
 type migrations struct {
 	checker vmvolumemigration.Checker
 	client  client.Reader
-	// apis says which APIs migrations need the cluster does not serve; nil: none.
-	apis *servedapis.Tracker
+	// missing returns the APIs migrations need that the cluster does not serve; nil: none.
+	missing func() (servedapis.Kinds, error)
 }
 
 // unserved refuses every migration while the cluster lacks an API migrations need, naming
 // it: the VM and its volumes cannot even be read.
 func (w *migrations) unserved() error {
-	if w.apis == nil {
+	if w.missing == nil {
 		return nil
 	}
-	missing, err := w.apis.Missing()
+	missing, err := w.missing()
 	if err != nil {
 		return err
 	}

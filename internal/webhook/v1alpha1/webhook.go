@@ -227,9 +227,9 @@ type Options struct {
 	// Trust holds the trusted keys EdgeProfiles are verified with; its Reader is replaced
 	// by the API reader.
 	Trust edgeprofile.Trust
-	// MigrationAPIs says which APIs VMVolumeMigrations need the cluster does not serve; a
-	// migration is refused, naming them, while any is missing. Nil: none is.
-	MigrationAPIs *servedapis.Tracker
+	// MigrationAPIs returns the APIs VMVolumeMigrations need that the cluster does not serve;
+	// a migration is refused, naming them, while any is missing. Nil: none is.
+	MigrationAPIs func() (servedapis.Kinds, error)
 	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in;
 	// a NodewrightCluster naming others is refused.
 	LegacyNamespace string
@@ -244,7 +244,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	trust.Reader = reader
 	d := o.Decisions
 
-	mig := &migrations{checker: vmvolumemigration.Checker{Client: reader, APIReader: reader}, client: reader, apis: o.MigrationAPIs}
+	mig := &migrations{checker: vmvolumemigration.Checker{Client: reader, APIReader: reader}, client: reader, missing: o.MigrationAPIs}
 	migHook := &kindWebhook[*nwv1.VMVolumeMigration]{kind: "VMVolumeMigration", decisions: d, workflow: true,
 		defaults: mig.defaults, create: mig.create,
 		newObject: func() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} }}
