@@ -13,7 +13,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/internal/testenv/operatortest"
@@ -118,13 +117,6 @@ func newSite(t *testing.T, opts site.Options) string {
 func waitVMRunsOn(t *testing.T, ns, claim string) {
 	t.Helper()
 	site.WaitVMRunsOn(t, env.Client, ns, "web", claim)
-}
-
-func create(t *testing.T, obj client.Object) {
-	t.Helper()
-	if err := env.Client.Create(context.Background(), obj); err != nil {
-		t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
 }
 
 // eventually polls cond until it holds, failing with its last message after timeout.
