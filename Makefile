@@ -12,7 +12,9 @@ CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 GOLANGCI_LINT  := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 COSIGN         := $(TOOLS)/cosign-$(COSIGN_VERSION)
 HELM           := $(TOOLS)/helm-$(HELM_VERSION)
-GO_TEST_FLAGS ?= -count=1
+# Each package's tests get 30 minutes, not go test's 10: a busy CI machine can take several
+# times an idle one's, and a stuck test still stops well within CI's limit.
+GO_TEST_FLAGS ?= -count=1 -timeout=30m
 export KUBEBUILDER_ASSETS := $(K8S_BIN)
 # The cosign the EdgeProfile signature tests run against (internal/profile).
 export NODEWRIGHT_COSIGN := $(COSIGN)

@@ -16,8 +16,9 @@
 # (cluster name), NODEWRIGHT_DEMO_PROBE_ADDR / NODEWRIGHT_DEMO_METRICS_ADDR (operator ports,
 # 127.0.0.1:PORT), NODEWRIGHT_DEMO_WEBHOOK_PORT (the operator's admission webhooks on 127.0.0.1, 19443),
 # NODEWRIGHT_DEMO_STEP_INTERVAL (pause between the simulated DaemonSet's transitions, 3s),
-# NODEWRIGHT_DEMO_CHART (the chart to install: a folder or a packaged .tgz; charts/nodewright)
-# and NODEWRIGHT_DEMO_VALUES (a values file over config/demo/chart-values.yaml).
+# NODEWRIGHT_DEMO_CHART (the chart to install: a folder or a packaged .tgz; charts/nodewright),
+# NODEWRIGHT_DEMO_VALUES (a values file over config/demo/chart-values.yaml) and
+# NODEWRIGHT_DEMO_PATIENCE (the limit of each wait for the site to come up, 300 seconds).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,6 +31,9 @@ state=${NODEWRIGHT_DEMO_DIR:-$root/.demo}
 cluster=${NODEWRIGHT_DEMO_NAME:-nodewright-demo}
 kubeconfig="$state/kubeconfig"
 kwokctl_config="$state/kwokctl.yaml"
+# patience bounds every wait on observed state, in seconds: long enough for a busy two-core
+# machine, and no cost when the state holds sooner.
+patience=${NODEWRIGHT_DEMO_PATIENCE:-300}
 operator_log="$state/operator.log"
 operator_pid="$state/operator.pid"
 operator_kubeconfig="$state/operator.kubeconfig"
@@ -142,7 +146,7 @@ install_chart() {
   "$helm" upgrade --install nodewright "$chart" --kubeconfig "$kubeconfig" -n nodewright-system "${values[@]}" \
     --set webhook.port="$webhook_port" --set webhook.service.port="$webhook_port" \
     --set-file 'profile.trustedKeys.demo\.pub'="$state/profile.pub" \
-    --wait --timeout 2m >"$state/helm.log" 2>&1 || fail "helm $1 failed" "$state/helm.log"
+    --wait --timeout "${patience}s" >"$state/helm.log" 2>&1 || fail "helm $1 failed" "$state/helm.log"
 }
 
 # start_operator: runs the operator on this machine, as the pods kwok simulates would: with
@@ -184,10 +188,10 @@ start_operator() {
     >>"$operator_log" 2>&1 &
   echo $! >"$operator_pid"
   local i
-  for i in $(seq 1 60); do
+  for i in $(seq 1 $((patience * 2))); do
     operator_running || fail "the operator exited" "$operator_log"
     if http_ok /readyz; then break; fi
-    [ "$i" = 60 ] && fail "the operator is not ready after 30s (readyz on $probe_addr)" "$operator_log"
+    [ "$i" = $((patience * 2)) ] && fail "the operator is not ready after ${patience}s (readyz on $probe_addr)" "$operator_log"
     sleep 0.5
   done
 }
@@ -225,7 +229,7 @@ up() {
         --extra-args "kube-controller-manager=controllers=*,-job-controller,-persistentvolume-binder-controller" \
         --extra-args "kwok-controller=manage-all-nodes=false" \
         --extra-args "kwok-controller=manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" \
-        --wait 2m >"$state/kwokctl.log" 2>&1; then
+        --wait "${patience}s" >"$state/kwokctl.log" 2>&1; then
       cat "$state/kwokctl.log" >&2
       check_components
       fail "kwokctl could not create the cluster" "$state/kwokctl.log"
@@ -255,13 +259,13 @@ spec:
     effect: NoSchedule
 NODE
   done
-  "${kubectl[@]}" wait --for=condition=Ready node edge-2 edge-3 --timeout=60s >/dev/null ||
+  "${kubectl[@]}" wait --for=condition=Ready node edge-2 edge-3 --timeout="${patience}s" >/dev/null ||
     fail "the simulated nodes did not become Ready" "$(component_log kwok-controller)"
 
   say "installing the KubeVirt, CSI snapshot and ServiceMonitor CRDs"
   local thirdparty=(-f "$root/config/thirdparty/kubevirt" -f "$root/config/thirdparty/snapshot" -f "$root/config/thirdparty/monitoring")
   "${kubectl[@]}" apply --server-side "${thirdparty[@]}" >/dev/null
-  "${kubectl[@]}" wait --for=condition=Established "${thirdparty[@]}" --timeout=60s >/dev/null
+  "${kubectl[@]}" wait --for=condition=Established "${thirdparty[@]}" --timeout="${patience}s" >/dev/null
 
   if running "$site_pid"; then
     say "the site is already running (pid $(cat "$site_pid"))"
@@ -276,13 +280,13 @@ NODE
       >"$site_log" 2>&1 &
     echo $! >"$site_pid"
   fi
-  for i in $(seq 1 60); do
+  for i in $(seq 1 $((patience * 2))); do
     running "$site_pid" || fail "the site exited" "$site_log"
     if "${kubectl[@]}" get node edge-1 >/dev/null 2>&1; then break; fi
-    [ "$i" = 60 ] && fail "the site did not register node edge-1 within 30s" "$site_log"
+    [ "$i" = $((patience * 2)) ] && fail "the site did not register node edge-1 within ${patience}s" "$site_log"
     sleep 0.5
   done
-  "${kubectl[@]}" wait --for=condition=Ready node edge-1 --timeout=60s >/dev/null ||
+  "${kubectl[@]}" wait --for=condition=Ready node edge-1 --timeout="${patience}s" >/dev/null ||
     fail "node edge-1 is not Ready" "$site_log"
   # The legacy DaemonSet's namespace exists before the chart, which puts its read-only Role
   # there; the operator's namespace admits only pods of the restricted Pod Security level.
@@ -298,13 +302,13 @@ NODE
 
   say "creating the demo VM (namespace demo) with 256 MiB of data on a ReadWriteOnce volume"
   "${kubectl[@]}" apply -f "$root/config/demo/storage.yaml" -f "$root/config/demo/vm.yaml" >/dev/null
-  "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Bound pvc/database-rootdisk --timeout=60s >/dev/null ||
+  "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Bound pvc/database-rootdisk --timeout="${patience}s" >/dev/null ||
     fail "the demo VM's volume was not provisioned" "$site_log"
   if [ ! -f "$state/site/demo-filled" ]; then
     "$root/bin/nodewright-site" fill --kubeconfig "$kubeconfig" --dir "$state/site" --mib 256 demo database-rootdisk
     touch "$state/site/demo-filled"
   fi
-  "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout=60s >/dev/null ||
+  "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout="${patience}s" >/dev/null ||
     fail "the demo VM did not start" "$site_log"
 
   # The chart's values name this profile; the operator applies the NodewrightCluster once it
@@ -314,7 +318,7 @@ NODE
     >"$state/edgeprofile.yaml"
   "${kubectl[@]}" apply -f "$state/edgeprofile.yaml" >/dev/null
   local applied=
-  for i in $(seq 1 120); do
+  for i in $(seq 1 $((patience * 2))); do
     if "${kubectl[@]}" get nodewrightcluster nodewright >/dev/null 2>&1; then applied=1; break; fi
     sleep 0.5
   done

@@ -7,11 +7,11 @@
 #   hack/stress-test.sh -run TestCancel ./internal/ui
 #
 # It first builds what `make test` needs (unless `make test-stress` already did), then runs
-# go test with GO_TEST_FLAGS (default -count=1) and the arguments (default ./...) beside the
-# hog: Debian's stress-ng, installed with apt-get when missing (as root, or with sudo), or else
-# one shell busy loop per core. STRESS_WORKERS sets the hog's processes (default: one per
-# core). It prints the wall time, the failing tests and the log's path, stops the hog on any
-# exit, and exits non-zero when a test failed.
+# go test with GO_TEST_FLAGS (default -count=1 -timeout=30m, as make test) and the arguments
+# (default ./...) beside the hog: Debian's stress-ng, installed with apt-get when missing (as
+# root, or with sudo), or else one shell busy loop per core. STRESS_WORKERS sets the hog's
+# processes (default: one per core). It prints the wall time, the failing tests and the log's
+# path, stops the hog on any exit, and exits non-zero when a test failed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -81,11 +81,11 @@ fi
 [ "$#" -gt 0 ] || set -- ./...
 log=$(mktemp "${TMPDIR:-/tmp}/nodewright-stress-test.XXXXXX")
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-say "go test ${GO_TEST_FLAGS:--count=1} $* beside $hog on $(nproc) cores; log $log"
+say "go test ${GO_TEST_FLAGS:--count=1 -timeout=30m} $* beside $hog on $(nproc) cores; log $log"
 start=$(date +%s)
 status=0
 # shellcheck disable=SC2086
-go test ${GO_TEST_FLAGS:--count=1} "$@" 2>&1 | tee "$log" || status=$?
+go test ${GO_TEST_FLAGS:--count=1 -timeout=30m} "$@" 2>&1 | tee "$log" || status=$?
 elapsed=$(($(date +%s) - start))
 stop_hogs
 

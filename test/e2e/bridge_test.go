@@ -22,7 +22,7 @@ import (
 func TestSimulatedUpgradeOnTheLocalSite(t *testing.T) {
 	s := startSite(t)
 	c := s.client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 
 	w, err := c.Watch(ctx, &nwv1.NodewrightClusterList{})
@@ -47,14 +47,14 @@ func TestSimulatedUpgradeOnTheLocalSite(t *testing.T) {
 
 	// The scenario loops, with peers leaving and joining: each node has its status at some point.
 	for _, n := range []string{"edge-1", "edge-2", "edge-3"} {
-		deadline := time.Now().Add(time.Minute)
+		deadline := time.Now().Add(patience)
 		for {
 			role := s.kubectlOut(t, "get", "nodewrightagentstatus", n, "--ignore-not-found", "-o", "jsonpath={.status.role}")
 			if role != "" {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("no NodewrightAgentStatus with a role for %s within a minute", n)
+				t.Fatalf("no NodewrightAgentStatus with a role for %s within %s", n, patience)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}

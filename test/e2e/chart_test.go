@@ -72,9 +72,9 @@ func TestChartLifecycle(t *testing.T) {
 
 	// Objects of every kind the site makes, which the upgrade must keep.
 	s.kubectlOut(t, "apply", "-n", "demo", "-f", filepath.Join(s.root, "config", "samples", "nodewright_v1alpha1_vmvolumemigration.yaml"))
-	s.waitOutput(t, 2*time.Minute, "the migration to succeed", func(out string) bool { return out == "Succeeded" },
+	s.waitOutput(t, patience, "the migration to succeed", func(out string) bool { return out == "Succeeded" },
 		"get", "vmvm", "-n", "demo", "database-rootdisk", "-o", "jsonpath={.status.phase}")
-	s.waitOutput(t, time.Minute, "an agent status per node", func(out string) bool { return len(strings.Fields(out)) == 3 },
+	s.waitOutput(t, patience, "an agent status per node", func(out string) bool { return len(strings.Fields(out)) == 3 },
 		"get", "nodewrightagentstatus", "-o", "jsonpath={.items[*].metadata.name}")
 	// NodewrightAgentStatuses come and go with the legacy node list, which the simulator's
 	// loop changes (a peer is lost and rejoins); the other objects must keep their uids.
@@ -87,7 +87,7 @@ func TestChartLifecycle(t *testing.T) {
 	if !strings.Contains(out, `violates PodSecurity "restricted:latest"`) {
 		t.Errorf("a pod with no securityContext in nodewright-system: %s; want it refused as violating restricted", out)
 	}
-	s.waitOutput(t, time.Minute, "the operator's pods to run in nodewright-system", func(out string) bool { return out == "Running Running" },
+	s.waitOutput(t, patience, "the operator's pods to run in nodewright-system", func(out string) bool { return out == "Running Running" },
 		"get", "pods", "-n", "nodewright-system", "-l", "app.kubernetes.io/component=operator", "-o", "jsonpath={.items[*].status.phase}")
 
 	// The chart with its default values, and with the custom ones, against the real API
@@ -127,13 +127,13 @@ func TestChartLifecycle(t *testing.T) {
 			t.Errorf("%s: uid %s before the upgrade, %q after", key, uid, after[key])
 		}
 	}
-	s.waitOutput(t, time.Minute, "the Deployment to have the upgrade's values and be available",
+	s.waitOutput(t, patience, "the Deployment to have the upgrade's values and be available",
 		func(out string) bool { return out == "1 1 yes" }, "get", "deployment", "-n", "nodewright-system", "nodewright-operator", "-o",
 		`jsonpath={.spec.replicas} {.status.availableReplicas} {.spec.template.metadata.annotations.nodewright\.spectrocloud\.com/upgraded}`)
 	if got := s.kubectlOut(t, "get", "servicemonitor", "-n", "nodewright-system", "nodewright-operator", "-o", "jsonpath={.metadata.labels.release}"); got != "site-prometheus" {
 		t.Errorf("the ServiceMonitor the upgrade's values ask for has release label %q", got)
 	}
-	s.waitOutput(t, time.Minute, "the operator to apply the upgraded cluster values", func(out string) bool { return out == "45s" },
+	s.waitOutput(t, patience, "the operator to apply the upgraded cluster values", func(out string) bool { return out == "45s" },
 		"get", "nodewrightcluster", "nodewright", "-o", "jsonpath={.spec.heartbeatStaleAfter}")
 	out = s.kubectlFails(t, "apply", "-f", filepath.Join(s.root, "config", "samples", "nodewright_v1alpha1_edgeprofile.yaml"))
 	if !strings.Contains(out, "denied the request: signature: the profile is not signed") {
@@ -151,9 +151,9 @@ func TestChartLifecycle(t *testing.T) {
 	// Uninstall, the operator stopped as its pods would be: only what docs/install.md says
 	// is kept remains.
 	s.run(t, "stop-operator")
-	run(t, helm, "uninstall", "nodewright", "-n", "nodewright-system", "--kubeconfig", s.kubeconfig, "--wait", "--timeout", "2m")
+	run(t, helm, "uninstall", "nodewright", "-n", "nodewright-system", "--kubeconfig", s.kubeconfig, "--wait", "--timeout", patience.String())
 	var left []string
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(patience)
 	for {
 		left = s.releaseLeftovers(t)
 		if len(left) == 0 || time.Now().After(deadline) {
