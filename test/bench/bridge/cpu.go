@@ -50,7 +50,8 @@ func (b *bench) reportHeartbeatCPU(op, bare *process, window time.Duration, ppro
 	}
 	fmt.Println()
 	const rssLimit = 64 << 20
-	fmt.Printf("  operator peak RSS %.1f MiB (%.1f MiB below the limit)\n", mib(cost.peakRSS), mib(rssLimit-cost.peakRSS))
+	fmt.Printf("  operator peak RSS %.1f MiB (%.1f MiB below the limit); at the end %.1f MiB anonymous (heap, stacks), %.1f MiB file-backed (the binary)\n",
+		mib(cost.peakRSS), mib(rssLimit-cost.peakRSS), mib(cost.anonRSS), mib(cost.fileRSS))
 	verdict("RSS ≤ 64 MiB", cost.peakRSS <= rssLimit)
 
 	profile := filepath.Join(b.env.RepoRoot, ".bench", "bridge-operator.cpu.pprof")
@@ -83,6 +84,7 @@ type heartbeatCost struct {
 	window               time.Duration
 	operatorCPU, bareCPU time.Duration
 	peakRSS              int64
+	anonRSS, fileRSS     int64 // at the end of the window
 }
 
 func (h heartbeatCost) perBeat(cpu time.Duration) time.Duration {
@@ -147,8 +149,12 @@ func (b *bench) heartbeatCPU(n int, window time.Duration, op, bare *process) (he
 	if err != nil {
 		return heartbeatCost{}, err
 	}
+	anon, file, err := op.rssParts()
+	if err != nil {
+		return heartbeatCost{}, err
+	}
 	cost := heartbeatCost{heartbeats: changes.get(), patches: beats.get() - beatsBefore, writes: writes.get(), window: time.Since(start),
-		operatorCPU: opAfter - opBefore, bareCPU: bareAfter - bareBefore, peakRSS: rss}
+		operatorCPU: opAfter - opBefore, bareCPU: bareAfter - bareBefore, peakRSS: rss, anonRSS: anon, fileRSS: file}
 	if err := b.bothObserve(nodes[0]); err != nil {
 		return heartbeatCost{}, err
 	}

@@ -112,3 +112,28 @@ func (p *process) peakRSS() (int64, error) {
 	}
 	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
 }
+
+// rssParts is the process's resident set now, split into anonymous memory (heap, stacks)
+// and file-backed pages (mostly the binary's own), in bytes.
+func (p *process) rssParts() (anon, file int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok || (key != "RssAnon" && key != "RssFile") {
+			continue
+		}
+		kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/status %s: %w", p.cmd.Process.Pid, key, err)
+		}
+		if key == "RssAnon" {
+			anon = kib << 10
+		} else {
+			file = kib << 10
+		}
+	}
+	return anon, file, nil
+}
