@@ -48,32 +48,47 @@ have_stress_ng() {
   command -v stress-ng >/dev/null
 }
 
-# Each hog runs in a process group of its own (setsid), so that stopping it stops every
-# process it started.
-hogs=()
-stop_hogs() {
-  local pid
-  for pid in "${hogs[@]}"; do
-    kill -TERM -- "-$pid" 2>/dev/null || true
+# The hog and the tests each run in a session of their own (setsid), so that stopping one
+# stops every process it started, even those in process groups of their own (envtest starts
+# etcd and kube-apiserver so); on INT or TERM the script stops both before it exits.
+# setpriv's parent-death signal stops them too if the script itself is killed outright.
+sessions=() # the hog's sessions, then the tests'
+orphan_guard=()
+if command -v setpriv >/dev/null; then
+  orphan_guard=(setpriv --pdeathsig TERM)
+fi
+stop_sessions() {
+  local sid
+  for sid in "${sessions[@]}"; do
+    pkill -TERM -s "$sid" 2>/dev/null || kill -TERM -- "-$sid" 2>/dev/null || true
   done
-  for pid in "${hogs[@]}"; do
-    wait "$pid" 2>/dev/null || true
+  for sid in "${sessions[@]}"; do
+    wait "$sid" 2>/dev/null || true
   done
-  hogs=()
+  # A kube-apiserver whose etcd is gone can take its time over TERM: 30 s, then KILL.
+  local tries=0
+  for sid in "${sessions[@]}"; do
+    while pgrep -s "$sid" >/dev/null 2>&1 && [ "$tries" -lt 30 ]; do
+      sleep 1
+      tries=$((tries + 1))
+    done
+    pkill -KILL -s "$sid" 2>/dev/null || true
+  done
+  sessions=()
 }
-trap stop_hogs EXIT
+trap stop_sessions EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
 if have_stress_ng; then
-  setsid stress-ng --cpu "$workers" --timeout "$hog_limit" --quiet >/dev/null 2>&1 &
-  hogs+=("$!")
+  "${orphan_guard[@]}" setsid stress-ng --cpu "$workers" --timeout "$hog_limit" --quiet >/dev/null 2>&1 &
+  sessions+=("$!")
   hog="stress-ng --cpu $workers"
 else
   say "no stress-ng (and none could be installed): busy shell loops instead"
   for _ in $(seq "$workers"); do
-    setsid timeout "$hog_limit" bash -c 'while :; do :; done' &
-    hogs+=("$!")
+    "${orphan_guard[@]}" setsid timeout "$hog_limit" bash -c 'while :; do :; done' &
+    sessions+=("$!")
   done
   hog="$workers busy shell loops"
 fi
@@ -84,10 +99,15 @@ log=$(mktemp "${TMPDIR:-/tmp}/nodewright-stress-test.XXXXXX")
 say "go test ${GO_TEST_FLAGS:--count=1 -timeout=30m} $* beside $hog on $(nproc) cores; log $log"
 start=$(date +%s)
 status=0
-# shellcheck disable=SC2086
-go test ${GO_TEST_FLAGS:--count=1 -timeout=30m} "$@" 2>&1 | tee "$log" || status=$?
+# In the background, so that the traps run as soon as a signal comes; go test, the test
+# binaries and what they start share the session that stop_sessions stops.
+# shellcheck disable=SC2086,SC2016 # GO_TEST_FLAGS is a list of flags; $@ is for the inner shell
+"${orphan_guard[@]}" setsid bash -c 'set -o pipefail; log=$1; shift; go test "$@" 2>&1 | tee "$log"' \
+  stress-test "$log" ${GO_TEST_FLAGS:--count=1 -timeout=30m} "$@" &
+sessions+=("$!")
+wait "$!" || status=$?
 elapsed=$(($(date +%s) - start))
-stop_hogs
+stop_sessions
 
 printf '\n== stress-test: wall time %dm%02ds under %s\n' $((elapsed / 60)) $((elapsed % 60)) "$hog"
 failed=$(grep -E '^[[:space:]]*--- FAIL: |^FAIL[[:space:]]|^panic: ' "$log" || true)
