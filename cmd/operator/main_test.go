@@ -198,12 +198,13 @@ func waitHTTP(t *testing.T, url, want string) {
 func TestRefusesAnAuditTrailWithoutAKey(t *testing.T) {
 	binary := buildOperator(t)
 	cmd := exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--leader-election-namespace", "default",
-		"--audit-dir", t.TempDir(), "--audit-checkpoint-configmap", "nowhere")
+		"--audit-dir", t.TempDir(), "--audit-checkpoint-configmap", "nowhere", "--audit-actor", strings.Repeat("é", 1024))
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Fatalf("the operator started with an audit trail it cannot sign:\n%s", out)
 	}
-	for _, want := range []string{"--audit-dir needs --audit-key-file", "--audit-checkpoint-configmap", "nowhere", "want namespace/name"} {
+	for _, want := range []string{"--audit-dir needs --audit-key-file", "--audit-checkpoint-configmap", "nowhere", "want namespace/name",
+		"--audit-actor: 2048 bytes, at most 1024"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the refusal does not say %q:\n%s", want, out)
 		}

@@ -75,8 +75,16 @@ func (o *AuditOptions) validate() error {
 	if o.CheckpointInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--audit-checkpoint-interval %s: must be positive", o.CheckpointInterval))
 	}
+	if len(o.Actor) > MaxAuditActorBytes {
+		errs = append(errs, fmt.Errorf("--audit-actor: %d bytes, at most %d: every record carries it, and records are cut to fit a line of the trail around it", len(o.Actor), MaxAuditActorBytes))
+	}
 	return errors.Join(errs...)
 }
+
+// MaxAuditActorBytes bounds the name every record of the operator carries. A record's
+// message and details are cut to fit a line of the trail; its actor is not, so an actor
+// without a bound could leave every record out.
+const MaxAuditActorBytes = 1 << 10
 
 // auditTrail is the operator's audit log. It opens only once this replica leads (two
 // replicas must never append to one chain), so the controllers are given the trail itself,
@@ -104,6 +112,9 @@ func newAuditTrail(cfg *rest.Config, c client.Client, opts AuditOptions) (*audit
 		who, err := whoAmI(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("learning the operator's identity for the audit trail (or set --audit-actor): %w", err)
+		}
+		if len(who) > MaxAuditActorBytes {
+			return nil, fmt.Errorf("the operator's identity for the audit trail is %d bytes, at most %d: set --audit-actor", len(who), MaxAuditActorBytes)
 		}
 		t.actor = who
 	}
