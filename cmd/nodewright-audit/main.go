@@ -50,7 +50,8 @@ line with the members the trail holds ("actor", "action", "subject" {"kind", "na
 (default: now) included: a line appended again with its time is recognised, and records that
 differ in anything are distinct. Two lines with one ID that differ are refused. It prints one
 line a record: "seq N: appended: record ID (FILE:LINE)", or "already in the trail" for an ID
-the trail holds. All records or none are appended. Never point it at a trail a running
+the trail holds: the record held stays as it is, and a line with its own "id" is not compared
+with it. All records or none are appended. Never point it at a trail a running
 operator writes: two writers fork the chain.
 
 serve is the reference receiver: it keeps a copy of a chain shipped to it over HTTP(S) in DIR
