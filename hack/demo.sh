@@ -74,6 +74,13 @@ check_loopback() {
   fi
 }
 
+# check_patience: NODEWRIGHT_DEMO_PATIENCE is a whole number of seconds, at least 1.
+check_patience() {
+  if ! [[ $patience =~ ^[1-9][0-9]{0,5}$ ]]; then
+    fail "NODEWRIGHT_DEMO_PATIENCE=$patience: must be a whole number of seconds from 1 to 999999 (the limit of each wait for the site)"
+  fi
+}
+
 # from_root PATH: PATH as \$PWD/... when it is inside the repository, for copy-paste.
 from_root() { case "$1" in "$root"/*) echo "\$PWD/${1#"$root"/}" ;; *) echo "$1" ;; esac; }
 
@@ -199,6 +206,7 @@ start_operator() {
 up() {
   check_loopback NODEWRIGHT_DEMO_PROBE_ADDR "$probe_addr"
   check_loopback NODEWRIGHT_DEMO_METRICS_ADDR "$metrics_addr"
+  check_patience
   # Any step that fails without its own message is named, with the API server's log.
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   local b
@@ -403,6 +411,7 @@ down() {
 upgrade() {
   check_loopback NODEWRIGHT_DEMO_PROBE_ADDR "$probe_addr"
   check_loopback NODEWRIGHT_DEMO_METRICS_ADDR "$metrics_addr"
+  check_patience
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   install_chart upgrade
   stop "$operator_pid" operator

@@ -14,21 +14,26 @@ import (
 )
 
 // TestDemoRefusesWideOperatorAddresses: the operator's addresses can be moved, but not off
-// loopback, and the refusal comes before anything is started.
+// loopback, and the refusal comes before anything is started; so does the refusal of a
+// patience that is not a number of seconds.
 func TestDemoRefusesWideOperatorAddresses(t *testing.T) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct{ variable, value string }{
-		{"NODEWRIGHT_DEMO_PROBE_ADDR", "0.0.0.0:18081"},
-		{"NODEWRIGHT_DEMO_PROBE_ADDR", ":18081"},
-		{"NODEWRIGHT_DEMO_METRICS_ADDR", "192.0.2.1:18080"},
-		{"NODEWRIGHT_DEMO_METRICS_ADDR", "[::]:18080"},
-		{"NODEWRIGHT_DEMO_METRICS_ADDR", "127.0.0.1:0"},
-		{"NODEWRIGHT_DEMO_PROBE_ADDR", "127.0.0.1:65536"},
-		{"NODEWRIGHT_DEMO_PROBE_ADDR", "127.0.0.1:80x"},
-		{"NODEWRIGHT_DEMO_PROBE_ADDR", "127.0.0.10:18081"},
+	const wide = "must be 127.0.0.1:PORT (PORT 1-65535): the local site listens on loopback only"
+	const impatient = "must be a whole number of seconds from 1 to 999999 (the limit of each wait for the site)"
+	for _, tc := range []struct{ variable, value, reason string }{
+		{"NODEWRIGHT_DEMO_PROBE_ADDR", "0.0.0.0:18081", wide},
+		{"NODEWRIGHT_DEMO_PROBE_ADDR", ":18081", wide},
+		{"NODEWRIGHT_DEMO_METRICS_ADDR", "192.0.2.1:18080", wide},
+		{"NODEWRIGHT_DEMO_METRICS_ADDR", "[::]:18080", wide},
+		{"NODEWRIGHT_DEMO_METRICS_ADDR", "127.0.0.1:0", wide},
+		{"NODEWRIGHT_DEMO_PROBE_ADDR", "127.0.0.1:65536", wide},
+		{"NODEWRIGHT_DEMO_PROBE_ADDR", "127.0.0.1:80x", wide},
+		{"NODEWRIGHT_DEMO_PROBE_ADDR", "127.0.0.10:18081", wide},
+		{"NODEWRIGHT_DEMO_PATIENCE", "5m", impatient},
+		{"NODEWRIGHT_DEMO_PATIENCE", "0", impatient},
 	} {
 		for _, verb := range []string{"up", "upgrade"} {
 			t.Run(verb+" "+tc.variable+"="+tc.value, func(t *testing.T) {
@@ -52,12 +57,12 @@ func TestDemoRefusesWideOperatorAddresses(t *testing.T) {
 				cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "demo.sh"), verb)
 				cmd.Env = env
 				out, err := cmd.CombinedOutput()
-				want := "demo: FAILED: " + tc.variable + "=" + tc.value + ": must be 127.0.0.1:PORT (PORT 1-65535): the local site listens on loopback only"
+				want := "demo: FAILED: " + tc.variable + "=" + tc.value + ": " + tc.reason
 				if err == nil || strings.TrimSpace(string(out)) != want {
 					t.Errorf("hack/demo.sh %s: err %v, output:\n%s\nwant only: %s", verb, err, out, want)
 				}
 				if _, err := os.Stat(dir); !os.IsNotExist(err) {
-					t.Errorf("hack/demo.sh %s made the site's folder before refusing the address", verb)
+					t.Errorf("hack/demo.sh %s made the site's folder before refusing %s", verb, tc.variable)
 				}
 			})
 		}
