@@ -4,6 +4,7 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,6 +50,7 @@ func IsLegacyEventObject(nwc *nwv1.NodewrightCluster, obj client.Object) bool {
 // creation and deletion to all of them, an update to those of what it can change
 // (legacy.Compare at the clock's now). At steady state nearly every update is a heartbeat
 // that only ticks forward, and it then costs a comparison, not a parse and a reconcile.
+// While the cluster's HeartbeatsFresh condition is not True, every heartbeat is a change.
 func ConfigMapHandler(c client.Reader, clk clock.PassiveClock,
 	all func(context.Context, *nwv1.NodewrightCluster) []reconcile.Request,
 	changed func(legacy.Changes) []reconcile.Request) handler.EventHandler {
@@ -67,7 +69,16 @@ func ConfigMapHandler(c client.Reader, clk clock.PassiveClock,
 			if nwc == nil || !IsConfigMap(nwc, after) {
 				return
 			}
-			for _, req := range changed(legacy.Compare(before.Data, after.Data, clk.Now(), StaleAfter(nwc))) {
+			var changes legacy.Changes
+			if meta.IsStatusConditionTrue(nwc.Status.Conditions, nwv1.ConditionHeartbeatsFresh) {
+				changes = legacy.Compare(before.Data, after.Data, clk.Now(), StaleAfter(nwc))
+			} else {
+				// Some node was last seen stale (or none was judged yet): a heartbeat may
+				// bring it back. Whatever judged it (another threshold, a clock since
+				// stepped back) need not agree with a judgement here, so each one counts.
+				changes = legacy.CompareEvery(before.Data, after.Data)
+			}
+			for _, req := range changed(changes) {
 				q.Add(req)
 			}
 		},

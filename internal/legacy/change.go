@@ -21,6 +21,18 @@ type Changes struct {
 // they change nothing: Compare reports none, so that no one parses and reconciles the whole
 // ConfigMap for each of them.
 func Compare(before, after map[string]string, now time.Time, staleAfter time.Duration) Changes {
+	return compare(before, after, true, now, staleAfter)
+}
+
+// CompareEvery is Compare with no heartbeat quiet: every key that changed, heartbeats
+// included, is a change. An observer that last saw a node stale uses it, since a heartbeat
+// may then bring the node back, and this judgement (its clock, its threshold) need not be
+// the one the node was found stale by.
+func CompareEvery(before, after map[string]string) Changes {
+	return compare(before, after, false, time.Time{}, 0)
+}
+
+func compare(before, after map[string]string, quiet bool, now time.Time, staleAfter time.Duration) Changes {
 	c := Changes{Nodes: map[string]bool{}}
 	if before[KeyNodes] != after[KeyNodes] {
 		for _, list := range []string{before[KeyNodes], after[KeyNodes]} {
@@ -41,7 +53,7 @@ func Compare(before, after map[string]string, now time.Time, staleAfter time.Dur
 		old, ok := before[k]
 		switch {
 		case ok && old == v:
-		case ok && isHeartbeatKey(k) && QuietHeartbeat(old, v, now, staleAfter):
+		case ok && quiet && isHeartbeatKey(k) && QuietHeartbeat(old, v, now, staleAfter):
 		default:
 			note(k)
 		}

@@ -52,6 +52,21 @@ func TestCompare(t *testing.T) {
 			}
 		})
 	}
+	// CompareEvery has no quiet heartbeat: a tick is a change of its node; what is no change
+	// for Compare otherwise is none for it either.
+	every := map[string]string{"a fresh heartbeat ticks forward": "b", "two fresh heartbeats tick": "a,b", "a fresh heartbeat written again": "b"}
+	for _, tc := range cases {
+		t.Run("every/"+tc.name, func(t *testing.T) {
+			nodes, cluster := tc.nodes, tc.cluster
+			if n, ok := every[tc.name]; ok {
+				nodes, cluster = n, true
+			}
+			c := CompareEvery(base, tc.after)
+			if got := strings.Join(slices.Sorted(maps.Keys(c.Nodes)), ","); got != nodes || c.Cluster != cluster {
+				t.Errorf("nodes %q cluster %v, want %q %v", got, c.Cluster, nodes, cluster)
+			}
+		})
+	}
 }
 
 // TestQuietHeartbeatAtTheThreshold: a heartbeat exactly as old as the threshold is still
