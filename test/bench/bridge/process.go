@@ -47,6 +47,9 @@ func startProcess(cmd *exec.Cmd, logPath string) (*process, error) {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = log, log
+	// A benchmark killed outright takes what it measures with it, rather than leaving an
+	// operator and an observer running against an API server that is gone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = log.Close()
 		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
