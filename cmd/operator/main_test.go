@@ -61,6 +61,10 @@ func TestLeaderElectionProbesMetricsAndShutdown(t *testing.T) {
 	if !strings.Contains(first.log.String(), "Stopped cleanly") {
 		t.Errorf("the leader did not log a clean stop:\n%s", first.log)
 	}
+	// Released before it exited: the standby's takeover does not wait for the lease to run out.
+	if holder := leaseHolder(t, ns); holder == leader {
+		t.Errorf("the leader exited still holding the Lease")
+	}
 	successor := waitForHolder(t, ns, func(holder string) bool { return holder != "" && holder != leader })
 	t.Logf("Lease passed from %s to %s", leader, successor)
 
