@@ -20,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/controller/clusterspec"
@@ -48,17 +47,7 @@ var clusterKey = client.ObjectKey{Name: nwv1.NodewrightClusterName}
 // eventually polls check until it returns "" or wait passes, then fails with what it said.
 func eventually(t *testing.T, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
-	for {
-		last := check()
-		if last == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", wait, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, wait, check)
 }
 
 // deleteCluster deletes the NodewrightCluster singleton, if any, and waits until it is gone.
@@ -394,19 +383,19 @@ func TestDeletingTheConfigMapLeavesTheCluster(t *testing.T) {
 		return ""
 	})
 	eventually(t, func() string {
-		if n := controllerMetric(t, "controller_runtime_active_workers"); n != 0 {
+		if n := testenv.ControllerMetric(t, "controller_runtime_active_workers", "clusterspec"); n != 0 {
 			return fmt.Sprintf("%v reconciles still running", n)
 		}
 		return ""
 	})
 	// The edit wakes the controller: it stays once the controller has reconciled since.
-	reconciled := controllerMetric(t, "controller_runtime_reconcile_total")
+	reconciled := testenv.ControllerMetric(t, "controller_runtime_reconcile_total", "clusterspec")
 	edit := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"legacy":{"eventComponent":"by-hand"}}}`))
 	if err := env.Client.Patch(ctx, c.DeepCopy(), edit, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatalf("editing the cluster with no ConfigMap: %v", err)
 	}
 	eventually(t, func() string {
-		if controllerMetric(t, "controller_runtime_reconcile_total") == reconciled || controllerMetric(t, "controller_runtime_active_workers") != 0 {
+		if testenv.ControllerMetric(t, "controller_runtime_reconcile_total", "clusterspec") == reconciled || testenv.ControllerMetric(t, "controller_runtime_active_workers", "clusterspec") != 0 {
 			return "the controller has not reconciled since the edit"
 		}
 		return ""
@@ -416,30 +405,6 @@ func TestDeletingTheConfigMapLeavesTheCluster(t *testing.T) {
 	} else if after.Spec.Legacy.EventComponent != "by-hand" {
 		t.Errorf("the edit did not stay with no ConfigMap: %+v", after.Spec)
 	}
-}
-
-// controllerMetric sums a controller-runtime metric of the clusterspec controller over its
-// other labels (reconcile_total's result, say).
-func controllerMetric(t *testing.T, name string) float64 {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "controller" && l.GetValue() == "clusterspec" {
-					sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return sum
 }
 
 // TestARefusedSpecIsAppliedOnceItsProfileExists: admission refuses the spec while the
