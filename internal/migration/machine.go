@@ -1,19 +1,20 @@
-// Package migration is the pure state machine of a VMVolumeMigration: the steps of the cold
-// and hot paths, the rollback path from every step, and the one action each state asks the
-// controller to perform. It talks to no cluster; the controller observes the world, feeds the
-// outcome of each action in as an event, and performs the action the machine asks for next.
+// Package migration is the plan of a VMVolumeMigration: the steps of the cold and hot paths
+// and the rollback path from every step, which the shared workflow machine
+// (internal/workflow) runs. It talks to no cluster; the controller observes the world, feeds
+// the outcome of each action in as an event, and performs the action the machine asks for
+// next.
 package migration
 
 import (
-	"fmt"
 	"slices"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
 // Step is one step of a migration; its name is what status.steps[].name shows and the action
 // the controller performs while the migration is in it.
-type Step string
+type Step = workflow.Step
 
 // The forward steps.
 const (
@@ -62,46 +63,25 @@ const (
 	RollbackCleanup Step = "RollbackCleanup"
 )
 
-// Event is the outcome of the current step's action, or a request from outside.
-type Event string
+// Event, State and the events are the workflow machine's.
+type (
+	Event = workflow.Event
+	State = workflow.State
+)
 
 // The events.
 const (
-	// Start begins a Pending migration.
-	Start Event = "Start"
-	// StepSucceeded: the current step's action is done (or was skipped as not needed).
-	StepSucceeded Event = "StepSucceeded"
-	// StepFailed: the current step's action failed for good (after its retries, or at once for
-	// a checksum mismatch, which is never retried into success).
-	StepFailed Event = "StepFailed"
-	// Cancel: the migration was deleted; a running one rolls back first.
-	Cancel Event = "Cancel"
+	Start         = workflow.Start
+	StepSucceeded = workflow.StepSucceeded
+	StepFailed    = workflow.StepFailed
+	Cancel        = workflow.Cancel
 )
 
 // Events lists every event.
-func Events() []Event { return []Event{Start, StepSucceeded, StepFailed, Cancel} }
-
-// State is where a migration is. Step is empty when Pending or finished; FailedStep names the
-// forward step whose failure (or cancellation) started the rollback.
-type State struct {
-	Phase      nwv1.WorkflowPhase
-	Step       Step
-	FailedStep Step
-}
-
-func (s State) String() string {
-	out := string(s.Phase)
-	if s.Step != "" {
-		out += "/" + string(s.Step)
-	}
-	if s.FailedStep != "" {
-		out += " (after " + string(s.FailedStep) + ")"
-	}
-	return out
-}
+func Events() []Event { return workflow.Events() }
 
 // Pending is where every migration starts.
-var Pending = State{Phase: nwv1.WorkflowPending}
+var Pending = workflow.Pending
 
 // Plan is the migration's shape, fixed by its spec (which cannot change once started).
 type Plan struct {
@@ -154,84 +134,15 @@ func (p Plan) passed(s Step, at int) bool {
 	return i >= 0 && i < at
 }
 
+// Irreversible reports whether a failure in step s is past undoing: ReleaseSource. The VM
+// runs on the verified target with both snapshots taken, and undoing that would be the harm:
+// a failed release is reported, and a cancellation waits for it.
+func (p Plan) Irreversible(s Step) bool { return s == ReleaseSource }
+
 // Next is the state after event e in state s, or an error for an event that makes no sense
 // there (which the controller reports, leaving the state as it was).
-func (p Plan) Next(s State, e Event) (State, error) {
-	invalid := func() (State, error) { return s, fmt.Errorf("event %s is not valid in %s", e, s) }
-	switch s.Phase {
-	case nwv1.WorkflowPending:
-		switch e {
-		case Start:
-			return State{Phase: nwv1.WorkflowRunning, Step: p.Forward()[0]}, nil
-		case Cancel:
-			return State{Phase: nwv1.WorkflowRolledBack}, nil
-		}
-		return invalid()
-
-	case nwv1.WorkflowRunning:
-		forward := p.Forward()
-		i := slices.Index(forward, s.Step)
-		if i < 0 {
-			return invalid()
-		}
-		switch e {
-		case StepSucceeded:
-			if i == len(forward)-1 {
-				return State{Phase: nwv1.WorkflowSucceeded}, nil
-			}
-			return State{Phase: nwv1.WorkflowRunning, Step: forward[i+1]}, nil
-		case StepFailed, Cancel:
-			if s.Step == ReleaseSource {
-				// The VM runs on the verified target with both snapshots taken: undoing that
-				// would be the harm. A failed release is reported; a cancel waits for it.
-				if e == Cancel {
-					return s, nil
-				}
-				return State{Phase: nwv1.WorkflowFailed, FailedStep: s.Step}, nil
-			}
-			return p.rollBack(s.Step, 0), nil
-		}
-		return invalid()
-
-	case nwv1.WorkflowRollingBack:
-		rollback := p.Rollback(s.FailedStep)
-		i := slices.Index(rollback, s.Step)
-		if i < 0 {
-			return invalid()
-		}
-		switch e {
-		case StepSucceeded:
-			return p.rollBack(s.FailedStep, i+1), nil
-		case StepFailed:
-			return State{Phase: nwv1.WorkflowFailed, Step: s.Step, FailedStep: s.FailedStep}, nil
-		case Cancel:
-			return s, nil
-		}
-		return invalid()
-
-	case nwv1.WorkflowSucceeded, nwv1.WorkflowFailed, nwv1.WorkflowRolledBack:
-		if e == Cancel {
-			return s, nil
-		}
-		return invalid()
-	}
-	return invalid()
-}
-
-// rollBack is the state at rollback step i after a failure in failed.
-func (p Plan) rollBack(failed Step, i int) State {
-	rollback := p.Rollback(failed)
-	if i >= len(rollback) {
-		return State{Phase: nwv1.WorkflowRolledBack, FailedStep: failed}
-	}
-	return State{Phase: nwv1.WorkflowRollingBack, Step: rollback[i], FailedStep: failed}
-}
+func (p Plan) Next(s State, e Event) (State, error) { return workflow.Next(p, s, e) }
 
 // Action is what the controller must do in state s: the step's action, or nothing when the
 // migration waits to start or has finished.
-func Action(s State) Step {
-	if s.Phase == nwv1.WorkflowRunning || s.Phase == nwv1.WorkflowRollingBack {
-		return s.Step
-	}
-	return ""
-}
+func Action(s State) Step { return workflow.Action(s) }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow/workflowtest"
 )
 
 func plans() []Plan {
@@ -35,6 +36,13 @@ func states(p Plan) []State {
 		out = append(out, s)
 	}
 	return out
+}
+
+// TestConformance: every migration plan keeps the rules every workflow keeps.
+func TestConformance(t *testing.T) {
+	for _, p := range plans() {
+		workflowtest.Conformance(t, p)
+	}
 }
 
 // TestReachableStates pins the size of each plan's state space, so that a change to the
