@@ -78,18 +78,30 @@ const (
 	WorkflowRolledBack WorkflowPhase = "RolledBack"
 )
 
+// Finished reports whether the workflow has ended: Succeeded, Failed or RolledBack. Nothing
+// more happens to a finished workflow but its deletion.
+func (p WorkflowPhase) Finished() bool {
+	return p == WorkflowSucceeded || p == WorkflowFailed || p == WorkflowRolledBack
+}
+
+// Active reports whether the workflow is carrying out steps: Running or RollingBack.
+func (p WorkflowPhase) Active() bool { return p == WorkflowRunning || p == WorkflowRollingBack }
+
 // StepState is the state of one step of a workflow.
-// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Skipped;RolledBack
+// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Skipped;Cancelled
 type StepState string
 
-// The step states.
+// The step states. A step that was undone keeps the state it ended in: the rollback steps
+// that undid it are listed after it, each with its own state.
 const (
-	StepPending    StepState = "Pending"
-	StepRunning    StepState = "Running"
-	StepSucceeded  StepState = "Succeeded"
-	StepFailed     StepState = "Failed"
-	StepSkipped    StepState = "Skipped"
-	StepRolledBack StepState = "RolledBack"
+	StepPending   StepState = "Pending"
+	StepRunning   StepState = "Running"
+	StepSucceeded StepState = "Succeeded"
+	StepFailed    StepState = "Failed"
+	StepSkipped   StepState = "Skipped"
+	// StepCancelled: a cancellation (the workflow's deletion) stopped the step; the workflow
+	// then rolled back from it.
+	StepCancelled StepState = "Cancelled"
 )
 
 // WorkflowStep is the evidence one step of a workflow leaves behind.

@@ -125,7 +125,7 @@ func watchMigration(ctx context.Context, f *Factory, c client.WithWatch, namespa
 	observe := func(m *nwv1.VMVolumeMigration, read bool) bool {
 		version = m.ResourceVersion
 		view.observe(migrationSnapshot{At: f.Now(), Read: read, Migration: m.DeepCopy()}, f.Now())
-		return terminal(m.Status.Phase)
+		return m.Status.Phase.Finished()
 	}
 	read := func() (*nwv1.VMVolumeMigration, error) {
 		m := &nwv1.VMVolumeMigration{}
@@ -258,7 +258,7 @@ func (v *migrationView) observe(s migrationSnapshot, now time.Time) {
 		return
 	}
 	v.print(changeLines(prev, s))
-	if terminal(s.Migration.Status.Phase) {
+	if s.Migration.Status.Phase.Finished() {
 		v.print(finalLines(s.Migration))
 	}
 }

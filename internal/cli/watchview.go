@@ -159,11 +159,6 @@ func phaseOf(m *nwv1.VMVolumeMigration) nwv1.WorkflowPhase {
 	return m.Status.Phase
 }
 
-// terminal reports whether a phase is final.
-func terminal(p nwv1.WorkflowPhase) bool {
-	return p == nwv1.WorkflowSucceeded || p == nwv1.WorkflowFailed || p == nwv1.WorkflowRolledBack
-}
-
 const barWidth = 30
 
 // progressBar draws done of total as a bar of barWidth cells.
@@ -201,12 +196,12 @@ var stepIcons = map[nwv1.StepState]struct {
 	icon  string
 	style style
 }{
-	nwv1.StepPending:    {"·", dim},
-	nwv1.StepRunning:    {"▶", cyan},
-	nwv1.StepSucceeded:  {"✓", green},
-	nwv1.StepFailed:     {"✗", red},
-	nwv1.StepSkipped:    {"-", dim},
-	nwv1.StepRolledBack: {"↺", yellow},
+	nwv1.StepPending:   {"·", dim},
+	nwv1.StepRunning:   {"▶", cyan},
+	nwv1.StepSucceeded: {"✓", green},
+	nwv1.StepFailed:    {"✗", red},
+	nwv1.StepSkipped:   {"-", dim},
+	nwv1.StepCancelled: {"■", yellow},
 }
 
 func phaseLineStyle(p nwv1.WorkflowPhase) style {
@@ -277,7 +272,7 @@ func renderFrame(snaps []migrationSnapshot, now time.Time) []line {
 			out = append(out, line{text: "      " + progressLine(est), style: cyan})
 		}
 	}
-	if terminal(phase) {
+	if phase.Finished() {
 		out = append(out, line{})
 		out = append(out, finalLines(m)...)
 	}

@@ -147,7 +147,7 @@ func rollBack(p Plan, failed Step, i int) State {
 // Action is what the controller must do in state s: the step's action, or nothing when the
 // workflow waits to start or has finished.
 func Action(s State) Step {
-	if s.Phase == nwv1.WorkflowRunning || s.Phase == nwv1.WorkflowRollingBack {
+	if s.Phase.Active() {
 		return s.Step
 	}
 	return ""

@@ -70,3 +70,24 @@ func TestPaths(t *testing.T) {
 		t.Errorf("%d reachable states, want 9", got)
 	}
 }
+
+// Every phase is exactly one of Pending, active and finished, and the machine's states agree.
+func TestPhasesArePendingActiveOrFinished(t *testing.T) {
+	for _, p := range []nwv1.WorkflowPhase{nwv1.WorkflowPending, nwv1.WorkflowRunning, nwv1.WorkflowSucceeded,
+		nwv1.WorkflowFailed, nwv1.WorkflowRollingBack, nwv1.WorkflowRolledBack} {
+		n := 0
+		for _, holds := range []bool{p == nwv1.WorkflowPending, p.Active(), p.Finished()} {
+			if holds {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("phase %s: Pending %t, Active %t, Finished %t; want exactly one", p, p == nwv1.WorkflowPending, p.Active(), p.Finished())
+		}
+	}
+	for _, s := range workflow.Reachable(twoSteps{}) {
+		if s.Phase.Active() != (workflow.Action(s) != "") {
+			t.Errorf("%s: Active %t but the action is %q", s, s.Phase.Active(), workflow.Action(s))
+		}
+	}
+}

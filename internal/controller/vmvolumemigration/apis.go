@@ -131,7 +131,7 @@ func (r *Reconciler) waitForAPIs(ctx context.Context, m *nwv1.VMVolumeMigration,
 				Message: truncate(msg, 32768), ObservedGeneration: m.Generation,
 			})
 		})
-	case state.Step != "" && (state.Phase == nwv1.WorkflowRunning || state.Phase == nwv1.WorkflowRollingBack):
+	case state.Step != "" && state.Phase.Active():
 		msg := "waiting: " + why.Message + "; the step goes on once they are served again"
 		err = r.writeWaiting(ctx, m, msg, func() bool { return stepMessage(m, state.Step, msg) })
 	}

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +15,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
 // The audit trail is derived from the status, which is the migration's memory: every
@@ -95,56 +94,12 @@ func (r *Reconciler) leaveOut(ctx context.Context, m *nwv1.VMVolumeMigration, re
 }
 
 // transitionRecords replays the machine along the steps the status records and builds the
-// record of each transition, in order.
+// record of each transition, in order; the start names who asked for the migration, as the
+// admission webhook stamped it.
 func transitionRecords(m *nwv1.VMVolumeMigration, actor string) []audit.Record {
-	plan := planOf(m)
-	st := &m.Status
-	if st.Phase == "" || st.Phase == nwv1.WorkflowPending || st.StartTime == nil {
-		return nil
-	}
-	steps := map[string]nwv1.WorkflowStep{}
-	for _, s := range st.Steps {
-		steps[s.Name] = s
-	}
-	var out []audit.Record
-	at := func(t *nwv1.WorkflowStep) time.Time {
-		if t != nil && t.FinishedAt != nil {
-			return t.FinishedAt.Time
-		}
-		return st.StartTime.Time
-	}
-	s := migration.Pending
-	next, err := plan.Next(s, migration.Start)
-	if err != nil {
-		return nil
-	}
-	// The start names who asked for the migration, as the admission webhook stamped it.
 	var asked []audit.Detail
 	if who := m.Annotations[nwv1.AnnotationRequestedBy]; who != "" {
 		asked = append(asked, audit.Detail{Name: "requestedBy", Value: who})
 	}
-	out = append(out, migration.AuditRecord(m, actor, s, next, migration.Start, "started", st.StartTime.Time, asked...))
-	for s = next; s.Phase == nwv1.WorkflowRunning || s.Phase == nwv1.WorkflowRollingBack; s = next {
-		step, ok := steps[string(s.Step)]
-		if !ok {
-			break
-		}
-		var e migration.Event
-		switch step.State {
-		case nwv1.StepSucceeded, nwv1.StepSkipped:
-			e = migration.StepSucceeded
-		case nwv1.StepFailed:
-			e = migration.StepFailed
-			if s.Phase == nwv1.WorkflowRunning && strings.HasPrefix(step.Message, "cancelled:") {
-				e = migration.Cancel
-			}
-		default:
-			return out // the step is still running: nothing more happened
-		}
-		if next, err = plan.Next(s, e); err != nil {
-			return out
-		}
-		out = append(out, migration.AuditRecord(m, actor, s, next, e, step.Message, at(&step)))
-	}
-	return out
+	return workflow.Records(&m.Status.WorkflowStatus, planOf(m), migration.Kind, migration.Subject(m), actor, asked...)
 }

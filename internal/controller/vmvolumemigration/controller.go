@@ -201,7 +201,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err == nil {
 			transition(m, s.plan, from, to, out.event, out.message, out.skipped, s.now)
 		}
-	} else if active := s.state.Phase == nwv1.WorkflowRunning || s.state.Phase == nwv1.WorkflowRollingBack; active && s.state.Step != "" {
+	} else if s.state.Phase.Active() && s.state.Step != "" {
 		msg := out.message
 		if err != nil {
 			msg = "retrying after an error: " + err.Error()
@@ -239,17 +239,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) advance(ctx context.Context, s *scope) (outcome, error) {
 	m := s.m
 	deleting := !m.DeletionTimestamp.IsZero()
-	switch s.state.Phase {
-	case nwv1.WorkflowPending:
-		if deleting {
-			return outcome{release: controllerutil.ContainsFinalizer(m, Finalizer)}, nil
-		}
+	switch phase := s.state.Phase; {
+	case phase == nwv1.WorkflowPending && deleting:
+		return outcome{release: controllerutil.ContainsFinalizer(m, Finalizer)}, nil
+	case phase == nwv1.WorkflowPending:
 		return outcome{event: migration.Start, message: "started"}, nil
-	case nwv1.WorkflowRunning:
-		if deleting && s.state.Step != migration.ReleaseSource {
-			return outcome{event: migration.Cancel}, nil
-		}
-	case nwv1.WorkflowSucceeded, nwv1.WorkflowRolledBack, nwv1.WorkflowFailed:
+	case phase == nwv1.WorkflowRunning && deleting && !s.plan.Irreversible(s.state.Step):
+		// A step past undoing finishes first; the machine would keep it running anyway.
+		return outcome{event: migration.Cancel}, nil
+	case phase.Finished():
 		return r.finish(ctx, s, deleting)
 	}
 	return r.act(ctx, s)

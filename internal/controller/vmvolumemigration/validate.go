@@ -195,7 +195,7 @@ func (c Checker) checkNotHeld(ctx context.Context, m *nwv1.VMVolumeMigration, vm
 		}
 		// Another migration holds the VM once its Validate succeeded; two that validate at once
 		// meet at the VM's annotation, which only one can write.
-		if p := other.Status.Phase; (p == nwv1.WorkflowRunning || p == nwv1.WorkflowRollingBack || p == nwv1.WorkflowFailed) && validated(&other) {
+		if p := other.Status.Phase; (p.Active() || p == nwv1.WorkflowFailed) && validated(&other) {
 			return fmt.Sprintf("spec.vmName: VirtualMachine %s is held by migration %s (%s); one migration per VM at a time", m.Spec.VMName, other.Name, p), nil
 		}
 	}

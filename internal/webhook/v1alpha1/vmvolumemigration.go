@@ -129,8 +129,7 @@ func (w *migrations) notPending(ctx context.Context, m *nwv1.VMVolumeMigration) 
 		if other.Name == m.Name || other.Spec.VMName != m.Spec.VMName || other.DeletionTimestamp != nil {
 			continue
 		}
-		switch other.Status.Phase {
-		case nwv1.WorkflowSucceeded, nwv1.WorkflowRolledBack:
+		if p := other.Status.Phase; p.Finished() && p != nwv1.WorkflowFailed {
 			continue
 		}
 		phase := other.Status.Phase

@@ -70,9 +70,9 @@ func (w *clusterWorkflows) noneActive(ctx context.Context, kind, name string) er
 // cluster until a person has looked at it and deleted it.
 func active(p nwv1.WorkflowPhase, deleting bool) bool {
 	if deleting {
-		return p == nwv1.WorkflowRunning || p == nwv1.WorkflowRollingBack
+		return p.Active()
 	}
-	return p != nwv1.WorkflowSucceeded && p != nwv1.WorkflowRolledBack
+	return !p.Finished() || p == nwv1.WorkflowFailed
 }
 
 func phaseOrPending(p nwv1.WorkflowPhase) nwv1.WorkflowPhase {

@@ -7,8 +7,12 @@ import (
 	"regexp"
 	"slices"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
@@ -25,7 +29,8 @@ var stepName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
 // Succeeded, nothing goes forward again once a step failed (a failed verification is never
 // retried into success), a failed rollback step ends Failed, every active state asks for an
 // action, every forward step is reached and has a rollback path that ends RolledBack (or
-// Failed at an irreversible step), and the steps fit status.steps[].
+// Failed at an irreversible step), the steps fit status.steps[], and the status written for
+// each transition reads back as the state moved to, with one audit record per transition.
 func Conformance(t testing.TB, p workflow.Plan) {
 	t.Helper()
 	forward := p.Forward()
@@ -44,6 +49,54 @@ func Conformance(t testing.TB, p workflow.Plan) {
 	checkNothingForwardAfterAFailure(t, p, reachable)
 	checkRollbackPaths(t, p, reachable)
 	checkSteps(t, p)
+	checkStatusRoundTrip(t, p)
+}
+
+// checkStatusRoundTrip walks every path of the plan writing each transition into a status,
+// as a controller does, and checks that the status reads back as the state the machine moved
+// to (a restarted controller resumes from it), that it fits the API, and that the audit
+// records rebuilt from it are one per transition, the newest this one's.
+func checkStatusRoundTrip(t testing.TB, p workflow.Plan) {
+	t.Helper()
+	kind := workflow.Kind{Name: "Conformance", AuditAction: "ConformanceTransition", Succeeded: "done",
+		RolledBack: "rolled back", Cancelled: "cancelled by the test"}
+	now := metav1.NewTime(time.Unix(1_800_000_000, 0))
+	subject := audit.Subject{Kind: kind.Name, Name: "conformance", UID: "00000000-0000-4000-8000-000000000001"}
+	type node struct {
+		st          *nwv1.WorkflowStatus
+		transitions int
+	}
+	queue := []node{{st: &nwv1.WorkflowStatus{}}}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		from := workflow.StateOf(n.st, p)
+		for _, e := range workflow.Events() {
+			to, err := workflow.Next(p, from, e)
+			if err != nil || to == from {
+				continue
+			}
+			st := n.st.DeepCopy()
+			workflow.Transition(st, p, kind, 1, from, to, e, "because", false, now)
+			if got := workflow.StateOf(st, p); got != to {
+				t.Errorf("%+v: %s --%s--> %s, but the status reads back as %s (steps %v)", p, from, e, to, got, st.Steps)
+				continue
+			}
+			if len(st.Steps) > MaxSteps {
+				t.Errorf("%+v: after %s --%s--> %s the status lists %d steps, more than %d", p, from, e, to, len(st.Steps), MaxSteps)
+			}
+			records := workflow.Records(st, p, kind, subject, "tester")
+			want := n.transitions + 1
+			if from.Phase == nwv1.WorkflowPending && e == workflow.Cancel {
+				want = 0 // cancelled before the start: nothing happened to record
+			}
+			if len(records) != want || (want > 0 && (records[want-1].From != from.String() || records[want-1].To != to.String() || records[want-1].Reason != string(e))) {
+				t.Errorf("%+v: after %s --%s--> %s the status rebuilds %d records (%v), want %d, the last for this transition", p, from, e, to, len(records), records, want)
+				continue
+			}
+			queue = append(queue, node{st: st, transitions: n.transitions + 1})
+		}
+	}
 }
 
 func checkPair(p workflow.Plan, s workflow.State, e workflow.Event, next workflow.State, err error) error {
@@ -60,12 +113,12 @@ func checkPair(p workflow.Plan, s workflow.State, e workflow.Event, next workflo
 	case finished && e != workflow.Cancel && err == nil:
 		return fmt.Errorf("a finished workflow accepted %s", e)
 	case e == workflow.Start && (s.Phase == nwv1.WorkflowPending) != (err == nil):
-		return fmt.Errorf("Start must be accepted exactly when Pending")
+		return fmt.Errorf("the Start event must be accepted exactly when Pending")
 	case s.Phase == nwv1.WorkflowPending && (e == workflow.StepSucceeded || e == workflow.StepFailed) && err == nil:
 		return fmt.Errorf("a step outcome before the start was accepted")
 	case next.Phase == nwv1.WorkflowSucceeded && s.Phase != nwv1.WorkflowSucceeded &&
 		(s.Phase != nwv1.WorkflowRunning || s.Step != forward[len(forward)-1] || e != workflow.StepSucceeded):
-		return fmt.Errorf("Succeeded reached other than by the last forward step succeeding")
+		return fmt.Errorf("the phase Succeeded reached other than by the last forward step succeeding")
 	case s.Phase == nwv1.WorkflowRunning && e == workflow.StepFailed && (next.Phase == nwv1.WorkflowRunning || next.Phase == nwv1.WorkflowSucceeded):
 		return fmt.Errorf("a failed step went on forward")
 	case s.Phase == nwv1.WorkflowRollingBack && e == workflow.StepFailed && next.Phase != nwv1.WorkflowFailed:

@@ -86,7 +86,7 @@ func (o *observation) see(m *nwv1.VMVolumeMigration, at time.Time) {
 			if t.running.IsZero() {
 				t.running = at
 			}
-		case nwv1.StepSucceeded, nwv1.StepSkipped, nwv1.StepFailed, nwv1.StepRolledBack:
+		case nwv1.StepSucceeded, nwv1.StepSkipped, nwv1.StepFailed, nwv1.StepCancelled:
 			if t.done.IsZero() {
 				t.done = at
 			}
