@@ -3,18 +3,12 @@ package vmvolumemigration_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -22,6 +16,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
@@ -95,80 +90,22 @@ func killAt(t *testing.T, dead func(*nwv1.VMVolumeMigration) bool, log vmvolumem
 // says true, or patched a VM for which deadVM says true, and then kills it.
 func kill(t *testing.T, deadStatus func(*nwv1.VMVolumeMigration) bool, deadVM func(*virtv1.VirtualMachine) bool, log vmvolumemigration.AuditLog) {
 	t.Helper()
-	var killed atomic.Bool
-	crashed := make(chan struct{})
-	var once sync.Once
-	gone := errors.New("the operator was killed")
-	guard := func() error {
-		if killed.Load() {
-			return gone
+	crash := testenv.NewCrash(func(w testenv.Write) bool {
+		switch o := w.Object.(type) {
+		case *nwv1.VMVolumeMigration:
+			return w.SubResource == "status" && deadStatus != nil && deadStatus(o)
+		case *virtv1.VirtualMachine:
+			return w.SubResource == "" && !w.Deleted && deadVM != nil && deadVM(o)
 		}
-		return nil
-	}
-	funcs := interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := guard(); err != nil {
-				return err
-			}
-			return c.Get(ctx, key, obj, opts...)
-		},
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if err := guard(); err != nil {
-				return err
-			}
-			return c.Create(ctx, obj, opts...)
-		},
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			if err := guard(); err != nil {
-				return err
-			}
-			return c.Delete(ctx, obj, opts...)
-		},
-		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			if err := guard(); err != nil {
-				return err
-			}
-			err := c.Patch(ctx, obj, patch, opts...)
-			if vm, ok := obj.(*virtv1.VirtualMachine); ok && err == nil && deadVM != nil && deadVM(vm) {
-				killed.Store(true)
-				once.Do(func() { close(crashed) })
-			}
-			return err
-		},
-		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-			if err := guard(); err != nil {
-				return err
-			}
-			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
-			if m, ok := obj.(*nwv1.VMVolumeMigration); ok && err == nil && deadStatus != nil && deadStatus(m) {
-				killed.Store(true)
-				once.Do(func() { close(crashed) })
-			}
-			return err
-		},
-	}
-	stop := env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
-		c := interceptor.NewClient(withWatch{mgr.GetClient()}, funcs)
+		return false
+	})
+	env.RunUntilCrash(t, crash, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager, c client.Client) error {
 		r := &vmvolumemigration.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor("crashing-operator")}
 		if log != nil {
-			r.Audit, r.Actor = dyingLog{log, guard}, operatorActor
+			r.Audit, r.Actor = dyingLog{log, crash.Guard}, operatorActor
 		}
 		return r.SetupWithManager(mgr)
 	})
-	select {
-	case <-crashed:
-	case <-time.After(patience):
-		t.Fatal("the operator never reached the crash point")
-	}
-	stop()
-}
-
-// withWatch lets the manager's client pass where the interceptor wants a client.WithWatch;
-// the controller never watches through it.
-type withWatch struct{ client.Client }
-
-func (withWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
-	return nil, errors.New("watch is not supported")
 }
 
 // dyingLog is an audit log that dies with the operator.
