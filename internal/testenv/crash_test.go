@@ -41,11 +41,15 @@ func TestACrashedClientFailsEveryCallAfterTheCrashPoint(t *testing.T) {
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"}}
 	for what, call := range map[string]func() error{
-		"get":    func() error { return c.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}) },
-		"list":   func() error { return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)) },
-		"create": func() error { return c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "third"}}) },
+		"get":  func() error { return c.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}) },
+		"list": func() error { return c.List(ctx, &corev1.ConfigMapList{}, client.InNamespace(ns)) },
+		"create": func() error {
+			return c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "third"}})
+		},
 		"delete": func() error { return c.Delete(ctx, cm) },
-		"patch":  func() error { return c.Patch(ctx, cm, client.RawPatch("application/merge-patch+json", []byte(`{"data":{"a":"b"}}`))) },
+		"patch": func() error {
+			return c.Patch(ctx, cm, client.RawPatch("application/merge-patch+json", []byte(`{"data":{"a":"b"}}`)))
+		},
 		"status": func() error { return c.Status().Update(ctx, cm) },
 	} {
 		if err := call(); !errors.Is(err, testenv.ErrKilled) {
