@@ -43,6 +43,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/profiletrust"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 	webhookv1alpha1 "github.com/spectrocloud/nodewright/internal/webhook/v1alpha1"
 )
@@ -127,7 +128,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"HTTP(S) endpoint the trail is shipped to (see docs/audit.md); empty: not shipped.")
 	fs.StringVar(&o.Audit.ShipCAFile, "audit-ship-ca-file", "", "PEM bundle of the CAs trusted for --audit-ship-url.")
 	fs.StringVar(&o.Audit.ShipTokenFile, "audit-ship-token-file", "", "File with the bearer token for --audit-ship-url.")
-	fs.StringVar(&o.ProfileKeys, "profile-keys-configmap", edgeprofile.DefaultTrustConfigMap.String(),
+	fs.StringVar(&o.ProfileKeys, "profile-keys-configmap", profiletrust.DefaultTrustConfigMap.String(),
 		"namespace/name of the ConfigMap whose values are the PEM public keys EdgeProfile signatures are verified with.")
 	fs.StringVar(&o.LegacyNamespace, "legacy-namespace", "",
 		"Namespace of the legacy DaemonSet, its state ConfigMap and its Warning Events; the operator then watches ConfigMaps, DaemonSets and Events only there (Events also in \"default\", where Events about Nodes are kept) and needs no cluster-wide read access to them. Empty: every namespace, which the generated role (config/rbac/role.yaml, the chart's) does not allow.")
@@ -184,14 +185,14 @@ const EventSource = "nodewright-operator"
 
 // SetupControllers registers the controllers, one per CRD, with the default options.
 func SetupControllers(ctx context.Context, mgr ctrl.Manager) error {
-	return setupControllers(ctx, mgr, Options{ProfileKeys: edgeprofile.DefaultTrustConfigMap.String()})
+	return setupControllers(ctx, mgr, Options{ProfileKeys: profiletrust.DefaultTrustConfigMap.String()})
 }
 
 // SetupControllersReading is SetupControllers for an operator that reads the legacy objects
 // only in namespace legacy (--legacy-namespace).
 func SetupControllersReading(legacy string) func(context.Context, ctrl.Manager) error {
 	return func(ctx context.Context, mgr ctrl.Manager) error {
-		return setupControllers(ctx, mgr, Options{ProfileKeys: edgeprofile.DefaultTrustConfigMap.String(), LegacyNamespace: legacy})
+		return setupControllers(ctx, mgr, Options{ProfileKeys: profiletrust.DefaultTrustConfigMap.String(), LegacyNamespace: legacy})
 	}
 }
 
@@ -204,7 +205,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("--profile-keys-configmap: %w", err)
 	}
-	trust := edgeprofile.Trust{Reader: mgr.GetClient(), ConfigMap: keys}
+	trust := profiletrust.Trust{Reader: mgr.GetClient(), ConfigMap: keys}
 	if o.Audit.Dir != "" {
 		t, err := newAuditTrail(mgr.GetConfig(), mgr.GetClient(), o.Audit)
 		if err != nil {

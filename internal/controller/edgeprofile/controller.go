@@ -1,3 +1,5 @@
+// Package edgeprofile is the EdgeProfile controller: it shows each profile's verdict from
+// profiletrust in its SignatureVerified condition.
 package edgeprofile
 
 import (
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/profiletrust"
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=edgeprofiles,verbs=get;list;watch
@@ -24,7 +27,7 @@ import (
 // one of its spec by a trusted key, checked again whenever the profile or the keys change.
 type Reconciler struct {
 	Client client.Client
-	Trust  Trust
+	Trust  profiletrust.Trust
 }
 
 // SetupWithManager registers the controller; a change of the trusted keys re-verifies every
@@ -61,7 +64,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	before := p.DeepCopy()
 	active, err := r.Trust.Verify(ctx, p)
-	cond := metav1.Condition{Type: nwv1.ConditionSignatureVerified, ObservedGeneration: p.Generation, Reason: Reason(err)}
+	cond := metav1.Condition{Type: nwv1.ConditionSignatureVerified, ObservedGeneration: p.Generation, Reason: profiletrust.Reason(err)}
 	if err != nil {
 		cond.Status, cond.Message = metav1.ConditionFalse, err.Error()
 	} else {

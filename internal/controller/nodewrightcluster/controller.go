@@ -22,8 +22,8 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/bridge"
-	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/legacy"
+	"github.com/spectrocloud/nodewright/internal/profiletrust"
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=get;list;watch
@@ -42,7 +42,7 @@ type Reconciler struct {
 	Audit audit.Appender
 	Actor string
 	// Trust verifies the EdgeProfile spec.profileRef names.
-	Trust edgeprofile.Trust
+	Trust profiletrust.Trust
 	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in.
 	LegacyNamespace string
 }

@@ -14,8 +14,8 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bridge"
-	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/profile"
+	"github.com/spectrocloud/nodewright/internal/profiletrust"
 )
 
 // +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-nodewrightcluster,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=create;update,versions=v1alpha1,name=mnodewrightcluster-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
@@ -26,7 +26,7 @@ import (
 // clusters admits the NodewrightCluster singleton and the profile it names.
 type clusters struct {
 	client          client.Reader
-	trust           edgeprofile.Trust
+	trust           profiletrust.Trust
 	legacyNamespace string
 }
 
@@ -89,7 +89,7 @@ func (w *clusters) checkProfile(ctx context.Context, c *nwv1.NodewrightCluster, 
 // profiles admits EdgeProfiles: signed by a trusted key, and never downgraded.
 type profiles struct {
 	client client.Reader
-	trust  edgeprofile.Trust
+	trust  profiletrust.Trust
 }
 
 func (w *profiles) create(ctx context.Context, p *nwv1.EdgeProfile) (admission.Warnings, error) {

@@ -26,8 +26,8 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
-	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/profiletrust"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 )
 
@@ -226,7 +226,7 @@ type Options struct {
 	Decisions *Decisions
 	// Trust holds the trusted keys EdgeProfiles are verified with; its Reader is replaced
 	// by the API reader.
-	Trust edgeprofile.Trust
+	Trust profiletrust.Trust
 	// MigrationAPIs returns the APIs VMVolumeMigrations need that the cluster does not serve;
 	// a migration is refused, naming them, while any is missing. Nil: none is.
 	MigrationAPIs func() (servedapis.Kinds, error)

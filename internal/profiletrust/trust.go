@@ -1,8 +1,10 @@
-// Package edgeprofile verifies EdgeProfiles against the trusted public keys configured in
-// the operator's namespace, for the admission webhook, the NodewrightCluster controller
-// (which applies a profile only once it verified) and this package's controller (which
-// shows the verdict in each profile's SignatureVerified condition).
-package edgeprofile
+// Package profiletrust verifies EdgeProfiles against the trusted public keys configured in
+// the operator's namespace, and keeps the version floor beside them, for the admission
+// webhook, the NodewrightCluster controller (which applies a profile only once it verified)
+// and the EdgeProfile controller (which shows the verdict in each profile's
+// SignatureVerified condition). It is a service, not a controller, so that the webhook and
+// the controllers share it without importing one another.
+package profiletrust
 
 import (
 	"context"
