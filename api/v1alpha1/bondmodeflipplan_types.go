@@ -53,20 +53,56 @@ type BondModeFlipPlanSpec struct {
 	ConnectivityTimeout metav1.Duration `json:"connectivityTimeout,omitzero"`
 }
 
-// NodeFlip is one node's part in a bond-mode flip.
+// NodeFlipState is where one node stands in a flip. It is derived from the flip's steps for
+// that node (docs/decisions/0003): the steps are the state, this is a view of them.
+// +kubebuilder:validation:Enum=Pending;InProgress;Done;RollingBack;RolledBack;Failed
+type NodeFlipState string
+
+// The node flip states.
+const (
+	// NodeFlipPending: none of the node's steps has started.
+	NodeFlipPending NodeFlipState = "Pending"
+	// NodeFlipInProgress: one of the node's forward steps is running, or some have finished
+	// and others have not.
+	NodeFlipInProgress NodeFlipState = "InProgress"
+	// NodeFlipDone: every forward step of the node succeeded: it runs the target mode.
+	NodeFlipDone NodeFlipState = "Done"
+	// NodeFlipRollingBack: one of the node's rollback steps is running.
+	NodeFlipRollingBack NodeFlipState = "RollingBack"
+	// NodeFlipRolledBack: the node's rollback steps succeeded: it runs its previous mode.
+	NodeFlipRolledBack NodeFlipState = "RolledBack"
+	// NodeFlipFailed: a step of the node failed and the node could not be brought back; its
+	// currentMode says what it runs, as its agent last reported.
+	NodeFlipFailed NodeFlipState = "Failed"
+)
+
+// NodeFlip is one node's part in a bond-mode flip: a view of its steps, and what was
+// observed of it.
 type NodeFlip struct {
 	// name of the node.
 	// +required
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 
-	// previousMode is the mode the node had before; rollback restores it.
+	// position of the node in the flip's order, from 1: its steps are named after it
+	// (Node1SetBondMode, say).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3
+	Position int32 `json:"position"`
+
+	// previousMode is the mode the node had before, recorded before it was changed; its
+	// rollback restores it.
 	// +optional
 	PreviousMode BondMode `json:"previousMode,omitempty"`
 
-	// state of the node's flip.
+	// currentMode is the mode the node's agent last reported.
+	// +optional
+	CurrentMode BondMode `json:"currentMode,omitempty"`
+
+	// state of the node's part, derived from its steps.
 	// +required
-	State StepState `json:"state"`
+	State NodeFlipState `json:"state"`
 }
 
 // BondModeFlipPlanStatus is the flip's progress and evidence.
