@@ -6,6 +6,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/workflow"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
 // ActionStep is the audit action of a migration's transitions.
@@ -25,6 +26,17 @@ const (
 	MaxAuditMessageBytes = workflow.MaxAuditMessageBytes
 	MaxAuditDetailBytes  = workflow.MaxAuditDetailBytes
 )
+
+// The labels that name a migration on its children (with children.LabelManagedBy).
+const (
+	LabelName = "nodewright.spectrocloud.com/migration"
+	LabelUID  = "nodewright.spectrocloud.com/migration-uid"
+)
+
+// Owner is m as the labels of its children name it.
+func Owner(m *nwv1.VMVolumeMigration) children.Owner {
+	return children.Owner{Name: m.Name, NameLabel: LabelName, UID: m.UID, UIDLabel: LabelUID, Noun: "migration"}
+}
 
 // Subject is m as its audit records name it.
 func Subject(m *nwv1.VMVolumeMigration) audit.Subject {

@@ -46,6 +46,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/profiletrust"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 	webhookv1alpha1 "github.com/spectrocloud/nodewright/internal/webhook/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
 // The operator coordinates its replicas through one Lease in its own namespace (create
@@ -383,7 +384,7 @@ func (s Scope) namespaces(names ...string) map[string]cache.Config {
 // are watched only where the operator needs them, so that its role grants no cluster-wide
 // read on them.
 func CacheOptions(scope Scope) cache.Options {
-	ours := labels.SelectorFromSet(labels.Set{vmvolumemigration.LabelManagedBy: vmvolumemigration.ManagedBy})
+	ours := labels.SelectorFromSet(labels.Set{children.LabelManagedBy: children.ManagedBy})
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{

@@ -20,6 +20,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/blockcopy"
 	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
 // snapshotTimeout bounds the wait for a snapshot to become ready to use.
@@ -39,10 +40,10 @@ const progressInterval = 2 * time.Second
 // forbidden (KubeVirt's admission refusing a VM change, say).
 func (r *Reconciler) act(ctx context.Context, s *scope) (outcome, error) {
 	out, err := r.perform(ctx, s)
-	var taken notOursError
+	var taken children.NotOursError
 	switch {
 	case errors.As(err, &taken):
-		return failed("%s", taken.msg), nil
+		return failed("%s", taken.Message), nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err):
 		return failed("the API server refused: %v", err), nil
 	}
@@ -120,7 +121,7 @@ func (r *Reconciler) snapshot(ctx context.Context, s *scope, suffix, pvcName str
 		}
 		return outcome{}, err
 	}
-	class, problem, err := r.checker().snapshotClass(ctx, s.m, ptr.Deref(pvc.Spec.StorageClassName, ""))
+	class, problem, err := r.checker().SnapshotClass(ctx, s.m, ptr.Deref(pvc.Spec.StorageClassName, ""))
 	if err != nil || problem != "" {
 		return failed("%s", problem), err
 	}
@@ -513,7 +514,7 @@ func (r *Reconciler) refreshVM(ctx context.Context, s *scope) error {
 		return err
 	}
 	s.vm = vm
-	if rec, err := recordOf(vm); err == nil && rec.heldBy(s.m) {
+	if rec, err := recordOf(vm); err == nil && rec.HeldBy(s.m) {
 		s.rec = rec
 	}
 	return nil

@@ -7,41 +7,21 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
 // ensure creates obj unless an object of that name exists, and reads the existing one back
-// into obj. A same-named object that is not this migration's is an error: the migration
-// never adopts or overwrites what someone else made. The read goes to the API server: the
-// operator's cache holds only its own Jobs and snapshots.
+// into obj; a same-named object that is not this migration's is a children.NotOursError.
 func (r *Reconciler) ensure(ctx context.Context, m *nwv1.VMVolumeMigration, obj client.Object) error {
-	err := r.Client.Create(ctx, obj)
-	if err == nil {
-		return nil
-	}
-	if !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		return err
-	}
-	if obj.GetLabels()[LabelMigrationUID] != string(m.UID) {
-		return notOursError{fmt.Sprintf("%s %s/%s exists and was not created by this migration", kindOf(obj), obj.GetNamespace(), obj.GetName())}
-	}
-	return nil
+	return children.Ensure(ctx, r.Client, r.APIReader, ownerOf(m), kindOf(obj), obj)
 }
-
-// notOursError: a child's name is taken by an object the migration did not create. Waiting
-// will not help, so the step fails.
-type notOursError struct{ msg string }
-
-func (e notOursError) Error() string { return e.msg }
 
 func kindOf(obj client.Object) string {
 	switch obj.(type) {
@@ -58,22 +38,7 @@ func kindOf(obj client.Object) string {
 // deleteIfOurs deletes the named child when it is this migration's, and reports whether it
 // is gone.
 func deleteIfOurs(ctx context.Context, c client.Client, m *nwv1.VMVolumeMigration, obj client.Object, opts ...client.DeleteOption) (bool, error) {
-	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
-		return true, nil
-	} else if err != nil {
-		return false, err
-	}
-	if obj.GetLabels()[LabelMigrationUID] != string(m.UID) {
-		return true, nil // not ours: leave it alone
-	}
-	if obj.GetDeletionTimestamp() == nil {
-		// The precondition keeps a stale read from deleting a same-named successor.
-		opts = append(opts, client.Preconditions{UID: ptr.To(obj.GetUID())})
-		if err := c.Delete(ctx, obj, opts...); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return false, err
-		}
-	}
-	return false, nil
+	return children.DeleteIfOurs(ctx, c, ownerOf(m), obj, opts...)
 }
 
 func newSnapshot(m *nwv1.VMVolumeMigration, name, pvc, class string) *snapshotv1.VolumeSnapshot {
@@ -140,18 +105,9 @@ func corePVCSource(claim string) corev1.PersistentVolumeClaimVolumeSource {
 	return corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}
 }
 
-// pvcBound reports whether the PVC is bound to a volume.
-func pvcBound(pvc *corev1.PersistentVolumeClaim) bool {
-	return pvc.Status.Phase == corev1.ClaimBound && pvc.Spec.VolumeName != ""
-}
+func pvcBound(pvc *corev1.PersistentVolumeClaim) bool { return migration.PVCBound(pvc) }
 
-// pvcSize is the PVC's capacity, or its request before it is bound.
-func pvcSize(pvc *corev1.PersistentVolumeClaim) resource.Quantity {
-	if q, ok := pvc.Status.Capacity[corev1.ResourceStorage]; ok {
-		return q
-	}
-	return pvc.Spec.Resources.Requests[corev1.ResourceStorage]
-}
+func pvcSize(pvc *corev1.PersistentVolumeClaim) resource.Quantity { return migration.PVCSize(pvc) }
 
 // owner makes the migration the controller of its ephemeral children (the data Jobs and the
 // snapshot view), so that they go with it even if a cleanup was missed. The target PVC and the

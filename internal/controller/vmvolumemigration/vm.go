@@ -5,69 +5,24 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/migration"
 )
 
-// vmRecord is what a migration keeps on its VM (annotation AnnotationMigration): whose
-// migration holds the VM, and what a rollback puts back. It is written once, in Validate,
-// before anything changes.
-type vmRecord struct {
-	Migration string    `json:"migration"`
-	UID       types.UID `json:"uid"`
-	// WasRunning: the VM ran when the migration began; only then is it started again.
-	WasRunning bool `json:"wasRunning"`
-	// RunStrategy and Running are the VM's spec.runStrategy and spec.running as they were.
-	RunStrategy *virtv1.VirtualMachineRunStrategy `json:"runStrategy,omitempty"`
-	Running     *bool                             `json:"running,omitempty"`
-	// Volume is the volume's source as it was.
-	Volume virtv1.VolumeSource `json:"volume"`
-}
+// vmRecord is the record a migration keeps on its VM (migration.VMRecord).
+type vmRecord = migration.VMRecord
 
-// recordOf reads the record on vm; nil when there is none.
-func recordOf(vm *virtv1.VirtualMachine) (*vmRecord, error) {
-	raw, ok := vm.Annotations[AnnotationMigration]
-	if !ok {
-		return nil, nil
-	}
-	var rec vmRecord
-	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-		return nil, fmt.Errorf("annotation %s on VirtualMachine %s is not valid: %w", AnnotationMigration, vm.Name, err)
-	}
-	return &rec, nil
-}
+func recordOf(vm *virtv1.VirtualMachine) (*vmRecord, error) { return migration.RecordOf(vm) }
 
-// heldBy reports whether rec is m's.
-func (rec *vmRecord) heldBy(m *nwv1.VMVolumeMigration) bool { return rec != nil && rec.UID == m.UID }
-
-// volumeOf finds the named volume in the VM's template.
 func volumeOf(vm *virtv1.VirtualMachine, name string) *virtv1.Volume {
-	if vm.Spec.Template == nil {
-		return nil
-	}
-	for i := range vm.Spec.Template.Spec.Volumes {
-		if vm.Spec.Template.Spec.Volumes[i].Name == name {
-			return &vm.Spec.Template.Spec.Volumes[i]
-		}
-	}
-	return nil
+	return migration.VolumeOf(vm, name)
 }
 
-// claimOf is the PVC behind a volume source: a persistentVolumeClaim's claim, or the PVC a
-// DataVolume of the same name owns.
-func claimOf(src virtv1.VolumeSource) string {
-	switch {
-	case src.PersistentVolumeClaim != nil:
-		return src.PersistentVolumeClaim.ClaimName
-	case src.DataVolume != nil:
-		return src.DataVolume.Name
-	}
-	return ""
-}
+func claimOf(src virtv1.VolumeSource) string { return migration.ClaimOf(src) }
 
 // patchVM applies change to a copy of vm and patches the difference, failing on a conflict
 // with a concurrent writer rather than overwriting it.
@@ -95,7 +50,7 @@ func lockVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, rec
 // unlockVM removes m's record from the VM.
 func unlockVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, m *nwv1.VMVolumeMigration) error {
 	// A record that does not parse is no one's, and not this migration's to remove.
-	if rec, err := recordOf(vm); err != nil || !rec.heldBy(m) {
+	if rec, err := recordOf(vm); err != nil || !rec.HeldBy(m) {
 		return nil
 	}
 	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { delete(vm.Annotations, AnnotationMigration) })
@@ -193,7 +148,7 @@ func agentConnected(vmi *virtv1.VirtualMachineInstance) bool {
 // migration is deleted: it says what the VM was like before, and until a person removes it no
 // new migration starts on a VM a rollback could not restore.
 func keepFailedRecord(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, m *nwv1.VMVolumeMigration) error {
-	if rec, err := recordOf(vm); err != nil || !rec.heldBy(m) {
+	if rec, err := recordOf(vm); err != nil || !rec.HeldBy(m) {
 		return nil
 	}
 	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) {

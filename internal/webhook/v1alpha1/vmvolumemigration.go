@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/migration/preflight"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 )
 
@@ -22,7 +22,7 @@ import (
 // migrations admits VMVolumeMigrations: it fills in the mode and the target size, and
 // refuses what the controller's Validate step would refuse, before anything starts.
 type migrations struct {
-	checker vmvolumemigration.Checker
+	checker preflight.Checker
 	client  client.Reader
 	// missing returns the APIs migrations need that the cluster does not serve; nil: none.
 	missing func() (servedapis.Kinds, error)
@@ -108,7 +108,7 @@ func (w *migrations) create(ctx context.Context, m *nwv1.VMVolumeMigration) (adm
 }
 
 // modeWarnings tell the user what the mode implies.
-func modeWarnings(mode nwv1.MigrationMode, pf *vmvolumemigration.Preflight) admission.Warnings {
+func modeWarnings(mode nwv1.MigrationMode, pf *preflight.Preflight) admission.Warnings {
 	sameDriver := pf.SourceClass.Provisioner == pf.TargetClass.Provisioner
 	switch {
 	case mode == nwv1.MigrationHot:

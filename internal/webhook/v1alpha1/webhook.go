@@ -26,7 +26,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
-	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/migration/preflight"
 	"github.com/spectrocloud/nodewright/internal/profiletrust"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 )
@@ -244,7 +244,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	trust.Reader = reader
 	d := o.Decisions
 
-	mig := &migrations{checker: vmvolumemigration.Checker{Client: reader, APIReader: reader}, client: reader, missing: o.MigrationAPIs}
+	mig := &migrations{checker: preflight.Checker{Client: reader, APIReader: reader}, client: reader, missing: o.MigrationAPIs}
 	migHook := &kindWebhook[*nwv1.VMVolumeMigration]{kind: "VMVolumeMigration", decisions: d, workflow: true,
 		defaults: mig.defaults, create: mig.create,
 		newObject: func() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} }}
