@@ -18,14 +18,8 @@ var Kind = workflow.Kind{
 	AuditAction: ActionStep,
 	Succeeded:   "the VM's volume is the verified target PVC",
 	RolledBack:  "rolled back: the VM is as it was before the migration",
-	Cancelled:   "cancelled: the migration was deleted",
+	Cancelled:   "the migration was deleted",
 }
-
-// The most a migration's record keeps of its free texts: the workflows' bounds.
-const (
-	MaxAuditMessageBytes = workflow.MaxAuditMessageBytes
-	MaxAuditDetailBytes  = workflow.MaxAuditDetailBytes
-)
 
 // The labels that name a migration on its children (with children.LabelManagedBy).
 const (

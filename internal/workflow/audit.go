@@ -36,7 +36,8 @@ func AuditRecord(k Kind, subject audit.Subject, actor string, from, to State, e 
 
 // Records replays the machine along the steps the status records and builds the record of
 // each transition, in order: the start (with details, e.g. who asked), then each step's
-// outcome. A step still running ends the list; so does anything the machine would refuse.
+// outcome. A step still running ends the list; so does anything the machine would refuse or
+// that would not move it (a status written by hand can say anything).
 func Records(st *nwv1.WorkflowStatus, p Plan, k Kind, subject audit.Subject, actor string, startDetails ...audit.Detail) []audit.Record {
 	if st.Phase == "" || st.Phase == nwv1.WorkflowPending || st.StartTime == nil {
 		return nil
@@ -73,7 +74,9 @@ func Records(st *nwv1.WorkflowStatus, p Plan, k Kind, subject audit.Subject, act
 		default:
 			return out // the step is still running: nothing more happened
 		}
-		if next, err = Next(p, s, e); err != nil {
+		if next, err = Next(p, s, e); err != nil || next == s {
+			// A cancellation the machine keeps waiting on (a rollback step or an
+			// irreversible one marked Cancelled) moves nothing: no transition to record.
 			return out
 		}
 		out = append(out, AuditRecord(k, subject, actor, s, next, e, step.Message, at(&step)))

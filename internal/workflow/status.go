@@ -182,15 +182,14 @@ func FailureMessage(st *nwv1.WorkflowStatus, s State) string {
 
 // SetSucceededCondition derives the Succeeded condition from the state: Unknown while the
 // workflow runs or rolls back, True once it succeeded, False once it rolled back or failed,
-// with the failed step as the reason (<Step>Failed), or Cancelled when a cancellation
-// stopped it.
+// with the failed step as the reason (<Step>Failed); a workflow that a cancellation rolled
+// back has the reason Cancelled, but one whose rollback then failed names its step, since a
+// person must look.
 func SetSucceededCondition(st *nwv1.WorkflowStatus, k Kind, generation int64, s State) {
 	failure := FailureMessage(st, s)
 	c := metav1.Condition{Type: nwv1.ConditionSucceeded, ObservedGeneration: generation}
 	failedReason := string(s.FailedStep) + "Failed"
-	if stepState(st, s.FailedStep) == nwv1.StepCancelled {
-		failedReason = nwv1.ReasonCancelled
-	}
+	cancelled := stepState(st, s.FailedStep) == nwv1.StepCancelled
 	switch s.Phase {
 	case nwv1.WorkflowRunning:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, nwv1.ReasonInProgress, "step "+string(s.Step)+" is running"
@@ -200,6 +199,9 @@ func SetSucceededCondition(st *nwv1.WorkflowStatus, k Kind, generation int64, s 
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, nwv1.ReasonSucceeded, k.Succeeded
 	case nwv1.WorkflowRolledBack:
 		c.Status, c.Reason = metav1.ConditionFalse, failedReason
+		if cancelled {
+			c.Reason = nwv1.ReasonCancelled
+		}
 		c.Message = failure + "; " + k.RolledBack
 		if s.FailedStep == "" {
 			c.Reason, c.Message = nwv1.ReasonCancelled, "cancelled before it started"

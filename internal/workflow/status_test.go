@@ -17,7 +17,7 @@ import (
 var auditSubject = audit.Subject{Kind: "Test", Name: "t", UID: "00000000-0000-4000-8000-000000000002"}
 
 var kind = workflow.Kind{Name: "Test", AuditAction: "TestTransition", Succeeded: "it is done",
-	RolledBack: "rolled back: all as before", Cancelled: "cancelled: the test was deleted"}
+	RolledBack: "rolled back: all as before", Cancelled: "the test was deleted"}
 
 // step runs one event on the status, as a controller does, and returns the new state.
 func step(t *testing.T, st *nwv1.WorkflowStatus, e workflow.Event, message string) workflow.State {
@@ -53,7 +53,7 @@ func TestACancellationIsTyped(t *testing.T) {
 	step(t, st, workflow.StepSucceeded, "reverted")
 	c := meta.FindStatusCondition(st.Conditions, nwv1.ConditionSucceeded)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != nwv1.ReasonCancelled || c.ObservedGeneration != 3 ||
-		c.Message != "step Change was cancelled: cancelled: the test was deleted; rolled back: all as before" {
+		c.Message != "step Change was cancelled: the test was deleted; rolled back: all as before" {
 		t.Errorf("Succeeded condition %+v", c)
 	}
 	if s := workflow.StateOf(st, twoSteps{}); s != (workflow.State{Phase: nwv1.WorkflowRolledBack, FailedStep: "Change"}) {
@@ -98,5 +98,49 @@ func TestAStepMessageIsCutBetweenCharacters(t *testing.T) {
 	}
 	if workflow.StepMessage(st, "Change", long) {
 		t.Error("the same message written again changed the status")
+	}
+}
+
+// A cancellation whose rollback then failed names the failed step as the reason: a person
+// must look, which "Cancelled" would not say.
+func TestACancelledWorkflowThatFailedNamesTheStep(t *testing.T) {
+	st := &nwv1.WorkflowStatus{}
+	step(t, st, workflow.Start, "started")
+	step(t, st, workflow.Cancel, "")
+	step(t, st, workflow.StepFailed, "the revert was refused")
+	c := meta.FindStatusCondition(st.Conditions, nwv1.ConditionSucceeded)
+	if c == nil || st.Phase != nwv1.WorkflowFailed || c.Reason != "ChangeFailed" ||
+		!strings.Contains(c.Message, "step Change was cancelled: the test was deleted; then rollback step Revert failed") {
+		t.Errorf("phase %s, Succeeded condition %+v", st.Phase, c)
+	}
+}
+
+// Records ends on a status the controller never writes but a person can: a rollback step
+// marked Cancelled, which the machine keeps waiting on, moves nothing and is not a
+// transition; rebuilding the records must end, and build each one with the same ID again.
+func TestRecordsEndOnAStatusThatMovesNothing(t *testing.T) {
+	st := &nwv1.WorkflowStatus{}
+	step(t, st, workflow.Start, "started")
+	step(t, st, workflow.StepFailed, "the change was refused")
+	for i := range st.Steps {
+		if st.Steps[i].Name == "Revert" {
+			st.Steps[i].State = nwv1.StepCancelled
+		}
+	}
+	done := make(chan []string)
+	go func() {
+		var ids []string
+		for _, r := range workflow.Records(st, twoSteps{}, kind, auditSubject, "tester") {
+			ids = append(ids, r.ID)
+		}
+		done <- ids
+	}()
+	select {
+	case ids := <-done:
+		if len(ids) != 2 {
+			t.Errorf("%d records, want 2 (the start and the failed change)", len(ids))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Records did not return")
 	}
 }
