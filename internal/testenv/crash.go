@@ -34,6 +34,11 @@ type Write struct {
 // whatever it would have done next. A workflow's "crash at every step boundary" table is a
 // crash point per step (for example: the status shows the step Running) and, after the
 // crash, a second operator that must finish the job.
+//
+// What goes through Client and Reader dies; what a controller does otherwise (a clientset's
+// call, an Event) does not. A write through Apply is refused after the crash but cannot be
+// its point. A write already in flight when another one reaches the crash point may still
+// land, as it could from a process killed at that moment.
 type Crash struct {
 	at      func(Write) bool
 	killed  atomic.Bool
@@ -97,7 +102,7 @@ func (k *Crash) Client(c client.Client) client.Client {
 			if err := k.Guard(); err != nil {
 				return err
 			}
-			return c.DeleteAllOf(ctx, obj, opts...)
+			return k.after(Write{Object: obj, Deleted: true}, c.DeleteAllOf(ctx, obj, opts...))
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if err := k.Guard(); err != nil {
@@ -144,6 +149,28 @@ func (k *Crash) Client(c client.Client) client.Client {
 	})
 }
 
+// Reader is r, dying with the client: for a controller's reads past its cache.
+func (k *Crash) Reader(r client.Reader) client.Reader { return crashReader{r, k} }
+
+type crashReader struct {
+	client.Reader
+	k *Crash
+}
+
+func (r crashReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := r.k.Guard(); err != nil {
+		return err
+	}
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (r crashReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := r.k.Guard(); err != nil {
+		return err
+	}
+	return r.Reader.List(ctx, list, opts...)
+}
+
 // withWatch lets a manager's client pass where the interceptor wants a client.WithWatch.
 type withWatch struct{ client.Client }
 
@@ -152,13 +179,14 @@ func (withWatch) Watch(context.Context, client.ObjectList, ...client.ListOption)
 }
 
 // RunUntilCrash runs a manager whose controllers setup registers with the crashing client c
-// (k.Client of the manager's), with the cache configured as cacheOpts, until the crash has
-// happened, and then stops it, as the process would have died. It fails the test when the
-// crash point is not reached within the patience of a busy machine.
-func (e *Env) RunUntilCrash(t testing.TB, k *Crash, cacheOpts cache.Options, setup func(ctx context.Context, mgr manager.Manager, c client.Client) error) {
+// and API reader r (k.Client and k.Reader of the manager's), with the cache configured as
+// cacheOpts, until the crash has happened, and then stops it, as the process would have
+// died. It fails the test when the crash point is not reached within the patience of a busy
+// machine.
+func (e *Env) RunUntilCrash(t testing.TB, k *Crash, cacheOpts cache.Options, setup func(ctx context.Context, mgr manager.Manager, c client.Client, r client.Reader) error) {
 	t.Helper()
 	stop := e.StartManagerWithCache(t, cacheOpts, func(ctx context.Context, mgr manager.Manager) error {
-		return setup(ctx, mgr, k.Client(mgr.GetClient()))
+		return setup(ctx, mgr, k.Client(mgr.GetClient()), k.Reader(mgr.GetAPIReader()))
 	})
 	const patience = 5 * time.Minute
 	select {

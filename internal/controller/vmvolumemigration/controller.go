@@ -33,6 +33,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
+	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=get;list;watch;patch
@@ -373,12 +374,10 @@ func (r *Reconciler) newScope(ctx context.Context, m *nwv1.VMVolumeMigration) (*
 	return s, nil
 }
 
-// stepStarted is when the running step began.
+// stepStarted is when the running step began (now, when the status does not say).
 func (s *scope) stepStarted() time.Time {
-	for _, step := range s.m.Status.Steps {
-		if step.Name == string(s.state.Step) && step.StartedAt != nil {
-			return step.StartedAt.Time
-		}
+	if started, ok := workflow.StepStarted(&s.m.Status.WorkflowStatus, s.state.Step); ok {
+		return started.Time
 	}
 	return s.now.Time
 }

@@ -99,8 +99,8 @@ func kill(t *testing.T, deadStatus func(*nwv1.VMVolumeMigration) bool, deadVM fu
 		}
 		return false
 	})
-	env.RunUntilCrash(t, crash, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager, c client.Client) error {
-		r := &vmvolumemigration.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor("crashing-operator")}
+	env.RunUntilCrash(t, crash, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager, c client.Client, apiReader client.Reader) error {
+		r := &vmvolumemigration.Reconciler{Client: c, APIReader: apiReader, Recorder: mgr.GetEventRecorderFor("crashing-operator")}
 		if log != nil {
 			r.Audit, r.Actor = dyingLog{log, crash.Guard}, operatorActor
 		}

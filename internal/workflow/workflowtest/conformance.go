@@ -37,6 +37,16 @@ func Conformance(t testing.TB, p workflow.Plan) {
 	if len(forward) == 0 {
 		t.Fatalf("%+v: no forward steps", p)
 	}
+	// The state is read back from the status against the plan's lists: they must be the
+	// same on every call.
+	if !slices.Equal(forward, p.Forward()) {
+		t.Errorf("%+v: Forward gives another list on a second call", p)
+	}
+	for _, f := range forward {
+		if !slices.Equal(p.Rollback(f), p.Rollback(f)) {
+			t.Errorf("%+v: Rollback(%s) gives another list on a second call", p, f)
+		}
+	}
 	reachable := workflow.Reachable(p)
 	for _, s := range reachable {
 		for _, e := range workflow.Events() {
@@ -77,7 +87,10 @@ func checkStatusRoundTrip(t testing.TB, p workflow.Plan) {
 				continue
 			}
 			st := n.st.DeepCopy()
-			workflow.Transition(st, p, kind, 1, from, to, e, "because", false, now)
+			// Every other step that succeeds is recorded as skipped: the machine reads both
+			// the same.
+			skipped := e == workflow.StepSucceeded && n.transitions%2 == 1
+			workflow.Transition(st, p, kind, 1, from, to, e, "because", skipped, now)
 			if got := workflow.StateOf(st, p); got != to {
 				t.Errorf("%+v: %s --%s--> %s, but the status reads back as %s (steps %v)", p, from, e, to, got, st.Steps)
 				continue
@@ -94,6 +107,12 @@ func checkStatusRoundTrip(t testing.TB, p workflow.Plan) {
 				t.Errorf("%+v: after %s --%s--> %s the status rebuilds %d records (%v), want %d, the last for this transition", p, from, e, to, len(records), records, want)
 				continue
 			}
+			again := workflow.Records(st.DeepCopy(), p, kind, subject, "tester")
+			for i := range records {
+				if again[i].ID != records[i].ID {
+					t.Errorf("%+v: after %s --%s--> %s record %d gets another ID when rebuilt", p, from, e, to, i)
+				}
+			}
 			queue = append(queue, node{st: st, transitions: n.transitions + 1})
 		}
 	}
@@ -101,6 +120,7 @@ func checkStatusRoundTrip(t testing.TB, p workflow.Plan) {
 
 func checkPair(p workflow.Plan, s workflow.State, e workflow.Event, next workflow.State, err error) error {
 	forward := p.Forward()
+	// The phases are spelled out, not asked of Finished and Active: this is their oracle too.
 	finished := s.Phase == nwv1.WorkflowSucceeded || s.Phase == nwv1.WorkflowFailed || s.Phase == nwv1.WorkflowRolledBack
 	active := s.Phase == nwv1.WorkflowRunning || s.Phase == nwv1.WorkflowRollingBack
 	switch {
@@ -129,8 +149,6 @@ func checkPair(p workflow.Plan, s workflow.State, e workflow.Event, next workflo
 		return fmt.Errorf("an active workflow refused %s", e)
 	case (next.Phase == nwv1.WorkflowRunning || next.Phase == nwv1.WorkflowRollingBack) && workflow.Action(next) == "":
 		return fmt.Errorf("an active state asks for no action")
-	case !active && workflow.Action(s) != "":
-		return fmt.Errorf("a state that is not active asks for an action")
 	}
 	return nil
 }
