@@ -120,7 +120,7 @@ type WorkflowStep struct {
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
 
-	// finishedAt is when the step succeeded, failed or was rolled back.
+	// finishedAt is when the step succeeded, failed, was skipped or was cancelled.
 	// +optional
 	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
 

@@ -129,7 +129,7 @@ func (w *migrations) notPending(ctx context.Context, m *nwv1.VMVolumeMigration) 
 		if other.Name == m.Name || other.Spec.VMName != m.Spec.VMName || other.DeletionTimestamp != nil {
 			continue
 		}
-		if p := other.Status.Phase; p.Finished() && p != nwv1.WorkflowFailed {
+		if p := other.Status.Phase; p == nwv1.WorkflowSucceeded || p == nwv1.WorkflowRolledBack {
 			continue
 		}
 		phase := other.Status.Phase

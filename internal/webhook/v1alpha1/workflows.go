@@ -50,7 +50,7 @@ func (w *clusterWorkflows) noneActive(ctx context.Context, kind, name string) er
 		return fmt.Errorf("listing the BondModeFlipPlans: %w", err)
 	}
 	for _, f := range flips.Items {
-		if (kind != "BondModeFlipPlan" || f.Name != name) && active(f.Status.Phase, f.DeletionTimestamp != nil) {
+		if (kind != "BondModeFlipPlan" || f.Name != name) && holdsCluster(f.Status.Phase, f.DeletionTimestamp != nil) {
 			return fmt.Errorf("metadata.name: BondModeFlipPlan %s has not finished (%s); one cluster-wide workflow at a time", f.Name, phaseOrPending(f.Status.Phase))
 		}
 	}
@@ -59,16 +59,16 @@ func (w *clusterWorkflows) noneActive(ctx context.Context, kind, name string) er
 		return fmt.Errorf("listing the ReplicationUpgrades: %w", err)
 	}
 	for _, u := range ups.Items {
-		if (kind != "ReplicationUpgrade" || u.Name != name) && active(u.Status.Phase, u.DeletionTimestamp != nil) {
+		if (kind != "ReplicationUpgrade" || u.Name != name) && holdsCluster(u.Status.Phase, u.DeletionTimestamp != nil) {
 			return fmt.Errorf("metadata.name: ReplicationUpgrade %s has not finished (%s); one cluster-wide workflow at a time", u.Name, phaseOrPending(u.Status.Phase))
 		}
 	}
 	return nil
 }
 
-// active: a workflow in this phase may still change the cluster. A Failed one holds the
+// holdsCluster: a workflow in this phase may still change the cluster. A Failed one holds the
 // cluster until a person has looked at it and deleted it.
-func active(p nwv1.WorkflowPhase, deleting bool) bool {
+func holdsCluster(p nwv1.WorkflowPhase, deleting bool) bool {
 	if deleting {
 		return p.Active()
 	}
