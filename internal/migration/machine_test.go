@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/workflowtest"
 )
 
@@ -18,25 +19,7 @@ func plans() []Plan {
 }
 
 // states lists every state a plan can reach from Pending, by any sequence of events.
-func states(p Plan) []State {
-	seen := map[State]bool{Pending: true}
-	queue := []State{Pending}
-	for len(queue) > 0 {
-		s := queue[0]
-		queue = queue[1:]
-		for _, e := range Events() {
-			if next, err := p.Next(s, e); err == nil && !seen[next] {
-				seen[next] = true
-				queue = append(queue, next)
-			}
-		}
-	}
-	out := make([]State, 0, len(seen))
-	for s := range seen {
-		out = append(out, s)
-	}
-	return out
-}
+func states(p Plan) []State { return workflow.Reachable(p) }
 
 // TestConformance: every migration plan keeps the rules every workflow keeps.
 func TestConformance(t *testing.T) {
