@@ -19,6 +19,7 @@ var Kind = workflow.Kind{
 	Succeeded:   "the VM's volume is the verified target PVC",
 	RolledBack:  "rolled back: the VM is as it was before the migration",
 	Cancelled:   "the migration was deleted",
+	Noun:        "migration",
 }
 
 // The labels that name a migration on its children (with children.LabelManagedBy).

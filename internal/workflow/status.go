@@ -36,6 +36,8 @@ type Kind struct {
 	RolledBack string
 	// Cancelled is the message of the step a cancellation stopped (who cancelled, how).
 	Cancelled string
+	// Noun is what Events call one ("migration").
+	Noun string
 }
 
 // StateOf reads the machine's state back from the status: the phase, the step now running,

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,15 +56,8 @@ const Finalizer = "nodewright.spectrocloud.com/migration"
 // DefaultCopyImage is the image of the data Jobs unless the operator is told otherwise.
 const DefaultCopyImage = "ghcr.io/spectrocloud/nodewright-copy:v0.1.0"
 
-// Event reasons on VMVolumeMigration.
+// Event reasons on VMVolumeMigration besides the transitions' (workflow.Event...).
 const (
-	EventStepSucceeded = "StepSucceeded"
-	EventStepSkipped   = "StepSkipped"
-	EventStepFailed    = "StepFailed"
-	EventRollingBack   = "RollingBack"
-	EventRolledBack    = "RolledBack"
-	EventSucceeded     = "Succeeded"
-	EventFailed        = "Failed"
 	// EventAPIsMissing: the migration waits for an API the cluster does not serve.
 	EventAPIsMissing = "APIsMissing"
 	// EventAuditRecordTooLong: the audit log refused a transition's record as too long for
@@ -282,24 +274,7 @@ func (r *Reconciler) announce(ctx context.Context, m *nwv1.VMVolumeMigration, fr
 	log := ctrl.LoggerFrom(ctx)
 	log.Info("Migration transition", "migration", klog.KObj(m), "from", from.String(), "to", to.String(), "event", out.event, "message", out.message)
 	if r.Recorder != nil {
-		reason, kind, msg := EventStepSucceeded, corev1.EventTypeNormal, fmt.Sprintf("%s: %s", from.Step, out.message)
-		switch {
-		case to.Phase == nwv1.WorkflowSucceeded:
-			reason, msg = EventSucceeded, fmt.Sprintf("%s: %s; the migration succeeded", from.Step, out.message)
-		case to.Phase == nwv1.WorkflowRolledBack:
-			reason, kind, msg = EventRolledBack, corev1.EventTypeWarning, failureMessage(m, to)+"; rolled back"
-		case to.Phase == nwv1.WorkflowFailed:
-			reason, kind, msg = EventFailed, corev1.EventTypeWarning, failureMessage(m, to)
-		case from.Phase == nwv1.WorkflowRunning && to.Phase == nwv1.WorkflowRollingBack:
-			reason, kind, msg = EventRollingBack, corev1.EventTypeWarning, failureMessage(m, to)+"; rolling back"
-		case out.event == migration.StepFailed:
-			reason, kind = EventStepFailed, corev1.EventTypeWarning
-		case out.skipped:
-			reason = EventStepSkipped
-		case out.event == migration.Start:
-			reason, msg = "Started", "the migration started"
-		}
-		r.Recorder.Event(m, kind, reason, truncate(msg, 1024))
+		workflow.RecordTransition(r.Recorder, m, &m.Status.WorkflowStatus, migration.Kind, from, to, out.event, out.message, out.skipped)
 	}
 }
 

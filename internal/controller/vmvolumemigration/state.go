@@ -35,10 +35,5 @@ func stepMessage(m *nwv1.VMVolumeMigration, step migration.Step, message string)
 	return workflow.StepMessage(&m.Status.WorkflowStatus, step, message)
 }
 
-// failureMessage says which step failed and why.
-func failureMessage(m *nwv1.VMVolumeMigration, s migration.State) string {
-	return workflow.FailureMessage(&m.Status.WorkflowStatus, s)
-}
-
 // truncate bounds a message of the status or of an Event to n bytes, between characters.
 func truncate(s string, n int) string { return audit.Shorten(s, n) }
