@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 )
 
 // The ConfigMap keys of the contract.
@@ -49,13 +50,8 @@ func (p Problem) Error() string {
 	return fmt.Sprintf("key %q, value %q: %s", p.Key, shorten(p.Value), p.Reason)
 }
 
-// shorten cuts s to maxShownValue bytes for a message.
-func shorten(s string) string {
-	if len(s) > maxShownValue {
-		return s[:maxShownValue] + "..."
-	}
-	return s
-}
+// shorten cuts s to maxShownValue bytes for a message, between characters.
+func shorten(s string) string { return audit.Shorten(s, maxShownValue) }
 
 // DRBD is a node's DRBD health as the DaemonSet reports it.
 type DRBD struct {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/bridge"
 	"github.com/spectrocloud/nodewright/internal/legacy"
 )
@@ -76,7 +76,7 @@ func computeStatus(o observed) (nwv1.NodewrightClusterStatus, []legacy.Anomaly, 
 	warnings := slices.Clone(old.RecentWarnings)
 	for _, a := range anomalies {
 		warnings = append(warnings, nwv1.ClusterWarning{Time: metav1.NewTime(o.now.Truncate(time.Second)),
-			Source: nwv1.WarningFromTransition, Reason: string(a.Kind), Message: bounded(a.Message, 1024)})
+			Source: nwv1.WarningFromTransition, Reason: string(a.Kind), Message: audit.Shorten(a.Message, 1024)})
 	}
 	for i := range o.events {
 		warnings = append(warnings, warningFromEvent(&o.events[i]))
@@ -101,7 +101,7 @@ func setRecognized(st *nwv1.NodewrightClusterStatus, obs legacy.Observation, pro
 		msgs[i] = p.Error()
 	}
 	setCondition(st, nwv1.ConditionStateRecognized, metav1.ConditionFalse, nwv1.ReasonInvalidLegacyData,
-		bounded(strings.Join(msgs, "; "), maxConditionMessage), st.ObservedGeneration)
+		audit.Shorten(strings.Join(msgs, "; "), maxConditionMessage), st.ObservedGeneration)
 }
 
 func setHeartbeats(st *nwv1.NodewrightClusterStatus, roll legacy.Rollup, staleAfter time.Duration) {
@@ -127,7 +127,7 @@ func setHeartbeats(st *nwv1.NodewrightClusterStatus, roll legacy.Rollup, staleAf
 		return
 	}
 	setCondition(st, nwv1.ConditionHeartbeatsFresh, metav1.ConditionFalse, nwv1.ReasonHeartbeatsStale,
-		bounded(fmt.Sprintf("heartbeat older than %s: %s", staleAfter, strings.Join(stale, ", ")), maxConditionMessage), st.ObservedGeneration)
+		audit.Shorten(fmt.Sprintf("heartbeat older than %s: %s", staleAfter, strings.Join(stale, ", ")), maxConditionMessage), st.ObservedGeneration)
 }
 
 func setDaemonSet(st *nwv1.NodewrightClusterStatus, ds *appsv1.DaemonSet, ref nwv1.NamespacedObjectReference) {
@@ -164,7 +164,7 @@ func warningFromEvent(ev *corev1.Event) nwv1.ClusterWarning {
 	}
 	about := ev.InvolvedObject.Kind + " " + ev.InvolvedObject.Name
 	return nwv1.ClusterWarning{Time: metav1.NewTime(when.Truncate(time.Second)), Source: nwv1.WarningFromEvent,
-		Reason: reason, Message: bounded(about+": "+ev.Message, 1024)}
+		Reason: reason, Message: audit.Shorten(about+": "+ev.Message, 1024)}
 }
 
 // newestWarnings drops duplicates and keeps the newest maxWarnings, oldest first.
@@ -204,17 +204,4 @@ func timeOrNil(t time.Time) *metav1.Time {
 	}
 	mt := metav1.NewTime(t.Truncate(time.Second))
 	return &mt
-}
-
-// bounded cuts s to at most n bytes, between characters: a cut inside one would not be valid
-// UTF-8, which the API server stores altered, so the next status would differ from it again.
-func bounded(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - 3
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }

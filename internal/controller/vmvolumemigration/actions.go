@@ -103,9 +103,9 @@ func (r *Reconciler) perform(ctx context.Context, s *scope) (outcome, error) {
 	case migration.ReleaseSource:
 		return r.releaseSource(ctx, s)
 	case migration.RollbackRepoint:
-		return r.repoint(ctx, s, s.rec.Volume, "volume %s points at PVC %s again", s.m.Spec.VolumeName, claimOf(s.rec.Volume))
+		return r.repoint(ctx, s, s.rec.Volume, "volume %s points at PVC %s again", s.m.Spec.VolumeName, migration.ClaimOf(s.rec.Volume))
 	case migration.RollbackStartVM:
-		return r.startVM(ctx, s, claimOf(s.rec.Volume))
+		return r.startVM(ctx, s, migration.ClaimOf(s.rec.Volume))
 	case migration.RollbackCleanup:
 		return r.cleanup(ctx, s)
 	}
@@ -183,7 +183,7 @@ func (r *Reconciler) createTarget(ctx context.Context, s *scope, clone bool) (ou
 		}
 		return outcome{}, err
 	}
-	size := pvcSize(src)
+	size := migration.PVCSize(src)
 	if s.m.Spec.Target.Size != nil {
 		size = *s.m.Spec.Target.Size
 	}
@@ -201,7 +201,7 @@ func (r *Reconciler) createTarget(ctx context.Context, s *scope, clone bool) (ou
 	if clone {
 		how = "cloned from VolumeSnapshot " + s.m.Status.Snapshots.Before
 	}
-	if pvcBound(pvc) || !r.bindsImmediately(ctx, s.m.Spec.Target.StorageClassName) {
+	if migration.PVCBound(pvc) || !r.bindsImmediately(ctx, s.m.Spec.Target.StorageClassName) {
 		return succeeded("PVC %s %s (%s, class %s)", pvc.Name, how, size.String(), s.m.Spec.Target.StorageClassName), nil
 	}
 	if passed, left := s.deadline(bindTimeout); passed {
@@ -231,7 +231,7 @@ func (r *Reconciler) verifyClone(ctx context.Context, s *scope) (outcome, error)
 		}
 		return outcome{}, err
 	}
-	view := newViewPVC(s.m, childName(s.m, suffixView), ptr.Deref(src.Spec.StorageClassName, ""), s.m.Status.Snapshots.Before, pvcSize(src))
+	view := newViewPVC(s.m, childName(s.m, suffixView), ptr.Deref(src.Spec.StorageClassName, ""), s.m.Status.Snapshots.Before, migration.PVCSize(src))
 	if err := r.ensure(ctx, s.m, view); err != nil {
 		return outcome{}, err
 	}
@@ -348,7 +348,7 @@ func (r *Reconciler) stopVM(ctx context.Context, s *scope) (outcome, error) {
 
 // repoint points the VM's volume at src.
 func (r *Reconciler) repoint(ctx context.Context, s *scope, src virtv1.VolumeSource, format string, args ...any) (outcome, error) {
-	if volumeOf(s.vm, s.m.Spec.VolumeName) == nil {
+	if migration.VolumeOf(s.vm, s.m.Spec.VolumeName) == nil {
 		return failed("VirtualMachine %s no longer has a volume %q", s.vm.Name, s.m.Spec.VolumeName), nil
 	}
 	if s.state.Step == migration.Repoint && vmStarted(s) {
@@ -397,7 +397,7 @@ func (r *Reconciler) startVM(ctx context.Context, s *scope, claim string) (outco
 func vmiUses(vmi *virtv1.VirtualMachineInstance, volume, claim string) bool {
 	for _, v := range vmi.Spec.Volumes {
 		if v.Name == volume {
-			return claimOf(v.VolumeSource) == claim
+			return migration.ClaimOf(v.VolumeSource) == claim
 		}
 	}
 	return false
@@ -514,7 +514,7 @@ func (r *Reconciler) refreshVM(ctx context.Context, s *scope) error {
 		return err
 	}
 	s.vm = vm
-	if rec, err := recordOf(vm); err == nil && rec.HeldBy(s.m) {
+	if rec, err := migration.RecordOf(vm); err == nil && rec.HeldBy(s.m) {
 		s.rec = rec
 	}
 	return nil

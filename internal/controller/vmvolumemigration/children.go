@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
@@ -104,10 +103,6 @@ func newViewPVC(m *nwv1.VMVolumeMigration, name, class, snapshot string, size re
 func corePVCSource(claim string) corev1.PersistentVolumeClaimVolumeSource {
 	return corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}
 }
-
-func pvcBound(pvc *corev1.PersistentVolumeClaim) bool { return migration.PVCBound(pvc) }
-
-func pvcSize(pvc *corev1.PersistentVolumeClaim) resource.Quantity { return migration.PVCSize(pvc) }
 
 // owner makes the migration the controller of its ephemeral children (the data Jobs and the
 // snapshot view), so that they go with it even if a cleanup was missed. The target PVC and the

@@ -334,7 +334,7 @@ func (r *Reconciler) newScope(ctx context.Context, m *nwv1.VMVolumeMigration) (*
 	if err := r.Client.Get(ctx, key, vm); err == nil {
 		s.vm = vm
 		// A record that does not parse is no one's: Validate refuses the VM with the reason.
-		if rec, err := recordOf(vm); err == nil && rec.HeldBy(m) {
+		if rec, err := migration.RecordOf(vm); err == nil && rec.HeldBy(m) {
 			s.rec = rec
 		}
 	} else if !apierrors.IsNotFound(err) {

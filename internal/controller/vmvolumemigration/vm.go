@@ -16,14 +16,6 @@ import (
 // vmRecord is the record a migration keeps on its VM (migration.VMRecord).
 type vmRecord = migration.VMRecord
 
-func recordOf(vm *virtv1.VirtualMachine) (*vmRecord, error) { return migration.RecordOf(vm) }
-
-func volumeOf(vm *virtv1.VirtualMachine, name string) *virtv1.Volume {
-	return migration.VolumeOf(vm, name)
-}
-
-func claimOf(src virtv1.VolumeSource) string { return migration.ClaimOf(src) }
-
 // patchVM applies change to a copy of vm and patches the difference, failing on a conflict
 // with a concurrent writer rather than overwriting it.
 func patchVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, change func(*virtv1.VirtualMachine)) error {
@@ -50,7 +42,7 @@ func lockVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, rec
 // unlockVM removes m's record from the VM.
 func unlockVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, m *nwv1.VMVolumeMigration) error {
 	// A record that does not parse is no one's, and not this migration's to remove.
-	if rec, err := recordOf(vm); err != nil || !rec.HeldBy(m) {
+	if rec, err := migration.RecordOf(vm); err != nil || !rec.HeldBy(m) {
 		return nil
 	}
 	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { delete(vm.Annotations, AnnotationMigration) })
@@ -95,12 +87,12 @@ func restoreRunStrategy(ctx context.Context, c client.Client, vm *virtv1.Virtual
 
 // pointVolume sets the named volume's source.
 func pointVolume(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, name string, src virtv1.VolumeSource) error {
-	if v := volumeOf(vm, name); v == nil {
+	if v := migration.VolumeOf(vm, name); v == nil {
 		return fmt.Errorf("VirtualMachine %s no longer has a volume %q", vm.Name, name)
-	} else if claimOf(v.VolumeSource) == claimOf(src) && (v.PersistentVolumeClaim != nil) == (src.PersistentVolumeClaim != nil) {
+	} else if migration.ClaimOf(v.VolumeSource) == migration.ClaimOf(src) && (v.PersistentVolumeClaim != nil) == (src.PersistentVolumeClaim != nil) {
 		return nil
 	}
-	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { volumeOf(vm, name).VolumeSource = src })
+	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { migration.VolumeOf(vm, name).VolumeSource = src })
 }
 
 // targetSource is the volume's original source pointed at the target PVC: a PVC source keeps
@@ -124,7 +116,7 @@ func vmiRunsOn(vmi *virtv1.VirtualMachineInstance, volume, claim string) bool {
 	}
 	for _, v := range vmi.Spec.Volumes {
 		if v.Name == volume {
-			return claimOf(v.VolumeSource) == claim
+			return migration.ClaimOf(v.VolumeSource) == claim
 		}
 	}
 	return false
@@ -148,7 +140,7 @@ func agentConnected(vmi *virtv1.VirtualMachineInstance) bool {
 // migration is deleted: it says what the VM was like before, and until a person removes it no
 // new migration starts on a VM a rollback could not restore.
 func keepFailedRecord(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, m *nwv1.VMVolumeMigration) error {
-	if rec, err := recordOf(vm); err != nil || !rec.HeldBy(m) {
+	if rec, err := migration.RecordOf(vm); err != nil || !rec.HeldBy(m) {
 		return nil
 	}
 	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) {
