@@ -51,6 +51,15 @@ type BondModeFlipPlanSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('10m'))",message="must be between 10s and 10m"
 	ConnectivityTimeout metav1.Duration `json:"connectivityTimeout,omitzero"`
+
+	// approval says whether each step that changes a node waits for a person to approve it.
+	// +optional
+	// +kubebuilder:default=Automatic
+	Approval Approval `json:"approval,omitempty"`
+
+	// maintenanceWindow, when set, is when a step that changes a node may start.
+	// +optional
+	MaintenanceWindow *MaintenanceWindow `json:"maintenanceWindow,omitempty"`
 }
 
 // NodeFlipState is where one node stands in a flip. It is derived from the flip's steps for
@@ -128,6 +137,8 @@ type BondModeFlipPlanStatus struct {
 // +kubebuilder:printcolumn:name="VM Protection",type=string,JSONPath=`.spec.vmProtection`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.steps[?(@.state=="Running")].name`,description="The step now running"
+// +kubebuilder:printcolumn:name="Waiting",type=string,JSONPath=`.status.steps[?(@.state=="Waiting")].name`,description="The step a gate holds"
+// +kubebuilder:printcolumn:name="Held By",type=string,JSONPath=`.status.conditions[?(@.type=="Held")].reason`,description="The gate that holds the next step, or GatesOpen"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec",message="spec cannot change once the flip has started",fieldPath=".spec"
 type BondModeFlipPlan struct {

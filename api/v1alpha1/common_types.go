@@ -88,13 +88,17 @@ func (p WorkflowPhase) Finished() bool {
 func (p WorkflowPhase) Active() bool { return p == WorkflowRunning || p == WorkflowRollingBack }
 
 // StepState is the state of one step of a workflow.
-// +kubebuilder:validation:Enum=Pending;Running;Succeeded;Failed;Skipped;Cancelled
+// +kubebuilder:validation:Enum=Pending;Waiting;Running;Succeeded;Failed;Skipped;Cancelled
 type StepState string
 
 // The step states. A step that was undone keeps the state it ended in: the rollback steps
 // that undid it are listed after it, each with its own state.
 const (
-	StepPending   StepState = "Pending"
+	StepPending StepState = "Pending"
+	// StepWaiting: the step is next, but a gate holds it (approval, the maintenance window,
+	// another workflow, the cluster's health); the Held condition says which and why. It has
+	// not started: nothing of it has been done.
+	StepWaiting   StepState = "Waiting"
 	StepRunning   StepState = "Running"
 	StepSucceeded StepState = "Succeeded"
 	StepFailed    StepState = "Failed"
@@ -128,6 +132,12 @@ type WorkflowStep struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+
+	// approvedBy is the user who approved the step, for a step that waited for approval
+	// (spec.approval Manual), as the admission webhook stamped them.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	ApprovedBy string `json:"approvedBy,omitempty"`
 }
 
 // WorkflowStatus is the status every workflow kind shares.
@@ -155,13 +165,77 @@ type WorkflowStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions describe the workflow's current state in detail.
+	// nextWindowStart is when the next maintenance window opens, while a step waits for it.
+	// +optional
+	NextWindowStart *metav1.Time `json:"nextWindowStart,omitempty"`
+
+	// conditions describe the workflow's current state in detail: Succeeded, and Held while
+	// a gate holds the next step.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// Approval says whether the steps of a cluster-wide workflow that change a node wait for a
+// person.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type Approval string
+
+// The approval policies.
+const (
+	// ApprovalAutomatic: every step starts as soon as its other gates allow.
+	ApprovalAutomatic Approval = "Automatic"
+	// ApprovalManual: each step that changes a node waits (Waiting, with the Held condition's
+	// reason AwaitingApproval) until a person approves it: `kubectl nodewright approve`,
+	// which sets the annotation AnnotationApprove to the step's name.
+	ApprovalManual Approval = "Manual"
+)
+
+// Weekday is a day of the week.
+// +kubebuilder:validation:Enum=Monday;Tuesday;Wednesday;Thursday;Friday;Saturday;Sunday
+type Weekday string
+
+// MaintenanceWindow is when a cluster-wide workflow may start a step that changes a node: on
+// the given days, from start to end in the time zone. A window whose end is not after its
+// start ends on the next day (22:00 to 02:00). A step that started inside the window runs to
+// its end; the next one waits for the next window.
+type MaintenanceWindow struct {
+	// days on which the window opens; every day when empty.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=7
+	Days []Weekday `json:"days,omitempty"`
+
+	// start is when the window opens, as HH:MM (24-hour clock) in timeZone.
+	// +required
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	Start string `json:"start"`
+
+	// end is when the window closes, as HH:MM; not after start means on the next day.
+	// +required
+	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
+	End string `json:"end"`
+
+	// timeZone is the IANA time zone of start and end, e.g. Europe/Berlin.
+	// +optional
+	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z][A-Za-z0-9_+/-]*$`
+	TimeZone string `json:"timeZone,omitempty"`
+}
+
+// AnnotationApprove approves the step of a Manual workflow that it names (status.steps[] in
+// state Waiting). Setting it needs the right to update the object; the admission webhook
+// stamps who set it in AnnotationApprovedBy.
+const AnnotationApprove = "nodewright.spectrocloud.com/approve"
+
+// AnnotationApprovedBy is stamped by the mutating admission webhook whenever
+// AnnotationApprove is set or changed: the user who set it, as the API server authenticated
+// them. It cannot be set or changed otherwise; the step's approvedBy and the audit trail name
+// this user.
+const AnnotationApprovedBy = "nodewright.spectrocloud.com/approved-by"
 
 // AnnotationRequestedBy is stamped on every Nodewright object by the mutating admission
 // webhook: the Kubernetes user who created it, as the API server authenticated them. The

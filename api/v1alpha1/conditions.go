@@ -26,6 +26,9 @@ const (
 	// rolling back (Unknown), or a step failed (False, with the step in the reason)
 	// (VMVolumeMigration).
 	ConditionSucceeded = "Succeeded"
+	// ConditionHeld: a gate holds the workflow's next step (True, the gate in the reason),
+	// or none does (False, GatesOpen) (BondModeFlipPlan, ReplicationUpgrade).
+	ConditionHeld = "Held"
 	// ConditionVerified: the target's digest, read back from disk, equals the source's
 	// (VMVolumeMigration).
 	ConditionVerified = "Verified"
@@ -58,9 +61,15 @@ const (
 	ReasonCancelled           = "Cancelled"
 	// ReasonAPIsMissing: a workflow waits to start because the cluster does not serve an API
 	// it needs (VMVolumeMigration: KubeVirt's, the CSI snapshot API).
-	ReasonAPIsMissing      = "APIsMissing"
-	ReasonChecksumMatch    = "ChecksumMatch"
-	ReasonChecksumMismatch = "ChecksumMismatch"
+	ReasonAPIsMissing = "APIsMissing"
+	// The gates of a cluster-wide workflow (the Held condition's reasons).
+	ReasonGatesOpen              = "GatesOpen"
+	ReasonAnotherWorkflowRunning = "AnotherWorkflowRunning"
+	ReasonClusterNotReady        = "ClusterNotReady"
+	ReasonAwaitingApproval       = "AwaitingApproval"
+	ReasonOutsideWindow          = "OutsideMaintenanceWindow"
+	ReasonChecksumMatch          = "ChecksumMatch"
+	ReasonChecksumMismatch       = "ChecksumMismatch"
 	// EdgeProfile signature and application.
 	ReasonSignatureValid    = "SignatureValid"
 	ReasonUnsigned          = "Unsigned"

@@ -36,6 +36,15 @@ type ReplicationUpgradeSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('1m') && duration(self) <= duration('48h'))",message="must be between 1m and 48h"
 	SyncTimeout metav1.Duration `json:"syncTimeout,omitzero"`
+
+	// approval says whether each step that changes a node waits for a person to approve it.
+	// +optional
+	// +kubebuilder:default=Automatic
+	Approval Approval `json:"approval,omitempty"`
+
+	// maintenanceWindow, when set, is when a step that changes a node may start.
+	// +optional
+	MaintenanceWindow *MaintenanceWindow `json:"maintenanceWindow,omitempty"`
 }
 
 // ReplicationUpgradeStatus is the upgrade's progress and evidence.
@@ -54,6 +63,8 @@ type ReplicationUpgradeStatus struct {
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicaCount`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.steps[?(@.state=="Running")].name`,description="The step now running"
+// +kubebuilder:printcolumn:name="Waiting",type=string,JSONPath=`.status.steps[?(@.state=="Waiting")].name`,description="The step a gate holds"
+// +kubebuilder:printcolumn:name="Held By",type=string,JSONPath=`.status.conditions[?(@.type=="Held")].reason`,description="The gate that holds the next step, or GatesOpen"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.tiebreakerNode) || self.spec.tiebreakerNode in self.spec.peerNodes",message="tiebreakerNode must be one of peerNodes",fieldPath=".spec.tiebreakerNode"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.tiebreakerNode) || self.spec.replicaCount <= size(self.spec.peerNodes)",message="replicaCount counts the data nodes: with a tiebreaker it can be at most the number of peerNodes",fieldPath=".spec.replicaCount"
