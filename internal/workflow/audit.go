@@ -36,7 +36,7 @@ func AuditRecord(k Kind, subject audit.Subject, actor string, from, to State, e 
 
 // Records replays the machine along the steps the status records and builds the record of
 // each transition, in order: the start (with details, e.g. who asked), then each step's
-// outcome. A step still running ends the list; so does anything the machine would refuse or
+// outcome (naming who approved the step, for one that waited for approval). A step still running ends the list; so does anything the machine would refuse or
 // that would not move it (a status written by hand can say anything).
 func Records(st *nwv1.WorkflowStatus, p Plan, k Kind, subject audit.Subject, actor string, startDetails ...audit.Detail) []audit.Record {
 	if st.Phase == "" || st.Phase == nwv1.WorkflowPending || st.StartTime == nil {
@@ -79,7 +79,11 @@ func Records(st *nwv1.WorkflowStatus, p Plan, k Kind, subject audit.Subject, act
 			// irreversible one marked Cancelled) moves nothing: no transition to record.
 			return out
 		}
-		out = append(out, AuditRecord(k, subject, actor, s, next, e, step.Message, at(&step)))
+		var approved []audit.Detail
+		if step.ApprovedBy != "" {
+			approved = append(approved, audit.Detail{Name: "approvedBy", Value: step.ApprovedBy})
+		}
+		out = append(out, AuditRecord(k, subject, actor, s, next, e, step.Message, at(&step), approved...))
 	}
 	return out
 }

@@ -21,7 +21,16 @@ const (
 	EventRolledBack    = "RolledBack"
 	EventSucceeded     = "Succeeded"
 	EventFailed        = "Failed"
+	// EventStepStarted: the gates of a Waiting step let it start.
+	EventStepStarted = "StepStarted"
+	// EventAuditRecordTooLong: the audit log refused a transition's record as too long for
+	// one line of the trail; it was left out.
+	EventAuditRecordTooLong = "AuditRecordTooLong"
 )
+
+// The reasons of a gate's Event (and the Held condition's) are the gate's own:
+// nwv1.ReasonAnotherWorkflowRunning, ReasonClusterNotReady, ReasonAwaitingApproval,
+// ReasonOutsideWindow.
 
 // MaxEventMessageBytes is the most an Event's message keeps (the API server's limit).
 const MaxEventMessageBytes = 1024

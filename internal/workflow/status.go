@@ -53,7 +53,7 @@ func StateOf(st *nwv1.WorkflowStatus, p Plan) State {
 		name := Step(step.Name)
 		isForward := slices.Contains(forward, name)
 		switch {
-		case step.State == nwv1.StepRunning:
+		case step.State == nwv1.StepRunning || step.State == nwv1.StepWaiting:
 			s.Step = name
 		case (step.State == nwv1.StepFailed || step.State == nwv1.StepCancelled) && isForward:
 			s.FailedStep = name
@@ -112,6 +112,10 @@ func Transition(st *nwv1.WorkflowStatus, p Plan, k Kind, generation int64, from,
 				st.Steps[i].State = nwv1.StepRunning
 				st.Steps[i].StartedAt = ptr.To(now)
 				st.Steps[i].Message = ""
+				if to.Phase == nwv1.WorkflowRunning && GatesOf(p, to.Step) != 0 {
+					// It starts once its gates let it (Admit).
+					st.Steps[i].State, st.Steps[i].StartedAt = nwv1.StepWaiting, nil
+				}
 			}
 		}
 	}
@@ -120,6 +124,25 @@ func Transition(st *nwv1.WorkflowStatus, p Plan, k Kind, generation int64, from,
 		st.CompletionTime = ptr.To(now)
 	}
 	SetSucceededCondition(st, k, generation, to)
+}
+
+// Admit starts a Waiting step whose gates all let it: it runs from now, approved by
+// approvedBy when a person approved it. It reports whether the status changed.
+func Admit(st *nwv1.WorkflowStatus, step Step, approvedBy string, now metav1.Time) bool {
+	for i := range st.Steps {
+		if s := &st.Steps[i]; s.Name == string(step) && s.State == nwv1.StepWaiting {
+			s.State, s.StartedAt, s.Message = nwv1.StepRunning, ptr.To(now), ""
+			s.ApprovedBy = audit.Shorten(approvedBy, MaxStepMessageBytes)
+			st.NextWindowStart = nil
+			return true
+		}
+	}
+	return false
+}
+
+// Waiting reports whether the status holds step at its gates: listed, not yet started.
+func Waiting(st *nwv1.WorkflowStatus, step Step) bool {
+	return stepState(st, step) == nwv1.StepWaiting
 }
 
 // finish closes a step with its outcome.
@@ -195,6 +218,9 @@ func SetSucceededCondition(st *nwv1.WorkflowStatus, k Kind, generation int64, s 
 	switch s.Phase {
 	case nwv1.WorkflowRunning:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, nwv1.ReasonInProgress, "step "+string(s.Step)+" is running"
+		if stepState(st, s.Step) == nwv1.StepWaiting {
+			c.Message = "step " + string(s.Step) + " waits for its gates (see the Held condition)"
+		}
 	case nwv1.WorkflowRollingBack:
 		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, nwv1.ReasonRollingBack, failure+"; rolling back"
 	case nwv1.WorkflowSucceeded:

@@ -95,6 +95,14 @@ func checkStatusRoundTrip(t testing.TB, p workflow.Plan) {
 				t.Errorf("%+v: %s --%s--> %s, but the status reads back as %s (steps %v)", p, from, e, to, got, st.Steps)
 				continue
 			}
+			if gated := to.Phase == nwv1.WorkflowRunning && workflow.GatesOf(p, to.Step) != 0; gated != workflow.Waiting(st, to.Step) {
+				t.Errorf("%+v: %s --%s--> %s: step %s has gates %v but Waiting is %v", p, from, e, to, to.Step, workflow.GatesOf(p, to.Step), !gated)
+			} else if gated && n.transitions%2 == 0 {
+				// Half the gated steps are admitted before their outcome, as the engine does.
+				if !workflow.Admit(st, to.Step, "approver", now) || workflow.StateOf(st, p) != to {
+					t.Errorf("%+v: admitting %s after %s --%s--> %s changed the state to %s", p, to.Step, from, e, to, workflow.StateOf(st, p))
+				}
+			}
 			if len(st.Steps) > MaxSteps {
 				t.Errorf("%+v: after %s --%s--> %s the status lists %d steps, more than %d", p, from, e, to, len(st.Steps), MaxSteps)
 			}
@@ -222,8 +230,8 @@ func checkRollbackPaths(t testing.TB, p workflow.Plan, reachable []workflow.Stat
 	}
 }
 
-// checkSteps: names fit status.steps[].name, no rollback step is a forward step, and every
-// step the workflow can show fits status.steps[].
+// checkSteps: names fit status.steps[].name, no rollback step is a forward step or has
+// gates, and every step the workflow can show fits status.steps[].
 func checkSteps(t testing.TB, p workflow.Plan) {
 	t.Helper()
 	forward := p.Forward()
@@ -238,6 +246,9 @@ func checkSteps(t testing.TB, p workflow.Plan) {
 		for _, r := range p.Rollback(f) {
 			if slices.Contains(forward, r) {
 				t.Errorf("%+v: rollback step %s (after %s) is also a forward step", p, r, f)
+			}
+			if g := workflow.GatesOf(p, r); g != 0 {
+				t.Errorf("%+v: rollback step %s has gates (%b): a rollback never waits", p, r, g)
 			}
 			if !slices.Contains(all, r) {
 				all = append(all, r)

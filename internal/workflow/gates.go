@@ -1,0 +1,46 @@
+package workflow
+
+// Gates are the checks a cluster-wide workflow passes before a step starts (the engine's
+// chain, internal/workflow/engine). A step held by its gates is Waiting: listed, not started,
+// nothing of it done. Only forward steps are gated: a rollback never waits for a person, a
+// window or another workflow.
+type Gates uint8
+
+// The gates.
+const (
+	// GateLock: the workflow holds the cluster-wide claim, one cluster-wide workflow at a
+	// time; claimed at the first gated step, released when the workflow ends.
+	GateLock Gates = 1 << iota
+	// GateHealth: the cluster's phase is one the workflow allows and no node is stale.
+	GateHealth
+	// GateApproval: with spec.approval Manual, a person approved the step.
+	GateApproval
+	// GateWindow: the maintenance window is open.
+	GateWindow
+)
+
+// The gates of the two kinds of gated step.
+const (
+	// GatesPreflight hold a cluster-wide workflow's first step, which changes nothing.
+	GatesPreflight = GateLock | GateHealth
+	// GatesNodeChange hold a step that changes a node.
+	GatesNodeChange = GateLock | GateHealth | GateApproval | GateWindow
+)
+
+// Has reports whether every gate of o is in g.
+func (g Gates) Has(o Gates) bool { return g&o == o }
+
+// GatedPlan is a plan whose forward steps wait for gates before they start.
+type GatedPlan interface {
+	Plan
+	// Gates are the gates that hold forward step s; none for a step that starts at once.
+	Gates(s Step) Gates
+}
+
+// GatesOf are the gates that hold step s of p: none unless p is a GatedPlan.
+func GatesOf(p Plan, s Step) Gates {
+	if g, ok := p.(GatedPlan); ok {
+		return g.Gates(s)
+	}
+	return 0
+}
