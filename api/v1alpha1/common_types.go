@@ -242,3 +242,22 @@ const AnnotationApprovedBy = "nodewright.spectrocloud.com/approved-by"
 // webhook sets it on create and keeps it unchanged on every update, so no user can forge or
 // rewrite it; the audit trail names this user as the one who asked.
 const AnnotationRequestedBy = "nodewright.spectrocloud.com/requested-by"
+
+// GetWorkflowStatus is the migration's shared workflow status.
+func (m *VMVolumeMigration) GetWorkflowStatus() *WorkflowStatus { return &m.Status.WorkflowStatus }
+
+// GetWorkflowStatus is the flip's shared workflow status.
+func (f *BondModeFlipPlan) GetWorkflowStatus() *WorkflowStatus { return &f.Status.WorkflowStatus }
+
+// GetWorkflowStatus is the upgrade's shared workflow status.
+func (u *ReplicationUpgrade) GetWorkflowStatus() *WorkflowStatus { return &u.Status.WorkflowStatus }
+
+// GetGates are the flip's approval policy and maintenance window.
+func (f *BondModeFlipPlan) GetGates() (Approval, *MaintenanceWindow) {
+	return f.Spec.Approval, f.Spec.MaintenanceWindow
+}
+
+// GetGates are the upgrade's approval policy and maintenance window.
+func (u *ReplicationUpgrade) GetGates() (Approval, *MaintenanceWindow) {
+	return u.Spec.Approval, u.Spec.MaintenanceWindow
+}
