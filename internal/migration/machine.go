@@ -146,3 +146,13 @@ func (p Plan) Next(s State, e Event) (State, error) { return workflow.Next(p, s,
 // Action is what the controller must do in state s: the step's action, or nothing when the
 // migration waits to start or has finished.
 func Action(s State) Step { return workflow.Action(s) }
+
+// PlanOf is m's plan, fixed by its spec. An unset mode is Cold: the controller never picks
+// the path that needs more of the backend on its own.
+func PlanOf(m *nwv1.VMVolumeMigration) Plan {
+	mode := m.Spec.Mode
+	if mode == "" {
+		mode = nwv1.MigrationCold
+	}
+	return Plan{Mode: mode, RetainSource: m.Spec.RetainSource == nil || *m.Spec.RetainSource}
+}

@@ -2,7 +2,6 @@ package vmvolumemigration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -20,7 +19,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/blockcopy"
 	"github.com/spectrocloud/nodewright/internal/migration"
-	"github.com/spectrocloud/nodewright/internal/workflow/children"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
 // snapshotTimeout bounds the wait for a snapshot to become ready to use.
@@ -35,21 +34,6 @@ const bindTimeout = 10 * time.Minute
 // progressInterval is how often a running data Job's progress is read from its log.
 const progressInterval = 2 * time.Second
 
-// act performs the running step's action. What retrying cannot fix fails the step: a child's
-// name taken by someone else's object, or a write the API server refuses as invalid or
-// forbidden (KubeVirt's admission refusing a VM change, say).
-func (r *Reconciler) act(ctx context.Context, s *scope) (outcome, error) {
-	out, err := r.perform(ctx, s)
-	var taken children.NotOursError
-	switch {
-	case errors.As(err, &taken):
-		return failed("%s", taken.Message), nil
-	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err):
-		return failed("the API server refused: %v", err), nil
-	}
-	return out, err
-}
-
 // vmSteps are the steps that act on the VM; the others need neither the VM nor its record.
 var vmSteps = map[migration.Step]bool{
 	migration.FreezeGuest: true, migration.ThawGuest: true, migration.StopVM: true, migration.Repoint: true,
@@ -57,29 +41,32 @@ var vmSteps = map[migration.Step]bool{
 	migration.RollbackRepoint: true, migration.RollbackStartVM: true,
 }
 
-func (r *Reconciler) perform(ctx context.Context, s *scope) (outcome, error) {
-	step := migration.Action(s.state)
-	rollingBack := s.state.Phase == nwv1.WorkflowRollingBack
+// perform does the running step's action. The engine fails the step on what retrying cannot
+// fix: a child's name taken by someone else's object, or a write the API server refuses as
+// invalid or forbidden (KubeVirt's admission refusing a VM change, say).
+func (r *Reconciler) perform(ctx context.Context, s *scope) (engine.Outcome, error) {
+	step := migration.Action(s.State)
+	rollingBack := s.State.Phase == nwv1.WorkflowRollingBack
 	if step != migration.Validate && s.rec == nil && s.vm != nil {
 		// The cache may not show the record Validate just wrote: ask the API server.
 		if err := r.refreshVM(ctx, s); err != nil {
-			return outcome{}, err
+			return engine.Outcome{}, err
 		}
 	}
 	switch {
 	case step == migration.Validate || step == migration.RollbackCleanup:
 	case s.vm == nil && rollingBack && vmSteps[step]:
-		return skipped("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+		return engine.Skipped("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
 	case s.vm == nil:
-		return failed("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+		return engine.Failed("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
 	case s.rec == nil:
-		return failed("the migration's record on VirtualMachine %s (annotation %s) is gone; what to restore is unknown", s.m.Spec.VMName, AnnotationMigration), nil
+		return engine.Failed("the migration's record on VirtualMachine %s (annotation %s) is gone; what to restore is unknown", s.m.Spec.VMName, AnnotationMigration), nil
 	}
 	switch step {
 	case migration.Validate:
 		return r.validate(ctx, s)
 	case migration.SnapshotSource:
-		return r.snapshot(ctx, s, suffixBefore, s.m.Status.SourcePVCName)
+		return r.snapshot(ctx, s, migration.SuffixBefore, s.m.Status.SourcePVCName)
 	case migration.FreezeGuest:
 		return r.freeze(ctx, s, true)
 	case migration.CloneSource:
@@ -93,13 +80,13 @@ func (r *Reconciler) perform(ctx context.Context, s *scope) (outcome, error) {
 	case migration.CreateTarget:
 		return r.createTarget(ctx, s, false)
 	case migration.Copy:
-		return r.dataJob(ctx, s, suffixCopy, "copy", s.m.Status.SourcePVCName, s.m.Status.TargetPVCName)
+		return r.dataJob(ctx, s, migration.SuffixCopy, "copy", s.m.Status.SourcePVCName, s.m.Status.TargetPVCName)
 	case migration.Repoint:
 		return r.repoint(ctx, s, targetSource(s.rec.Volume, s.m.Status.TargetPVCName), "volume %s now names PVC %s", s.m.Spec.VolumeName, s.m.Status.TargetPVCName)
 	case migration.StartVM:
 		return r.startVM(ctx, s, s.m.Status.TargetPVCName)
 	case migration.SnapshotTarget:
-		return r.snapshot(ctx, s, suffixAfter, s.m.Status.TargetPVCName)
+		return r.snapshot(ctx, s, migration.SuffixAfter, s.m.Status.TargetPVCName)
 	case migration.ReleaseSource:
 		return r.releaseSource(ctx, s)
 	case migration.RollbackRepoint:
@@ -109,28 +96,28 @@ func (r *Reconciler) perform(ctx context.Context, s *scope) (outcome, error) {
 	case migration.RollbackCleanup:
 		return r.cleanup(ctx, s)
 	}
-	return outcome{}, fmt.Errorf("no action for step %q", step)
+	return engine.Outcome{}, fmt.Errorf("no action for step %q", step)
 }
 
 // snapshot takes (or waits for) one of the bookends.
-func (r *Reconciler) snapshot(ctx context.Context, s *scope, suffix, pvcName string) (outcome, error) {
+func (r *Reconciler) snapshot(ctx context.Context, s *scope, suffix, pvcName string) (engine.Outcome, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.m.Namespace, Name: pvcName}, pvc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return failed("PVC %s is gone", pvcName), nil
+			return engine.Failed("PVC %s is gone", pvcName), nil
 		}
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
 	class, problem, err := r.checker().SnapshotClass(ctx, s.m, ptr.Deref(pvc.Spec.StorageClassName, ""))
 	if err != nil || problem != "" {
-		return failed("%s", problem), err
+		return engine.Failed("%s", problem), err
 	}
-	name := childName(s.m, suffix)
+	name := migration.ChildName(s.m, suffix)
 	vs := newSnapshot(s.m, name, pvcName, class)
 	if err := r.ensure(ctx, s.m, vs); err != nil {
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
-	if suffix == suffixBefore {
+	if suffix == migration.SuffixBefore {
 		s.m.Status.Snapshots.Before = name
 	} else {
 		s.m.Status.Snapshots.After = name
@@ -140,48 +127,48 @@ func (r *Reconciler) snapshot(ctx context.Context, s *scope, suffix, pvcName str
 	// deadline, with the error as the reason.
 	ready, lastError := snapshotState(vs)
 	if ready {
-		return succeeded("VolumeSnapshot %s of PVC %s is ready (class %s)", name, pvcName, class), nil
+		return engine.Succeeded("VolumeSnapshot %s of PVC %s is ready (class %s)", name, pvcName, class), nil
 	}
 	waitingFor := "waiting for VolumeSnapshot " + name + " to be ready"
 	if lastError != "" {
 		waitingFor += "; its driver reported: " + lastError
 	}
-	if passed, left := s.deadline(snapshotTimeout); passed {
-		return failed("VolumeSnapshot %s was not ready within %s; %s", name, snapshotTimeout, waitingFor), nil
+	if passed, left := s.Deadline(snapshotTimeout); passed {
+		return engine.Failed("VolumeSnapshot %s was not ready within %s; %s", name, snapshotTimeout, waitingFor), nil
 	} else {
-		return waiting(left, "%s", waitingFor), nil
+		return engine.Waiting(left, "%s", waitingFor), nil
 	}
 }
 
 // freeze freezes or thaws the guest when its agent is connected; without an agent the
 // snapshot and the clone are crash-consistent, which the step says.
-func (r *Reconciler) freeze(ctx context.Context, s *scope, frozen bool) (outcome, error) {
+func (r *Reconciler) freeze(ctx context.Context, s *scope, frozen bool) (engine.Outcome, error) {
 	if !agentConnected(s.vmi) {
 		if frozen {
-			return skipped("no guest agent connected: the snapshot and the clone are crash-consistent"), nil
+			return engine.Skipped("no guest agent connected: the snapshot and the clone are crash-consistent"), nil
 		}
-		return skipped("no guest agent connected: nothing to thaw"), nil
+		return engine.Skipped("no guest agent connected: nothing to thaw"), nil
 	}
 	if err := setFrozen(ctx, r.Clientset, s.m.Namespace, s.vmi.Name, frozen); err != nil {
 		if frozen {
-			return failed("%v", err), nil
+			return engine.Failed("%v", err), nil
 		}
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
 	if frozen {
-		return succeeded("guest file systems frozen (KubeVirt thaws them after %s if the thaw never comes)", unfreezeGracePeriod), nil
+		return engine.Succeeded("guest file systems frozen (KubeVirt thaws them after %s if the thaw never comes)", unfreezeGracePeriod), nil
 	}
-	return succeeded("guest file systems thawed"), nil
+	return engine.Succeeded("guest file systems thawed"), nil
 }
 
 // createTarget creates the target PVC: empty for a copy, or a CSI clone of the source.
-func (r *Reconciler) createTarget(ctx context.Context, s *scope, clone bool) (outcome, error) {
+func (r *Reconciler) createTarget(ctx context.Context, s *scope, clone bool) (engine.Outcome, error) {
 	src := &corev1.PersistentVolumeClaim{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.m.Namespace, Name: s.m.Status.SourcePVCName}, src); err != nil {
 		if apierrors.IsNotFound(err) {
-			return failed("source PVC %s is gone", s.m.Status.SourcePVCName), nil
+			return engine.Failed("source PVC %s is gone", s.m.Status.SourcePVCName), nil
 		}
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
 	size := migration.PVCSize(src)
 	if s.m.Spec.Target.Size != nil {
@@ -195,19 +182,19 @@ func (r *Reconciler) createTarget(ctx context.Context, s *scope, clone bool) (ou
 	}
 	pvc := newTargetPVC(s.m, s.m.Status.TargetPVCName, size, dataSource)
 	if err := r.ensure(ctx, s.m, pvc); err != nil {
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
 	how := "created"
 	if clone {
 		how = "cloned from VolumeSnapshot " + s.m.Status.Snapshots.Before
 	}
 	if migration.PVCBound(pvc) || !r.bindsImmediately(ctx, s.m.Spec.Target.StorageClassName) {
-		return succeeded("PVC %s %s (%s, class %s)", pvc.Name, how, size.String(), s.m.Spec.Target.StorageClassName), nil
+		return engine.Succeeded("PVC %s %s (%s, class %s)", pvc.Name, how, size.String(), s.m.Spec.Target.StorageClassName), nil
 	}
-	if passed, left := s.deadline(bindTimeout); passed {
-		return failed("PVC %s was not bound within %s (class %s)", pvc.Name, bindTimeout, s.m.Spec.Target.StorageClassName), nil
+	if passed, left := s.Deadline(bindTimeout); passed {
+		return engine.Failed("PVC %s was not bound within %s (class %s)", pvc.Name, bindTimeout, s.m.Spec.Target.StorageClassName), nil
 	} else {
-		return waiting(left, "waiting for PVC %s to be bound", pvc.Name), nil
+		return engine.Waiting(left, "waiting for PVC %s to be bound", pvc.Name), nil
 	}
 }
 
@@ -223,39 +210,39 @@ func (r *Reconciler) bindsImmediately(ctx context.Context, class string) bool {
 
 // verifyClone restores the "before" snapshot into a PVC and runs nodewright-copy verify
 // between it and the clone.
-func (r *Reconciler) verifyClone(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) verifyClone(ctx context.Context, s *scope) (engine.Outcome, error) {
 	src := &corev1.PersistentVolumeClaim{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.m.Namespace, Name: s.m.Status.SourcePVCName}, src); err != nil {
 		if apierrors.IsNotFound(err) {
-			return failed("source PVC %s is gone", s.m.Status.SourcePVCName), nil
+			return engine.Failed("source PVC %s is gone", s.m.Status.SourcePVCName), nil
 		}
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
-	view := newViewPVC(s.m, childName(s.m, suffixView), ptr.Deref(src.Spec.StorageClassName, ""), s.m.Status.Snapshots.Before, migration.PVCSize(src))
+	view := newViewPVC(s.m, migration.ChildName(s.m, migration.SuffixView), ptr.Deref(src.Spec.StorageClassName, ""), s.m.Status.Snapshots.Before, migration.PVCSize(src))
 	if err := r.ensure(ctx, s.m, view); err != nil {
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
-	return r.dataJob(ctx, s, suffixVerify, "verify", view.Name, s.m.Status.TargetPVCName)
+	return r.dataJob(ctx, s, migration.SuffixVerify, "verify", view.Name, s.m.Status.TargetPVCName)
 }
 
 // dataJob runs nodewright-copy in a Job and turns its result into the step's outcome: the
 // digests into status.checksum, its progress into status.progress.
-func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, source, target string) (outcome, error) {
-	job := newDataJob(s.m, childName(s.m, suffix), r.CopyImage, command, source, target)
+func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, source, target string) (engine.Outcome, error) {
+	job := newDataJob(s.m, migration.ChildName(s.m, suffix), r.CopyImage, command, source, target)
 	if err := r.ensure(ctx, s.m, job); err != nil {
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
 	s.m.Status.JobName = job.Name
 	pod, err := jobPod(ctx, r.Client, job)
 	if err != nil {
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
 	done, jobFailed := jobFinished(job)
 	if !done && (pod == nil || pod.Status.Phase == corev1.PodPending) {
-		if passed, left := s.deadline(jobStartTimeout); passed {
-			return failed("Job %s did not start its pod within %s: %s", job.Name, jobStartTimeout, podTrouble(pod)), nil
+		if passed, left := s.Deadline(jobStartTimeout); passed {
+			return engine.Failed("Job %s did not start its pod within %s: %s", job.Name, jobStartTimeout, podTrouble(pod)), nil
 		} else {
-			return waiting(min(left, progressInterval), "waiting for Job %s to start its pod: %s", job.Name, podTrouble(pod)), nil
+			return engine.Waiting(min(left, progressInterval), "waiting for Job %s to start its pod: %s", job.Name, podTrouble(pod)), nil
 		}
 	}
 	if !done {
@@ -266,35 +253,35 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 				what = doing
 			}
 		}
-		return waiting(progressInterval, "Job %s is %s", job.Name, what), nil
+		return engine.Waiting(progressInterval, "Job %s is %s", job.Name, what), nil
 	}
 	if pod != nil && !terminated(pod) {
 		// The Job's status can reach the cache before its pod's: read the pod itself.
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil && !apierrors.IsNotFound(err) {
-			return outcome{}, err
+			return engine.Outcome{}, err
 		}
 		if !terminated(pod) {
-			return waiting(time.Second, "Job %s finished; waiting for its pod's result", job.Name), nil
+			return engine.Waiting(time.Second, "Job %s finished; waiting for its pod's result", job.Name), nil
 		}
 	}
 	res, err := jobResult(pod)
 	if err != nil {
 		if jobFailed {
-			return failed("Job %s failed: %v", job.Name, err), nil
+			return engine.Failed("Job %s failed: %v", job.Name, err), nil
 		}
-		return failed("Job %s completed without a result: %v", job.Name, err), nil
+		return engine.Failed("Job %s completed without a result: %v", job.Name, err), nil
 	}
 	s.m.Status.Checksum = &nwv1.MigrationChecksum{Algorithm: algorithmOf(s.m), Source: res.SourceDigest, Target: res.TargetDigest}
 	match := !jobFailed && res.Status == "ok" && res.SourceDigest != "" && res.SourceDigest == res.TargetDigest
 	if res.Status == "mismatch" || (!jobFailed && !match) {
 		setVerified(s.m, false, describeFailure(res))
-		return failed("%s", describeFailure(res)), nil
+		return engine.Failed("%s", describeFailure(res)), nil
 	}
 	if jobFailed || !match {
-		return failed("%s", describeFailure(res)), nil
+		return engine.Failed("%s", describeFailure(res)), nil
 	}
 	if command == "copy" && vmStarted(s) {
-		return failed("VM %s was started while its volume was copied: the copy may miss what it wrote", s.m.Spec.VMName), nil
+		return engine.Failed("VM %s was started while its volume was copied: the copy may miss what it wrote", s.m.Spec.VMName), nil
 	}
 	setProgress(s.m, res.BytesTotal, res.BytesTotal)
 	setVerified(s.m, true, fmt.Sprintf("the target reads back as %s, the source's digest", res.TargetDigest))
@@ -302,7 +289,7 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 	if command == "verify" {
 		verb = "verified"
 	}
-	return succeeded("%d bytes %s in %.1fs; source and target both %s", res.BytesTotal, verb, res.Seconds, res.TargetDigest), nil
+	return engine.Succeeded("%d bytes %s in %.1fs; source and target both %s", res.BytesTotal, verb, res.Seconds, res.TargetDigest), nil
 }
 
 // phaseDoing says what nodewright-copy does in each phase of its progress.
@@ -328,68 +315,68 @@ func setVerified(m *nwv1.VMVolumeMigration, ok bool, message string) {
 }
 
 // stopVM stops the VM (if it ran) and waits until its VMI is gone.
-func (r *Reconciler) stopVM(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) stopVM(ctx context.Context, s *scope) (engine.Outcome, error) {
 	if !s.rec.WasRunning && s.vmi == nil {
-		return skipped("the VM was not running"), nil
+		return engine.Skipped("the VM was not running"), nil
 	}
 	if err := stopVM(ctx, r.Client, s.vm); err != nil {
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
 	if s.vmi == nil {
-		return succeeded("VM %s stopped", s.vm.Name), nil
+		return engine.Succeeded("VM %s stopped", s.vm.Name), nil
 	}
 	limit := s.m.Spec.Timeouts.VMStop.Duration
-	if passed, left := s.deadline(limit); passed {
-		return failed("VM %s did not stop within %s (VMI phase %s)", s.vm.Name, limit, s.vmi.Status.Phase), nil
+	if passed, left := s.Deadline(limit); passed {
+		return engine.Failed("VM %s did not stop within %s (VMI phase %s)", s.vm.Name, limit, s.vmi.Status.Phase), nil
 	} else {
-		return waiting(left, "waiting for VMI %s to go (phase %s)", s.vmi.Name, s.vmi.Status.Phase), nil
+		return engine.Waiting(left, "waiting for VMI %s to go (phase %s)", s.vmi.Name, s.vmi.Status.Phase), nil
 	}
 }
 
 // repoint points the VM's volume at src.
-func (r *Reconciler) repoint(ctx context.Context, s *scope, src virtv1.VolumeSource, format string, args ...any) (outcome, error) {
+func (r *Reconciler) repoint(ctx context.Context, s *scope, src virtv1.VolumeSource, format string, args ...any) (engine.Outcome, error) {
 	if migration.VolumeOf(s.vm, s.m.Spec.VolumeName) == nil {
-		return failed("VirtualMachine %s no longer has a volume %q", s.vm.Name, s.m.Spec.VolumeName), nil
+		return engine.Failed("VirtualMachine %s no longer has a volume %q", s.vm.Name, s.m.Spec.VolumeName), nil
 	}
-	if s.state.Step == migration.Repoint && vmStarted(s) {
-		return failed("VM %s was started after StopVM: it may have written to the source since the copy", s.vm.Name), nil
+	if s.State.Step == migration.Repoint && vmStarted(s) {
+		return engine.Failed("VM %s was started after StopVM: it may have written to the source since the copy", s.vm.Name), nil
 	}
 	if err := pointVolume(ctx, r.Client, s.vm, s.m.Spec.VolumeName, src); err != nil {
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
-	return succeeded(format, args...), nil
+	return engine.Succeeded(format, args...), nil
 }
 
 // startVM starts the VM again (if it ran before) and waits until its VMI runs on claim.
-func (r *Reconciler) startVM(ctx context.Context, s *scope, claim string) (outcome, error) {
-	if s.state.Step == migration.RollbackStartVM {
+func (r *Reconciler) startVM(ctx context.Context, s *scope, claim string) (engine.Outcome, error) {
+	if s.State.Step == migration.RollbackStartVM {
 		// A data Job may still hold the source; the VM could not attach it.
 		gone, err := r.deleteEphemeral(ctx, s)
 		if err != nil {
-			return outcome{}, err
+			return engine.Outcome{}, err
 		}
 		if pods, err := r.dataPods(ctx, s.m); err != nil || !gone || pods > 0 {
-			return waiting(time.Second, "waiting for the data Jobs and their pods to go before the VM starts on its source"), err
+			return engine.Waiting(time.Second, "waiting for the data Jobs and their pods to go before the VM starts on its source"), err
 		}
 	}
 	if !s.rec.WasRunning {
-		return skipped("the VM was not running before the migration; it stays stopped"), nil
+		return engine.Skipped("the VM was not running before the migration; it stays stopped"), nil
 	}
 	if err := restoreRunStrategy(ctx, r.Client, s.vm, s.rec); err != nil {
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
 	if vmiRunsOn(s.vmi, s.m.Spec.VolumeName, claim) {
-		return succeeded("VM %s runs with volume %s on PVC %s", s.vm.Name, s.m.Spec.VolumeName, claim), nil
+		return engine.Succeeded("VM %s runs with volume %s on PVC %s", s.vm.Name, s.m.Spec.VolumeName, claim), nil
 	}
 	limit := s.m.Spec.Timeouts.VMStart.Duration
 	status := string(s.vm.Status.PrintableStatus)
 	if s.vmi != nil && s.vmi.Status.Phase == virtv1.Failed && vmiUses(s.vmi, s.m.Spec.VolumeName, claim) {
-		return failed("VM %s failed to start on PVC %s (status %s)", s.vm.Name, claim, status), nil
+		return engine.Failed("VM %s failed to start on PVC %s (status %s)", s.vm.Name, claim, status), nil
 	}
-	if passed, left := s.deadline(limit); passed {
-		return failed("VM %s did not run on PVC %s within %s (status %s)", s.vm.Name, claim, limit, status), nil
+	if passed, left := s.Deadline(limit); passed {
+		return engine.Failed("VM %s did not run on PVC %s within %s (status %s)", s.vm.Name, claim, limit, status), nil
 	} else {
-		return waiting(left, "waiting for VM %s to run on PVC %s (status %s)", s.vm.Name, claim, status), nil
+		return engine.Waiting(left, "waiting for VM %s to run on PVC %s (status %s)", s.vm.Name, claim, status), nil
 	}
 }
 
@@ -405,38 +392,38 @@ func vmiUses(vmi *virtv1.VirtualMachineInstance, volume, claim string) bool {
 
 // releaseSource deletes the source PVC once the VM runs on the verified target and both
 // bookends exist.
-func (r *Reconciler) releaseSource(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) releaseSource(ctx context.Context, s *scope) (engine.Outcome, error) {
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: s.m.Status.SourcePVCName}}
 	if err := r.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
 		if apierrors.IsForbidden(err) {
-			return failed("deleting source PVC %s: %v", pvc.Name, err), nil
+			return engine.Failed("deleting source PVC %s: %v", pvc.Name, err), nil
 		}
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
-	return succeeded("source PVC %s deleted (spec.retainSource is false)", pvc.Name), nil
+	return engine.Succeeded("source PVC %s deleted (spec.retainSource is false)", pvc.Name), nil
 }
 
 // cleanup deletes everything the migration created and waits until it is gone.
-func (r *Reconciler) cleanup(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) cleanup(ctx context.Context, s *scope) (engine.Outcome, error) {
 	gone, err := r.deleteEphemeral(ctx, s)
 	if err != nil {
-		return outcome{}, err
+		return engine.Outcome{}, err
 	}
 	for _, obj := range []client.Object{
-		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixTarget)}},
-		&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixBefore)}},
-		&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixAfter)}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: migration.ChildName(s.m, migration.SuffixTarget)}},
+		&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: migration.ChildName(s.m, migration.SuffixBefore)}},
+		&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: migration.ChildName(s.m, migration.SuffixAfter)}},
 	} {
 		g, err := deleteIfOurs(ctx, r.Client, s.m, obj)
 		if err != nil {
-			return outcome{}, err
+			return engine.Outcome{}, err
 		}
 		gone = gone && g
 	}
 	if !gone {
-		return waiting(0, "waiting for the migration's PVCs, snapshots and Jobs to be deleted"), nil
+		return engine.Waiting(0, "waiting for the migration's PVCs, snapshots and Jobs to be deleted"), nil
 	}
-	return succeeded("deleted the target PVC, the snapshots and the data Jobs"), nil
+	return engine.Succeeded("deleted the target PVC, the snapshots and the data Jobs"), nil
 }
 
 // deleteEphemeral deletes the data Jobs (with their pods) and the snapshot view, reporting
@@ -448,9 +435,9 @@ func (r *Reconciler) deleteEphemeral(ctx context.Context, s *scope) (bool, error
 		obj  client.Object
 		opts []client.DeleteOption
 	}{
-		{&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixCopy)}}, []client.DeleteOption{background}},
-		{&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixVerify)}}, []client.DeleteOption{background}},
-		{&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: childName(s.m, suffixView)}}, nil},
+		{&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: migration.ChildName(s.m, migration.SuffixCopy)}}, []client.DeleteOption{background}},
+		{&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: migration.ChildName(s.m, migration.SuffixVerify)}}, []client.DeleteOption{background}},
+		{&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: migration.ChildName(s.m, migration.SuffixView)}}, nil},
 	} {
 		g, err := deleteIfOurs(ctx, r.Client, s.m, obj.obj, obj.opts...)
 		if err != nil {

@@ -23,7 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
+	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
@@ -117,7 +120,7 @@ const definitionsWait = 30 * time.Second
 //     deleted one keeps its finalizer until then.
 func (r *Reconciler) waitForAPIs(ctx context.Context, m *nwv1.VMVolumeMigration, missing servedapis.Kinds) (ctrl.Result, error) {
 	why := r.explain(ctx, missing)
-	state := stateOf(m)
+	state := workflow.StateOf(&m.Status.WorkflowStatus, migration.PlanOf(m))
 	var err error
 	switch {
 	case state.Phase == nwv1.WorkflowPending && !m.DeletionTimestamp.IsZero():
@@ -128,12 +131,12 @@ func (r *Reconciler) waitForAPIs(ctx context.Context, m *nwv1.VMVolumeMigration,
 			m.Status.Phase = nwv1.WorkflowPending
 			return meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
 				Type: nwv1.ConditionSucceeded, Status: metav1.ConditionUnknown, Reason: nwv1.ReasonAPIsMissing,
-				Message: truncate(msg, 32768), ObservedGeneration: m.Generation,
+				Message: audit.Shorten(msg, 32768), ObservedGeneration: m.Generation,
 			})
 		})
 	case state.Step != "" && state.Phase.Active():
 		msg := "waiting: " + why.Message + "; the step goes on once they are served again"
-		err = r.writeWaiting(ctx, m, msg, func() bool { return stepMessage(m, state.Step, msg) })
+		err = r.writeWaiting(ctx, m, msg, func() bool { return workflow.StepMessage(&m.Status.WorkflowStatus, state.Step, msg) })
 	}
 	if err != nil {
 		return ctrl.Result{}, err
@@ -157,7 +160,7 @@ func (r *Reconciler) writeWaiting(ctx context.Context, m *nwv1.VMVolumeMigration
 		return err
 	}
 	if r.Recorder != nil {
-		r.Recorder.Event(m, corev1.EventTypeWarning, EventAPIsMissing, truncate(msg, 1024))
+		r.Recorder.Event(m, corev1.EventTypeWarning, EventAPIsMissing, audit.Shorten(msg, 1024))
 	}
 	ctrl.LoggerFrom(ctx).Info("Migration waits for APIs the cluster does not serve", "migration", klog.KObj(m), "reason", msg)
 	return nil

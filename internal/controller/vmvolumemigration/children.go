@@ -13,13 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
 // ensure creates obj unless an object of that name exists, and reads the existing one back
 // into obj; a same-named object that is not this migration's is a children.NotOursError.
 func (r *Reconciler) ensure(ctx context.Context, m *nwv1.VMVolumeMigration, obj client.Object) error {
-	return children.Ensure(ctx, r.Client, r.APIReader, ownerOf(m), kindOf(obj), obj)
+	return children.Ensure(ctx, r.Client, r.APIReader, migration.Owner(m), kindOf(obj), obj)
 }
 
 func kindOf(obj client.Object) string {
@@ -37,12 +38,12 @@ func kindOf(obj client.Object) string {
 // deleteIfOurs deletes the named child when it is this migration's, and reports whether it
 // is gone.
 func deleteIfOurs(ctx context.Context, c client.Client, m *nwv1.VMVolumeMigration, obj client.Object, opts ...client.DeleteOption) (bool, error) {
-	return children.DeleteIfOurs(ctx, c, ownerOf(m), obj, opts...)
+	return children.DeleteIfOurs(ctx, c, migration.Owner(m), obj, opts...)
 }
 
 func newSnapshot(m *nwv1.VMVolumeMigration, name, pvc, class string) *snapshotv1.VolumeSnapshot {
 	return &snapshotv1.VolumeSnapshot{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: childLabels(m)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: migration.Owner(m).Labels()},
 		Spec: snapshotv1.VolumeSnapshotSpec{
 			Source:                  snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: ptr.To(pvc)},
 			VolumeSnapshotClassName: ptr.To(class),
@@ -74,7 +75,7 @@ func newTargetPVC(m *nwv1.VMVolumeMigration, name string, size resource.Quantity
 		mode = corev1.PersistentVolumeBlock
 	}
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: childLabels(m)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: migration.Owner(m).Labels()},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			StorageClassName: ptr.To(t.StorageClassName),
 			AccessModes:      []corev1.PersistentVolumeAccessMode{access},
@@ -89,7 +90,7 @@ func newTargetPVC(m *nwv1.VMVolumeMigration, name string, size resource.Quantity
 // verify Job can read the snapshot as a block device.
 func newViewPVC(m *nwv1.VMVolumeMigration, name, class, snapshot string, size resource.Quantity) *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: childLabels(m), OwnerReferences: owner(m)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: migration.Owner(m).Labels(), OwnerReferences: owner(m)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			StorageClassName: ptr.To(class),
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

@@ -10,15 +10,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	virtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,6 +29,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 	"github.com/spectrocloud/nodewright/internal/workflow"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=get;list;watch;patch
@@ -62,7 +59,7 @@ const (
 	EventAPIsMissing = "APIsMissing"
 	// EventAuditRecordTooLong: the audit log refused a transition's record as too long for
 	// one line of the trail; it was left out.
-	EventAuditRecordTooLong = "AuditRecordTooLong"
+	EventAuditRecordTooLong = workflow.EventAuditRecordTooLong
 )
 
 // AuditLog receives the record of every transition; *audit.Log is one.
@@ -85,7 +82,7 @@ type Reconciler struct {
 	// Discovery tells which APIs the cluster serves; one for the manager's API server when nil.
 	Discovery servedapis.Discovery
 
-	audited auditProgress
+	engine *engine.Engine[*nwv1.VMVolumeMigration]
 
 	controller controller.Controller
 	cache      cache.Cache
@@ -120,10 +117,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Discovery = d
 	}
 	r.cache = mgr.GetCache()
-	c, err := ctrl.NewControllerManagedBy(mgr).
-		Named("vmvolumemigration").
-		For(&nwv1.VMVolumeMigration{}).
-		Build(r)
+	r.engine = &engine.Engine[*nwv1.VMVolumeMigration]{
+		Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Clock: r.Clock,
+		Kind: migration.Kind, Finalizer: Finalizer, Audit: r.Audit, Actor: r.Actor, Workflow: r,
+	}
+	c, err := r.engine.Setup(mgr, "vmvolumemigration", false, nil)
 	if err != nil {
 		return err
 	}
@@ -160,122 +158,72 @@ func (r *Reconciler) matching(ctx context.Context, namespace string, match func(
 	return out
 }
 
-// Reconcile advances one migration by at most one transition.
+// Reconcile advances one migration by at most one action (the workflow engine's loop).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	m := &nwv1.VMVolumeMigration{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if m.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(m, Finalizer) {
-		return ctrl.Result{}, r.patchFinalizers(ctx, m, func() { controllerutil.AddFinalizer(m, Finalizer) })
-	}
+	return r.engine.Reconcile(ctx, req)
+}
+
+// The migration as the engine's workflow: New, NewList, Plan, Prepare, Act and Finish.
+
+// New is an empty migration.
+func (r *Reconciler) New() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} }
+
+// NewList is an empty list of migrations.
+func (r *Reconciler) NewList() client.ObjectList { return &nwv1.VMVolumeMigrationList{} }
+
+// Plan is the migration's plan.
+func (r *Reconciler) Plan(m *nwv1.VMVolumeMigration) workflow.Plan { return migration.PlanOf(m) }
+
+// Prepare holds a migration while the cluster does not serve the APIs it needs, and starts
+// the watches of those it does.
+func (r *Reconciler) Prepare(ctx context.Context, m *nwv1.VMVolumeMigration) (bool, ctrl.Result, error) {
 	missing, err := APIs.Missing(r.Discovery)
 	if err != nil {
-		return ctrl.Result{}, err
+		return true, ctrl.Result{}, err
 	}
 	if err := r.watch(len(missing) == 0); err != nil {
-		return ctrl.Result{}, err
+		return true, ctrl.Result{}, err
 	}
 	if len(missing) > 0 {
-		return r.waitForAPIs(ctx, m, missing)
+		result, err := r.waitForAPIs(ctx, m, missing)
+		return true, result, err
 	}
-	base := m.DeepCopy()
-	s, err := r.newScope(ctx, m)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-
-	var result ctrl.Result
-	var from, to migration.State
-	out, err := r.advance(ctx, s)
-	if err == nil && out.event != "" {
-		from = s.state
-		to, err = s.plan.Next(s.state, out.event)
-		if err == nil {
-			transition(m, s.plan, from, to, out.event, out.message, out.skipped, s.now)
-		}
-	} else if s.state.Phase.Active() && s.state.Step != "" {
-		msg := out.message
-		if err != nil {
-			msg = "retrying after an error: " + err.Error()
-		}
-		stepMessage(m, s.state.Step, msg)
-		result.RequeueAfter = out.wait
-	} else if err == nil {
-		result.RequeueAfter = out.wait
-	}
-	if err == nil {
-		m.Status.ObservedGeneration = m.Generation
-	}
-	if !equality.Semantic.DeepEqual(base.Status, m.Status) {
-		if perr := r.Client.Status().Patch(ctx, m, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); perr != nil {
-			return ctrl.Result{}, perr
-		}
-	}
-	r.recordTransitions(ctx, m)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if out.event != "" {
-		r.announce(ctx, m, from, to, out)
-		return ctrl.Result{}, nil
-	}
-	if out.release {
-		r.audited.forget(m.UID)
-		return ctrl.Result{}, r.patchFinalizers(ctx, m, func() { controllerutil.RemoveFinalizer(m, Finalizer) })
-	}
-	return result, nil
+	return false, ctrl.Result{}, nil
 }
 
-// advance decides what happens now: a start, a cancel, the current step's action, or the
-// housekeeping of a finished migration.
-func (r *Reconciler) advance(ctx context.Context, s *scope) (outcome, error) {
-	m := s.m
-	deleting := !m.DeletionTimestamp.IsZero()
-	switch phase := s.state.Phase; {
-	case phase == nwv1.WorkflowPending && deleting:
-		return outcome{release: controllerutil.ContainsFinalizer(m, Finalizer)}, nil
-	case phase == nwv1.WorkflowPending:
-		return outcome{event: migration.Start, message: "started"}, nil
-	case phase == nwv1.WorkflowRunning && deleting && !s.plan.Irreversible(s.state.Step):
-		// A step past undoing finishes first; the machine would keep it running anyway.
-		return outcome{event: migration.Cancel}, nil
-	case phase.Finished():
-		return r.finish(ctx, s, deleting)
+// Act performs the running step's action.
+func (r *Reconciler) Act(ctx context.Context, run *engine.Run[*nwv1.VMVolumeMigration]) (engine.Outcome, error) {
+	s, err := r.newScope(ctx, run)
+	if err != nil {
+		return engine.Outcome{}, err
 	}
-	return r.act(ctx, s)
+	return r.perform(ctx, s)
 }
 
-// finish tidies up after a finished migration: the data Jobs and the snapshot view go, and
+// Finish tidies up after a finished migration: the data Jobs and the snapshot view go, and
 // the VM is released. A Failed migration keeps its hold on the VM, so that no other migration
 // starts on a VM in an unknown state, until it is deleted.
-func (r *Reconciler) finish(ctx context.Context, s *scope, deleting bool) (outcome, error) {
+func (r *Reconciler) Finish(ctx context.Context, run *engine.Run[*nwv1.VMVolumeMigration]) (engine.Outcome, error) {
+	s, err := r.newScope(ctx, run)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
 	gone, err := r.deleteEphemeral(ctx, s)
 	if err != nil || !gone {
-		return outcome{message: "removing the data Jobs"}, err
+		return engine.Outcome{Message: "removing the data Jobs"}, err
 	}
 	switch {
 	case s.vm == nil:
-	case s.state.Phase != nwv1.WorkflowFailed:
+	case s.State.Phase != nwv1.WorkflowFailed:
 		if err := unlockVM(ctx, r.Client, s.vm, s.m); err != nil {
-			return outcome{}, err
+			return engine.Outcome{}, err
 		}
-	case deleting:
+	case run.Deleting:
 		if err := keepFailedRecord(ctx, r.Client, s.vm, s.m); err != nil {
-			return outcome{}, err
+			return engine.Outcome{}, err
 		}
 	}
-	return outcome{release: deleting && controllerutil.ContainsFinalizer(s.m, Finalizer)}, nil
-}
-
-// announce reports a transition: an Event and a log line. Its audit record is written by
-// recordTransitions, from the status.
-func (r *Reconciler) announce(ctx context.Context, m *nwv1.VMVolumeMigration, from, to migration.State, out outcome) {
-	log := ctrl.LoggerFrom(ctx)
-	log.Info("Migration transition", "migration", klog.KObj(m), "from", from.String(), "to", to.String(), "event", out.event, "message", out.message)
-	if r.Recorder != nil {
-		workflow.RecordTransition(r.Recorder, m, &m.Status.WorkflowStatus, migration.Kind, from, to, out.event, out.message, out.skipped)
-	}
+	return engine.Outcome{Release: run.Deleting && controllerutil.ContainsFinalizer(s.m, Finalizer)}, nil
 }
 
 func (r *Reconciler) patchFinalizers(ctx context.Context, m *nwv1.VMVolumeMigration, change func()) error {
@@ -288,47 +236,20 @@ func (r *Reconciler) patchFinalizers(ctx context.Context, m *nwv1.VMVolumeMigrat
 	return err
 }
 
-// outcome is what a step's action observed: an event for the machine, or nothing yet (the
-// step waits, with a message saying for what, for a watch event or until wait has passed).
-type outcome struct {
-	event   migration.Event
-	message string
-	skipped bool
-	wait    time.Duration
-	// release: the finalizer may go.
-	release bool
-}
-
-func succeeded(format string, args ...any) outcome {
-	return outcome{event: migration.StepSucceeded, message: fmt.Sprintf(format, args...)}
-}
-
-func skipped(format string, args ...any) outcome {
-	return outcome{event: migration.StepSucceeded, skipped: true, message: fmt.Sprintf(format, args...)}
-}
-
-func failed(format string, args ...any) outcome {
-	return outcome{event: migration.StepFailed, message: fmt.Sprintf(format, args...)}
-}
-
-func waiting(after time.Duration, format string, args ...any) outcome {
-	return outcome{message: fmt.Sprintf(format, args...), wait: after}
-}
-
 // scope is one reconcile's view of a migration and its VM.
 type scope struct {
-	m     *nwv1.VMVolumeMigration
-	plan  migration.Plan
-	state migration.State
-	now   metav1.Time
-	vm    *virtv1.VirtualMachine
-	vmi   *virtv1.VirtualMachineInstance
+	*engine.Run[*nwv1.VMVolumeMigration]
+	m    *nwv1.VMVolumeMigration
+	plan migration.Plan
+	vm   *virtv1.VirtualMachine
+	vmi  *virtv1.VirtualMachineInstance
 	// rec is the VM's migration record when this migration holds the VM.
 	rec *vmRecord
 }
 
-func (r *Reconciler) newScope(ctx context.Context, m *nwv1.VMVolumeMigration) (*scope, error) {
-	s := &scope{m: m, plan: planOf(m), state: stateOf(m), now: metav1.NewTime(r.Clock.Now())}
+func (r *Reconciler) newScope(ctx context.Context, run *engine.Run[*nwv1.VMVolumeMigration]) (*scope, error) {
+	m := run.Object
+	s := &scope{Run: run, m: m, plan: migration.PlanOf(m)}
 	key := client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.VMName}
 	vm := &virtv1.VirtualMachine{}
 	if err := r.Client.Get(ctx, key, vm); err == nil {
@@ -347,19 +268,4 @@ func (r *Reconciler) newScope(ctx context.Context, m *nwv1.VMVolumeMigration) (*
 		return nil, err
 	}
 	return s, nil
-}
-
-// stepStarted is when the running step began (now, when the status does not say).
-func (s *scope) stepStarted() time.Time {
-	if started, ok := workflow.StepStarted(&s.m.Status.WorkflowStatus, s.state.Step); ok {
-		return started.Time
-	}
-	return s.now.Time
-}
-
-// deadline reports whether the running step has taken longer than limit, and how long is
-// left otherwise.
-func (s *scope) deadline(limit time.Duration) (passed bool, left time.Duration) {
-	left = s.stepStarted().Add(limit).Sub(s.now.Time)
-	return left <= 0, left
 }

@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/blockcopy"
+	"github.com/spectrocloud/nodewright/internal/migration"
 )
 
 // The data Job's container and the paths its volumes appear at.
@@ -34,7 +36,7 @@ func newDataJob(m *nwv1.VMVolumeMigration, name, image, command, source, target 
 	if m.Spec.ChecksumAlgorithm == nwv1.ChecksumSHA256 {
 		hash = "sha256"
 	}
-	labels := childLabels(m)
+	labels := migration.Owner(m).Labels()
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: m.Namespace, Labels: labels, OwnerReferences: owner(m)},
 		Spec: batchv1.JobSpec{
@@ -118,7 +120,7 @@ func jobResult(pod *corev1.Pod) (*blockcopy.Result, error) {
 		t := s.State.Terminated
 		var r blockcopy.Result
 		if err := json.Unmarshal([]byte(strings.TrimSpace(t.Message)), &r); err != nil {
-			return nil, fmt.Errorf("pod %s exited with code %d (%s) without a result: %q", pod.Name, t.ExitCode, t.Reason, truncate(t.Message, 200))
+			return nil, fmt.Errorf("pod %s exited with code %d (%s) without a result: %q", pod.Name, t.ExitCode, t.Reason, audit.Shorten(t.Message, 200))
 		}
 		return &r, nil
 	}

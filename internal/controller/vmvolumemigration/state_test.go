@@ -9,7 +9,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/workflow"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
 // TestStatusRecordsTheMachineState walks every path of every plan through the machine and
@@ -21,7 +25,10 @@ func TestStatusRecordsTheMachineState(t *testing.T) {
 		for _, retain := range []bool{true, false} {
 			m := &nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{UID: "6e0c4a5e-1111-4c2b-9d7e-000000000001"},
 				Spec: nwv1.VMVolumeMigrationSpec{Mode: mode, RetainSource: ptr.To(retain)}}
-			plan := planOf(m)
+			plan := migration.PlanOf(m)
+			stateOf := func(m *nwv1.VMVolumeMigration) migration.State {
+				return workflow.StateOf(&m.Status.WorkflowStatus, plan)
+			}
 			type node struct {
 				m     *nwv1.VMVolumeMigration
 				depth int
@@ -38,13 +45,13 @@ func TestStatusRecordsTheMachineState(t *testing.T) {
 						continue
 					}
 					next := n.m.DeepCopy()
-					transition(next, plan, from, to, e, "because", false, now)
+					workflow.Transition(&next.Status.WorkflowStatus, plan, migration.Kind, next.Generation, from, to, e, "because", false, now)
 					if got := stateOf(next); got != to {
 						t.Fatalf("%+v: %s --%s--> %s, but the status reads back as %s (steps %v)", plan, from, e, to, got, next.Status.Steps)
 					}
 					// The audit trail rebuilt from the status has one record per transition
 					// so far, the newest for this one, each with the same ID every time.
-					recs := transitionRecords(next, "tester")
+					recs := engine.TransitionRecords(next, plan, migration.Kind, "tester")
 					if from.Phase == nwv1.WorkflowPending && e == migration.Cancel {
 						if len(recs) != 0 {
 							t.Fatalf("a migration cancelled before it started has %d records", len(recs))
@@ -55,7 +62,7 @@ func TestStatusRecordsTheMachineState(t *testing.T) {
 							t.Fatalf("%+v: after %s --%s--> %s the status rebuilds %d records, the last %s -> %s (%s); want %d",
 								plan, from, e, to, len(recs), last.From, last.To, last.Reason, n.depth+1)
 						}
-						if again := transitionRecords(next.DeepCopy(), "tester"); again[len(again)-1].ID != last.ID {
+						if again := engine.TransitionRecords(next.DeepCopy(), plan, migration.Kind, "tester"); again[len(again)-1].ID != last.ID {
 							t.Fatal("rebuilding a record gave another ID")
 						}
 					}
@@ -75,16 +82,16 @@ func TestStatusRecordsTheMachineState(t *testing.T) {
 
 func TestChildNamesFitALabel(t *testing.T) {
 	long := &nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{Name: "a-very-long-migration-name-that-goes-on-and-on-for-quite-a-while-indeed"}}
-	for _, suffix := range []string{suffixBefore, suffixAfter, suffixTarget, suffixView, suffixCopy, suffixVerify} {
-		name := childName(long, suffix)
-		if len(name) > maxChildName || name[len(name)-len(suffix):] != suffix {
+	for _, suffix := range []string{migration.SuffixBefore, migration.SuffixAfter, migration.SuffixTarget, migration.SuffixView, migration.SuffixCopy, migration.SuffixVerify} {
+		name := migration.ChildName(long, suffix)
+		if len(name) > children.MaxName || name[len(name)-len(suffix):] != suffix {
 			t.Errorf("%q: %d characters", name, len(name))
 		}
-		if childName(long, suffix) != name {
+		if migration.ChildName(long, suffix) != name {
 			t.Error("child names are not deterministic")
 		}
 	}
-	if got := childName(&nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, suffixTarget); got != "web-target" {
+	if got := migration.ChildName(&nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, migration.SuffixTarget); got != "web-target" {
 		t.Errorf("short name %q", got)
 	}
 }
@@ -106,7 +113,7 @@ func TestTruncateKeepsWholeCharacters(t *testing.T) {
 		{"☃☃☃☃", 5, "..."},                             // not even one character fits beside the marker
 		{"a\xffb\xffcdefghij", 10, "a\xffb\xffcde..."}, // invalid bytes are one byte each
 	} {
-		got := truncate(c.text, c.n)
+		got := audit.Shorten(c.text, c.n)
 		if got != c.want || len(got) > c.n {
 			t.Errorf("truncate(%q, %d) = %q, want %q", c.text, c.n, got, c.want)
 		}

@@ -5,15 +5,17 @@ import (
 	"fmt"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/migration/preflight"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
 // validate runs the Checker, then takes the VM.
-func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
+func (r *Reconciler) validate(ctx context.Context, s *scope) (engine.Outcome, error) {
 	m, vm := s.m, s.vm
 	pf, problem, err := r.checker().Check(ctx, m, vm, s.plan.Mode)
 	if err != nil || problem != "" {
-		return failed("%s", problem), err
+		return engine.Failed("%s", problem), err
 	}
 	if s.rec == nil {
 		rec := vmRecord{
@@ -23,12 +25,12 @@ func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
 			Volume: *pf.Volume.VolumeSource.DeepCopy(),
 		}
 		if err := lockVM(ctx, r.Client, vm, rec); err != nil {
-			return outcome{}, fmt.Errorf("taking VirtualMachine %s for the migration: %w", vm.Name, err)
+			return engine.Outcome{}, fmt.Errorf("taking VirtualMachine %s for the migration: %w", vm.Name, err)
 		}
 		s.rec = &rec
 	}
 	m.Status.SourcePVCName = pf.Claim
-	m.Status.TargetPVCName = childName(m, suffixTarget)
+	m.Status.TargetPVCName = migration.ChildName(m, migration.SuffixTarget)
 	m.Status.Checksum = &nwv1.MigrationChecksum{Algorithm: algorithmOf(m)}
 	if q, ok := pf.Size.AsInt64(); ok {
 		setProgress(m, 0, q)
@@ -37,7 +39,7 @@ func (r *Reconciler) validate(ctx context.Context, s *scope) (outcome, error) {
 	if m.Spec.Mode == "" {
 		mode += " (spec.mode unset)"
 	}
-	return succeeded("volume %s is PVC %s (%s on %s); target class %s on %s; mode %s",
+	return engine.Succeeded("volume %s is PVC %s (%s on %s); target class %s on %s; mode %s",
 		pf.Volume.Name, pf.Claim, pf.Size.String(), pf.SourceBackend.Name(), pf.TargetClass.Name, pf.TargetBackend.Name(), mode), nil
 }
 
