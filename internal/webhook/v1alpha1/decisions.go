@@ -23,6 +23,9 @@ const (
 	// RequesterKept: the request tried to set the requested-by annotation; the stamp was
 	// kept.
 	RequesterKept = "RequesterKept"
+	// ApproverKept: the request tried to set, change or remove the approved-by annotation;
+	// it says who set the approve annotation, whatever the request said.
+	ApproverKept = "ApproverKept"
 	// Admitted: the validating webhook allowed a create. The API server may still fail to
 	// store it (a name already taken, say): the record is of the decision.
 	Admitted = "Admitted"

@@ -1,6 +1,6 @@
 // Package v1alpha1 is the admission of Nodewright's custom resources: defaulting and
-// validation per kind, the stamping of the requesting user on every object, and an audit
-// record of every decision that changed or refused something.
+// validation per kind, the stamping of who asked and who approved on every object, and an
+// audit record of every decision that changed or refused something.
 //
 // The webhooks refuse early, with a message that names the field; they are not the last
 // line. Every safety rule here is checked again by the controller that acts, because a
@@ -31,9 +31,9 @@ import (
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 )
 
-// kindWebhook is one kind's admission: a mutating handler that stamps the requester and
-// fills in defaults, and controller-runtime's CustomValidator for the checks. Each decision
-// that changed or refused something is recorded.
+// kindWebhook is one kind's admission: a mutating handler that stamps who asked (and who
+// approved) and fills in defaults, and controller-runtime's CustomValidator for the checks.
+// Each decision that changed or refused something is recorded.
 type kindWebhook[T client.Object] struct {
 	kind      string
 	decisions *Decisions
@@ -83,7 +83,7 @@ func (w *kindWebhook[T]) register(mgr ctrl.Manager, obj T) error {
 // never with a re-encoded object (the Go types write some values differently from how they
 // are stored: "5m" as "5m0s"):
 //
-//   - the requested-by stamp;
+//   - the stamps: requested-by, and approved-by when the approve annotation is set or changed;
 //   - on create, the defaults;
 //   - on update, when the request's spec means what the stored one means but is written
 //     differently (a client that read the object into the Go types and wrote it back), the
@@ -94,16 +94,12 @@ func (w *kindWebhook[T]) Handle(ctx context.Context, req admission.Request) admi
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	ctx = admission.NewContextWithRequest(ctx, req)
-	var patches []jsonpatch.JsonPatchOperation
-	stamp, err := stampPatch(req, obj)
+	patches, tries, err := stampPatches(req, obj)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	if stamp.patch != nil {
-		patches = append(patches, *stamp.patch)
-	}
-	if stamp.message != "" {
-		w.decisions.record(ctx, obj, w.kind, RequesterKept, stamp.message)
+	for _, try := range tries {
+		w.decisions.record(ctx, obj, w.kind, try.to, try.message)
 	}
 	switch req.Operation {
 	case admissionv1.Create:
@@ -207,9 +203,9 @@ func (w *kindWebhook[T]) ValidateDelete(ctx context.Context, raw runtime.Object)
 	return nil, nil
 }
 
-// check runs the requester check and then fn, and records a refusal.
+// check runs the stamps' check and then fn, and records a refusal.
 func (w *kindWebhook[T]) check(ctx context.Context, obj T, fn func() (admission.Warnings, error)) (admission.Warnings, error) {
-	err := checkRequester(ctx, obj)
+	err := checkStamps(ctx, obj)
 	var warnings admission.Warnings
 	if err == nil {
 		warnings, err = fn()

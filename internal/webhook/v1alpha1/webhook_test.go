@@ -923,3 +923,117 @@ func TestAHugeForgedRequesterIsRecordedCut(t *testing.T) {
 		return false
 	})
 }
+
+// noClusterWorkflows waits until no BondModeFlipPlan or ReplicationUpgrade exists: one
+// cluster-wide workflow at a time, and other tests of the package create them.
+func noClusterWorkflows(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, "no cluster-wide workflow", func() bool {
+		var flips nwv1.BondModeFlipPlanList
+		var ups nwv1.ReplicationUpgradeList
+		return env.Client.List(ctx, &flips) == nil && len(flips.Items) == 0 &&
+			env.Client.List(ctx, &ups) == nil && len(ups.Items) == 0
+	})
+}
+
+// The approve annotation is stamped with who set it: on create and whenever it changes; kept
+// while it stays, whoever updates the object; removed with it. No request can forge it.
+func TestTheApproverIsStampedAndCannotBeForged(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	noClusterWorkflows(t)
+	flip := &nwv1.BondModeFlipPlan{
+		ObjectMeta: metav1.ObjectMeta{Name: "approve-stamp", Annotations: map[string]string{
+			nwv1.AnnotationApprove: "Node1SetBondMode", nwv1.AnnotationApprovedBy: "mallory"}},
+		Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "802.3ad", Approval: nwv1.ApprovalManual},
+	}
+	if err := as(t, "alice").Create(ctx, flip); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Client.Delete(ctx, flip); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+		noClusterWorkflows(t)
+	})
+	// stamped checks the stored annotations: approve and approved-by, "" for absent.
+	stamped := func(when, approve, approver string) {
+		t.Helper()
+		got := &nwv1.BondModeFlipPlan{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(flip), got); err != nil {
+			t.Fatal(err)
+		}
+		a := got.Annotations
+		gotApprove, set := a[nwv1.AnnotationApprove]
+		gotApprover, stampedBy := a[nwv1.AnnotationApprovedBy]
+		if gotApprove != approve || set != (approve != "") || gotApprover != approver || stampedBy != (approver != "") {
+			t.Fatalf("%s: approve %q, approved-by %q (annotations %v); want %q and %q", when, gotApprove, gotApprover, a, approve, approver)
+		}
+		if a[nwv1.AnnotationRequestedBy] != "alice" {
+			t.Fatalf("%s: requested-by %q, want alice", when, a[nwv1.AnnotationRequestedBy])
+		}
+	}
+	// edit changes the flip as a Go client does: read, change, write it all back.
+	edit := func(user string, change func(*nwv1.BondModeFlipPlan)) {
+		t.Helper()
+		c := as(t, user)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := &nwv1.BondModeFlipPlan{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(flip), got); err != nil {
+				return err
+			}
+			change(got)
+			return c.Update(ctx, got)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// annotate changes the annotations as kubectl annotate does: a merge patch, null removes.
+	annotate := func(user string, annotations map[string]any) {
+		t.Helper()
+		data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := as(t, user).Patch(ctx, flip.DeepCopy(), client.RawPatch(types.MergePatchType, data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	stamped("alice created it approving, naming mallory", "Node1SetBondMode", "alice")
+	edit("bob", func(f *nwv1.BondModeFlipPlan) {
+		f.Labels = map[string]string{"team": "network"}
+		f.Annotations[nwv1.AnnotationApprovedBy] = "bob"
+	})
+	stamped("bob changed a label and approved-by", "Node1SetBondMode", "alice")
+
+	annotate("carol", map[string]any{nwv1.AnnotationApprove: "Node2SetBondMode"})
+	stamped("carol approved the next step", "Node2SetBondMode", "carol")
+	edit("dave", func(f *nwv1.BondModeFlipPlan) { f.Labels["owner"] = "dave" })
+	stamped("dave changed a label", "Node2SetBondMode", "carol")
+	annotate("dave", map[string]any{nwv1.AnnotationApprove: "Node2SetBondMode", nwv1.AnnotationApprovedBy: nil})
+	stamped("dave set approve to what it was and removed approved-by", "Node2SetBondMode", "carol")
+
+	annotate("erin", map[string]any{nwv1.AnnotationApprove: nil})
+	stamped("erin withdrew the approval", "", "")
+	annotate("erin", map[string]any{nwv1.AnnotationApprovedBy: "erin"})
+	stamped("erin set approved-by alone", "", "")
+
+	// Every try is recorded, under the name of who tried.
+	eventually(t, "the records of the kept stamps", func() bool {
+		want := map[string]string{
+			"alice": `the request set nodewright.spectrocloud.com/approved-by to "mallory"; it stays "alice"`,
+			"bob":   `the request set nodewright.spectrocloud.com/approved-by to "bob"; it stays "alice"`,
+			"dave":  `the request removed nodewright.spectrocloud.com/approved-by; it stays "carol"`,
+			"erin":  `the request set nodewright.spectrocloud.com/approved-by to "erin" without setting nodewright.spectrocloud.com/approve; removed`,
+		}
+		for _, r := range trailRecords(t, "", flip.Name) {
+			if r.To == "ApproverKept" && want[r.Actor] == r.Message {
+				delete(want, r.Actor)
+			}
+		}
+		return len(want) == 0
+	})
+}

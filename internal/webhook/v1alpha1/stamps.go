@@ -1,0 +1,192 @@
+package v1alpha1
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"gomodules.xyz/jsonpatch/v2"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// stampedAnnotation is an annotation that says who did something, as the API server
+// authenticated them. Only the mutating webhook writes it: whatever a request says about it,
+// the annotation ends up as the stamp's rule says, so that no one can forge, rewrite or remove
+// it; the validating webhook refuses an object whose annotation differs from that (another
+// mutating webhook that ran after ours changed it).
+type stampedAnnotation struct {
+	key string
+	// want is the annotation's value after a request by user that turns the annotations of
+	// the stored object (old; nil on create) into obj's, and whether it is there at all.
+	want func(user string, create bool, obj, old map[string]string) (value string, present bool)
+	// dropped ends "the request set KEY to VALUE ...; removed": why the annotation may not be
+	// there.
+	dropped string
+	// meaning ends the refusal "is set by Nodewright's admission webhook to ...".
+	meaning string
+	// decision is the outcome recorded when a request tried to set, change or remove it.
+	decision string
+}
+
+// requestedBy is the user who created the object, kept as it is through every update.
+var requestedBy = stampedAnnotation{
+	key: nwv1.AnnotationRequestedBy,
+	want: func(user string, create bool, _, old map[string]string) (string, bool) {
+		if create {
+			return user, true
+		}
+		v, ok := old[nwv1.AnnotationRequestedBy]
+		return v, ok
+	},
+	dropped:  "on an object created without it",
+	meaning:  "the user who created the object",
+	decision: RequesterKept,
+}
+
+// approvedBy is the user who set the approve annotation to its value: stamped when a request
+// sets or changes it, kept while it stays, removed with it.
+var approvedBy = stampedAnnotation{
+	key: nwv1.AnnotationApprovedBy,
+	want: func(user string, _ bool, obj, old map[string]string) (string, bool) {
+		approve, set := obj[nwv1.AnnotationApprove]
+		before, wasSet := old[nwv1.AnnotationApprove]
+		switch {
+		case !set:
+			if wasSet {
+				return "", false
+			}
+		case !wasSet || approve != before:
+			return user, true
+		}
+		v, ok := old[nwv1.AnnotationApprovedBy]
+		return v, ok
+	},
+	dropped:  "without setting " + nwv1.AnnotationApprove,
+	meaning:  "the user who set " + nwv1.AnnotationApprove,
+	decision: ApproverKept,
+}
+
+// stamps are the stamped annotations of every Nodewright object.
+var stamps = []stampedAnnotation{requestedBy, approvedBy}
+
+// stampRequest is what the stamps' rules read from an admission request.
+type stampRequest struct {
+	user   string
+	create bool
+	// old holds the stored object's annotations; nil on create.
+	old map[string]string
+}
+
+// readStampRequest reads the request's user and, on update, the stored object's annotations.
+// ok is false for an operation the stamps do not apply to.
+func readStampRequest(req admission.Request) (r stampRequest, ok bool, err error) {
+	r.user = req.UserInfo.Username
+	switch req.Operation {
+	case admissionv1.Create:
+		r.create = true
+		return r, true, nil
+	case admissionv1.Update:
+		var old metav1.PartialObjectMetadata
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return r, false, fmt.Errorf("reading the object being updated: %w", err)
+		}
+		r.old = old.Annotations
+		return r, true, nil
+	}
+	return r, false, nil
+}
+
+// stampDecision is a request's try to set a stamped annotation, to record.
+type stampDecision struct {
+	to, message string
+}
+
+// stampPatches says how to make every stamped annotation of obj say what its rule says, as JSON
+// patch operations (none when obj already does), and which of them the request tried to set.
+func stampPatches(req admission.Request, obj client.Object) ([]jsonpatch.JsonPatchOperation, []stampDecision, error) {
+	r, ok, err := readStampRequest(req)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	annotations := obj.GetAnnotations()
+	var patches []jsonpatch.JsonPatchOperation
+	var decisions []stampDecision
+	added := map[string]string{}
+	for _, s := range stamps {
+		want, keep := s.want(r.user, r.create, annotations, r.old)
+		have, had := annotations[s.key]
+		if have == want && had == keep {
+			continue
+		}
+		switch {
+		case !keep:
+			patches = append(patches, jsonpatch.NewOperation("remove", annotationPointer(s.key), nil))
+		case annotations == nil:
+			added[s.key] = want
+		default:
+			patches = append(patches, jsonpatch.NewOperation("add", annotationPointer(s.key), want))
+		}
+		if msg := s.message(have, had, r.old, want, keep); msg != "" {
+			decisions = append(decisions, stampDecision{to: s.decision, message: msg})
+		}
+	}
+	// Without annotations the stamps make the map, in one operation: two would each replace it.
+	if len(added) > 0 {
+		patches = append(patches, jsonpatch.NewOperation("add", "/metadata/annotations", added))
+	}
+	return patches, decisions, nil
+}
+
+// message says what the request tried to do to the annotation and what it got; empty when the
+// request left it as the stored object had it.
+func (s stampedAnnotation) message(have string, had bool, old map[string]string, want string, keep bool) string {
+	before, wasSet := old[s.key]
+	switch {
+	case had == wasSet && have == before:
+		return ""
+	case had && keep:
+		return fmt.Sprintf("the request set %s to %q; it stays %q", s.key, have, want)
+	case had:
+		return fmt.Sprintf("the request set %s to %q %s; removed", s.key, have, s.dropped)
+	case keep:
+		return fmt.Sprintf("the request removed %s; it stays %q", s.key, want)
+	}
+	return ""
+}
+
+// annotationPointer is the JSON pointer of the annotation key.
+func annotationPointer(key string) string {
+	return "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+}
+
+// checkStamps refuses an object whose stamped annotations are not what stampPatches would
+// have written: another mutating webhook that ran after ours changed them.
+func checkStamps(ctx context.Context, obj client.Object) error {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return err
+	}
+	r, ok, err := readStampRequest(req)
+	if err != nil || !ok {
+		return err
+	}
+	annotations := obj.GetAnnotations()
+	for _, s := range stamps {
+		want, keep := s.want(r.user, r.create, annotations, r.old)
+		if have, had := annotations[s.key]; have != want || had != keep {
+			return fmt.Errorf("metadata.annotations[%s]: is set by Nodewright's admission webhook to %s and cannot be changed", s.key, s.meaning)
+		}
+	}
+	return nil
+}
+
+// requester is the user who created obj, as stamped.
+func requester(obj client.Object) string {
+	return obj.GetAnnotations()[nwv1.AnnotationRequestedBy]
+}
