@@ -1,5 +1,6 @@
 // Command kubectl-nodewright is the kubectl plugin for Nodewright: "kubectl nodewright status",
-// "migrate", "events", "audit", "profile", "ui". The commands are in internal/cli; see docs/cli.md.
+// "migrate", "approve", "events", "audit", "profile", "ui". The commands are in internal/cli;
+// see docs/cli.md.
 package main
 
 import (

@@ -1,6 +1,6 @@
 // Package cli is kubectl-nodewright, the kubectl plugin: cobra commands that read and drive
-// Nodewright's objects (status, migrate, events) and wrap its offline tools (audit, profile).
-// cmd/kubectl-nodewright only wires it to the process.
+// Nodewright's objects (status, migrate, approve, events) and wrap its offline tools (audit,
+// profile). cmd/kubectl-nodewright only wires it to the process.
 //
 // Every command writes to the IOStreams it was given and reports its outcome as an error that
 // Execute turns into an exit code (see the Exit constants), so tests drive the whole program
@@ -24,8 +24,9 @@ import (
 // rootHelp is the root command's long help: what the plugin does and the exit codes every
 // command keeps.
 const rootHelp = `kubectl nodewright shows and drives Nodewright, the operator of small edge storage
-clusters: the cluster's health rolled up from the legacy DaemonSet, VM volume migrations,
-the events of both, the audit trail and signed EdgeProfiles.
+clusters: the cluster's health rolled up from the legacy DaemonSet, VM volume migrations, the
+approval of the steps of cluster-wide workflows, the events of both, the audit trail and signed
+EdgeProfiles.
 
 It reads the same kubeconfig, context and namespace flags as kubectl (--kubeconfig,
 --context, -n/--namespace, --as, ...).
@@ -33,7 +34,8 @@ It reads the same kubeconfig, context and namespace flags as kubectl (--kubeconf
 Exit codes, the same for every command:
   0  done
   1  the operation failed or was refused (the API server's refusal is printed as the
-     admission webhook wrote it), or a check found a problem (audit verify, profile verify),
+     admission webhook wrote it; approve: nothing to approve, or no right to), or a check
+     found a problem (audit verify, profile verify),
      or a migration waited on ended Failed or RolledBack, or the folder audit tail reads
      cannot be read
   2  usage error: an unknown command or flag, a wrong number of arguments, a bad value,
@@ -46,6 +48,9 @@ const rootExamples = `  # The cluster's phase and why, its nodes, profile and re
 
   # Move VM web's volume "root" onto the linstor-rwx class and wait for the result
   kubectl nodewright migrate web root --to linstor-rwx -n apps --wait
+
+  # Approve the step a Manual bond-mode flip waits on
+  kubectl nodewright approve bondmodeflipplan/to-lacp
 
   # The legacy DaemonSet's Events and Nodewright's, merged, newest last
   kubectl nodewright events -A --warnings-only
@@ -113,7 +118,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	root := &cobra.Command{
 		Use:     "kubectl-nodewright",
-		Short:   "Show and drive Nodewright: cluster status, volume migrations, events, audit trail, profiles",
+		Short:   "Show and drive Nodewright: cluster status, volume migrations, approvals, events, audit trail, profiles",
 		Long:    rootHelp,
 		Example: rootExamples,
 		Annotations: map[string]string{
@@ -138,6 +143,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	for _, build := range []func(*Factory) *cobra.Command{
 		newStatusCommand,
 		newMigrateCommand,
+		newApproveCommand,
 		newEventsCommand,
 		newAuditCommand,
 		newProfileCommand,

@@ -1,0 +1,286 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+const approveHelp = `Approve the step a cluster-wide workflow (a BondModeFlipPlan or a ReplicationUpgrade) waits
+on. With spec.approval Manual, each step that changes a node waits (state Waiting, the Held
+condition's reason AwaitingApproval) until a person approves it: this command sets the
+annotation nodewright.spectrocloud.com/approve to the step's name, and the admission webhook
+stamps you in nodewright.spectrocloud.com/approved-by. It needs the right to update (patch) the
+workflow.
+
+KIND is bondmodeflipplan (bondmodeflipplans, bmfp, bondflip) or replicationupgrade
+(replicationupgrades, rupg, replup), in any case; both kinds are cluster-scoped.
+
+The command reads the workflow and approves its waiting step; --step makes sure it is the one
+you mean. It refuses when no step waits, when the workflow is not Manual and nothing waits for
+approval, or when --step names another step. The annotation is written with the workflow's
+resourceVersion: if the workflow changed in between, it is read and checked again. When another
+gate holds the step as well (the maintenance window, another workflow, the cluster's health),
+the step stays Waiting after the approval, and the command says which gate holds it.
+
+Exit codes: 0 approved (or already approved); 1 refused (nothing to approve, another step, no
+right to update the workflow) or the workflow cannot be read; 2 usage.`
+
+const approveExamples = `  # Approve the step the flip waits on
+  kubectl nodewright approve bondmodeflipplan/to-lacp
+
+  # Only if the step waiting is the one you reviewed
+  kubectl nodewright approve bmfp/to-lacp --step Node2SetBondMode
+
+  # What waits, and why (the Waiting and Held By columns)
+  kubectl get bondmodeflipplans,replicationupgrades
+  kubectl nodewright approve rupg/to-three`
+
+// approvable is a workflow kind whose steps can wait for approval.
+type approvable struct {
+	// name is the kind as the command prints it, lower case.
+	name string
+	// aliases are the other names KIND accepts, as kubectl does: the plural and the CRD's
+	// short names.
+	aliases   []string
+	newObject func() client.Object
+	newList   func() client.ObjectList
+	// gates reads what approval depends on: the approval policy and the workflow's status.
+	gates func(client.Object) (nwv1.Approval, *nwv1.WorkflowStatus)
+}
+
+var approvables = []approvable{
+	{
+		name: "bondmodeflipplan", aliases: []string{"bondmodeflipplans", "bmfp", "bondflip"},
+		newObject: func() client.Object { return &nwv1.BondModeFlipPlan{} },
+		newList:   func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} },
+		gates: func(o client.Object) (nwv1.Approval, *nwv1.WorkflowStatus) {
+			f := o.(*nwv1.BondModeFlipPlan)
+			return f.Spec.Approval, &f.Status.WorkflowStatus
+		},
+	},
+	{
+		name: "replicationupgrade", aliases: []string{"replicationupgrades", "rupg", "replup"},
+		newObject: func() client.Object { return &nwv1.ReplicationUpgrade{} },
+		newList:   func() client.ObjectList { return &nwv1.ReplicationUpgradeList{} },
+		gates: func(o client.Object) (nwv1.Approval, *nwv1.WorkflowStatus) {
+			u := o.(*nwv1.ReplicationUpgrade)
+			return u.Spec.Approval, &u.Status.WorkflowStatus
+		},
+	},
+}
+
+// approvableKind is the kind KIND names (in any case, optionally with the API group).
+func approvableKind(kind string) (approvable, bool) {
+	kind = strings.TrimSuffix(strings.ToLower(kind), "."+nwv1.GroupVersion.Group)
+	for _, a := range approvables {
+		if kind == a.name || slices.Contains(a.aliases, kind) {
+			return a, true
+		}
+	}
+	return approvable{}, false
+}
+
+// parseApprovable splits KIND/NAME; mistakes in it are usage errors.
+func parseApprovable(ref string) (approvable, string, error) {
+	kind, name, ok := strings.Cut(ref, "/")
+	if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
+		return approvable{}, "", usageErrorf("%q: want KIND/NAME, e.g. bondmodeflipplan/to-lacp", ref)
+	}
+	a, ok := approvableKind(kind)
+	if !ok {
+		return approvable{}, "", usageErrorf("%q: not a kind whose steps wait for approval: want bondmodeflipplan or replicationupgrade", kind)
+	}
+	return a, name, nil
+}
+
+func newApproveCommand(f *Factory) *cobra.Command {
+	var step string
+	cmd := &cobra.Command{
+		Use:               "approve KIND/NAME [--step STEP]",
+		Short:             "Approve the step a Manual BondModeFlipPlan or ReplicationUpgrade waits on",
+		Long:              approveHelp,
+		Example:           approveExamples,
+		Args:              exactArgs(1, "KIND/NAME (bondmodeflipplan/NAME or replicationupgrade/NAME)"),
+		ValidArgsFunction: completeApprovables(f),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, name, err := parseApprovable(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := f.Client()
+			if err != nil {
+				return err
+			}
+			return approve(cmd.Context(), c, f.Streams().Out, kind, name, step)
+		},
+	}
+	cmd.Flags().StringVar(&step, "step", "", "Approve only if this is the step that waits (its name in status.steps).")
+	return cmd
+}
+
+// approveTries bounds how often approve reads the workflow again because it changed between
+// the read and the write.
+const approveTries = 5
+
+// approve sets the approve annotation of the workflow kind/name to its waiting step (the one
+// named step, when given), with the resourceVersion it read, and says what it did.
+func approve(ctx context.Context, c client.Client, out io.Writer, kind approvable, name, step string) error {
+	object := kind.name + "/" + name
+	for try := 1; ; try++ {
+		obj := kind.newObject()
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+			return apiError(err, kind.name, name)
+		}
+		approval, status := kind.gates(obj)
+		waiting, held, err := stepToApprove(approval, status, step)
+		if err != nil {
+			return fmt.Errorf("%s: %w", object, err)
+		}
+		annotations := obj.GetAnnotations()
+		if annotations[nwv1.AnnotationApprove] == waiting {
+			by := ""
+			if who := annotations[nwv1.AnnotationApprovedBy]; who != "" {
+				by = " by " + who
+			}
+			fmt.Fprintf(out, "%s: step %s is already approved%s\n", object, waiting, by)
+			stillHeld(out, object, waiting, held)
+			return nil
+		}
+		before := obj.DeepCopyObject().(client.Object)
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[nwv1.AnnotationApprove] = waiting
+		obj.SetAnnotations(annotations)
+		err = c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		switch {
+		case err == nil:
+			fmt.Fprintf(out, "%s: approved step %s\n", object, waiting)
+			stillHeld(out, object, waiting, held)
+			return nil
+		case apierrors.IsConflict(err) && try < approveTries:
+			continue // changed since the read: read it and check again
+		case apierrors.IsConflict(err):
+			return fmt.Errorf("%s changed each of the %d times it was read to be approved; nothing was approved, try again", object, approveTries)
+		case refusedByRBAC(err):
+			return fmt.Errorf("you may not approve %s: the API server refused the update: %w", object, err)
+		}
+		return apiError(err, kind.name, name)
+	}
+}
+
+// refusedByRBAC reports whether err is the API server's Forbidden for want of a right, not an
+// admission webhook's refusal (which is Forbidden too).
+func refusedByRBAC(err error) bool {
+	return apierrors.IsForbidden(err) && !strings.Contains(err.Error(), deniedMarker)
+}
+
+// stillHeld says which other gate still holds the approved step, if one does.
+func stillHeld(out io.Writer, object, step string, held *metav1.Condition) {
+	if held == nil || held.Reason == nwv1.ReasonAwaitingApproval {
+		return
+	}
+	fmt.Fprintf(out, "%s: step %s still waits for another gate: %s", object, step, held.Reason)
+	if held.Message != "" {
+		fmt.Fprintf(out, ": %s", held.Message)
+	}
+	fmt.Fprintln(out)
+}
+
+// stepToApprove is the waiting step to approve (the one named want, when given) and the Held
+// condition when it is True; an error says why there is none.
+func stepToApprove(approval nwv1.Approval, status *nwv1.WorkflowStatus, want string) (string, *metav1.Condition, error) {
+	held := meta.FindStatusCondition(status.Conditions, nwv1.ConditionHeld)
+	if held != nil && held.Status != metav1.ConditionTrue {
+		held = nil
+	}
+	if approval == "" {
+		approval = nwv1.ApprovalAutomatic
+	}
+	var waiting []string
+	for _, s := range status.Steps {
+		if s.State == nwv1.StepWaiting {
+			waiting = append(waiting, s.Name)
+		}
+	}
+	awaitsApproval := held != nil && held.Reason == nwv1.ReasonAwaitingApproval
+	phase := status.Phase
+	if phase == "" {
+		phase = nwv1.WorkflowPending
+	}
+	switch {
+	case len(waiting) == 0 && approval != nwv1.ApprovalManual:
+		return "", nil, fmt.Errorf("spec.approval is %s: its steps do not wait for approval, and none is waiting (phase %s)", approval, phase)
+	case len(waiting) == 0 && want != "":
+		return "", nil, fmt.Errorf("no step is waiting for approval (phase %s); %s", phase, stepState(status, want))
+	case len(waiting) == 0:
+		return "", nil, fmt.Errorf("no step is waiting for approval (phase %s)", phase)
+	case approval != nwv1.ApprovalManual && !awaitsApproval:
+		return "", nil, fmt.Errorf("spec.approval is %s: step %s waits for %s, not for approval", approval, waiting[0], heldReason(held))
+	case want != "" && !slices.Contains(waiting, want):
+		return "", nil, fmt.Errorf("%s; %s waits", stepState(status, want), strings.Join(waiting, ", "))
+	case want != "":
+		return want, held, nil
+	case len(waiting) > 1:
+		return "", nil, fmt.Errorf("steps %s are waiting: name the one to approve with --step", strings.Join(waiting, ", "))
+	}
+	return waiting[0], held, nil
+}
+
+// stepState says where the step --step named stands: "step NAME is STATE", or "it has no step
+// NAME".
+func stepState(status *nwv1.WorkflowStatus, name string) string {
+	for _, s := range status.Steps {
+		if s.Name == name {
+			return fmt.Sprintf("step %s is %s", name, s.State)
+		}
+	}
+	return "it has no step " + name
+}
+
+// heldReason is the gate the Held condition names, for a message.
+func heldReason(held *metav1.Condition) string {
+	if held == nil {
+		return "a gate the Held condition does not name"
+	}
+	return held.Reason
+}
+
+// completeApprovables completes KIND/ and then the names of that kind's workflows.
+func completeApprovables(f *Factory) cobra.CompletionFunc {
+	return func(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		kind, prefix, ok := strings.Cut(toComplete, "/")
+		if !ok {
+			var kinds []string
+			for _, a := range approvables {
+				if strings.HasPrefix(a.name, strings.ToLower(kind)) {
+					kinds = append(kinds, a.name+"/")
+				}
+			}
+			return kinds, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveNoSpace
+		}
+		a, found := approvableKind(kind)
+		if !found {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		names, directive := completeNames(f, a.newList(), false, prefix)
+		for i := range names {
+			names[i] = kind + "/" + names[i]
+		}
+		return names, directive
+	}
+}
