@@ -395,6 +395,9 @@ func TestWorkflowShapes(t *testing.T) {
 	refused(t, alice.Create(ctx, flip), `spec.nodeOrder[1]: "wh-edge-9": no such Node`)
 
 	flip.Spec.NodeOrder = []string{"wh-edge-1"}
+	flip.Spec.MaintenanceWindow = &nwv1.MaintenanceWindow{Start: "22:00", End: "02:00", TimeZone: "Mars/Olympus_Mons"}
+	refused(t, alice.Create(ctx, flip), `spec.maintenanceWindow.timeZone: unknown time zone "Mars/Olympus_Mons"`)
+	flip.Spec.MaintenanceWindow.TimeZone = "Europe/Berlin"
 	if err := alice.Create(ctx, flip); err != nil {
 		t.Fatal(err)
 	}

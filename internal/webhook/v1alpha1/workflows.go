@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
 // +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-bondmodeflipplan,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=bondmodeflipplans,verbs=create;update,versions=v1alpha1,name=mbondmodeflipplan-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
@@ -30,6 +31,9 @@ type clusterWorkflows struct {
 }
 
 func (w *clusterWorkflows) createFlip(ctx context.Context, f *nwv1.BondModeFlipPlan) (admission.Warnings, error) {
+	if err := validWindow(f.Spec.MaintenanceWindow); err != nil {
+		return nil, err
+	}
 	if err := nodesExist(ctx, w.client, "spec.nodeOrder", f.Spec.NodeOrder); err != nil {
 		return nil, err
 	}
@@ -37,10 +41,23 @@ func (w *clusterWorkflows) createFlip(ctx context.Context, f *nwv1.BondModeFlipP
 }
 
 func (w *clusterWorkflows) createUpgrade(ctx context.Context, u *nwv1.ReplicationUpgrade) (admission.Warnings, error) {
+	if err := validWindow(u.Spec.MaintenanceWindow); err != nil {
+		return nil, err
+	}
 	if err := nodesExist(ctx, w.client, "spec.peerNodes", u.Spec.PeerNodes); err != nil {
 		return nil, err
 	}
 	return nil, w.noneActive(ctx, "ReplicationUpgrade", u.Name)
+}
+
+// validWindow refuses a maintenance window the gate could not read (the CRD's schema checks
+// the times' shape, not that the time zone exists).
+func validWindow(w *nwv1.MaintenanceWindow) error {
+	if w == nil {
+		return nil
+	}
+	_, err := workflow.ParseWindow(w, "spec.maintenanceWindow")
+	return err
 }
 
 // noneActive refuses a second cluster-wide workflow while one has not finished.
