@@ -197,6 +197,7 @@ var stepIcons = map[nwv1.StepState]struct {
 	style style
 }{
 	nwv1.StepPending:   {"·", dim},
+	nwv1.StepWaiting:   {"‖", yellow},
 	nwv1.StepRunning:   {"▶", cyan},
 	nwv1.StepSucceeded: {"✓", green},
 	nwv1.StepFailed:    {"✗", red},

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -298,6 +299,15 @@ func TestStepDuration(t *testing.T) {
 	} {
 		if got := stepDuration(c.step, now); got != c.want {
 			t.Errorf("stepDuration(%+v) = %q, want %q", c.step, got, c.want)
+		}
+	}
+}
+
+// TestEveryStepStateHasAnIcon: the watch draws every state the API allows.
+func TestEveryStepStateHasAnIcon(t *testing.T) {
+	for _, v := range testenv.EnumValues(t, "StepState") {
+		if _, ok := stepIcons[nwv1.StepState(v)]; !ok {
+			t.Errorf("step state %s has no icon in the watch", v)
 		}
 	}
 }

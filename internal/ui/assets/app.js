@@ -49,7 +49,7 @@ const statePhase = {
 const looks = {
   Bootstrap: ['◐', 'info'], SingleNode: ['●', 'ok'], Upgrading: ['⇧', 'info'], MultiNode: ['✔', 'ok'],
   Degraded: ['▲', 'bad'], Recovering: ['↻', 'info'], Unknown: ['?', 'warn'],
-  Pending: ['○', 'neutral'], Running: ['↻', 'info'], Succeeded: ['✔', 'ok'], Failed: ['✖', 'bad'],
+  Pending: ['○', 'neutral'], Waiting: ['⏸', 'warn'], Running: ['↻', 'info'], Succeeded: ['✔', 'ok'], Failed: ['✖', 'bad'],
   RollingBack: ['↶', 'warn'], RolledBack: ['↩', 'warn'], Skipped: ['–', 'neutral'], Cancelled: ['■', 'warn'],
   True: ['✔', 'ok'], False: ['✖', 'bad'],
 };
