@@ -219,9 +219,12 @@ func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		if err := e.releaseLock(ctx, o); err != nil {
 			return ctrl.Result{}, err
 		}
-		e.audited.forget(o.GetUID())
-		e.stale.forget(o.GetUID())
-		return ctrl.Result{}, e.patchFinalizers(ctx, o, func() { controllerutil.RemoveFinalizer(o, e.Finalizer) })
+		err := e.patchFinalizers(ctx, o, func() { controllerutil.RemoveFinalizer(o, e.Finalizer) })
+		if err == nil {
+			e.audited.forget(o.GetUID())
+			e.stale.forget(o.GetUID())
+		}
+		return ctrl.Result{}, err
 	}
 	return result, nil
 }

@@ -20,6 +20,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -155,7 +156,13 @@ func newUpgrades(lockNS string) *testWorkflow[*nwv1.ReplicationUpgrade] {
 
 // register runs w's engine in mgr.
 func register[O engine.GatedObject](mgr manager.Manager, w *testWorkflow[O], clk clock.PassiveClock, extra func(*builder.Builder) *builder.Builder) error {
+	return registerWith(mgr, nil, nil, w, clk, extra)
+}
+
+// registerWith runs w's engine in mgr with client c and API reader r (the manager's when nil).
+func registerWith[O engine.GatedObject](mgr manager.Manager, c client.Client, r client.Reader, w *testWorkflow[O], clk clock.PassiveClock, extra func(*builder.Builder) *builder.Builder) error {
 	e := &engine.Engine[O]{
+		Client: c, APIReader: r,
 		Recorder: mgr.GetEventRecorderFor("engine-test"), Clock: clk, Kind: testKind(w.kind),
 		Finalizer: "nodewright.spectrocloud.com/engine-test", Workflow: w,
 		Gates: engine.GateConfig{LockNamespace: w.lockNS, ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterMultiNode}},
@@ -197,7 +204,8 @@ func flip(name string, approval nwv1.Approval, window *nwv1.MaintenanceWindow) *
 		Spec: nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondMode8023AD, Approval: approval, MaintenanceWindow: window}}
 }
 
-// create makes o and deletes it when the test ends, waiting until its finalizer let it go.
+// create makes o and deletes it when the test ends, waiting until its finalizer let it go:
+// call it after starting the operator, whose cleanup must run after this one.
 func create(t *testing.T, o client.Object) {
 	t.Helper()
 	if err := env.Client.Create(context.Background(), o); err != nil {
@@ -321,13 +329,23 @@ func TestOneClusterWideWorkflowAtATime(t *testing.T) {
 	if v := append(flips.problems(), upgrades.problems()...); len(v) > 0 {
 		t.Fatalf("actions without the claim: %v", v)
 	}
-	var lease coordinationv1.Lease
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: lockNS, Name: engine.LockName}, &lease); err != nil {
-		t.Fatal(err)
-	}
-	if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" {
-		t.Errorf("the claim is still held by %q after every workflow finished", h)
-	}
+	claimReleased(t, lockNS)
+}
+
+// claimReleased waits until no workflow holds the claim (a finished workflow releases it in
+// the reconcile after its last transition).
+func claimReleased(t *testing.T, lockNS string) {
+	t.Helper()
+	testenv.Eventually(t, waitLimit, func() string {
+		var lease coordinationv1.Lease
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: lockNS, Name: engine.LockName}, &lease); err != nil {
+			return err.Error()
+		}
+		if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != "" {
+			return fmt.Sprintf("the claim is still held by %q after every workflow finished", h)
+		}
+		return ""
+	})
 }
 
 // TestManualApprovalPausesEachNodeStep: an unhealthy cluster holds the preflight; then each
@@ -488,4 +506,78 @@ func TestAPredicateCannotStallAWorkflow(t *testing.T) {
 	f := flip("filtered", nwv1.ApprovalAutomatic, nil)
 	create(t, f)
 	waitFor(t, f, phaseIs[*nwv1.BondModeFlipPlan](nwv1.WorkflowSucceeded))
+}
+
+// TestCrashAtEveryGateBoundary kills the operator right after each write of a gated flip (the
+// claim, each step waiting and started, the end) and starts a new one: the flip still ends
+// Succeeded, each action ran only under the claim, and the claim is released.
+func TestCrashAtEveryGateBoundary(t *testing.T) {
+	healthyCluster(t, nwv1.ClusterMultiNode, true)
+	isLease := func(w testenv.Write) bool { _, ok := w.Object.(*coordinationv1.Lease); return ok }
+	stepIs := func(step workflow.Step, state nwv1.StepState) func(testenv.Write) bool {
+		return func(w testenv.Write) bool {
+			f, ok := w.Object.(*nwv1.BondModeFlipPlan)
+			return ok && w.SubResource == "status" && stepOf(f, step).State == state
+		}
+	}
+	cases := map[string]func(testenv.Write) bool{
+		"claimed": func(w testenv.Write) bool {
+			return isLease(w) && ptr.Deref(w.Object.(*coordinationv1.Lease).Spec.HolderIdentity, "") != ""
+		},
+		"preflight-waiting": stepIs(preflight, nwv1.StepWaiting),
+		"preflight-started": stepIs(preflight, nwv1.StepRunning),
+		"change1-waiting":   stepIs(change1, nwv1.StepWaiting),
+		"change1-started":   stepIs(change1, nwv1.StepRunning),
+		"change2-started":   stepIs(change2, nwv1.StepRunning),
+		"succeeded": func(w testenv.Write) bool {
+			f, ok := w.Object.(*nwv1.BondModeFlipPlan)
+			return ok && w.SubResource == "status" && f.Status.Phase == nwv1.WorkflowSucceeded
+		},
+	}
+	for name, at := range cases {
+		t.Run(name, func(t *testing.T) {
+			lockNS := env.Namespace(t)
+			flips := newFlips(lockNS)
+			f := flip("crash-"+name, nwv1.ApprovalManual, nil)
+			if err := env.Client.Create(context.Background(), f); err != nil {
+				t.Fatal(err)
+			}
+			k := testenv.NewCrash(at)
+			// A person approves each step as it waits, whichever operator is running.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go approveAsItWaits(ctx, f.Name, map[workflow.Step]string{change1: "alice", change2: "bob"})
+			env.RunUntilCrash(t, k, cache.Options{}, func(_ context.Context, mgr manager.Manager, c client.Client, r client.Reader) error {
+				return registerWith(mgr, c, r, flips, clock.RealClock{}, nil)
+			})
+			env.StartManager(t, func(_ context.Context, mgr manager.Manager) error {
+				return register(mgr, flips, clock.RealClock{}, nil)
+			})
+			t.Cleanup(func() { deleteAndWait(t, f) }) // before the operator stops
+			waitFor(t, f, phaseIs[*nwv1.BondModeFlipPlan](nwv1.WorkflowSucceeded))
+			if s := stepOf(f, change1); s.ApprovedBy != "alice" {
+				t.Errorf("ChangeNode1 approved by %q, want alice", s.ApprovedBy)
+			}
+			if v := flips.problems(); len(v) > 0 {
+				t.Errorf("actions without the claim: %v", v)
+			}
+			claimReleased(t, lockNS)
+		})
+	}
+}
+
+// approveAsItWaits approves each step of the flip that waits for approval, as approvers
+// names, until ctx ends.
+func approveAsItWaits(ctx context.Context, name string, approvers map[workflow.Step]string) {
+	for ctx.Err() == nil {
+		f := &nwv1.BondModeFlipPlan{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, f); err == nil {
+			if step, reason, _ := heldBy(f); reason == nwv1.ReasonAwaitingApproval && f.Annotations[nwv1.AnnotationApprove] != step {
+				patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`,
+					nwv1.AnnotationApprove, step, nwv1.AnnotationApprovedBy, approvers[workflow.Step(step)])))
+				_ = env.Client.Patch(ctx, f, patch)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -126,7 +126,11 @@ func (e *Engine[O]) gate(ctx context.Context, base O, run *Run[O]) (ctrl.Result,
 		return ctrl.Result{RequeueAfter: again}, nil
 	}
 	msg := fmt.Sprintf("step %s waits: %s", step, held.Message)
-	changed := setHeld(st, o.GetGeneration(), metav1.ConditionTrue, held.Reason, msg)
+	// An Event when the gate that holds the step changes, not each time its words do (a
+	// stale node's age, say).
+	before := meta.FindStatusCondition(st.Conditions, nwv1.ConditionHeld)
+	changed := before == nil || before.Status != metav1.ConditionTrue || before.Reason != held.Reason
+	setHeld(st, o.GetGeneration(), metav1.ConditionTrue, held.Reason, msg)
 	workflow.StepMessage(st, step, held.Message)
 	st.NextWindowStart = nil
 	if held.Reason == nwv1.ReasonOutsideWindow && !held.Recheck.IsZero() {
@@ -149,9 +153,9 @@ func (e *Engine[O]) gate(ctx context.Context, base O, run *Run[O]) (ctrl.Result,
 	return result, nil
 }
 
-// setHeld sets the Held condition, reporting whether its status, reason or message changed.
-func setHeld(st *nwv1.WorkflowStatus, generation int64, status metav1.ConditionStatus, reason, message string) bool {
-	return meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionHeld, Status: status,
+// setHeld sets the Held condition.
+func setHeld(st *nwv1.WorkflowStatus, generation int64, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionHeld, Status: status,
 		Reason: reason, Message: audit.Shorten(message, workflow.MaxConditionMessageBytes), ObservedGeneration: generation})
 }
 
