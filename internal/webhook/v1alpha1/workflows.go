@@ -24,8 +24,9 @@ import (
 
 // The cluster-wide workflows (bond-mode flips and replication upgrades) change the network
 // or the storage of every node, so at most one of them runs at a time, and only on nodes
-// that exist. Their controllers come in a later release; admission already holds them to
-// this shape.
+// that exist. Admission refuses a second one early, with the reason; it cannot be the
+// guarantee (two created at once both pass it), which is the workflow engine's claim
+// (internal/workflow/engine, the Lease nodewright-workflow) that their controllers hold.
 type clusterWorkflows struct {
 	client client.Reader
 }
