@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/record"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
@@ -56,10 +54,4 @@ func TransitionEvent(st *nwv1.WorkflowStatus, k Kind, from, to State, e Event, m
 		reason, msg = EventStarted, fmt.Sprintf("the %s started", k.Noun)
 	}
 	return eventType, reason, audit.Shorten(msg, MaxEventMessageBytes)
-}
-
-// RecordTransition raises the Event of a transition on obj (TransitionEvent).
-func RecordTransition(r record.EventRecorder, obj runtime.Object, st *nwv1.WorkflowStatus, k Kind, from, to State, e Event, message string, skipped bool) {
-	eventType, reason, msg := TransitionEvent(st, k, from, to, e, message, skipped)
-	r.Event(obj, eventType, reason, msg)
 }

@@ -279,7 +279,8 @@ func (e *Engine[O]) announce(ctx context.Context, o O, from, to workflow.State, 
 	ctrl.LoggerFrom(ctx).Info("Workflow transition", "kind", e.Kind.Name, "object", klog.KObj(o),
 		"from", from.String(), "to", to.String(), "event", out.Event, "message", out.Message)
 	if e.Recorder != nil {
-		workflow.RecordTransition(e.Recorder, o, o.GetWorkflowStatus(), e.Kind, from, to, out.Event, out.Message, out.Skipped)
+		eventType, reason, msg := workflow.TransitionEvent(o.GetWorkflowStatus(), e.Kind, from, to, out.Event, out.Message, out.Skipped)
+		e.Recorder.Event(o, eventType, reason, msg)
 	}
 }
 
