@@ -121,7 +121,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Clock: r.Clock,
 		Kind: migration.Kind, Finalizer: Finalizer, Audit: r.Audit, Actor: r.Actor, Workflow: r,
 	}
-	c, err := r.engine.Setup(mgr, "vmvolumemigration", false, nil)
+	c, err := r.engine.Setup(mgr, "vmvolumemigration", nil)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
@@ -25,31 +26,45 @@ import (
 // and nothing is recorded twice.
 
 // progress remembers, per workflow, how many of its transitions this process has seen
-// appended, so that a reconcile appends only the new ones.
+// appended, so that a reconcile appends only the new ones. It is keyed by name, so that a
+// workflow gone is forgotten when its reconcile finds it gone, and holds the UID, so that one
+// recreated under the name starts again.
 type progress struct {
 	mu   sync.Mutex
-	done map[types.UID]int
+	done map[types.NamespacedName]appended
 }
 
-func (p *progress) get(uid types.UID) int {
+type appended struct {
+	uid types.UID
+	n   int
+}
+
+func (p *progress) get(o client.Object) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.done[uid]
+	if a := p.done[client.ObjectKeyFromObject(o)]; a.uid == o.GetUID() {
+		return a.n
+	}
+	return 0
 }
 
-func (p *progress) set(uid types.UID, n int) {
+func (p *progress) set(o client.Object, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done == nil {
-		p.done = map[types.UID]int{}
+		p.done = map[types.NamespacedName]appended{}
 	}
-	p.done[uid] = max(p.done[uid], n)
+	key := client.ObjectKeyFromObject(o)
+	if a := p.done[key]; a.uid == o.GetUID() {
+		n = max(n, a.n)
+	}
+	p.done[key] = appended{uid: o.GetUID(), n: n}
 }
 
-func (p *progress) forget(uid types.UID) {
+func (p *progress) forget(key types.NamespacedName) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.done, uid)
+	delete(p.done, key)
 }
 
 // recordTransitions appends the records of the transitions o's status shows. A record the
@@ -61,7 +76,7 @@ func (e *Engine[O]) recordTransitions(ctx context.Context, o O, p workflow.Plan)
 		return
 	}
 	records := TransitionRecords(o, p, e.Kind, e.Actor)
-	from := e.audited.get(o.GetUID())
+	from := e.audited.get(o)
 	if from >= len(records) {
 		return
 	}
@@ -79,7 +94,7 @@ func (e *Engine[O]) recordTransitions(ctx context.Context, o O, p workflow.Plan)
 		// Nothing of a refused call was written: the others go again, without it.
 		pending = slices.Delete(slices.Clone(pending), refused.Index, refused.Index+1)
 	}
-	e.audited.set(o.GetUID(), len(records))
+	e.audited.set(o, len(records))
 }
 
 // leaveOut reports a transition's record that the trail cannot hold.

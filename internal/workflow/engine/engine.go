@@ -16,24 +16,28 @@
 //     audit trail is rebuilt from the status after every reconcile.
 //
 // A workflow never depends on the watch event of its own status write to go on: after every
-// write that moves it, the engine asks to be called again at once, and reads past the cache
-// while the cache has not yet caught up with that write. A predicate on the object's watch
+// write that moves it, the engine asks to be called again at once. And it reads the object
+// itself from the API server, never from the cache, so that an action never runs for a step
+// the cache does not yet show finished. A predicate on the object's own events
 // (GenerationChangedPredicate, copied from another controller, filters out status writes)
 // therefore cannot stall a workflow after its first step; TestAPredicateCannotStallAWorkflow
-// proves it.
+// proves it. A predicate for every watch (WithEventFilter) would also hide the changes the
+// gates wait for (a released claim, a healthy cluster, an approval): add none.
+//
+// Run the operator with leader election: the claim keeps two cluster-wide workflows from
+// acting at once whatever runs them, but two active replicas could both perform one step's
+// (idempotent) action.
 package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -140,7 +144,7 @@ const again = time.Millisecond
 // Engine runs one workflow kind's objects.
 type Engine[O Object] struct {
 	Client client.Client
-	// APIReader reads past the cache, when the cache has not caught up with a write.
+	// APIReader reads the workflow object itself and the claim, past the cache.
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	Clock     clock.PassiveClock
@@ -155,14 +159,16 @@ type Engine[O Object] struct {
 	Workflow Workflow[O]
 
 	audited progress
-	stale   staleReads
 }
 
 // Reconcile advances one workflow by at most one action.
 func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	o, err := e.get(ctx, req.NamespacedName)
-	if err != nil || any(o) == nil {
-		return ctrl.Result{}, err
+	o := e.Workflow.New()
+	if err := e.APIReader.Get(ctx, req.NamespacedName, o); err != nil {
+		if apierrors.IsNotFound(err) {
+			e.audited.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if o.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(o, e.Finalizer) {
 		if err := e.patchFinalizers(ctx, o, func() { controllerutil.AddFinalizer(o, e.Finalizer) }); err != nil {
@@ -171,14 +177,18 @@ func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		return ctrl.Result{RequeueAfter: again}, nil
 	}
 	if p, ok := e.Workflow.(Preparer[O]); ok {
-		if done, result, err := p.Prepare(ctx, o); done {
+		if done, result, err := p.Prepare(ctx, o); done || err != nil {
 			return result, err
 		}
 	}
 	base := o.DeepCopyObject().(O)
 	run := e.newRun(o)
 	st := o.GetWorkflowStatus()
-	if run.State.Phase == nwv1.WorkflowRunning && workflow.Waiting(st, run.State.Step) && !run.Deleting {
+	waiting := run.State.Phase == nwv1.WorkflowRunning && workflow.Waiting(st, run.State.Step)
+	// A deleted workflow whose next step waits is cancelled there, before the step starts;
+	// unless that step is past undoing once started: then, as for a running one, the
+	// cancellation waits for it, and the step still starts only when its gates let it.
+	if waiting && (!run.Deleting || run.Plan.Irreversible(run.State.Step)) {
 		return e.gate(ctx, base, run)
 	}
 
@@ -190,6 +200,12 @@ func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		to, err = workflow.Next(run.Plan, run.State, out.Event)
 		if err == nil {
 			workflow.Transition(st, run.Plan, e.Kind, o.GetGeneration(), from, to, out.Event, out.Message, out.Skipped, run.Now)
+			if waiting {
+				// Cancelled while it waited: no gate holds anything any more.
+				setHeld(st, o.GetGeneration(), metav1.ConditionFalse, nwv1.ReasonCancelled,
+					fmt.Sprintf("step %s was cancelled while it waited for its gates", from.Step))
+				st.NextWindowStart = nil
+			}
 		}
 	} else if run.State.Phase.Active() && run.State.Step != "" {
 		msg := out.Message
@@ -221,8 +237,7 @@ func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		}
 		err := e.patchFinalizers(ctx, o, func() { controllerutil.RemoveFinalizer(o, e.Finalizer) })
 		if err == nil {
-			e.audited.forget(o.GetUID())
-			e.stale.forget(o.GetUID())
+			e.audited.forget(client.ObjectKeyFromObject(o))
 		}
 		return ctrl.Result{}, err
 	}
@@ -284,81 +299,20 @@ func (e *Engine[O]) announce(ctx context.Context, o O, from, to workflow.State, 
 	}
 }
 
-// get reads the object from the cache, or past it while the cache has not yet seen this
-// engine's last write to it; nil when it is gone.
-func (e *Engine[O]) get(ctx context.Context, key types.NamespacedName) (O, error) {
-	var none O
-	o := e.Workflow.New()
-	if err := e.Client.Get(ctx, key, o); err != nil {
-		return none, client.IgnoreNotFound(err)
-	}
-	if !e.stale.is(o) {
-		return o, nil
-	}
-	fresh := e.Workflow.New()
-	if err := e.APIReader.Get(ctx, key, fresh); err != nil {
-		return none, client.IgnoreNotFound(err)
-	}
-	return fresh, nil
-}
-
 // patchStatus writes o's status if o changed from base, with an optimistic lock.
 func (e *Engine[O]) patchStatus(ctx context.Context, base, o O) error {
 	if equality.Semantic.DeepEqual(base, o) {
 		return nil
 	}
-	before := base.GetResourceVersion()
-	if err := e.Client.Status().Patch(ctx, o, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return err
-	}
-	e.stale.wrote(o.GetUID(), before)
-	return nil
+	return e.Client.Status().Patch(ctx, o, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
 func (e *Engine[O]) patchFinalizers(ctx context.Context, o O, change func()) error {
 	base := o.DeepCopyObject().(O)
-	before := o.GetResourceVersion()
 	change()
 	err := e.Client.Patch(ctx, o, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
-	if err == nil {
-		e.stale.wrote(o.GetUID(), before)
-	}
 	return err
-}
-
-// staleReads remembers, per object, the resourceVersion it had before this engine's last
-// write: a cache still showing that version has not seen the write.
-type staleReads struct {
-	mu     sync.Mutex
-	before map[types.UID]string
-}
-
-func (s *staleReads) wrote(uid types.UID, before string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.before == nil {
-		s.before = map[types.UID]string{}
-	}
-	s.before[uid] = before
-}
-
-// is reports whether o, as read from the cache, predates the engine's last write to it.
-func (s *staleReads) is(o client.Object) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	before, ok := s.before[o.GetUID()]
-	if ok && before != o.GetResourceVersion() {
-		delete(s.before, o.GetUID()) // the cache has caught up
-		return false
-	}
-	return ok
-}
-
-func (s *staleReads) forget(uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.before, uid)
 }

@@ -167,7 +167,7 @@ func registerWith[O engine.GatedObject](mgr manager.Manager, c client.Client, r 
 		Finalizer: "nodewright.spectrocloud.com/engine-test", Workflow: w,
 		Gates: engine.GateConfig{LockNamespace: w.lockNS, ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterMultiNode}},
 	}
-	_, err := e.Setup(mgr, "test-"+w.kind, true, extra)
+	_, err := e.Setup(mgr, "test-"+w.kind, extra)
 	return err
 }
 
@@ -492,20 +492,50 @@ func TestAClosingWindowHoldsTheNextStep(t *testing.T) {
 	}
 }
 
-// TestAPredicateCannotStallAWorkflow: a GenerationChangedPredicate on every watch filters out
-// the workflow's own status writes; the engine goes on after them all the same.
+// TestAPredicateCannotStallAWorkflow: a GenerationChangedPredicate on the workflow's own
+// events filters out its status writes; the engine goes on after them all the same.
 func TestAPredicateCannotStallAWorkflow(t *testing.T) {
 	healthyCluster(t, nwv1.ClusterMultiNode, true)
 	lockNS := env.Namespace(t)
 	flips := newFlips(lockNS)
+	ownEvents := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, flip := o.(*nwv1.BondModeFlipPlan)
+		return !flip
+	}))
 	env.StartManager(t, func(_ context.Context, mgr manager.Manager) error {
 		return register(mgr, flips, clock.RealClock{}, func(b *builder.Builder) *builder.Builder {
-			return b.WithEventFilter(predicate.GenerationChangedPredicate{})
+			return b.WithEventFilter(ownEvents)
 		})
 	})
 	f := flip("filtered", nwv1.ApprovalAutomatic, nil)
 	create(t, f)
 	waitFor(t, f, phaseIs[*nwv1.BondModeFlipPlan](nwv1.WorkflowSucceeded))
+}
+
+// TestDeletedWhileWaitingIsCancelledBeforeTheStep: a flip deleted while a step waits for
+// approval never performs that step; it rolls back and goes.
+func TestDeletedWhileWaitingIsCancelledBeforeTheStep(t *testing.T) {
+	healthyCluster(t, nwv1.ClusterMultiNode, true)
+	lockNS := env.Namespace(t)
+	flips := newFlips(lockNS)
+	env.StartManager(t, func(_ context.Context, mgr manager.Manager) error {
+		return register(mgr, flips, clock.RealClock{}, nil)
+	})
+	f := flip("abandoned", nwv1.ApprovalManual, nil)
+	if err := env.Client.Create(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, f, func(f *nwv1.BondModeFlipPlan) string {
+		if step, reason, _ := heldBy(f); step != string(change1) || reason != nwv1.ReasonAwaitingApproval {
+			return fmt.Sprintf("held at %q by %q; want ChangeNode1 awaiting approval", step, reason)
+		}
+		return ""
+	})
+	deleteAndWait(t, f)
+	if got := flips.actedOn(f.Name); !slices.Equal(got, []workflow.Step{preflight, undo1}) {
+		t.Errorf("acted on %v; want the preflight, then only the undo of the step that never started", got)
+	}
+	claimReleased(t, lockNS)
 }
 
 // TestCrashAtEveryGateBoundary kills the operator right after each write of a gated flip (the

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/workflow"
@@ -35,9 +36,14 @@ import (
 // LockName is the name of the claim's Lease.
 const LockName = "nodewright-workflow"
 
-// holder is the identity a workflow claims the Lease with.
-func holder(kind string, o client.Object) string {
-	return fmt.Sprintf("%s/%s/%s", kind, o.GetName(), o.GetUID())
+// holder is the identity a workflow claims the Lease with: its API kind (from the scheme,
+// so that holderExists can find it), name and UID.
+func holder(c client.Client, o client.Object) (string, error) {
+	gvk, err := apiutil.GVKForObject(o, c.Scheme())
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s/%s/%s", gvk.Kind, o.GetName(), o.GetUID()), nil
 }
 
 // parseHolder splits a holder identity into kind, name and UID.
@@ -54,7 +60,10 @@ func checkLock(ctx context.Context, e gateEnv, o GatedObject, _ workflow.Step, n
 	if e.config.LockNamespace == "" {
 		return Verdict{}, fmt.Errorf("no namespace configured for the Lease %s", LockName)
 	}
-	me := holder(e.kind.Name, o)
+	me, err := holder(e.client, o)
+	if err != nil {
+		return Verdict{}, err
+	}
 	key := client.ObjectKey{Namespace: e.config.LockNamespace, Name: LockName}
 	for range 5 {
 		var lease coordinationv1.Lease
@@ -104,7 +113,8 @@ func checkLock(ctx context.Context, e gateEnv, o GatedObject, _ workflow.Step, n
 }
 
 // holderExists reports whether the workflow a holder identity names still exists, by UID.
-// An identity that does not parse, or names a kind this API does not have, names nothing.
+// An identity that does not parse names nothing; one whose kind the API server does not
+// serve is taken to exist (the claim fails closed: a person must look).
 func (e gateEnv) holderExists(ctx context.Context, id string) (bool, error) {
 	kind, name, uid, ok := parseHolder(id)
 	if !ok {
@@ -114,8 +124,10 @@ func (e gateEnv) holderExists(ctx context.Context, id string) (bool, error) {
 	o.SetGroupVersionKind(nwv1.GroupVersion.WithKind(kind))
 	err := e.apiReader.Get(ctx, client.ObjectKey{Name: name}, o)
 	switch {
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+	case apierrors.IsNotFound(err):
 		return false, nil
+	case meta.IsNoMatchError(err):
+		return true, nil
 	case err != nil:
 		return false, err
 	}
@@ -132,12 +144,16 @@ func (e *Engine[O]) releaseLock(ctx context.Context, o O) error {
 	if err := e.APIReader.Get(ctx, key, &lease); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if ptr.Deref(lease.Spec.HolderIdentity, "") != holder(e.Kind.Name, o) {
+	me, err := holder(e.Client, o)
+	if err != nil {
+		return err
+	}
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != me {
 		return nil
 	}
 	lease.Spec.HolderIdentity = nil
 	lease.Spec.AcquireTime = nil
-	err := e.Client.Update(ctx, &lease)
+	err = e.Client.Update(ctx, &lease)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

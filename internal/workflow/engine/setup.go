@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -20,10 +21,11 @@ import (
 )
 
 // Setup builds the kind's controller on mgr: the kind's own watch, the watches that wake a
-// step held by a gate (the claim's Lease, the NodewrightCluster) when the plan has gates, and
-// whatever more watches adds (children, say). The engine's Reconcile goes on after each of its
-// own writes whatever the watches' predicates let through (see the package comment).
-func (e *Engine[O]) Setup(mgr ctrl.Manager, name string, gated bool, watches func(*builder.Builder) *builder.Builder) (controller.Controller, error) {
+// step held by a gate when the plan is a workflow.GatedPlan (the claim's Lease, the
+// NodewrightCluster, the deletion of any cluster-wide workflow), and whatever more watches
+// adds (children, say; never WithEventFilter, see the package comment). The manager's cache
+// decides where the Lease is watched: the operator's holds only the claim's namespace.
+func (e *Engine[O]) Setup(mgr ctrl.Manager, name string, watches func(*builder.Builder) *builder.Builder) (controller.Controller, error) {
 	if e.Clock == nil {
 		e.Clock = clock.RealClock{}
 	}
@@ -33,6 +35,7 @@ func (e *Engine[O]) Setup(mgr ctrl.Manager, name string, gated bool, watches fun
 	if e.APIReader == nil {
 		e.APIReader = mgr.GetAPIReader()
 	}
+	_, gated := e.Workflow.Plan(e.Workflow.New()).(workflow.GatedPlan)
 	if gated && e.Gates.LockNamespace == "" {
 		return nil, fmt.Errorf("%s: the gates need the namespace of the Lease %s", name, LockName)
 	}
@@ -42,6 +45,15 @@ func (e *Engine[O]) Setup(mgr ctrl.Manager, name string, gated bool, watches fun
 		b = b.Watches(&coordinationv1.Lease{}, wake, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == e.Gates.LockNamespace && o.GetName() == LockName
 		}))).Watches(&nwv1.NodewrightCluster{}, wake)
+		// A holder deleted without releasing the claim (its finalizer removed by hand)
+		// frees it too.
+		deleted := predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false }, UpdateFunc: func(event.UpdateEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false }, DeleteFunc: func(event.DeleteEvent) bool { return true },
+		}
+		for _, kind := range ClusterWide() {
+			b = b.Watches(kind, wake, builder.WithPredicates(deleted))
+		}
 	}
 	if watches != nil {
 		b = watches(b)
@@ -72,4 +84,10 @@ func (e *Engine[O]) waiting(ctx context.Context, _ client.Object) []reconcile.Re
 		}
 	}
 	return out
+}
+
+// ClusterWide lists the kinds of the cluster-wide workflows, one of which at a time holds the
+// claim.
+func ClusterWide() []client.Object {
+	return []client.Object{&nwv1.BondModeFlipPlan{}, &nwv1.ReplicationUpgrade{}}
 }
