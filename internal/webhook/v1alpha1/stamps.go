@@ -190,3 +190,36 @@ func checkStamps(ctx context.Context, obj client.Object) error {
 func requester(obj client.Object) string {
 	return obj.GetAnnotations()[nwv1.AnnotationRequestedBy]
 }
+
+// approvesAWaitingStep refuses an approval of a workflow's step that does not wait (state
+// Waiting in the stored object's status): a person approves a step when it is next and they
+// have seen what came before, never ahead of time, and never on a new object (whose manifest
+// may carry an old approval). Withdrawing an approval, or leaving it as it was, is always
+// allowed. old is nil on create.
+func approvesAWaitingStep(obj, old client.Object) error {
+	type workflow interface{ GetWorkflowStatus() *nwv1.WorkflowStatus }
+	approve, set := obj.GetAnnotations()[nwv1.AnnotationApprove]
+	if _, isWorkflow := obj.(workflow); !set || !isWorkflow {
+		return nil
+	}
+	field := fmt.Sprintf("metadata.annotations[%s]", nwv1.AnnotationApprove)
+	if old == nil {
+		return fmt.Errorf("%s: a step can be approved only while it waits for approval; this one has not started", field)
+	}
+	if before, wasSet := old.GetAnnotations()[nwv1.AnnotationApprove]; wasSet && before == approve {
+		return nil
+	}
+	stored, ok := old.(workflow)
+	if !ok {
+		return nil
+	}
+	for _, s := range stored.GetWorkflowStatus().Steps {
+		if s.Name == approve {
+			if s.State == nwv1.StepWaiting {
+				return nil
+			}
+			return fmt.Errorf("%s: step %q is %s; a step can be approved only while it waits for approval", field, approve, s.State)
+		}
+	}
+	return fmt.Errorf("%s: there is no step %q; a step can be approved only while it waits for approval", field, approve)
+}

@@ -166,6 +166,9 @@ func (w *kindWebhook[T]) ValidateCreate(ctx context.Context, raw runtime.Object)
 		return nil, fmt.Errorf("expected a %s, got %T", w.kind, raw)
 	}
 	warnings, err := w.check(ctx, obj, func() (admission.Warnings, error) {
+		if err := approvesAWaitingStep(obj, nil); err != nil {
+			return nil, err
+		}
 		if w.create == nil {
 			return nil, nil
 		}
@@ -187,6 +190,9 @@ func (w *kindWebhook[T]) ValidateUpdate(ctx context.Context, oldRaw, raw runtime
 		return nil, fmt.Errorf("expected a %s, got %T", w.kind, raw)
 	}
 	return w.check(ctx, obj, func() (admission.Warnings, error) {
+		if err := approvesAWaitingStep(obj, old); err != nil {
+			return nil, err
+		}
 		if w.update == nil {
 			return nil, nil
 		}

@@ -951,6 +951,9 @@ func TestTheApproverIsStampedAndCannotBeForged(t *testing.T) {
 			nwv1.AnnotationApprove: "Node1SetBondMode", nwv1.AnnotationApprovedBy: "mallory"}},
 		Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "802.3ad", Approval: nwv1.ApprovalManual},
 	}
+	// A new object cannot carry an approval: its manifest may hold an old one.
+	refused(t, as(t, "alice").Create(ctx, flip.DeepCopy()), "metadata.annotations[nodewright.spectrocloud.com/approve]: a step can be approved only while it waits for approval; this one has not started")
+	flip.Annotations = nil
 	if err := as(t, "alice").Create(ctx, flip); err != nil {
 		t.Fatal(err)
 	}
@@ -1005,14 +1008,57 @@ func TestTheApproverIsStampedAndCannotBeForged(t *testing.T) {
 		}
 	}
 
-	stamped("alice created it approving, naming mallory", "Node1SetBondMode", "alice")
+	// waits writes the status a controller would: the steps before done, step waiting.
+	waits := func(step string) {
+		t.Helper()
+		got := &nwv1.BondModeFlipPlan{}
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(flip), got); err != nil {
+			t.Fatal(err)
+		}
+		got.Status.Phase = nwv1.WorkflowRunning
+		got.Status.Steps = nil
+		for _, s := range []string{"Node1SetBondMode", "Node2SetBondMode"} {
+			state := nwv1.StepSucceeded
+			if s == step {
+				state = nwv1.StepWaiting
+			}
+			got.Status.Steps = append(got.Status.Steps, nwv1.WorkflowStep{Name: s, State: state})
+			if s == step {
+				break
+			}
+		}
+		if err := env.Client.Status().Update(ctx, got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Only a step that waits can be approved.
+	annotateRefused := func(user string, annotations map[string]any, want string) {
+		t.Helper()
+		data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused(t, as(t, user).Patch(ctx, flip.DeepCopy(), client.RawPatch(types.MergePatchType, data)), want)
+	}
+	annotateRefused("alice", map[string]any{nwv1.AnnotationApprove: "Node1SetBondMode"},
+		`metadata.annotations[nodewright.spectrocloud.com/approve]: there is no step "Node1SetBondMode"; a step can be approved only while it waits for approval`)
+	waits("Node1SetBondMode")
+	annotateRefused("alice", map[string]any{nwv1.AnnotationApprove: "Node2SetBondMode"},
+		`metadata.annotations[nodewright.spectrocloud.com/approve]: there is no step "Node2SetBondMode"`)
+	annotate("alice", map[string]any{nwv1.AnnotationApprove: "Node1SetBondMode", nwv1.AnnotationApprovedBy: "mallory"})
+	stamped("alice approved, naming mallory", "Node1SetBondMode", "alice")
 	edit("bob", func(f *nwv1.BondModeFlipPlan) {
 		f.Labels = map[string]string{"team": "network"}
 		f.Annotations[nwv1.AnnotationApprovedBy] = "bob"
 	})
 	stamped("bob changed a label and approved-by", "Node1SetBondMode", "alice")
 
+	waits("Node2SetBondMode")
+	annotateRefused("carol", map[string]any{nwv1.AnnotationApprove: "Node1SetBondMode-again"},
+		`there is no step "Node1SetBondMode-again"`)
 	annotate("carol", map[string]any{nwv1.AnnotationApprove: "Node2SetBondMode"})
+	annotateRefused("carol", map[string]any{nwv1.AnnotationApprove: "Node1SetBondMode"},
+		`metadata.annotations[nodewright.spectrocloud.com/approve]: step "Node1SetBondMode" is Succeeded; a step can be approved only while it waits for approval`)
 	stamped("carol approved the next step", "Node2SetBondMode", "carol")
 	edit("dave", func(f *nwv1.BondModeFlipPlan) { f.Labels["owner"] = "dave" })
 	stamped("dave changed a label", "Node2SetBondMode", "carol")
