@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -609,5 +610,17 @@ func approveAsItWaits(ctx context.Context, name string, approvers map[workflow.S
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAGoneWorkflowEndsTheReconcile: the reconcile of a workflow that no longer exists (the
+// last event of every deleted one) ends there, without an error.
+func TestAGoneWorkflowEndsTheReconcile(t *testing.T) {
+	flips := newFlips(env.Namespace(t))
+	e := &engine.Engine[*nwv1.BondModeFlipPlan]{Client: env.Client, APIReader: env.Client, Clock: clock.RealClock{},
+		Kind: testKind("BondModeFlipPlan"), Finalizer: "nodewright.spectrocloud.com/engine-test", Workflow: flips}
+	result, err := e.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "never-was"}})
+	if err != nil || !result.IsZero() {
+		t.Fatalf("reconciling a workflow that does not exist: %+v, %v; want nothing to do", result, err)
 	}
 }
