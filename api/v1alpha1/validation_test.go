@@ -55,6 +55,16 @@ metadata: {generateName: upgrade-}
 spec:
   peerNodes: [node-b]
 `
+	validOperation = `
+apiVersion: nodewright.spectrocloud.com/v1alpha1
+kind: NodeOperation
+metadata: {generateName: op-}
+spec:
+  nodeName: edge-2
+  type: SetBondMode
+  deadline: "2026-12-01T03:00:00Z"
+  setBondMode: {bond: bond0, mode: 802.3ad, probes: {peers: [10.10.0.1, "fd00::3"]}}
+`
 	validProfile = `
 apiVersion: nodewright.spectrocloud.com/v1alpha1
 kind: EdgeProfile
@@ -141,6 +151,35 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 			"spec.replicaCount", "with a tiebreaker it can be at most the number of peerNodes"},
 		{"upgrade sync timeout", validUpgrade, map[string]any{"spec.syncTimeout": "30s"},
 			"spec.syncTimeout", "must be between 1m and 48h"},
+
+		{"operation without its member", validOperation, map[string]any{"spec.setBondMode": nil},
+			"spec.setBondMode", "setBondMode is set exactly when type is SetBondMode"},
+		{"operation with another member", validOperation, map[string]any{"spec.drbdAdjust": map[string]any{"resource": "pvc-1"}},
+			"spec.drbdAdjust", "drbdAdjust is set exactly when type is DRBDAdjust"},
+		{"operation type and member disagree", validOperation, map[string]any{"spec.type": "DRBDVerify"},
+			"spec.setBondMode", "setBondMode is set exactly when type is SetBondMode"},
+		{"operation unknown type", validOperation, map[string]any{"spec.type": "RunCommand"},
+			"spec.type", "supported values"},
+		{"operation without a node", validOperation, map[string]any{"spec.nodeName": nil},
+			"spec.nodeName", "Required value"},
+		{"operation node name", validOperation, map[string]any{"spec.nodeName": "Edge_2"},
+			"spec.nodeName", "should match"},
+		{"operation without a deadline", validOperation, map[string]any{"spec.deadline": nil},
+			"spec.deadline", "Required value"},
+		{"operation probe not an address", validOperation, map[string]any{"spec.setBondMode.probes.peers": []any{"edge-1"}},
+			"spec.setBondMode.probes.peers[0]", "must be an IPv4 or IPv6 address"},
+		{"operation checkpoint too long", validOperation, map[string]any{"spec.setBondMode.checkpointTimeout": "1h"},
+			"spec.setBondMode.checkpointTimeout", "must be between 10s and 10m"},
+		{"operation bond mode", validOperation, map[string]any{"spec.setBondMode.mode": "lacp"},
+			"spec.setBondMode.mode", "supported values"},
+		{"operation bond name is not a path", validOperation, map[string]any{"spec.setBondMode.bond": "../etc"},
+			"spec.setBondMode.bond", "should match"},
+		{"operation drbd resource is not a path", validOperation, map[string]any{"spec.type": "DRBDVerify", "spec.setBondMode": nil,
+			"spec.drbdVerify": map[string]any{"resource": "/etc/drbd.d/r0.res"}},
+			"spec.drbdVerify.resource", "should match"},
+		{"operation drbd peer", validOperation, map[string]any{"spec.type": "DRBDPauseSync", "spec.setBondMode": nil,
+			"spec.drbdPauseSync": map[string]any{"resource": "pvc-1"}},
+			"spec.drbdPauseSync.peer", "Required value"},
 
 		{"profile version", validProfile, map[string]any{"spec.version": "one"},
 			"spec.version", "should match"},
@@ -348,7 +387,7 @@ func object(t *testing.T, manifest, ns string) *unstructured.Unstructured {
 	if err := yaml.Unmarshal([]byte(manifest), &obj.Object); err != nil {
 		t.Fatalf("parsing manifest: %v", err)
 	}
-	if obj.GetKind() == "VMVolumeMigration" {
+	if obj.GetKind() == "VMVolumeMigration" || obj.GetKind() == "NodeOperation" {
 		obj.SetNamespace(ns)
 	}
 	return obj
@@ -380,5 +419,52 @@ func expectInvalid(t *testing.T, err error, field, why string) {
 	msg := err.Error()
 	if (field != "" && !strings.Contains(msg, field+":")) || !strings.Contains(msg, why) {
 		t.Errorf("the refusal does not name %q with %q:\n%s", field, why, msg)
+	}
+}
+
+// TestNodeOperationSpecIsImmutable: an operation is what was asked; a change is a new one.
+// Its status is the agent's to write.
+func TestNodeOperationSpecIsImmutable(t *testing.T) {
+	ctx := context.Background()
+	obj := object(t, validOperation, env.Namespace(t))
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	setField(t, obj, "spec.setBondMode.mode", "active-backup")
+	expectInvalid(t, env.Client.Update(ctx, obj), "spec", "spec cannot change: create a new NodeOperation")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	setField(t, obj, "status.phase", "Running")
+	if err := env.Client.Status().Update(ctx, obj); err != nil {
+		t.Errorf("writing the status was refused: %v", err)
+	}
+}
+
+// TestAnAgentListsOnlyItsNodesOperations: spec.nodeName is a selectable field, so an agent
+// lists and watches its own node's operations only, as the kubelet does with pods.
+func TestAnAgentListsOnlyItsNodesOperations(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	for _, node := range []string{"edge-1", "edge-2", "edge-2"} {
+		obj := object(t, validOperation, ns)
+		setField(t, obj, "spec.nodeName", node)
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("nodewright.spectrocloud.com/v1alpha1")
+	list.SetKind("NodeOperationList")
+	if err := env.Client.List(ctx, list, client.InNamespace(ns), client.MatchingFields{"spec.nodeName": "edge-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Fatalf("listing edge-2's operations gave %d, want 2", len(list.Items))
+	}
+	for _, item := range list.Items {
+		if node, _, _ := unstructured.NestedString(item.Object, "spec", "nodeName"); node != "edge-2" {
+			t.Errorf("listing edge-2's operations gave one of %s", node)
+		}
 	}
 }
