@@ -20,6 +20,7 @@ require (
 	k8s.io/apimachinery v0.34.2
 	k8s.io/cli-runtime v0.34.2
 	k8s.io/client-go v0.34.2
+	k8s.io/component-helpers v0.34.2
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/pod-security-admission v0.34.2
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397

@@ -1,0 +1,127 @@
+package main_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+var env = testenv.New()
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// patience bounds every wait: only a stuck test reaches it.
+const patience = 2 * time.Minute
+
+// TestEachAgentKeepsItsNodesHeartbeat runs two agents, real processes of the built binary,
+// against a real API server: each keeps its own node's Lease, owned by the Node, renewed again
+// and again; an agent killed and started again goes on with the same Lease.
+func TestEachAgentKeepsItsNodesHeartbeat(t *testing.T) {
+	ctx := context.Background()
+	binary := filepath.Join(t.TempDir(), "agent")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	kubeconfig := env.Kubeconfig(t)
+	ns := env.Namespace(t)
+	edge1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-edge-1"}}
+	if err := env.Client.Create(ctx, edge1); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), edge1) })
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(edge1), edge1); err != nil {
+		t.Fatal(err)
+	}
+
+	start := func(node string) *exec.Cmd {
+		cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns, "--heartbeat-interval", "1s")
+		log := &testenv.SyncBuffer{}
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("agent %s:\n%s", node, log)
+			}
+		})
+		return cmd
+	}
+	// renewed waits until node's Lease is held by the node and renewed after since.
+	renewed := func(node string, since time.Time) *coordinationv1.Lease {
+		t.Helper()
+		l := &coordinationv1.Lease{}
+		testenv.Eventually(t, patience, func() string {
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: node}, l); err != nil {
+				return err.Error()
+			}
+			if h := ptr.Deref(l.Spec.HolderIdentity, ""); h != node {
+				return fmt.Sprintf("the Lease of %s is held by %q", node, h)
+			}
+			if l.Spec.RenewTime == nil || !l.Spec.RenewTime.After(since) {
+				return fmt.Sprintf("the Lease of %s was last renewed at %v, not after %s", node, l.Spec.RenewTime, since)
+			}
+			return ""
+		})
+		return l
+	}
+
+	a1, _ := start("agent-edge-1"), start("agent-edge-2")
+	first := renewed("agent-edge-1", time.Time{})
+	renewed("agent-edge-2", time.Time{})
+	if d := ptr.Deref(first.Spec.LeaseDurationSeconds, 0); d < 2 {
+		t.Errorf("the Lease's duration is %ds; want at least twice the renewal interval", d)
+	}
+	if refs := first.OwnerReferences; len(refs) != 1 || refs[0].Kind != "Node" || refs[0].UID != edge1.UID {
+		t.Errorf("the Lease of agent-edge-1 is owned by %+v; want its Node", refs)
+	}
+	again := renewed("agent-edge-1", first.Spec.RenewTime.Time)
+	if again.UID != first.UID {
+		t.Errorf("the Lease was replaced, not renewed")
+	}
+
+	// Killed and started again: the same Lease goes on being renewed.
+	if err := a1.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = a1.Wait()
+	killedAt := time.Now()
+	start("agent-edge-1")
+	after := renewed("agent-edge-1", killedAt)
+	if after.UID != first.UID {
+		t.Errorf("the restarted agent made a new Lease")
+	}
+}
+
+// TestRefusesMissingNode: an agent that does not know its node refuses to start, saying so.
+func TestRefusesMissingNode(t *testing.T) {
+	binary := filepath.Join(t.TempDir(), "agent")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	cmd := exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--namespace", "x")
+	cmd.Env = append(os.Environ(), "NODE_NAME=")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "--node-name (or $NODE_NAME)") {
+		t.Fatalf("exit %v, output %q; want exit 2 naming --node-name", err, out)
+	}
+}
