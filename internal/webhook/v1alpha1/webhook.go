@@ -253,6 +253,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	cl := &clusters{client: reader, trust: trust, legacyNamespace: o.LegacyNamespace}
 	pr := &profiles{client: reader, trust: trust}
 	wf := &clusterWorkflows{client: reader}
+	ops := &nodeOperations{client: reader}
 	return errors.Join(
 		migHook.register(mgr, &nwv1.VMVolumeMigration{}),
 		(&kindWebhook[*nwv1.NodewrightCluster]{kind: "NodewrightCluster", decisions: d, create: cl.create, update: cl.update,
@@ -263,5 +264,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			newObject: func() *nwv1.BondModeFlipPlan { return &nwv1.BondModeFlipPlan{} }}).register(mgr, &nwv1.BondModeFlipPlan{}),
 		(&kindWebhook[*nwv1.ReplicationUpgrade]{kind: "ReplicationUpgrade", decisions: d, create: wf.createUpgrade, workflow: true,
 			newObject: func() *nwv1.ReplicationUpgrade { return &nwv1.ReplicationUpgrade{} }}).register(mgr, &nwv1.ReplicationUpgrade{}),
+		(&kindWebhook[*nwv1.NodeOperation]{kind: "NodeOperation", decisions: d, create: ops.create,
+			newObject: func() *nwv1.NodeOperation { return &nwv1.NodeOperation{} }}).register(mgr, &nwv1.NodeOperation{}),
 	)
 }

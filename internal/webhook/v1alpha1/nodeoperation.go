@@ -1,0 +1,68 @@
+package v1alpha1
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-nodeoperation,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=nodeoperations,verbs=create;update,versions=v1alpha1,name=mnodeoperation-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
+// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-nodeoperation,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=nodeoperations,verbs=create;update,versions=v1alpha1,name=vnodeoperation-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
+
+// nodeOperations admits the operations the operator delegates to the agents: each is owned,
+// as its controller, by the cluster-wide workflow that asked for it, which must exist (so
+// that an operation never outlives its workflow, and the trail of what asked for a change on
+// a node leads to a workflow, its requester and its approver), and is for a node that exists.
+type nodeOperations struct {
+	client client.Reader
+}
+
+// workflowKinds are the kinds that may ask a node's agent for an operation.
+var workflowKinds = []string{"BondModeFlipPlan", "ReplicationUpgrade"}
+
+func (n *nodeOperations) create(ctx context.Context, op *nwv1.NodeOperation) (admission.Warnings, error) {
+	var owner *metav1.OwnerReference
+	for i, ref := range op.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller {
+			owner = &op.OwnerReferences[i]
+		}
+	}
+	const field = "metadata.ownerReferences"
+	if owner == nil {
+		return nil, fmt.Errorf("%s: a NodeOperation is owned, as its controller, by the workflow that asked for it (a BondModeFlipPlan or a ReplicationUpgrade); none is", field)
+	}
+	gv, err := schema.ParseGroupVersion(owner.APIVersion)
+	if err != nil || gv.Group != nwv1.GroupVersion.Group || !slices.Contains(workflowKinds, owner.Kind) {
+		return nil, fmt.Errorf("%s: the controller is a %s (%s); only a BondModeFlipPlan or a ReplicationUpgrade asks a node's agent for an operation", field, owner.Kind, owner.APIVersion)
+	}
+	asker := &metav1.PartialObjectMetadata{}
+	asker.SetGroupVersionKind(nwv1.GroupVersion.WithKind(owner.Kind))
+	err = n.client.Get(ctx, client.ObjectKey{Name: owner.Name}, asker)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%s: %s %s does not exist", field, owner.Kind, owner.Name)
+	case err != nil:
+		return nil, fmt.Errorf("reading %s %s: %w", owner.Kind, owner.Name, err)
+	case asker.UID != owner.UID:
+		return nil, fmt.Errorf("%s: %s %s has UID %s, not %s: the workflow that asked is gone", field, owner.Kind, owner.Name, asker.UID, owner.UID)
+	case !asker.DeletionTimestamp.IsZero():
+		return nil, fmt.Errorf("%s: %s %s is being deleted; it asks for no new operation", field, owner.Kind, owner.Name)
+	}
+	err = n.client.Get(ctx, client.ObjectKey{Name: op.Spec.NodeName}, &corev1.Node{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("spec.nodeName: %q: %w", op.Spec.NodeName, errNodeMissing)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Node %s: %w", op.Spec.NodeName, err)
+	}
+	return nil, nil
+}
