@@ -1,0 +1,233 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+)
+
+// An agent performs its node's NodeOperations, each at most once where twice would harm:
+//
+//   - Pending: past its deadline it is Failed (DeadlineExceeded) without being started;
+//     otherwise the agent records Running (with the start time) before it does anything, so
+//     that whoever reads the status after a crash knows it may have begun.
+//   - Running, started by this process: the agent performs it and records what it observed:
+//     Succeeded with the result, or Failed (or RolledBack) with the reason.
+//   - Running, not started by this process: the agent that started it died. An operation
+//     whose executor says it may run again (resumable: a DRBD pause or an adjust) is performed
+//     again; any other is Failed (Interrupted), for the operator to decide.
+//   - Succeeded, Failed or RolledBack: never performed again.
+//
+// The agent reads only its own node's operations: its cache lists and watches them with the
+// field selector spec.nodeName=<node> (CacheOptions), as the kubelet does with pods, and it
+// refuses one for another node should one reach it anyway.
+
+// Executor performs one type of operation on this node.
+type Executor interface {
+	// Run performs op and says what it observed after. An error that is an *OperationError
+	// fails the operation with its reason; any other is reported as CommandFailed. It must
+	// find out what is already done, so that running it again does no harm when Resumable.
+	Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.NodeOperationResult, error)
+	// Resumable reports whether an operation interrupted by the agent's death may be run
+	// again.
+	Resumable() bool
+}
+
+// OperationError fails an operation with a reason a program can act on.
+type OperationError struct {
+	Reason, Message string
+	// RolledBack: the change was made, found not working and undone.
+	RolledBack bool
+}
+
+func (e *OperationError) Error() string { return e.Reason + ": " + e.Message }
+
+// The reasons the runner itself gives.
+const (
+	ReasonDeadlineExceeded = "DeadlineExceeded"
+	ReasonInterrupted      = "Interrupted"
+	ReasonUnsupported      = "Unsupported"
+	ReasonCommandFailed    = "CommandFailed"
+	ReasonNotThisNode      = "NotThisNode"
+)
+
+// Operations runs this node's NodeOperations.
+type Operations struct {
+	Client client.Client
+	// APIReader reads each operation from the API server, never from the cache: a cache one
+	// write behind would show a finished operation still Running, started by no one here.
+	APIReader client.Reader
+	Node      string
+	Executors map[nwv1.NodeOperationType]Executor
+	Clock     clock.PassiveClock
+
+	mu sync.Mutex
+	// started: the operations this process started; done: those it performed and has not
+	// yet recorded.
+	started map[types.UID]bool
+	done    map[types.UID]*outcome
+}
+
+// CacheOptions restrict the agent's cache to its own node's operations in its namespace.
+func CacheOptions(node, namespace string) cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&nwv1.NodeOperation{}: {
+			Namespaces: map[string]cache.Config{namespace: {}},
+			Field:      fields.OneTermEqualSelector("spec.nodeName", node),
+		},
+	}}
+}
+
+// SetupWithManager registers the runner; operations run one at a time.
+func (o *Operations) SetupWithManager(mgr ctrl.Manager) error {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.APIReader == nil {
+		o.APIReader = mgr.GetAPIReader()
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named("nodeoperation").For(&nwv1.NodeOperation{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).Complete(o)
+}
+
+// Reconcile moves one operation one step on.
+func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	op := &nwv1.NodeOperation{}
+	if err := o.APIReader.Get(ctx, req.NamespacedName, op); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	now := metav1.NewTime(o.Clock.Now())
+	switch op.Status.Phase {
+	case nwv1.OperationSucceeded, nwv1.OperationFailed, nwv1.OperationRolledBack:
+		return ctrl.Result{}, nil
+	}
+	if op.Spec.NodeName != o.Node {
+		return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonNotThisNode,
+			Message: fmt.Sprintf("this agent acts for node %s only; the operation is for %s", o.Node, op.Spec.NodeName)}, now)
+	}
+	exec, known := o.Executors[op.Spec.Type]
+	switch {
+	case op.Status.Phase == "" || op.Status.Phase == nwv1.OperationPending:
+		if !now.Before(&op.Spec.Deadline) {
+			return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonDeadlineExceeded,
+				Message: fmt.Sprintf("not started before its deadline %s", op.Spec.Deadline.UTC().Format(time.RFC3339))}, now)
+		}
+		if !known {
+			return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonUnsupported,
+				Message: fmt.Sprintf("this agent cannot perform %s operations", op.Spec.Type)}, now)
+		}
+		base := op.DeepCopy()
+		op.Status.Phase, op.Status.StartTime, op.Status.ObservedGeneration = nwv1.OperationRunning, &now, op.Generation
+		if err := o.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, err
+		}
+		o.markStarted(op.UID)
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	case !known:
+		return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonUnsupported,
+			Message: fmt.Sprintf("this agent cannot perform %s operations", op.Spec.Type)}, now)
+	case !o.startedHere(op.UID) && !exec.Resumable():
+		return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonInterrupted,
+			Message: "the agent that started it stopped before it finished; it is not run again: what it did is unknown"}, now)
+	}
+	if done := o.outcomeOf(op.UID); done != nil {
+		// Performed already; only its record failed to be written: write it, never run it again.
+		return ctrl.Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
+	}
+	o.markStarted(op.UID)
+	result, err := exec.Run(ctx, op)
+	done := &outcome{phase: nwv1.OperationSucceeded, result: result, at: metav1.NewTime(o.Clock.Now())}
+	if err != nil {
+		if !errors.As(err, &done.failed) {
+			done.failed = &OperationError{Reason: ReasonCommandFailed, Message: err.Error()}
+		}
+		done.phase = nwv1.OperationFailed
+		if done.failed.RolledBack {
+			done.phase = nwv1.OperationRolledBack
+		}
+	}
+	o.remember(op.UID, done)
+	return ctrl.Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
+}
+
+// outcome is how a performed operation ended, kept until it is recorded.
+type outcome struct {
+	phase  nwv1.NodeOperationPhase
+	result *nwv1.NodeOperationResult
+	failed *OperationError
+	at     metav1.Time
+}
+
+// finish records the operation's end.
+func (o *Operations) finish(ctx context.Context, op *nwv1.NodeOperation, phase nwv1.NodeOperationPhase, result *nwv1.NodeOperationResult, failed *OperationError, now metav1.Time) error {
+	base := op.DeepCopy()
+	op.Status.Phase, op.Status.CompletionTime, op.Status.Result, op.Status.ObservedGeneration = phase, &now, result, op.Generation
+	if op.Status.StartTime == nil {
+		op.Status.StartTime = ptr.To(now)
+	}
+	op.Status.Error = nil
+	if failed != nil {
+		op.Status.Error = &nwv1.OperationError{Reason: failed.Reason, Message: audit.Shorten(failed.Message, 1024)}
+	}
+	// No optimistic lock: the agent is the status's only writer, and a conflict with a label
+	// written meanwhile must not make it perform the operation again.
+	err := o.Client.Status().Patch(ctx, op, client.MergeFrom(base))
+	if err == nil || apierrors.IsNotFound(err) {
+		o.forget(op.UID)
+		return nil
+	}
+	return err
+}
+
+func (o *Operations) markStarted(uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.started == nil {
+		o.started = map[types.UID]bool{}
+	}
+	o.started[uid] = true
+}
+
+func (o *Operations) startedHere(uid types.UID) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.started[uid]
+}
+
+func (o *Operations) remember(uid types.UID, done *outcome) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done == nil {
+		o.done = map[types.UID]*outcome{}
+	}
+	o.done[uid] = done
+}
+
+func (o *Operations) outcomeOf(uid types.UID) *outcome {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.done[uid]
+}
+
+func (o *Operations) forget(uid types.UID) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.started, uid)
+	delete(o.done, uid)
+}
