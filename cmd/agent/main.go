@@ -1,18 +1,25 @@
-// Command agent is the Nodewright node agent, one per node (a DaemonSet): today it keeps its
-// node's heartbeat Lease; it will report its node and perform the typed operations
-// (NodeOperation) the operator delegates to it, for its own node only.
+// Command agent is the Nodewright node agent, one per node (a DaemonSet): it keeps its node's
+// heartbeat Lease and runs its node's NodeOperations, for its own node only. Reporting the node
+// in its NodewrightAgentStatus, and the host operations themselves, come next (issue 17): an
+// operation of a type it cannot perform yet is reported Failed, reason Unsupported.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
 )
 
@@ -29,7 +36,8 @@ func main() {
 
 Runs the Nodewright node agent for one node: it renews the node's heartbeat Lease (named after
 the node, in the agent's namespace) every --heartbeat-interval, as the kubelet renews its node
-Lease. It reads its kubeconfig from --kubeconfig, $KUBECONFIG, the in-cluster service account,
+Lease, and runs the node's NodeOperations (in the agent's namespace, spec.nodeName the node),
+reporting each one's outcome in its status. It reads its kubeconfig from --kubeconfig, $KUBECONFIG, the in-cluster service account,
 or ~/.kube/config, in that order. SIGTERM or SIGINT stops it.
 
 Flags:
@@ -57,11 +65,31 @@ Flags:
 		log.Error(err, "Building the client")
 		os.Exit(1)
 	}
-	ctx := ctrl.LoggerInto(ctrl.SetupSignalHandler(), log)
-	log.Info("Agent starting", "node", node, "namespace", namespace, "heartbeatInterval", interval)
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), nwv1.AddToScheme(scheme)); err != nil {
+		log.Error(err, "Building the scheme")
+		os.Exit(1)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme,
+		// The agent's cache holds its own node's operations only.
+		Cache:                  agent.CacheOptions(node, namespace),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		log.Error(err, "Building the manager")
+		os.Exit(1)
+	}
 	h := &agent.Heartbeat{Client: clientset, Node: node, Namespace: namespace, Interval: interval}
-	if err := h.Run(ctx); err != nil {
-		log.Error(err, "Heartbeat")
+	ops := &agent.Operations{Client: mgr.GetClient(), Node: node, Executors: agent.Executors()}
+	if err := errors.Join(mgr.Add(manager.RunnableFunc(h.Run)), ops.SetupWithManager(mgr)); err != nil {
+		log.Error(err, "Setting up")
+		os.Exit(1)
+	}
+	log.Info("Agent starting", "node", node, "namespace", namespace, "heartbeatInterval", interval)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}
 	log.Info("Agent stopped")

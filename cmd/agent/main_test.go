@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
@@ -123,5 +124,54 @@ func TestRefusesMissingNode(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "--node-name (or $NODE_NAME)") {
 		t.Fatalf("exit %v, output %q; want exit 2 naming --node-name", err, out)
+	}
+}
+
+// TestTheAgentRunsItsNodesOperations: the binary takes its own node's operations and leaves
+// the other node's alone; one it cannot perform yet is reported Failed, Unsupported.
+func TestTheAgentRunsItsNodesOperations(t *testing.T) {
+	ctx := context.Background()
+	binary := filepath.Join(t.TempDir(), "agent")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	ns := env.Namespace(t)
+	cmd := exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--node-name", "ops-edge-1", "--namespace", ns)
+	log := &testenv.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent:\n%s", log)
+		}
+	})
+	op := func(name, node string) *nwv1.NodeOperation {
+		o := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: nwv1.NodeOperationSpec{NodeName: node, Type: nwv1.OperationDRBDAdjust,
+				Deadline: metav1.NewTime(time.Now().Add(time.Hour)), DRBDAdjust: &nwv1.DRBDResourceOperation{Resource: "pvc-1"}}}
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	mine, theirs := op("mine", "ops-edge-1"), op("theirs", "ops-edge-2")
+	testenv.Eventually(t, patience, func() string {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mine), mine); err != nil {
+			return err.Error()
+		}
+		if mine.Status.Phase != nwv1.OperationFailed || mine.Status.Error == nil || mine.Status.Error.Reason != "Unsupported" {
+			return fmt.Sprintf("its own operation: %+v", mine.Status)
+		}
+		return ""
+	})
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(theirs), theirs); err != nil {
+		t.Fatal(err)
+	}
+	if theirs.Status.Phase != "" {
+		t.Errorf("the agent of ops-edge-1 touched ops-edge-2's operation: %+v", theirs.Status)
 	}
 }

@@ -84,6 +84,13 @@ type Operations struct {
 	done    map[types.UID]*outcome
 }
 
+// Executors are the operations this agent performs. None yet: the host operations (the bond
+// under its checkpoint, DRBD through drbdadm) are being built, and until then every operation
+// is reported Failed, reason Unsupported, rather than pretended.
+func Executors() map[nwv1.NodeOperationType]Executor {
+	return map[nwv1.NodeOperationType]Executor{}
+}
+
 // CacheOptions restrict the agent's cache to its own node's operations in its namespace.
 func CacheOptions(node, namespace string) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
