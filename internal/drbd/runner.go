@@ -1,0 +1,128 @@
+package drbd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Result is what a command left behind.
+type Result struct {
+	Stdout []byte
+	Stderr []byte
+	// ExitCode is the command's exit status, or -1 when it did not start or did not exit by
+	// itself (killed at the context's end).
+	ExitCode int
+}
+
+// Runner runs one command given as argv, without a shell: argv[0] is the program, found on
+// PATH when it has no slash, and every other element reaches it as one argument. A command
+// that exits with a status other than 0 gives its Result and a *CommandError.
+type Runner interface {
+	Run(ctx context.Context, argv []string) (Result, error)
+}
+
+// The bounds of what ExecRunner keeps of a command's output. Stdout holds a whole status
+// answer; stderr only ever feeds an error message.
+const (
+	MaxStdoutBytes = MaxStatusBytes
+	MaxStderrBytes = 64 << 10
+	// MaxErrorStderrBytes is how much of stderr a CommandError's message quotes.
+	MaxErrorStderrBytes = 1 << 10
+)
+
+// waitDelay is how long ExecRunner waits for the output pipes after the command ended or was
+// killed: a child drbdadm started may still hold them.
+const waitDelay = 10 * time.Second
+
+// ExecRunner runs commands with os/exec.
+type ExecRunner struct {
+	// Env is the commands' environment; nil means the agent's own.
+	Env []string
+}
+
+// Run runs argv and waits for it, or kills it when ctx ends.
+func (r ExecRunner) Run(ctx context.Context, argv []string) (Result, error) {
+	if len(argv) == 0 {
+		return Result{ExitCode: -1}, errors.New("run: empty argv")
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = r.Env
+	cmd.WaitDelay = waitDelay
+	stdout := &boundedBuffer{limit: MaxStdoutBytes}
+	stderr := &boundedBuffer{limit: MaxStderrBytes}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	runErr := cmd.Run()
+	result := Result{Stdout: stdout.data, Stderr: stderr.data, ExitCode: -1}
+	if cmd.ProcessState != nil && cmd.ProcessState.Exited() {
+		result.ExitCode = cmd.ProcessState.ExitCode()
+	}
+	switch {
+	case runErr != nil:
+		if ctx.Err() != nil {
+			runErr = fmt.Errorf("%w: %w", ctx.Err(), runErr)
+		}
+		return result, &CommandError{Argv: argv, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: runErr}
+	case stdout.overflowed:
+		return result, &CommandError{Argv: argv, ExitCode: result.ExitCode, Stderr: result.Stderr,
+			Err: fmt.Errorf("more than %d bytes on stdout", MaxStdoutBytes)}
+	}
+	return result, nil
+}
+
+// CommandError is a command that failed: it did not start, exited with a status other than 0,
+// was killed, or wrote more than ExecRunner keeps.
+type CommandError struct {
+	Argv     []string
+	ExitCode int
+	Stderr   []byte
+	Err      error
+}
+
+func (e *CommandError) Error() string {
+	msg := fmt.Sprintf("%s: %v", strings.Join(e.Argv, " "), e.Err)
+	if quoted := quoteStderr(e.Stderr); quoted != "" {
+		msg += ": " + quoted
+	}
+	return msg
+}
+
+func (e *CommandError) Unwrap() error { return e.Err }
+
+// quoteStderr makes stderr one line of at most MaxErrorStderrBytes, saying how much it left out.
+func quoteStderr(stderr []byte) string {
+	text := strings.ToValidUTF8(strings.TrimSpace(string(stderr)), "?")
+	text = strings.Join(strings.Fields(strings.ReplaceAll(text, "\n", " ; ")), " ")
+	if len(text) <= MaxErrorStderrBytes {
+		return text
+	}
+	cut := MaxErrorStderrBytes
+	for cut > 0 && !isRuneStart(text[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", text[:cut], len(text)-cut)
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// boundedBuffer keeps the first limit bytes written to it and notes whether more came.
+type boundedBuffer struct {
+	data       []byte
+	limit      int
+	overflowed bool
+}
+
+// Write keeps what fits and reports the whole of p written, so that the command is never
+// stopped by a short write.
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	written := len(p)
+	if room := b.limit - len(b.data); len(p) > room {
+		b.overflowed = true
+		p = p[:room]
+	}
+	b.data = append(b.data, p...)
+	return written, nil
+}
