@@ -20,6 +20,8 @@ export KUBEBUILDER_ASSETS := $(K8S_BIN)
 export NODEWRIGHT_COSIGN := $(COSIGN)
 # The helm the chart's tests run (test/chart).
 export NODEWRIGHT_HELM := $(HELM)
+# The DRBD command tests (internal/drbd) fail without drbdadm instead of skipping.
+export NODEWRIGHT_REQUIRE_DRBD_UTILS := 1
 
 ##@ Everyday
 
@@ -36,12 +38,12 @@ demo-down: ## Stop the local site and every process it started.
 	@hack/demo.sh down
 
 .PHONY: test
-test: control-plane $(COSIGN) $(HELM) chromium ## Run the unit, integration (real API server), browser and end-to-end tests.
+test: control-plane $(COSIGN) $(HELM) chromium drbd-utils ## Run the unit, integration (real API server), browser and end-to-end tests.
 	go test $(GO_TEST_FLAGS) ./...
 
 # PKGS narrows it, e.g. `make test-stress PKGS=./internal/ui/...`; see docs/development.md.
 .PHONY: test-stress
-test-stress: control-plane $(COSIGN) $(HELM) chromium ## Run the tests while a CPU hog keeps every core busy, as on a shared CI machine.
+test-stress: control-plane $(COSIGN) $(HELM) chromium drbd-utils ## Run the tests while a CPU hog keeps every core busy, as on a shared CI machine.
 	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/stress-test.sh $(PKGS)
 
 .PHONY: bench
@@ -67,6 +69,10 @@ chart: images $(HELM) ## Package the chart into bin/charts/, referencing the ima
 .PHONY: chromium
 chromium: ## Install Debian's chromium (for the UI's browser tests) when it is missing.
 	@hack/chromium.sh >/dev/null
+
+.PHONY: drbd-utils
+drbd-utils: ## Install Debian's drbd-utils (drbdadm, for the DRBD command tests) when it is missing.
+	@hack/drbd-utils.sh >/dev/null
 
 .PHONY: control-plane
 control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into bin/k8s/<version>/.
