@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # make bench: every benchmark, each printing its figures against its baseline or target.
-#   hack/bench.sh [copy|bridge|audit|migration]...   (default: all)
+#   hack/bench.sh [copy|bridge|audit|migration|agent]...   (default: all)
 # BENCH_SIZE_MIB (copy), BENCH_WINDOW and BENCH_SAMPLES (bridge), BENCH_AUDIT_WINDOW and
 # BENCH_AUDIT_RECORDS (audit), BENCH_MIGRATION_MIB (migration) shorten a run; BENCH_OPERATOR
-# (bridge) measures that operator binary instead of one built from the tree.
+# (bridge) measures that operator binary instead of one built from the tree; BENCH_AGENT_WINDOW
+# (agent) shortens the agent's window.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 what=("$@")
-[ ${#what[@]} -gt 0 ] || what=(copy bridge audit migration)
+[ ${#what[@]} -gt 0 ] || what=(copy bridge audit migration agent)
 # A benchmark that misses its target says FAIL and exits non-zero; the others still run, and
 # the exit status at the end names every benchmark that failed.
 failed=()
@@ -26,7 +27,11 @@ for b in "${what[@]}"; do
       hack/control-plane.sh >/dev/null
       echo
       go run ./test/bench/migration || failed+=(migration) ;;
-    *) echo "unknown benchmark $b (copy, bridge, audit, migration)" >&2; exit 2 ;;
+    agent)
+      hack/control-plane.sh >/dev/null
+      echo
+      go run ./test/bench/agent || failed+=(agent) ;;
+    *) echo "unknown benchmark $b (copy, bridge, audit, migration, agent)" >&2; exit 2 ;;
   esac
 done
 if [ ${#failed[@]} -gt 0 ]; then

@@ -24,6 +24,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/legacy"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/bench/benchproc"
 )
 
 const (
@@ -385,7 +386,7 @@ type steady struct {
 
 // steadyState lets n nodes heartbeat every 10 s and counts every write to a Nodewright
 // object during the window, after a settling period.
-func (b *bench) steadyState(n int, window time.Duration, op *process) (steady, error) {
+func (b *bench) steadyState(n int, window time.Duration, op *benchproc.Process) (steady, error) {
 	if err := b.setNodes(n); err != nil {
 		return steady{}, err
 	}
@@ -407,18 +408,18 @@ func (b *bench) steadyState(n int, window time.Duration, op *process) (steady, e
 		}
 		go countWrites(ctx, w, writes)
 	}
-	cpuBefore, err := op.cpuTime()
+	cpuBefore, err := op.CPUTime()
 	if err != nil {
 		return steady{}, err
 	}
 	beatsBefore := beats.get()
 	start := time.Now()
 	time.Sleep(window)
-	cpuAfter, err := op.cpuTime()
+	cpuAfter, err := op.CPUTime()
 	if err != nil {
 		return steady{}, err
 	}
-	rss, err := op.peakRSS()
+	rss, err := op.PeakRSS()
 	if err != nil {
 		return steady{}, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/legacy"
+	"github.com/spectrocloud/nodewright/test/bench/benchproc"
 )
 
 // cpuNodes heartbeat every second while the CPU per heartbeat is measured.
@@ -24,7 +25,7 @@ const cpuNodes = 50
 
 // reportHeartbeatCPU measures and prints the CPU per heartbeat of the operator and of the
 // bare observer, the operator's peak RSS, and then a CPU profile of the operator.
-func (b *bench) reportHeartbeatCPU(op, bare *process, window time.Duration, pprofAddr string) error {
+func (b *bench) reportHeartbeatCPU(op, bare *benchproc.Process, window time.Duration, pprofAddr string) error {
 	cost, err := b.heartbeatCPU(cpuNodes, window, op, bare)
 	if err != nil {
 		return fmt.Errorf("CPU per heartbeat: %w", err)
@@ -97,7 +98,7 @@ func percent(cpu, wall time.Duration) float64 { return 100 * float64(cpu) / floa
 // the operator and the bare observer each spend. Both watch the same ConfigMap changes, so
 // the machine's other load weighs on both alike, and CPU time, unlike wall time, is not
 // stretched by waiting for a core.
-func (b *bench) heartbeatCPU(n int, window time.Duration, op, bare *process) (heartbeatCost, error) {
+func (b *bench) heartbeatCPU(n int, window time.Duration, op, bare *benchproc.Process) (heartbeatCost, error) {
 	if err := b.setNodes(n); err != nil {
 		return heartbeatCost{}, err
 	}
@@ -126,30 +127,30 @@ func (b *bench) heartbeatCPU(n int, window time.Duration, op, bare *process) (he
 		}
 		go countWrites(ctx, w, writes)
 	}
-	opBefore, err := op.cpuTime()
+	opBefore, err := op.CPUTime()
 	if err != nil {
 		return heartbeatCost{}, err
 	}
-	bareBefore, err := bare.cpuTime()
+	bareBefore, err := bare.CPUTime()
 	if err != nil {
 		return heartbeatCost{}, err
 	}
 	beatsBefore := beats.get()
 	start := time.Now()
 	time.Sleep(window)
-	opAfter, err := op.cpuTime()
+	opAfter, err := op.CPUTime()
 	if err != nil {
 		return heartbeatCost{}, err
 	}
-	bareAfter, err := bare.cpuTime()
+	bareAfter, err := bare.CPUTime()
 	if err != nil {
 		return heartbeatCost{}, err
 	}
-	rss, err := op.peakRSS()
+	rss, err := op.PeakRSS()
 	if err != nil {
 		return heartbeatCost{}, err
 	}
-	anon, file, err := op.rssParts()
+	anon, file, err := op.RSSParts()
 	if err != nil {
 		return heartbeatCost{}, err
 	}

@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/bench/benchproc"
 )
 
 func main() {
@@ -96,7 +97,7 @@ func run() error {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "nodewright-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	pprofPort, err := freePort()
+	pprofPort, err := benchproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer op.stop()
+	defer op.Stop()
 	if err := b.createBareSummary(); err != nil {
 		return err
 	}
@@ -113,7 +114,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer bare.stop()
+	defer bare.Stop()
 
 	fmt.Printf("observation bridge on a local API server (%s)\n\n", time.Now().UTC().Format(time.RFC3339))
 	baseline, err := b.latency(samples, b.baselinePhase, b.runBaseline)

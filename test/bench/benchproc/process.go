@@ -1,0 +1,122 @@
+// Package benchproc runs a program under measurement as its own process, so that its CPU time
+// and RSS are its own, and reads them from /proc.
+package benchproc
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Process is a program under measurement.
+type Process struct {
+	Cmd *exec.Cmd
+	log *os.File
+}
+
+// Start runs cmd with its output in logPath; it is killed if the benchmark dies.
+func Start(cmd *exec.Cmd, logPath string) (*Process, error) {
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	// A benchmark killed outright takes what it measures with it, rather than leaving an
+	// operator and an observer running against an API server that is gone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
+	}
+	return &Process{Cmd: cmd, log: log}, nil
+}
+
+// FreePort is a TCP port free on 127.0.0.1 a moment ago.
+func FreePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+}
+
+// Stop stops the process (SIGTERM, then SIGKILL after 20s) and waits for it.
+func (p *Process) Stop() {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.Cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = p.Cmd.Process.Kill()
+	}
+	_ = p.log.Close()
+}
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat (100 on Linux).
+const clockTicks = 100
+
+// CPUTime is the user and system CPU time the process has used.
+func (p *Process) CPUTime() (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which is in parentheses and may contain spaces.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("unexpected /proc stat: %q", data)
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("unexpected /proc stat: %q", data)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// PeakRSS is the process's high-water resident set size in bytes.
+func (p *Process) PeakRSS() (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kib << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.Cmd.Process.Pid)
+}
+
+// RSSParts is the process's resident set now, split into anonymous memory (heap, stacks)
+// and file-backed pages (mostly the binary's own), in bytes.
+func (p *Process) RSSParts() (anon, file int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		key, rest, ok := strings.Cut(line, ":")
+		if !ok || (key != "RssAnon" && key != "RssFile") {
+			continue
+		}
+		kib, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/%d/status %s: %w", p.Cmd.Process.Pid, key, err)
+		}
+		if key == "RssAnon" {
+			anon = kib << 10
+		} else {
+			file = kib << 10
+		}
+	}
+	return anon, file, nil
+}
