@@ -47,7 +47,7 @@ test-stress: control-plane $(COSIGN) $(HELM) chromium drbd-utils ## Run the test
 	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/stress-test.sh $(PKGS)
 
 .PHONY: bench
-bench: ## Run the benchmarks (copier, bridge, audit, migration) and print each figure against its baseline.
+bench: ## Run the benchmarks (copier, bridge, audit, migration, agent) and print each figure against its baseline.
 	hack/bench.sh
 
 ##@ Development

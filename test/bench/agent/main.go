@@ -227,7 +227,7 @@ func waitForLeases(ctx context.Context, env *testenv.Env, ns string, names []str
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("the Lease of %s was not there within 2m (%v)", name, err)
+				return fmt.Errorf("the Lease of %s was not there within 2m (last read: %w)", name, err)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
