@@ -227,7 +227,10 @@ func waitForLeases(ctx context.Context, env *testenv.Env, ns string, names []str
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("the Lease of %s was not there within 2m (last read: %w)", name, err)
+				if err == nil {
+					return fmt.Errorf("the Lease of %s was not renewed within 2m", name)
+				}
+				return fmt.Errorf("the Lease of %s was not there within 2m: %w", name, err)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
