@@ -128,7 +128,8 @@ func TestRefusesMissingNode(t *testing.T) {
 }
 
 // TestTheAgentRunsItsNodesOperations: the binary takes its own node's operations and leaves
-// the other node's alone; one it cannot perform yet is reported Failed, Unsupported.
+// the other node's alone; one it cannot perform yet (a bond change, today) is reported Failed,
+// Unsupported.
 func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	ctx := context.Background()
 	binary := filepath.Join(t.TempDir(), "agent")
@@ -151,8 +152,9 @@ func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	})
 	op := func(name, node string) *nwv1.NodeOperation {
 		o := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: nwv1.NodeOperationSpec{NodeName: node, Type: nwv1.OperationDRBDAdjust,
-				Deadline: metav1.NewTime(time.Now().Add(time.Hour)), DRBDAdjust: &nwv1.DRBDResourceOperation{Resource: "pvc-1"}}}
+			Spec: nwv1.NodeOperationSpec{NodeName: node, Type: nwv1.OperationSetBondMode,
+				Deadline:    metav1.NewTime(time.Now().Add(time.Hour)),
+				SetBondMode: &nwv1.SetBondModeOperation{Bond: "bond0", Mode: nwv1.BondMode8023AD}}}
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/drbd"
 )
 
 // An agent performs its node's NodeOperations, each at most once where twice would harm:
@@ -84,11 +85,11 @@ type Operations struct {
 	done    map[types.UID]*outcome
 }
 
-// Executors are the operations this agent performs. None yet: the host operations (the bond
-// under its checkpoint, DRBD through drbdadm) are being built, and until then every operation
-// is reported Failed, reason Unsupported, rather than pretended.
+// Executors are the operations this agent performs: DRBD's pause-sync, resume-sync and adjust
+// through drbdadm. The others (the bond under its checkpoint, the commit, DRBD's verify) are
+// being built; until then each is reported Failed, reason Unsupported, rather than pretended.
 func Executors() map[nwv1.NodeOperationType]Executor {
-	return map[nwv1.NodeOperationType]Executor{}
+	return (&DRBD{Runner: drbd.ExecRunner{}}).Executors()
 }
 
 // CacheOptions restrict the agent's cache to its own node's operations in its namespace.
@@ -158,7 +159,10 @@ func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
 	}
 	o.markStarted(op.UID)
-	result, err := exec.Run(ctx, op)
+	// Nothing runs past the operation's deadline.
+	runCtx, cancel := context.WithDeadline(ctx, op.Spec.Deadline.Time)
+	defer cancel()
+	result, err := exec.Run(runCtx, op)
 	done := &outcome{phase: nwv1.OperationSucceeded, result: result, at: metav1.NewTime(o.Clock.Now())}
 	if err != nil {
 		if !errors.As(err, &done.failed) {

@@ -1,0 +1,78 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/agent"
+	"github.com/spectrocloud/nodewright/internal/drbd"
+)
+
+// The DRBD operations run end to end: a NodeOperation in the API server, the agent's runner,
+// and the real drbdadm from drbd-utils in its dry-run mode (-d), as drbd-utils' own tests run
+// it without the kernel module this machine lacks, on node-a of LINSTOR-shaped resource files
+// (internal/drbd/testdata/drbd: resource R3 on node-a, node-b and the tiebreaker node-c).
+const r3 = "pvc-4f6d0c1e-2b7a-4c3e-9d1a-7e5b8c2f0a11"
+
+func drbdadmDryRun(t *testing.T) *agent.DRBD {
+	t.Helper()
+	path, err := exec.LookPath("drbdadm")
+	if err != nil {
+		path = "/usr/sbin/drbdadm"
+		if _, statErr := os.Stat(path); statErr != nil {
+			if os.Getenv("NODEWRIGHT_REQUIRE_DRBD_UTILS") != "" {
+				t.Fatalf("drbdadm is not installed and NODEWRIGHT_REQUIRE_DRBD_UTILS is set: make drbd-utils installs it")
+			}
+			t.Skip("drbdadm is not installed (Debian's drbd-utils; make drbd-utils installs it)")
+		}
+	}
+	conf, err := filepath.Abs(filepath.Join("..", "drbd", "testdata", "drbd", "drbd.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &agent.DRBD{
+		Runner: drbd.ExecRunner{Env: []string{"PATH=" + os.Getenv("PATH"), "LC_ALL=C",
+			"DRBD_DRIVER_VERSION_OVERRIDE=9.2.12", "__DRBD_NODE__=node-a", "FAKE_DRBDSETUP_SHOW=" + os.DevNull}},
+		Drbdadm: []string{path, "-d", "-c", conf},
+	}
+}
+
+func TestDRBDOperationsRunDrbdadm(t *testing.T) {
+	d := drbdadmDryRun(t)
+	ns := env.Namespace(t)
+	env.StartManagerWithCache(t, agent.CacheOptions("node-a", ns), func(_ context.Context, mgr manager.Manager) error {
+		return (&agent.Operations{Client: mgr.GetClient(), Node: "node-a", Executors: d.Executors()}).SetupWithManager(mgr)
+	})
+	op := func(name string, spec nwv1.NodeOperationSpec) *nwv1.NodeOperation {
+		spec.NodeName, spec.Deadline = "node-a", metav1.NewTime(time.Now().Add(time.Hour))
+		o := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
+		create(t, o)
+		return o
+	}
+	pause := op("pause", nwv1.NodeOperationSpec{Type: nwv1.OperationDRBDPauseSync, DRBDPauseSync: &nwv1.DRBDPeerOperation{Resource: r3, Peer: "node-b"}})
+	resume := op("resume", nwv1.NodeOperationSpec{Type: nwv1.OperationDRBDResumeSync, DRBDResumeSync: &nwv1.DRBDPeerOperation{Resource: r3, Peer: "node-c"}})
+	adjust := op("adjust", nwv1.NodeOperationSpec{Type: nwv1.OperationDRBDAdjust, DRBDAdjust: &nwv1.DRBDResourceOperation{Resource: r3}})
+	stranger := op("stranger", nwv1.NodeOperationSpec{Type: nwv1.OperationDRBDPauseSync, DRBDPauseSync: &nwv1.DRBDPeerOperation{Resource: r3, Peer: "node-z"}})
+	verify := op("verify", nwv1.NodeOperationSpec{Type: nwv1.OperationDRBDVerify, DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}})
+
+	for _, o := range []*nwv1.NodeOperation{pause, resume, adjust} {
+		phaseOf(t, o, nwv1.OperationSucceeded)
+	}
+	got := phaseOf(t, stranger, nwv1.OperationFailed)
+	if e := got.Status.Error; e == nil || e.Reason != agent.ReasonCommandFailed || !strings.Contains(e.Message, "drbdadm") || !strings.Contains(e.Message, "node-z") {
+		t.Errorf("a pause towards a node that is not a peer: %+v; want CommandFailed quoting drbdadm", got.Status.Error)
+	}
+	got = phaseOf(t, verify, nwv1.OperationFailed)
+	if e := got.Status.Error; e == nil || e.Reason != agent.ReasonUnsupported {
+		t.Errorf("a verify, which this agent cannot do yet: %+v; want Unsupported", got.Status.Error)
+	}
+}
