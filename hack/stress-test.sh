@@ -24,12 +24,13 @@ cosign="$root/bin/tools/cosign-$COSIGN_VERSION"
 helm="$root/bin/tools/helm-$HELM_VERSION"
 # make sets MAKELEVEL for its recipes: under `make test-stress` the prerequisites are built.
 if [ -z "${MAKELEVEL:-}" ]; then
-  make --no-print-directory control-plane chromium "$cosign" "$helm"
+  make --no-print-directory control-plane chromium drbd-utils "$cosign" "$helm"
 fi
 # What `make test` exports to the tests.
 export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$root/bin/k8s/$KUBE_VERSION}
 export NODEWRIGHT_COSIGN=${NODEWRIGHT_COSIGN:-$cosign}
 export NODEWRIGHT_HELM=${NODEWRIGHT_HELM:-$helm}
+export NODEWRIGHT_REQUIRE_DRBD_UTILS=${NODEWRIGHT_REQUIRE_DRBD_UTILS:-1}
 
 workers=${STRESS_WORKERS:-$(nproc)}
 # A hog left behind by a killed script stops by itself after this long.
