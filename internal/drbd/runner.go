@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -52,6 +53,10 @@ func (r ExecRunner) Run(ctx context.Context, argv []string) (Result, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = r.Env
 	cmd.WaitDelay = waitDelay
+	// drbdadm runs drbdsetup and drbdmeta as its children: at the context's end the whole
+	// process group goes, so that nothing goes on changing DRBD after Run returned.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	stdout := &boundedBuffer{limit: MaxStdoutBytes}
 	stderr := &boundedBuffer{limit: MaxStderrBytes}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
@@ -62,7 +67,7 @@ func (r ExecRunner) Run(ctx context.Context, argv []string) (Result, error) {
 	}
 	switch {
 	case runErr != nil:
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !errors.Is(runErr, ctx.Err()) {
 			runErr = fmt.Errorf("%w: %w", ctx.Err(), runErr)
 		}
 		return result, &CommandError{Argv: argv, ExitCode: result.ExitCode, Stderr: result.Stderr, Err: runErr}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"reflect"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -38,6 +41,16 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	case "hang":
+		time.Sleep(10 * time.Minute)
+		os.Exit(0)
+	case "hang-with-child":
+		// As drbdadm does with drbdsetup: a child of its own, here one that hangs.
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), helperEnv+"=hang")
+		if err := child.Start(); err != nil {
+			os.Exit(4)
+		}
+		fmt.Println(child.Process.Pid)
 		time.Sleep(10 * time.Minute)
 		os.Exit(0)
 	}
@@ -124,5 +137,32 @@ func TestExecRunnerNamesACommandThatDidNotStart(t *testing.T) {
 	}
 	if _, err := (ExecRunner{}).Run(context.Background(), nil); err == nil {
 		t.Fatal("an empty argv ran")
+	}
+}
+
+// TestExecRunnerKillsTheCommandsChildrenToo: drbdadm's own children (drbdsetup, drbdmeta) go
+// with it at the context's end, so that nothing changes DRBD after Run returned.
+func TestExecRunnerKillsTheCommandsChildrenToo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	result, err := helperRunner("hang-with-child").Run(ctx, []string{os.Args[0]})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want the context's deadline", err)
+	}
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(result.Stdout)))
+	if perr != nil {
+		t.Fatalf("the command did not say its child's pid: %q", result.Stdout)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(stat[strings.LastIndexByte(string(stat), ')')+1:]), " Z ") {
+			return // gone, or dead and not yet reaped
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the command's child %d still runs after Run returned", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
