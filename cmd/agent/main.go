@@ -1,7 +1,8 @@
 // Command agent is the Nodewright node agent, one per node (a DaemonSet): it keeps its node's
-// heartbeat Lease and runs its node's NodeOperations, for its own node only. Reporting the node
-// in its NodewrightAgentStatus, and the host operations themselves, come next (issue 17): an
-// operation of a type it cannot perform yet is reported Failed, reason Unsupported.
+// heartbeat Lease and runs its node's NodeOperations, for its own node only: today DRBD's
+// pause-sync, resume-sync and adjust (docs/agent.md). An operation of a type it cannot perform
+// yet is reported Failed, reason Unsupported; reporting the node in its NodewrightAgentStatus
+// comes next.
 package main
 
 import (

@@ -64,19 +64,23 @@ func (h *Heartbeat) Run(ctx context.Context) error {
 	return nil
 }
 
-// ownedByNode makes the Node the Lease's owner, as the kubelet does with its node Lease; a
-// node not (yet) there leaves the Lease without an owner.
+// ownedByNode makes the Node the Lease's owner, as the kubelet does with its node Lease. It
+// never holds a renewal up: a node not (yet) there, or an error reading it, leaves the Lease
+// without an owner this time, and an agent that may not read Nodes (the chart grants it no
+// such right) stops asking.
 func (h *Heartbeat) ownedByNode(ctx context.Context) lease.ProcessLeaseFunc {
+	forbidden := false
 	return func(l *coordinationv1.Lease) error {
-		if len(l.OwnerReferences) > 0 {
+		if len(l.OwnerReferences) > 0 || forbidden {
 			return nil
 		}
 		node, err := h.Client.CoreV1().Nodes().Get(ctx, h.Node, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			return nil
+		if apierrors.IsForbidden(err) {
+			forbidden = true
+			klog.FromContext(ctx).Info("The agent may not read its Node: its heartbeat Lease has no owner", "node", h.Node)
 		}
 		if err != nil {
-			return err
+			return nil
 		}
 		l.OwnerReferences = []metav1.OwnerReference{{
 			APIVersion: corev1.SchemeGroupVersion.String(), Kind: "Node", Name: node.Name, UID: node.UID,

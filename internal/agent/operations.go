@@ -32,12 +32,15 @@ import (
 //     Succeeded with the result, or Failed (or RolledBack) with the reason.
 //   - Running, not started by this process: the agent that started it died. An operation
 //     whose executor says it may run again (resumable: a DRBD pause or an adjust) is performed
-//     again; any other is Failed (Interrupted), for the operator to decide.
+//     again; any other is Failed (Interrupted), for the operator to decide. Past its deadline
+//     it is Failed (DeadlineExceeded) instead.
 //   - Succeeded, Failed or RolledBack: never performed again.
 //
 // The agent reads only its own node's operations: its cache lists and watches them with the
 // field selector spec.nodeName=<node> (CacheOptions), as the kubelet does with pods, and it
-// refuses one for another node should one reach it anyway.
+// leaves alone, unwritten, one for another node should one reach it anyway. An executor runs
+// under the operation's deadline; one stopped there is Failed (DeadlineExceeded), saying that
+// what it had done is unknown.
 
 // Executor performs one type of operation on this node.
 type Executor interface {
@@ -65,7 +68,7 @@ const (
 	ReasonInterrupted      = "Interrupted"
 	ReasonUnsupported      = "Unsupported"
 	ReasonCommandFailed    = "CommandFailed"
-	ReasonNotThisNode      = "NotThisNode"
+	ReasonPanicked         = "Panicked"
 )
 
 // Operations runs this node's NodeOperations.
@@ -89,7 +92,9 @@ type Operations struct {
 // through drbdadm. The others (the bond under its checkpoint, the commit, DRBD's verify) are
 // being built; until then each is reported Failed, reason Unsupported, rather than pretended.
 func Executors() map[nwv1.NodeOperationType]Executor {
-	return (&DRBD{Runner: drbd.ExecRunner{}}).Executors()
+	// drbdadm gets a known environment, not the agent's: its errors are quoted in English.
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
+	return (&DRBD{Runner: drbd.ExecRunner{Env: env}}).Executors()
 }
 
 // CacheOptions restrict the agent's cache to its own node's operations in its namespace.
@@ -126,8 +131,10 @@ func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	if op.Spec.NodeName != o.Node {
-		return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonNotThisNode,
-			Message: fmt.Sprintf("this agent acts for node %s only; the operation is for %s", o.Node, op.Spec.NodeName)}, now)
+		// Another node's (a name reused across nodes, say): not this agent's to run or to
+		// write; the admission policy would refuse the write anyway.
+		ctrl.LoggerFrom(ctx).Info("Leaving another node's operation alone", "operation", req.NamespacedName, "node", op.Spec.NodeName)
+		return ctrl.Result{}, nil
 	}
 	exec, known := o.Executors[op.Spec.Type]
 	switch {
@@ -158,11 +165,20 @@ func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Performed already; only its record failed to be written: write it, never run it again.
 		return ctrl.Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
 	}
+	if !now.Before(&op.Spec.Deadline) {
+		// Started, but the agent stopped (or could not reach the API server) until past it.
+		return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonDeadlineExceeded,
+			Message: fmt.Sprintf("its deadline %s passed before it could be performed", op.Spec.Deadline.UTC().Format(time.RFC3339))}, now)
+	}
 	o.markStarted(op.UID)
 	// Nothing runs past the operation's deadline.
 	runCtx, cancel := context.WithDeadline(ctx, op.Spec.Deadline.Time)
 	defer cancel()
-	result, err := exec.Run(runCtx, op)
+	result, err := run(runCtx, exec, op)
+	if runCtx.Err() != nil && ctx.Err() == nil {
+		err = &OperationError{Reason: ReasonDeadlineExceeded, Message: fmt.Sprintf(
+			"stopped at its deadline %s: what it had done by then is unknown (%v)", op.Spec.Deadline.UTC().Format(time.RFC3339), err)}
+	}
 	done := &outcome{phase: nwv1.OperationSucceeded, result: result, at: metav1.NewTime(o.Clock.Now())}
 	if err != nil {
 		if !errors.As(err, &done.failed) {
@@ -175,6 +191,17 @@ func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	o.remember(op.UID, done)
 	return ctrl.Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
+}
+
+// run performs op with exec; a panic fails it (Panicked) rather than reaching
+// controller-runtime, whose retry would perform it again.
+func run(ctx context.Context, exec Executor, op *nwv1.NodeOperation) (result *nwv1.NodeOperationResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			result, err = nil, &OperationError{Reason: ReasonPanicked, Message: fmt.Sprintf("the agent failed while performing it: %v", p)}
+		}
+	}()
+	return exec.Run(ctx, op)
 }
 
 // outcome is how a performed operation ended, kept until it is recorded.
@@ -196,9 +223,10 @@ func (o *Operations) finish(ctx context.Context, op *nwv1.NodeOperation, phase n
 	if failed != nil {
 		op.Status.Error = &nwv1.OperationError{Reason: failed.Reason, Message: audit.Shorten(failed.Message, 1024)}
 	}
-	// No optimistic lock: the agent is the status's only writer, and a conflict with a label
-	// written meanwhile must not make it perform the operation again.
-	err := o.Client.Status().Patch(ctx, op, client.MergeFrom(base))
+	// With the resourceVersion read: an operation deleted and made again under the name is
+	// never given this one's outcome. A conflict performs nothing again: the retry finds the
+	// outcome kept for this UID and writes it.
+	err := o.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	if err == nil || apierrors.IsNotFound(err) {
 		o.forget(op.UID)
 		return nil

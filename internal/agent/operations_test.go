@@ -32,12 +32,16 @@ type counting struct {
 	calls     map[string]int
 	resumable bool
 	fail      *agent.OperationError
+	panics    bool
 }
 
 func (c *counting) Run(_ context.Context, op *nwv1.NodeOperation) (*nwv1.NodeOperationResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls[op.Name]++
+	if c.panics {
+		panic("the executor broke")
+	}
 	if c.fail != nil {
 		return nil, c.fail
 	}
@@ -155,6 +159,38 @@ func TestAnInterruptedOperation(t *testing.T) {
 				t.Errorf("an interrupted operation that may not run twice: %+v, performed %d times", got.Status, exec.count(op.Name))
 			}
 		})
+	}
+}
+
+// TestAnInterruptedOperationPastItsDeadline: one a dead agent left Running is not performed
+// again once its deadline has passed, even when its kind may run twice.
+func TestAnInterruptedOperationPastItsDeadline(t *testing.T) {
+	ns := env.Namespace(t)
+	op := operation(ns, "too-late", "edge-1", time.Now().Add(-time.Minute))
+	create(t, op)
+	op.Status = nwv1.NodeOperationStatus{Phase: nwv1.OperationRunning, StartTime: ptr.To(metav1.Now())}
+	if err := env.Client.Status().Update(context.Background(), op); err != nil {
+		t.Fatal(err)
+	}
+	exec := &counting{calls: map[string]int{}, resumable: true}
+	startAgent(t, ns, "edge-1", exec)
+	got := phaseOf(t, op, nwv1.OperationFailed)
+	if got.Status.Error == nil || got.Status.Error.Reason != agent.ReasonDeadlineExceeded || exec.count(op.Name) != 0 {
+		t.Errorf("an interrupted operation past its deadline: %+v, performed %d times", got.Status, exec.count(op.Name))
+	}
+}
+
+// TestAPanickingExecutorIsNotRetried: an executor that panics fails its operation once; the
+// panic does not reach controller-runtime, whose retry would perform it again.
+func TestAPanickingExecutorIsNotRetried(t *testing.T) {
+	ns := env.Namespace(t)
+	exec := &counting{calls: map[string]int{}, panics: true}
+	startAgent(t, ns, "edge-1", exec)
+	op := operation(ns, "panics", "edge-1", time.Now().Add(time.Hour))
+	create(t, op)
+	got := phaseOf(t, op, nwv1.OperationFailed)
+	if got.Status.Error == nil || got.Status.Error.Reason != agent.ReasonPanicked || exec.count(op.Name) != 1 {
+		t.Errorf("a panicking executor: %+v, performed %d times; want Failed Panicked, once", got.Status, exec.count(op.Name))
 	}
 }
 
