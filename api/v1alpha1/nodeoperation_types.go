@@ -89,6 +89,7 @@ type DRBDResourceOperation struct {
 	// resource is the DRBD resource's name, as LINSTOR names it (pvc-...).
 	// +required
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,47}$`
+	// +kubebuilder:validation:XValidation:rule="self != 'all' && !self.startsWith('minor-')",message="must name one resource: drbdadm reads 'all' as every resource and 'minor-N' as a device"
 	Resource string `json:"resource"`
 }
 
@@ -97,6 +98,7 @@ type DRBDPeerOperation struct {
 	// resource is the DRBD resource's name.
 	// +required
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9_.+-]{0,47}$`
+	// +kubebuilder:validation:XValidation:rule="self != 'all' && !self.startsWith('minor-')",message="must name one resource: drbdadm reads 'all' as every resource and 'minor-N' as a device"
 	Resource string `json:"resource"`
 
 	// peer is the node (the DRBD connection's peer host name) towards which the
@@ -249,7 +251,11 @@ type OperationError struct {
 	Message string `json:"message"`
 }
 
-// NodeOperationStatus is what the agent reports of the operation.
+// NodeOperationStatus is what the agent reports of the operation. An operation that ended
+// stays ended: its phase cannot change again, so no one can make the agent run it twice.
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || !(oldSelf.phase in ['Succeeded', 'Failed', 'RolledBack']) || (has(self.phase) && self.phase == oldSelf.phase)",message="an operation that ended (Succeeded, Failed, RolledBack) cannot change phase again",fieldPath=".phase"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase == 'Pending' || (has(self.phase) && self.phase != 'Pending')",message="an operation that started cannot go back to Pending",fieldPath=".phase"
 type NodeOperationStatus struct {
 	// +optional
 	Phase NodeOperationPhase `json:"phase,omitempty"`

@@ -177,6 +177,12 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		{"operation drbd resource is not a path", validOperation, map[string]any{"spec.type": "DRBDVerify", "spec.setBondMode": nil,
 			"spec.drbdVerify": map[string]any{"resource": "/etc/drbd.d/r0.res"}},
 			"spec.drbdVerify.resource", "should match"},
+		{"operation drbd resource all", validOperation, map[string]any{"spec.type": "DRBDAdjust", "spec.setBondMode": nil,
+			"spec.drbdAdjust": map[string]any{"resource": "all"}},
+			"spec.drbdAdjust.resource", "must name one resource"},
+		{"operation drbd resource by minor", validOperation, map[string]any{"spec.type": "DRBDPauseSync", "spec.setBondMode": nil,
+			"spec.drbdPauseSync": map[string]any{"resource": "minor-1000", "peer": "edge-1"}},
+			"spec.drbdPauseSync.resource", "must name one resource"},
 		{"operation drbd peer", validOperation, map[string]any{"spec.type": "DRBDPauseSync", "spec.setBondMode": nil,
 			"spec.drbdPauseSync": map[string]any{"resource": "pvc-1"}},
 			"spec.drbdPauseSync.peer", "Required value"},
@@ -423,7 +429,7 @@ func expectInvalid(t *testing.T, err error, field, why string) {
 }
 
 // TestNodeOperationSpecIsImmutable: an operation is what was asked; a change is a new one.
-// Its status is the agent's to write.
+// Its status is the agent's to write, and an ended one stays ended.
 func TestNodeOperationSpecIsImmutable(t *testing.T) {
 	ctx := context.Background()
 	obj := object(t, validOperation, env.Namespace(t))
@@ -437,8 +443,19 @@ func TestNodeOperationSpecIsImmutable(t *testing.T) {
 	}
 	setField(t, obj, "status.phase", "Running")
 	if err := env.Client.Status().Update(ctx, obj); err != nil {
-		t.Errorf("writing the status was refused: %v", err)
+		t.Fatalf("writing the status was refused: %v", err)
 	}
+	setField(t, obj, "status.phase", "Pending")
+	expectInvalid(t, env.Client.Status().Update(ctx, obj), "status.phase", "an operation that started cannot go back to Pending")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	setField(t, obj, "status.phase", "Succeeded")
+	if err := env.Client.Status().Update(ctx, obj); err != nil {
+		t.Fatalf("ending the operation was refused: %v", err)
+	}
+	setField(t, obj, "status.phase", "Running")
+	expectInvalid(t, env.Client.Status().Update(ctx, obj), "status.phase", "an operation that ended (Succeeded, Failed, RolledBack) cannot change phase again")
 }
 
 // TestAnAgentListsOnlyItsNodesOperations: spec.nodeName is a selectable field, so an agent

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -29,13 +30,35 @@ type nodeOperations struct {
 // workflowKinds are the kinds that may ask a node's agent for an operation.
 var workflowKinds = []string{"BondModeFlipPlan", "ReplicationUpgrade"}
 
-func (n *nodeOperations) create(ctx context.Context, op *nwv1.NodeOperation) (admission.Warnings, error) {
-	var owner *metav1.OwnerReference
+// MaxOperationDeadline bounds how far ahead an operation's deadline may be: an agent performs
+// its node's operations one at a time, and one stuck until a far deadline would hold all the
+// others up.
+const MaxOperationDeadline = 24 * time.Hour
+
+// controllerOf is op's controller owner reference, nil when it has none.
+func controllerOf(op *nwv1.NodeOperation) *metav1.OwnerReference {
 	for i, ref := range op.OwnerReferences {
 		if ref.Controller != nil && *ref.Controller {
-			owner = &op.OwnerReferences[i]
+			return &op.OwnerReferences[i]
 		}
 	}
+	return nil
+}
+
+// update keeps the workflow that asked: an operation never changes hands or outlives it.
+func (n *nodeOperations) update(_ context.Context, old, op *nwv1.NodeOperation) (admission.Warnings, error) {
+	before, after := controllerOf(old), controllerOf(op)
+	if before != nil && (after == nil || after.UID != before.UID) {
+		return nil, fmt.Errorf("metadata.ownerReferences: the controller owner (%s %s) is the workflow that asked for the operation and cannot change", before.Kind, before.Name)
+	}
+	return nil, nil
+}
+
+func (n *nodeOperations) create(ctx context.Context, op *nwv1.NodeOperation) (admission.Warnings, error) {
+	if now := time.Now(); !op.Spec.Deadline.After(now) || op.Spec.Deadline.Sub(now) > MaxOperationDeadline {
+		return nil, fmt.Errorf("spec.deadline: %s must be in the future and at most %s ahead", op.Spec.Deadline.UTC().Format(time.RFC3339), MaxOperationDeadline)
+	}
+	owner := controllerOf(op)
 	const field = "metadata.ownerReferences"
 	if owner == nil {
 		return nil, fmt.Errorf("%s: a NodeOperation is owned, as its controller, by the workflow that asked for it (a BondModeFlipPlan or a ReplicationUpgrade); none is", field)

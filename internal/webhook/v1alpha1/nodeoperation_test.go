@@ -61,10 +61,21 @@ func TestANodeOperationIsOwnedByTheWorkflowThatAsked(t *testing.T) {
 	elsewhere.Spec.NodeName = "op-edge-9"
 	refused(t, env.Client.Create(ctx, elsewhere), `spec.nodeName: "op-edge-9": no such Node`)
 
+	past := op(byFlip)
+	past.Spec.Deadline = metav1.NewTime(time.Now().Add(-time.Minute))
+	refused(t, env.Client.Create(ctx, past), "spec.deadline: ")
+	far := op(byFlip)
+	far.Spec.Deadline = metav1.NewTime(time.Now().Add(48 * time.Hour))
+	refused(t, env.Client.Create(ctx, far), "must be in the future and at most 24h0m0s ahead")
+
 	ok := op(byFlip)
 	if err := env.Client.Create(ctx, ok); err != nil {
 		t.Fatalf("an operation owned by its flip, for a node that exists, was refused: %v", err)
 	}
+	// The workflow that asked cannot change.
+	orphaned := ok.DeepCopy()
+	orphaned.OwnerReferences = nil
+	refused(t, env.Client.Update(ctx, orphaned), "metadata.ownerReferences: the controller owner (BondModeFlipPlan op-owner) is the workflow that asked for the operation and cannot change")
 	if who := ok.Annotations[nwv1.AnnotationRequestedBy]; who == "" {
 		t.Errorf("the operation carries no requested-by stamp")
 	}

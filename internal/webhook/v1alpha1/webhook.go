@@ -264,7 +264,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			newObject: func() *nwv1.BondModeFlipPlan { return &nwv1.BondModeFlipPlan{} }}).register(mgr, &nwv1.BondModeFlipPlan{}),
 		(&kindWebhook[*nwv1.ReplicationUpgrade]{kind: "ReplicationUpgrade", decisions: d, create: wf.createUpgrade, workflow: true,
 			newObject: func() *nwv1.ReplicationUpgrade { return &nwv1.ReplicationUpgrade{} }}).register(mgr, &nwv1.ReplicationUpgrade{}),
-		(&kindWebhook[*nwv1.NodeOperation]{kind: "NodeOperation", decisions: d, create: ops.create,
+		(&kindWebhook[*nwv1.NodeOperation]{kind: "NodeOperation", decisions: d, create: ops.create, update: ops.update,
 			newObject: func() *nwv1.NodeOperation { return &nwv1.NodeOperation{} }}).register(mgr, &nwv1.NodeOperation{}),
 	)
 }
