@@ -180,7 +180,8 @@ func TestAgentMayTouchOnlyItsOwnNode(t *testing.T) {
 				t.Fatalf("%s reads NodeOperation %s: %v", node, otherOp, err)
 			}
 			beforeOp := op.DeepCopy()
-			op.Status.Phase = nwv1.OperationFailed
+			// A write the schema allows (an ended operation keeps its phase): only the policy
+			// stands in its way.
 			op.Status.Error = &nwv1.OperationError{Reason: "Unsupported", Message: "not this node's"}
 			wantPolicyRefusal(t, node+" patches the status of NodeOperation "+otherOp, a.client.Status().Patch(ctx, op.DeepCopy(), client.MergeFrom(beforeOp)), operationRule(node, otherOp, otherNode))
 			wantPolicyRefusal(t, node+" updates the status of NodeOperation "+otherOp, a.client.Status().Update(ctx, op.DeepCopy()), operationRule(node, otherOp, otherNode))
@@ -285,7 +286,7 @@ func TestAgentMayTouchOnlyItsOwnNode(t *testing.T) {
 					t.Fatal(err)
 				}
 				beforeOp := op.DeepCopy()
-				op.Status.Phase = nwv1.OperationFailed
+				op.Status.Error = &nwv1.OperationError{Reason: "Unsupported", Message: "no node's"}
 				wantPolicyRefusal(t, "patching the status of NodeOperation "+op.Name, a.client.Status().Patch(ctx, op, client.MergeFrom(beforeOp)), noNodeRule("UPDATE", "NodeOperation"))
 			})
 		}
