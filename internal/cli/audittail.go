@@ -249,7 +249,11 @@ func (t *trailTail) readOn() error {
 		if i+1 >= len(files) {
 			return nil
 		}
-		// A newer file exists: the followed one is complete.
+		// A newer file exists: the followed one is complete. What was appended to it
+		// between the read above and the rotation is read now, before moving on.
+		if err := t.readFile(); err != nil {
+			return err
+		}
 		if len(t.partial) > 0 {
 			fmt.Fprintf(t.errOut, "Warning: %s ends with an incomplete line\n", t.file)
 		}
