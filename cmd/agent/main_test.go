@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,20 +26,49 @@ import (
 
 var env = testenv.New()
 
-func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+func TestMain(m *testing.M) {
+	code := env.Run(m)
+	if binaryPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binaryPath))
+	}
+	os.Exit(code)
+}
 
 // patience bounds every wait: only a stuck test reaches it.
 const patience = 2 * time.Minute
+
+var (
+	built      sync.Once
+	binaryPath string
+	buildErr   error
+)
+
+// buildAgent builds the agent once for the package's tests.
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	built.Do(func() {
+		dir, err := os.MkdirTemp("", "nodewright-agent-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binaryPath = filepath.Join(dir, "agent")
+		if out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building the agent: %w\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binaryPath
+}
 
 // TestEachAgentKeepsItsNodesHeartbeat runs two agents, real processes of the built binary,
 // against a real API server: each keeps its own node's Lease, owned by the Node, renewed again
 // and again; an agent killed and started again goes on with the same Lease.
 func TestEachAgentKeepsItsNodesHeartbeat(t *testing.T) {
 	ctx := context.Background()
-	binary := filepath.Join(t.TempDir(), "agent")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
+	binary := buildAgent(t)
 	kubeconfig := env.Kubeconfig(t)
 	ns := env.Namespace(t)
 	edge1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-edge-1"}}
@@ -114,10 +144,7 @@ func TestEachAgentKeepsItsNodesHeartbeat(t *testing.T) {
 
 // TestRefusesMissingNode: an agent that does not know its node refuses to start, saying so.
 func TestRefusesMissingNode(t *testing.T) {
-	binary := filepath.Join(t.TempDir(), "agent")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
+	binary := buildAgent(t)
 	cmd := exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--namespace", "x")
 	cmd.Env = append(os.Environ(), "NODE_NAME=")
 	out, err := cmd.CombinedOutput()
@@ -132,10 +159,7 @@ func TestRefusesMissingNode(t *testing.T) {
 // Unsupported.
 func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	ctx := context.Background()
-	binary := filepath.Join(t.TempDir(), "agent")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
+	binary := buildAgent(t)
 	ns := env.Namespace(t)
 	cmd := exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--node-name", "ops-edge-1", "--namespace", ns)
 	log := &testenv.SyncBuffer{}

@@ -53,30 +53,28 @@ type approvable struct {
 	// aliases are the other names KIND accepts, as kubectl does: the plural and the CRD's
 	// short names.
 	aliases   []string
-	newObject func() client.Object
+	newObject func() gatedWorkflow
 	newList   func() client.ObjectList
-	// gates reads what approval depends on: the approval policy and the workflow's status.
-	gates func(client.Object) (nwv1.Approval, *nwv1.WorkflowStatus)
+}
+
+// gatedWorkflow is what approval reads of a workflow: its approval policy (GetGates) and its
+// status.
+type gatedWorkflow interface {
+	client.Object
+	GetGates() (nwv1.Approval, *nwv1.MaintenanceWindow)
+	GetWorkflowStatus() *nwv1.WorkflowStatus
 }
 
 var approvables = []approvable{
 	{
 		name: "bondmodeflipplan", aliases: []string{"bondmodeflipplans", "bmfp", "bondflip"},
-		newObject: func() client.Object { return &nwv1.BondModeFlipPlan{} },
+		newObject: func() gatedWorkflow { return &nwv1.BondModeFlipPlan{} },
 		newList:   func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} },
-		gates: func(o client.Object) (nwv1.Approval, *nwv1.WorkflowStatus) {
-			f := o.(*nwv1.BondModeFlipPlan)
-			return f.Spec.Approval, &f.Status.WorkflowStatus
-		},
 	},
 	{
 		name: "replicationupgrade", aliases: []string{"replicationupgrades", "rupg", "replup"},
-		newObject: func() client.Object { return &nwv1.ReplicationUpgrade{} },
+		newObject: func() gatedWorkflow { return &nwv1.ReplicationUpgrade{} },
 		newList:   func() client.ObjectList { return &nwv1.ReplicationUpgradeList{} },
-		gates: func(o client.Object) (nwv1.Approval, *nwv1.WorkflowStatus) {
-			u := o.(*nwv1.ReplicationUpgrade)
-			return u.Spec.Approval, &u.Status.WorkflowStatus
-		},
 	},
 }
 
@@ -142,7 +140,8 @@ func approve(ctx context.Context, c client.Client, out io.Writer, kind approvabl
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
 			return apiError(err, kind.name, name)
 		}
-		approval, status := kind.gates(obj)
+		approval, _ := obj.GetGates()
+		status := obj.GetWorkflowStatus()
 		waiting, held, err := stepToApprove(approval, status, step)
 		if err != nil {
 			return fmt.Errorf("%s: %w", object, err)

@@ -46,8 +46,6 @@ const (
 	renewInterval = 10 * time.Second
 )
 
-var missed bool
-
 func main() {
 	if spec := os.Getenv(bareRenewerEnv); spec != "" {
 		if err := runBareRenewer(spec); err != nil {
@@ -60,7 +58,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench-agent: %v\n", err)
 		os.Exit(1)
 	}
-	if missed {
+	if benchproc.Missed {
 		os.Exit(1)
 	}
 }
@@ -109,12 +107,8 @@ func run() error {
 		return err
 	}
 	binary := filepath.Join(dir, "agent")
-	// Built as an image would build it: static and stripped (the binary's pages count in RSS).
-	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", binary, "./cmd/agent")
-	build.Dir = env.RepoRoot
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the agent: %w\n%s", err, out)
+	if err := benchproc.Build(env.RepoRoot, "./cmd/agent", binary); err != nil {
+		return err
 	}
 	ctx := context.Background()
 	const ns = "nodewright-system"
@@ -174,7 +168,7 @@ func run() error {
 		return err
 	}
 	counted := stopCounting()
-	barePct := percent(bareAfter-bareBefore, window)
+	barePct := benchproc.Percent(bareAfter-bareBefore, window)
 	fmt.Printf("  bare Lease renewer (the kubelet's lease controller alone)   CPU %.3f %% of one core\n", barePct)
 	worstRSS, worstCPU := int64(0), 0.0
 	for i, p := range agents {
@@ -190,14 +184,14 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		pct := percent(after-cpuBefore[i], window)
+		pct := benchproc.Percent(after-cpuBefore[i], window)
 		node := fmt.Sprintf("edge-%d", i+1)
 		fmt.Printf("  agent %s   peak RSS %.1f MiB (now %.1f anonymous, %.1f file-backed)   CPU %.3f %% of one core (%s)   per minute: %s Lease renewals, %s status writes\n",
-			node, mib(rss), mib(anon), mib(file), pct, ratio(pct, barePct), perMinute(counted.leases[node], window), perMinute(counted.status[node], window))
+			node, benchproc.MiB(rss), benchproc.MiB(anon), benchproc.MiB(file), pct, ratio(pct, barePct), perMinute(counted.leases[node], window), perMinute(counted.status[node], window))
 		worstRSS, worstCPU = max(worstRSS, rss), max(worstCPU, pct)
 	}
-	verdict(fmt.Sprintf("RSS ≤ 24 MiB (worst %.1f MiB, %.2f× the limit)", mib(worstRSS), float64(worstRSS)/rssLimit), worstRSS <= rssLimit)
-	verdict(fmt.Sprintf("CPU ≤ 0.5 %% of a core (worst %.3f %%, %.2f× the limit)", worstCPU, worstCPU/cpuLimit), worstCPU <= cpuLimit)
+	benchproc.Verdict(fmt.Sprintf("RSS ≤ 24 MiB (worst %.1f MiB, %.2f× the limit)", benchproc.MiB(worstRSS), float64(worstRSS)/rssLimit), worstRSS <= rssLimit)
+	benchproc.Verdict(fmt.Sprintf("CPU ≤ 0.5 %% of a core (worst %.3f %%, %.2f× the limit)", worstCPU, worstCPU/cpuLimit), worstCPU <= cpuLimit)
 	ok := true
 	for _, node := range nodeNames() {
 		renewals := float64(counted.leases[node]) * float64(time.Minute) / float64(window)
@@ -205,7 +199,7 @@ func run() error {
 		slack := float64(time.Minute) / float64(window)
 		ok = ok && renewals >= renewalsWant-slack && renewals <= renewalsWant+slack && counted.status[node] == 0
 	}
-	verdict("6 Lease renewals and 0 status writes per agent per minute", ok)
+	benchproc.Verdict("6 Lease renewals and 0 status writes per agent per minute", ok)
 	return nil
 }
 
@@ -312,10 +306,6 @@ func countWrites(ctx context.Context, env *testenv.Env, ns string) (func() count
 	return stop, nil
 }
 
-func percent(cpu, window time.Duration) float64 { return 100 * cpu.Seconds() / window.Seconds() }
-
-func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
 func ratio(x, base float64) string {
 	if base <= 0 {
 		return "the bare renewer used no measurable CPU"
@@ -325,13 +315,4 @@ func ratio(x, base float64) string {
 
 func perMinute(n int, window time.Duration) string {
 	return strconv.FormatFloat(float64(n)*float64(time.Minute)/float64(window), 'f', 1, 64)
-}
-
-func verdict(what string, ok bool) {
-	if ok {
-		fmt.Printf("  PASS  %s\n", what)
-		return
-	}
-	missed = true
-	fmt.Printf("  FAIL  %s\n", what)
 }

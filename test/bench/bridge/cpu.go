@@ -39,10 +39,10 @@ func (b *bench) reportHeartbeatCPU(op, bare *benchproc.Process, window time.Dura
 	}
 	fmt.Printf("  CPU time from /proc/<pid>/stat, both in the same window:\n")
 	fmt.Printf("  bare client-go observer   %5.2f %% of one core   %6.1f µs per heartbeat\n",
-		percent(cost.bareCPU, cost.window), us(bareBeat))
+		benchproc.Percent(cost.bareCPU, cost.window), us(bareBeat))
 	fmt.Printf("  nodewright operator       %5.2f %% of one core   %6.1f µs per heartbeat   (%.2f× the bare observer)\n",
-		percent(cost.operatorCPU, cost.window), us(opBeat), ratio)
-	verdict("CPU per heartbeat ≤ 3× the bare observer", ratio <= 3)
+		benchproc.Percent(cost.operatorCPU, cost.window), us(opBeat), ratio)
+	benchproc.Verdict("CPU per heartbeat ≤ 3× the bare observer", ratio <= 3)
 	// Not a verdict: heartbeats that a loaded API server delays past the threshold are
 	// stale, and showing it is right; but the operator then had more to do than observe.
 	fmt.Printf("  Nodewright API writes in the window: %d", cost.writes)
@@ -52,8 +52,8 @@ func (b *bench) reportHeartbeatCPU(op, bare *benchproc.Process, window time.Dura
 	fmt.Println()
 	const rssLimit = 64 << 20
 	fmt.Printf("  operator peak RSS %.1f MiB (%.1f MiB below the limit); at the end %.1f MiB anonymous (heap, stacks), %.1f MiB file-backed (the binary)\n",
-		mib(cost.peakRSS), mib(rssLimit-cost.peakRSS), mib(cost.anonRSS), mib(cost.fileRSS))
-	verdict("RSS ≤ 64 MiB", cost.peakRSS <= rssLimit)
+		benchproc.MiB(cost.peakRSS), benchproc.MiB(rssLimit-cost.peakRSS), benchproc.MiB(cost.anonRSS), benchproc.MiB(cost.fileRSS))
+	benchproc.Verdict("RSS ≤ 64 MiB", cost.peakRSS <= rssLimit)
 
 	profile := filepath.Join(b.env.RepoRoot, ".bench", "bridge-operator.cpu.pprof")
 	if err := os.MkdirAll(filepath.Dir(profile), 0o755); err != nil {
@@ -91,8 +91,6 @@ type heartbeatCost struct {
 func (h heartbeatCost) perBeat(cpu time.Duration) time.Duration {
 	return cpu / time.Duration(max(h.heartbeats, 1))
 }
-
-func percent(cpu, wall time.Duration) float64 { return 100 * float64(cpu) / float64(wall) }
 
 // heartbeatCPU lets n nodes heartbeat every second and measures, in one window, the CPU time
 // the operator and the bare observer each spend. Both watch the same ConfigMap changes, so

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -47,7 +46,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench-bridge: %v\n", err)
 		os.Exit(1)
 	}
-	if missed {
+	if benchproc.Missed {
 		os.Exit(1)
 	}
 }
@@ -76,14 +75,8 @@ func run() error {
 	binary := os.Getenv("BENCH_OPERATOR")
 	if binary == "" {
 		binary = filepath.Join(dir, "operator")
-		// Built as the image builds it (hack/images): static, stripped. The binary's pages
-		// the process touches are part of its RSS, so a cgo build with symbols would
-		// measure a larger process than the one that is deployed.
-		build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", binary, "./cmd/operator")
-		build.Dir = env.RepoRoot
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			return fmt.Errorf("building the operator: %w\n%s", err, out)
+		if err := benchproc.Build(env.RepoRoot, "./cmd/operator", binary); err != nil {
+			return err
 		}
 	}
 
@@ -129,14 +122,14 @@ func run() error {
 	fmt.Printf("  bare client-go loop   p50 %7.2f ms   p99 %7.2f ms\n", ms(baseline.p50), ms(baseline.p99))
 	fmt.Printf("  nodewright operator   p50 %7.2f ms   p99 %7.2f ms   (p99 %.2f× the bare loop)\n",
 		ms(bridge.p50), ms(bridge.p99), float64(bridge.p99)/float64(baseline.p99))
-	verdict("p99 ≤ 50 ms", bridge.p99 <= 50*time.Millisecond)
+	benchproc.Verdict("p99 ≤ 50 ms", bridge.p99 <= 50*time.Millisecond)
 
 	stale, err := b.staleDetection(5)
 	if err != nil {
 		return fmt.Errorf("stale detection: %w", err)
 	}
 	fmt.Printf("\nstale heartbeat detected after threshold + %.0f ms (worst of 5; threshold 3s, 1.0× = threshold)\n", ms(stale))
-	verdict("within threshold + 250 ms", stale <= 250*time.Millisecond)
+	benchproc.Verdict("within threshold + 250 ms", stale <= 250*time.Millisecond)
 
 	for _, nodes := range []int{3, 50} {
 		s, err := b.steadyState(nodes, window, op)
@@ -147,28 +140,15 @@ func run() error {
 			nodes, window, s.heartbeats)
 		fmt.Printf("  Nodewright API writes: %d (%.1f per minute; a DRBD change made afterwards was counted, as a control)\n",
 			s.writes, float64(s.writes)/window.Minutes())
-		verdict("0 writes per minute", s.writes == 0)
+		benchproc.Verdict("0 writes per minute", s.writes == 0)
 		if nodes == 50 {
-			fmt.Printf("  operator peak RSS %.1f MiB, CPU %.2f %% of one core\n", mib(s.peakRSS), s.cpuPercent)
-			verdict("RSS ≤ 64 MiB", s.peakRSS <= 64<<20)
-			verdict("CPU ≤ 2 % of one core", s.cpuPercent <= 2)
+			fmt.Printf("  operator peak RSS %.1f MiB, CPU %.2f %% of one core\n", benchproc.MiB(s.peakRSS), s.cpuPercent)
+			benchproc.Verdict("RSS ≤ 64 MiB", s.peakRSS <= 64<<20)
+			benchproc.Verdict("CPU ≤ 2 % of one core", s.cpuPercent <= 2)
 		}
 	}
 
 	return b.reportHeartbeatCPU(op, bare, window, pprofAddr)
-}
-
-func mib(n int64) float64 { return float64(n) / (1 << 20) }
-
-// missed is set when a figure misses its target; the program then exits 1 after printing.
-var missed bool
-
-func verdict(target string, ok bool) {
-	word := "PASS"
-	if !ok {
-		word, missed = "FAIL", true
-	}
-	fmt.Printf("  %s  %s\n", word, target)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
