@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +27,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
@@ -421,6 +424,14 @@ func (tr *trail) report(t *testing.T) *audit.Report {
 // ns/name, each transition once, all by the operator.
 func (tr *trail) verify(t *testing.T, ns, name string, n int) {
 	t.Helper()
+	// A transition's record is appended after the status that shows it is written, so the
+	// status can show Succeeded a moment before the trail holds its record: wait for it.
+	testenv.Eventually(t, 2*time.Minute, func() string {
+		if got := len(tr.lines(t, ns, name)); got < n {
+			return fmt.Sprintf("the chain holds %d records of %s/%s, waiting for %d", got, ns, name, n)
+		}
+		return ""
+	})
 	if err := tr.log.Close(); err != nil {
 		t.Fatal(err)
 	}
