@@ -22,6 +22,9 @@ export NODEWRIGHT_COSIGN := $(COSIGN)
 export NODEWRIGHT_HELM := $(HELM)
 # The DRBD command tests (internal/drbd) fail without drbdadm instead of skipping.
 export NODEWRIGHT_REQUIRE_DRBD_UTILS := 1
+# The network tests (the agent's bond in network namespaces) fail without root or iproute2
+# instead of skipping.
+export NODEWRIGHT_REQUIRE_NETNS := 1
 
 ##@ Everyday
 
@@ -38,12 +41,12 @@ demo-down: ## Stop the local site and every process it started.
 	@hack/demo.sh down
 
 .PHONY: test
-test: control-plane $(COSIGN) $(HELM) chromium drbd-utils ## Run the unit, integration (real API server), browser and end-to-end tests.
+test: control-plane $(COSIGN) $(HELM) chromium drbd-utils iproute2 ## Run the unit, integration (real API server), browser and end-to-end tests.
 	go test $(GO_TEST_FLAGS) ./...
 
 # PKGS narrows it, e.g. `make test-stress PKGS=./internal/ui/...`; see docs/development.md.
 .PHONY: test-stress
-test-stress: control-plane $(COSIGN) $(HELM) chromium drbd-utils ## Run the tests while a CPU hog keeps every core busy, as on a shared CI machine.
+test-stress: control-plane $(COSIGN) $(HELM) chromium drbd-utils iproute2 ## Run the tests while a CPU hog keeps every core busy, as on a shared CI machine.
 	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/stress-test.sh $(PKGS)
 
 .PHONY: bench
@@ -74,6 +77,10 @@ chromium: ## Install Debian's chromium (for the UI's browser tests) when it is m
 drbd-utils: ## Install Debian's drbd-utils (drbdadm, for the DRBD command tests) when it is missing.
 	@hack/drbd-utils.sh >/dev/null
 
+.PHONY: iproute2
+iproute2: ## Install Debian's iproute2 (ip, bridge: the network namespaces of the agent's tests) when it is missing.
+	@hack/iproute2.sh >/dev/null
+
 .PHONY: control-plane
 control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into bin/k8s/<version>/.
 	@hack/control-plane.sh >/dev/null
@@ -100,10 +107,12 @@ verify: generate ## Fail when generated files are stale or the code is not gofmt
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then \
 		echo "Not gofmt-clean:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	go vet -tags nodewright_site ./cmd/agent/...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (also on the agent built for the local site).
 	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --build-tags nodewright_site ./cmd/agent/...
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for a short while (FUZZTIME, default 30s each).

@@ -24,7 +24,7 @@ cosign="$root/bin/tools/cosign-$COSIGN_VERSION"
 helm="$root/bin/tools/helm-$HELM_VERSION"
 # make sets MAKELEVEL for its recipes: under `make test-stress` the prerequisites are built.
 if [ -z "${MAKELEVEL:-}" ]; then
-  make --no-print-directory control-plane chromium drbd-utils "$cosign" "$helm"
+  make --no-print-directory control-plane chromium drbd-utils iproute2 "$cosign" "$helm"
 fi
 # What `make test` exports to the tests.
 export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$root/bin/k8s/$KUBE_VERSION}

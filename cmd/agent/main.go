@@ -1,20 +1,24 @@
 // Command agent is the Nodewright node agent, one per node (a DaemonSet): it keeps its node's
-// heartbeat Lease and runs its node's NodeOperations, for its own node only: today DRBD's
-// pause-sync, resume-sync and adjust (docs/agent.md). An operation of a type it cannot perform
-// yet is reported Failed, reason Unsupported; reporting the node in its NodewrightAgentStatus
-// comes next.
+// heartbeat Lease and runs its node's NodeOperations, for its own node only: DRBD's
+// pause-sync, resume-sync and adjust, and the bond's mode under a local checkpoint
+// (docs/agent.md). An operation of a type it cannot perform yet (DRBD's verify) is reported
+// Failed, reason Unsupported.
 package main
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -22,14 +26,34 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
+	"github.com/spectrocloud/nodewright/internal/hostos"
+	"github.com/spectrocloud/nodewright/internal/netconf"
 )
 
+// backends are the network backends the agent is built with; the site's played bond is one
+// only in a build for the local site (build tag nodewright_site).
+var backends = map[string]func() netconf.Backend{
+	"netlink": func() netconf.Backend { return netconf.Netlink{} },
+}
+
+func osKinds() []string {
+	var kinds []string
+	for _, p := range hostos.All() {
+		kinds = append(kinds, string(p.Kind()))
+	}
+	return kinds
+}
+
 func main() {
-	var node, namespace string
+	var node, namespace, hostRoot, stateDir, hostOS, network string
 	var interval time.Duration
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node this agent runs on and acts for (in a DaemonSet, from the downward API: spec.nodeName). Default: $NODE_NAME.")
 	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The agent's namespace, where its heartbeat Lease and its node's NodeOperations are. Default: $POD_NAMESPACE.")
 	flag.DurationVar(&interval, "heartbeat-interval", agent.RenewInterval, "How often the heartbeat Lease is renewed.")
+	flag.StringVar(&hostRoot, "host-root", "/", "Where the host's root file system is mounted: the persistent network configuration is written under it.")
+	flag.StringVar(&stateDir, "state-dir", "/var/lib/nodewright-agent", "A directory on the host's disk where the agent keeps the checkpoints of its bond changes; it must outlive the agent's container.")
+	flag.StringVar(&hostOS, "host-os", string(nwv1.HostOSSystemdNetworkd), fmt.Sprintf("The host's operating system, as an EdgeProfile's spec.os names it (%s): where a bond's mode persists.", strings.Join(osKinds(), ", ")))
+	flag.StringVar(&network, "network-backend", "netlink", fmt.Sprintf("How the bond is observed and changed: %s.", strings.Join(slices.Sorted(maps.Keys(backends)), ", ")))
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
@@ -48,12 +72,23 @@ Flags:
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("agent")
+	ctx := ctrl.SetupSignalHandler()
 	if node == "" || namespace == "" {
 		fmt.Fprintln(os.Stderr, "--node-name (or $NODE_NAME) and --namespace (or $POD_NAMESPACE) are required")
 		os.Exit(2)
 	}
 	if interval < time.Second {
 		fmt.Fprintf(os.Stderr, "--heartbeat-interval %s: must be at least 1s\n", interval)
+		os.Exit(2)
+	}
+	provider, err := hostos.ForKind(nwv1.HostOSKind(hostOS))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "--host-os %s: %v\n", hostOS, err)
+		os.Exit(2)
+	}
+	newBackend, ok := backends[network]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "--network-backend %s: not one of %s\n", network, strings.Join(slices.Sorted(maps.Keys(backends)), ", "))
 		os.Exit(2)
 	}
 	cfg, err := ctrl.GetConfig()
@@ -82,14 +117,28 @@ Flags:
 		log.Error(err, "Building the manager")
 		os.Exit(1)
 	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		log.Error(err, "Building the client")
+		os.Exit(1)
+	}
 	h := &agent.Heartbeat{Client: clientset, Node: node, Namespace: namespace, Interval: interval}
-	ops := &agent.Operations{Client: mgr.GetClient(), Node: node, Executors: agent.Executors()}
+	ops := &agent.Operations{Client: mgr.GetClient(), Node: node}
+	bonds := &agent.Bonds{Net: newBackend(), OS: provider, HostRoot: hostRoot, StateDir: stateDir, Resolved: ops.Wake,
+		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(httpClient, cfg.Host), DRBD: agent.DRBDRunner()}}
+	// Before anything reaches the API server, which may be out of reach: a bond change left
+	// half made is undone, and an expired checkpoint rolled back.
+	if err := bonds.Recover(ctx); err != nil {
+		log.Error(err, "Reading the bond checkpoints", "stateDir", stateDir)
+		os.Exit(1)
+	}
+	ops.Executors = agent.Executors(bonds)
 	if err := errors.Join(mgr.Add(manager.RunnableFunc(h.Run)), ops.SetupWithManager(mgr)); err != nil {
 		log.Error(err, "Setting up")
 		os.Exit(1)
 	}
 	log.Info("Agent starting", "node", node, "namespace", namespace, "heartbeatInterval", interval)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}

@@ -81,7 +81,7 @@ func TestEachAgentKeepsItsNodesHeartbeat(t *testing.T) {
 	}
 
 	start := func(node string) *exec.Cmd {
-		cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns, "--heartbeat-interval", "1s")
+		cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns, "--heartbeat-interval", "1s", "--state-dir", t.TempDir())
 		log := &testenv.SyncBuffer{}
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
@@ -155,13 +155,13 @@ func TestRefusesMissingNode(t *testing.T) {
 }
 
 // TestTheAgentRunsItsNodesOperations: the binary takes its own node's operations and leaves
-// the other node's alone; one it cannot perform yet (a bond change, today) is reported Failed,
+// the other node's alone; one it cannot perform yet (DRBD's verify, today) is reported Failed,
 // Unsupported.
 func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	ctx := context.Background()
 	binary := buildAgent(t)
 	ns := env.Namespace(t)
-	cmd := exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--node-name", "ops-edge-1", "--namespace", ns)
+	cmd := exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--node-name", "ops-edge-1", "--namespace", ns, "--state-dir", t.TempDir())
 	log := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -176,9 +176,9 @@ func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	})
 	op := func(name, node string) *nwv1.NodeOperation {
 		o := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: nwv1.NodeOperationSpec{NodeName: node, Type: nwv1.OperationSetBondMode,
-				Deadline:    metav1.NewTime(time.Now().Add(time.Hour)),
-				SetBondMode: &nwv1.SetBondModeOperation{Bond: "bond0", Mode: nwv1.BondMode8023AD}}}
+			Spec: nwv1.NodeOperationSpec{NodeName: node, Type: nwv1.OperationDRBDVerify,
+				Deadline:   metav1.NewTime(time.Now().Add(time.Hour)),
+				DRBDVerify: &nwv1.DRBDResourceOperation{Resource: "pvc-1"}}}
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}

@@ -7,16 +7,22 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
@@ -86,15 +92,27 @@ type Operations struct {
 	// yet recorded.
 	started map[types.UID]bool
 	done    map[types.UID]*outcome
+	wake    chan event.GenericEvent
 }
 
 // Executors are the operations this agent performs: DRBD's pause-sync, resume-sync and adjust
-// through drbdadm. The others (the bond under its checkpoint, the commit, DRBD's verify) are
-// being built; until then each is reported Failed, reason Unsupported, rather than pretended.
-func Executors() map[nwv1.NodeOperationType]Executor {
-	// drbdadm gets a known environment, not the agent's: its errors are quoted in English.
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}
-	return (&DRBD{Runner: drbd.ExecRunner{Env: env}}).Executors()
+// through drbdadm, and the bond's mode under its checkpoint with bonds (nil: none). DRBD's
+// verify is being built; until then it is reported Failed, reason Unsupported, rather than
+// pretended.
+func Executors(bonds *Bonds) map[nwv1.NodeOperationType]Executor {
+	all := (&DRBD{Runner: DRBDRunner()}).Executors()
+	if bonds != nil {
+		for t, e := range bonds.Executors() {
+			all[t] = e
+		}
+	}
+	return all
+}
+
+// DRBDRunner runs drbd-utils' commands in a known environment, not the agent's: their errors
+// are quoted in English.
+func DRBDRunner() drbd.Runner {
+	return drbd.ExecRunner{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}}
 }
 
 // CacheOptions restrict the agent's cache to its own node's operations in its namespace.
@@ -115,8 +133,21 @@ func (o *Operations) SetupWithManager(mgr ctrl.Manager) error {
 	if o.APIReader == nil {
 		o.APIReader = mgr.GetAPIReader()
 	}
+	// Failed writes are tried again within 5s at most: an outcome reached while the API
+	// server was out of reach is reported soon after it is back.
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 5*time.Second)
 	return ctrl.NewControllerManagedBy(mgr).Named("nodeoperation").For(&nwv1.NodeOperation{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).Complete(o)
+		WatchesRawSource(source.Channel(o.wakeChannel(), &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1, RateLimiter: limiter}).Complete(o)
+}
+
+func (o *Operations) wakeChannel() chan event.GenericEvent {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.wake == nil {
+		o.wake = make(chan event.GenericEvent, 64)
+	}
+	return o.wake
 }
 
 // Reconcile moves one operation one step on.
@@ -165,17 +196,29 @@ func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Performed already; only its record failed to be written: write it, never run it again.
 		return ctrl.Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
 	}
-	if !now.Before(&op.Spec.Deadline) {
+	// An operation whose change the host keeps a record of (a bond change under its
+	// checkpoint) ends as that record says, whatever its deadline: the executor knows.
+	holder, ok := exec.(Holder)
+	held := ok && holder.Holds(op)
+	if !held && !now.Before(&op.Spec.Deadline) {
 		// Started, but the agent stopped (or could not reach the API server) until past it.
 		return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonDeadlineExceeded,
 			Message: fmt.Sprintf("its deadline %s passed before it could be performed", op.Spec.Deadline.UTC().Format(time.RFC3339))}, now)
 	}
 	o.markStarted(op.UID)
-	// Nothing runs past the operation's deadline.
+	// Nothing runs past the operation's deadline, but reading (or rolling back) what the host
+	// recorded.
 	runCtx, cancel := context.WithDeadline(ctx, op.Spec.Deadline.Time)
+	if held {
+		runCtx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+	}
 	defer cancel()
 	result, err := run(runCtx, exec, op)
-	if runCtx.Err() != nil && ctx.Err() == nil {
+	if pending := (*Pending)(nil); errors.As(err, &pending) {
+		// Done on the host, waiting (a bond change for its commit): Running, with its result.
+		return ctrl.Result{RequeueAfter: max(time.Until(pending.Until)+time.Second, time.Second)}, o.progress(ctx, op, result)
+	}
+	if runCtx.Err() != nil && ctx.Err() == nil && !held {
 		err = &OperationError{Reason: ReasonDeadlineExceeded, Message: fmt.Sprintf(
 			"stopped at its deadline %s: what it had done by then is unknown (%v)", op.Spec.Deadline.UTC().Format(time.RFC3339), err)}
 	}
@@ -202,6 +245,42 @@ func run(ctx context.Context, exec Executor, op *nwv1.NodeOperation) (result *nw
 		}
 	}()
 	return exec.Run(ctx, op)
+}
+
+// Pending is what an executor returns, with its result, for an operation done on the host that
+// waits for something else until Until: a bond change waits for its commit. The operation
+// stays Running, its result recorded; the executor is asked again when it is woken (Wake) or
+// at Until.
+type Pending struct{ Until time.Time }
+
+func (p *Pending) Error() string { return "waiting until " + p.Until.UTC().Format(time.RFC3339) }
+
+// Holder is an Executor that keeps its own record of the operations it performed on the host
+// (a bond change's checkpoint): such an operation ends as the record says, even past its
+// deadline, because the record knows what the host runs.
+type Holder interface {
+	Holds(op *nwv1.NodeOperation) bool
+}
+
+// progress records the result of an operation that goes on, when it changed.
+func (o *Operations) progress(ctx context.Context, op *nwv1.NodeOperation, result *nwv1.NodeOperationResult) error {
+	if equality.Semantic.DeepEqual(op.Status.Result, result) {
+		return nil
+	}
+	base := op.DeepCopy()
+	op.Status.Result = result
+	return o.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// Wake has the operation called key looked at again at once: its host record changed.
+func (o *Operations) Wake(key types.NamespacedName) {
+	op := &nwv1.NodeOperation{}
+	op.Namespace, op.Name = key.Namespace, key.Name
+	select {
+	case o.wakeChannel() <- event.GenericEvent{Object: op}:
+	default:
+		// Full: it is looked at again at its requeue anyway.
+	}
 }
 
 // outcome is how a performed operation ended, kept until it is recorded.
