@@ -42,7 +42,7 @@ type File struct {
 	Content []byte
 }
 
-// ErrUnsupported: the OS keeps its network configuration where the agent does not write.
+// ErrUnsupported says the OS keeps its network configuration where the agent does not write.
 var ErrUnsupported = errors.New("the host OS's persistent network configuration cannot be changed by the agent")
 
 const header = "# Written by the Nodewright agent for a SetBondMode NodeOperation; it is changed and\n# removed only through NodeOperations.\n"
@@ -273,20 +273,18 @@ func WriteFileAtomic(p string, content []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
-		return err
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	_, err = tmp.Write(content)
+	if err == nil {
+		err = tmp.Chmod(perm)
 	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
+	if err == nil {
+		err = tmp.Sync()
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
+	if err != nil {
 		return err
 	}
 	if err := os.Rename(tmp.Name(), p); err != nil {
@@ -296,6 +294,9 @@ func WriteFileAtomic(p string, content []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

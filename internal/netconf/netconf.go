@@ -24,7 +24,7 @@ type Backend interface {
 	SetBondMode(ctx context.Context, name string, mode nwv1.BondMode) error
 }
 
-// ErrNoBond: the node has no bond of that name.
+// ErrNoBond says the node has no bond of that name.
 var ErrNoBond = errors.New("no such bond")
 
 // Netlink is the Backend of a real Linux host: the bonding driver through rtnetlink.

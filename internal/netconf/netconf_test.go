@@ -35,7 +35,7 @@ func inNamespace(t *testing.T) *netlink.Handle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer orig.Close()
+	defer func() { _ = orig.Close() }()
 	name := fmt.Sprintf("nwt-netconf-%d", os.Getpid())
 	ns, err := netns.NewNamed(name)
 	if err != nil {
@@ -50,7 +50,7 @@ func inNamespace(t *testing.T) *netlink.Handle {
 	}
 	t.Cleanup(func() {
 		h.Close()
-		ns.Close()
+		_ = ns.Close()
 		_ = netns.DeleteNamed(name)
 	})
 	return h
