@@ -289,7 +289,7 @@ func (b *Bonds) rollback(ctx context.Context, c *checkpoint, reason, message str
 	if err := hostos.WriteFiles(b.HostRoot, c.PreviousFiles); err != nil {
 		problems = append(problems, "restoring the persistent configuration: "+err.Error())
 	}
-	c.State, c.ResolvedAt = checkpointRolledBack, time.Now()
+	c.State = checkpointRolledBack
 	if len(problems) > 0 {
 		c.Reason = ReasonRestoreFailed
 		c.Message = message + "; the restore failed: " + strings.Join(problems, "; ")
@@ -306,6 +306,8 @@ func (b *Bonds) rollback(ctx context.Context, c *checkpoint, reason, message str
 			c.Message += ", every probe answers"
 		}
 	}
+	// Resolved once restored and probed.
+	c.ResolvedAt = time.Now()
 	if err := b.save(c); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Recording a rollback", "operation", c.Name)
 	}

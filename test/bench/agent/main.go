@@ -121,7 +121,7 @@ func run() error {
 		if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
-		p, err := benchproc.Start(exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns),
+		p, err := benchproc.Start(exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns, "--state-dir", filepath.Join(dir, node)),
 			filepath.Join(dir, node+".log"))
 		if err != nil {
 			return err

@@ -123,9 +123,9 @@ func (p *Process) RSSParts() (anon, file int64, err error) {
 
 // Build builds the command pkg of the module at root into out as an image builds it: static
 // and stripped. The binary's pages the process touches count in its RSS, so a cgo build with
-// symbols would measure a larger process than the one deployed.
-func Build(root, pkg, out string) error {
-	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, pkg)
+// symbols would measure a larger process than the one deployed. tags are build tags.
+func Build(root, pkg, out string, tags ...string) error {
+	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-tags="+strings.Join(tags, ","), "-o", out, pkg)
 	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if output, err := build.CombinedOutput(); err != nil {

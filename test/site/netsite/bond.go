@@ -8,9 +8,11 @@
 //     does, so traffic really stops for that moment.
 //   - The switch's bond (LACP) configuration. The switch is a bridge in a namespace of its
 //     own, one port per node. Each port expects a set of modes; a port whose node's bond runs
-//     any other mode is put in the bridge's disabled state, so it carries no traffic at all,
-//     as a switch port set up for LACP carries none for a node in active-backup, and the
-//     reverse.
+//     any other mode is taken down on the switch's side, so it carries no traffic at all (and
+//     the node's link loses its carrier), as a switch port set up for LACP carries none for a
+//     node in active-backup, and the reverse. A played bond tells the switch of a change
+//     before its link comes up again, and the switch sets the port first, so that no packet
+//     slips through in between. NeverCarry is the fault hook: a port that never carries a mode.
 //
 // Everything else is real: the addresses, the routes, the packets, the agent's ICMP and HTTPS
 // probes, the API server (reached from the node namespaces through a forwarder on the host's
@@ -18,12 +20,15 @@
 package netsite
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -95,5 +100,36 @@ func (p PlayedBond) SetBondMode(ctx context.Context, name string, mode nwv1.Bond
 	if err != nil {
 		return err
 	}
+	// The switch sets the port for the new mode before the link comes up, as a real bond's
+	// link carries nothing until the switch agrees (LACP), so no packet slips through a port
+	// that should not carry it.
+	if err := p.tellSwitch(ctx); err != nil {
+		return err
+	}
 	return netlink.LinkSetUp(link)
+}
+
+// SwitchSocket is where the switch listens for the node's mode changes.
+func (p PlayedBond) SwitchSocket() string { return filepath.Join(p.Dir, "switch.sock") }
+
+// tellSwitch has the switch look at the ports now and waits for its answer; without a switch
+// (no socket) there is no one to tell.
+func (p PlayedBond) tellSwitch(ctx context.Context) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", p.SwitchSocket())
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("telling the switch: %w", err)
+	}
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("changed\n")); err != nil {
+		return fmt.Errorf("telling the switch: %w", err)
+	}
+	if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+		return fmt.Errorf("waiting for the switch: %w", err)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package netsite
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -60,9 +61,9 @@ type Node struct {
 	state  string // the port's bridge state as last set
 }
 
-// New builds the network with nodes, each bond in mode, every port expecting it. It needs
-// root and iproute2 (ip, bridge); it skips the test without root unless
-// NODEWRIGHT_REQUIRE_NETNS is set. Everything it made is removed at the test's end.
+// New builds the network with nodes, each bond in mode, every port expecting it, for a test:
+// it skips the test without root unless NODEWRIGHT_REQUIRE_NETNS is set, and removes
+// everything it made at the test's end.
 func New(t testing.TB, mode nwv1.BondMode, nodes ...string) *Network {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -71,9 +72,23 @@ func New(t testing.TB, mode nwv1.BondMode, nodes ...string) *Network {
 		}
 		t.Skip("the played network needs root: it creates network namespaces")
 	}
+	n, err := Start(t.TempDir(), mode, nodes...)
+	if n != nil {
+		t.Cleanup(n.Close)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Start builds the network with nodes, each bond in mode, every port expecting it, keeping
+// the nodes' files under dir. It needs root and iproute2 (ip, bridge). Close removes it, also
+// after an error.
+func Start(dir string, mode nwv1.BondMode, nodes ...string) (*Network, error) {
 	for _, tool := range []string{"ip", "bridge"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the played network needs iproute2's %s: %v", tool, err)
+			return nil, fmt.Errorf("the played network needs iproute2's %s: %w", tool, err)
 		}
 	}
 	// Names and the subnet are the process's and the network's own, so that tests in other
@@ -87,15 +102,19 @@ func New(t testing.TB, mode nwv1.BondMode, nodes ...string) *Network {
 	n.sw = n.id + "-sw"
 	n.host = n.id + "h"
 	n.HostAddress = n.subnet + ".254"
-	t.Cleanup(n.remove)
-	n.must(t, "ip", "netns", "add", n.sw)
-	n.must(t, "ip", "-n", n.sw, "link", "add", "br0", "type", "bridge")
-	n.must(t, "ip", "-n", n.sw, "link", "set", "br0", "up")
-	// The host's port.
-	n.must(t, "ip", "link", "add", n.host, "type", "veth", "peer", "name", "host", "netns", n.sw)
-	n.must(t, "ip", "-n", n.sw, "link", "set", "host", "master", "br0", "up")
-	n.must(t, "ip", "addr", "add", n.HostAddress+"/24", "dev", n.host)
-	n.must(t, "ip", "link", "set", n.host, "up")
+	steps := [][]string{
+		{"ip", "netns", "add", n.sw},
+		{"ip", "-n", n.sw, "link", "add", "br0", "type", "bridge"},
+		{"ip", "-n", n.sw, "link", "set", "br0", "up"},
+		// The host's port.
+		{"ip", "link", "add", n.host, "type", "veth", "peer", "name", "host", "netns", n.sw},
+		{"ip", "-n", n.sw, "link", "set", "host", "master", "br0", "up"},
+		{"ip", "addr", "add", n.HostAddress + "/24", "dev", n.host},
+		{"ip", "link", "set", n.host, "up"},
+	}
+	if err := run(steps); err != nil {
+		return n, err
+	}
 	for i, name := range nodes {
 		node := &Node{
 			Name:      name,
@@ -105,37 +124,44 @@ func New(t testing.TB, mode nwv1.BondMode, nodes ...string) *Network {
 			expect:    []nwv1.BondMode{mode},
 			state:     "forwarding",
 		}
-		dir := t.TempDir()
-		node.Bond, node.Root = PlayedBond{Dir: filepath.Join(dir, "bond")}, filepath.Join(dir, "root")
+		node.Bond, node.Root = PlayedBond{Dir: filepath.Join(dir, name, "bond")}, filepath.Join(dir, name, "root")
 		for _, d := range []string{node.Bond.Dir, node.Root} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
-				t.Fatal(err)
+				return n, err
 			}
 		}
 		if err := os.WriteFile(node.Bond.ModeFile(Bond), []byte(string(mode)+"\n"), 0o644); err != nil {
-			t.Fatal(err)
+			return n, err
 		}
-		n.must(t, "ip", "netns", "add", node.Namespace)
-		n.must(t, "ip", "-n", n.sw, "link", "add", node.port, "type", "veth", "peer", "name", Bond, "netns", node.Namespace)
-		n.must(t, "ip", "-n", n.sw, "link", "set", node.port, "master", "br0", "up")
-		n.must(t, "ip", "-n", node.Namespace, "link", "set", "lo", "up")
-		n.must(t, "ip", "-n", node.Namespace, "addr", "add", node.Address+"/24", "dev", Bond)
-		n.must(t, "ip", "-n", node.Namespace, "link", "set", Bond, "up")
+		n.mu.Lock()
 		n.nodes[name] = node
 		n.order = append(n.order, name)
+		n.mu.Unlock()
+		if err := run([][]string{
+			{"ip", "netns", "add", node.Namespace},
+			{"ip", "-n", n.sw, "link", "add", node.port, "type", "veth", "peer", "name", Bond, "netns", node.Namespace},
+			{"ip", "-n", n.sw, "link", "set", node.port, "master", "br0", "up"},
+			{"ip", "-n", node.Namespace, "link", "set", "lo", "up"},
+			{"ip", "-n", node.Namespace, "addr", "add", node.Address + "/24", "dev", Bond},
+			{"ip", "-n", node.Namespace, "link", "set", Bond, "up"},
+		}); err != nil {
+			return n, err
+		}
 	}
-	return n
+	return n, nil
 }
 
-func (n *Network) must(t testing.TB, argv ...string) {
-	t.Helper()
-	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+func run(steps [][]string) error {
+	for _, argv := range steps {
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, out)
+		}
 	}
+	return nil
 }
 
-// remove deletes the namespaces (their veths go with them) and the host's veth.
-func (n *Network) remove() {
+// Close removes the namespaces (their veths go with them) and the host's veth.
+func (n *Network) Close() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.proxy != nil {
@@ -188,32 +214,73 @@ func (n *Network) Command(node string, argv ...string) *exec.Cmd {
 }
 
 // Run is the switch: until ctx ends, it keeps each port forwarding exactly when the node's
-// played bond runs a mode the port carries. It checks every 20 ms.
+// played bond runs a mode the port carries. It looks every 20 ms, and at once when a played
+// bond tells it of a change (through the socket in the node's bond directory), answering once
+// the port is set.
 func (n *Network) Run(ctx context.Context) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for {
-		n.mu.Lock()
-		for _, name := range n.order {
-			node := n.nodes[name]
-			raw, _ := os.ReadFile(node.Bond.ModeFile(Bond))
-			mode := nwv1.BondMode(strings.TrimSpace(string(raw)))
-			want := "disabled"
-			if slices.Contains(node.expect, mode) && mode != node.never && !node.cut {
-				want = "forwarding"
-			}
-			if want != node.state {
-				state := map[string]string{"disabled": "0", "forwarding": "3"}[want]
-				if err := exec.Command("bridge", "-n", n.sw, "link", "set", "dev", node.port, "state", state).Run(); err == nil {
-					node.state = want
-				}
-			}
+	n.mu.Lock()
+	for _, name := range n.order {
+		node := n.nodes[name]
+		_ = os.Remove(node.Bond.SwitchSocket())
+		ln, err := net.Listen("unix", node.Bond.SwitchSocket())
+		if err != nil {
+			continue // the ticker still sees the change
 		}
-		n.mu.Unlock()
+		go func() { <-ctx.Done(); _ = ln.Close() }()
+		go n.serve(ln)
+	}
+	n.mu.Unlock()
+	for {
+		n.look()
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+	}
+}
+
+// serve answers the played bonds' notices of a change once the ports are set.
+func (n *Network) serve(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer func() { _ = c.Close() }()
+			if _, err := bufio.NewReader(c).ReadString('\n'); err != nil {
+				return
+			}
+			n.look()
+			_, _ = c.Write([]byte("set\n"))
+		}()
+	}
+}
+
+// look sets every port as its node's mode asks.
+func (n *Network) look() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, name := range n.order {
+		node := n.nodes[name]
+		raw, _ := os.ReadFile(node.Bond.ModeFile(Bond))
+		mode := nwv1.BondMode(strings.TrimSpace(string(raw)))
+		want := "disabled"
+		if slices.Contains(node.expect, mode) && mode != node.never && !node.cut {
+			want = "forwarding"
+		}
+		if want == node.state {
+			continue
+		}
+		// The port is taken down on the switch's side: the kernel never brings an
+		// administratively down link up by itself (a bridge port's forwarding state, it
+		// would reset when the node's link flaps).
+		updown := map[string]string{"disabled": "down", "forwarding": "up"}[want]
+		if err := exec.Command("ip", "-n", n.sw, "link", "set", "dev", node.port, updown).Run(); err == nil {
+			node.state = want
 		}
 	}
 }
@@ -225,26 +292,35 @@ func (n *Network) Carrying(node string) bool {
 	return n.nodes[node].state == "forwarding"
 }
 
-// APIServer starts a forwarder on the host's storage address to the API server of the
-// kubeconfig at path, and writes a kubeconfig for the nodes that reaches it there (verifying
-// the API server's certificate for its own host name). It returns the new kubeconfig's path.
+// APIServer is ServeAPI for a test: it writes the kubeconfig in the test's directory.
 func (n *Network) APIServer(t testing.TB, kubeconfig string) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(kubeconfig)
-	if err != nil {
+	path := filepath.Join(t.TempDir(), "kubeconfig-nodes")
+	if err := n.ServeAPI(kubeconfig, path); err != nil {
 		t.Fatal(err)
+	}
+	return path
+}
+
+// ServeAPI starts a forwarder on the host's storage address to the API server of the
+// kubeconfig at from, and writes to path a kubeconfig for the nodes that reaches it there
+// (verifying the API server's certificate for its own host name).
+func (n *Network) ServeAPI(from, path string) error {
+	cfg, err := clientcmd.LoadFromFile(from)
+	if err != nil {
+		return err
 	}
 	cluster := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
 	target := strings.TrimPrefix(cluster.Server, "https://")
 	host, _, err := net.SplitHostPort(target)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(n.HostAddress, "0"))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	p := &proxy{ln: ln, target: target, addrs: map[string]string{}, conns: map[string][]net.Conn{}, cut: map[string]bool{}}
+	p := &proxy{ln: ln, target: target, addrs: map[string]string{}, conns: map[string]map[net.Conn]bool{}, cut: map[string]bool{}}
 	n.mu.Lock()
 	for _, name := range n.order {
 		p.addrs[n.nodes[name].Address] = name
@@ -254,11 +330,7 @@ func (n *Network) APIServer(t testing.TB, kubeconfig string) string {
 	go p.serve()
 	cluster.Server = "https://" + ln.Addr().String()
 	cluster.TLSServerName = host
-	path := filepath.Join(t.TempDir(), "kubeconfig-nodes")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // CutAPIServer cuts node off the API server alone: its connections are closed and new ones
@@ -276,7 +348,7 @@ type proxy struct {
 	target string
 	mu     sync.Mutex
 	addrs  map[string]string // node address -> node
-	conns  map[string][]net.Conn
+	conns  map[string]map[net.Conn]bool
 	cut    map[string]bool
 }
 
@@ -305,11 +377,18 @@ func (p *proxy) forward(c net.Conn) {
 		_ = c.Close()
 		return
 	}
-	p.conns[node] = append(p.conns[node], c, up)
+	if p.conns[node] == nil {
+		p.conns[node] = map[net.Conn]bool{}
+	}
+	p.conns[node][c], p.conns[node][up] = true, true
 	p.mu.Unlock()
 	go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
 	_, _ = io.Copy(c, up)
 	_ = c.Close()
+	p.mu.Lock()
+	delete(p.conns[node], c)
+	delete(p.conns[node], up)
+	p.mu.Unlock()
 }
 
 func (p *proxy) setCut(node string, cut bool) {
@@ -317,7 +396,7 @@ func (p *proxy) setCut(node string, cut bool) {
 	defer p.mu.Unlock()
 	p.cut[node] = cut
 	if cut {
-		for _, c := range p.conns[node] {
+		for c := range p.conns[node] {
 			_ = c.Close()
 		}
 		p.conns[node] = nil
@@ -329,7 +408,7 @@ func (p *proxy) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, cs := range p.conns {
-		for _, c := range cs {
+		for c := range cs {
 			_ = c.Close()
 		}
 	}
