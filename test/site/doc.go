@@ -35,6 +35,11 @@
 //     deleting a batch/v1 Job without a propagation policy orphans its pods (the API server's
 //     default for that version), so a client that wants them gone asks for Background.
 //
+// The storage network of the node agents' tests is played apart, in package netsite, on real
+// network namespaces, veth pairs and a bridge: only the bonding driver (a node's bond is its
+// veth, the mode a file) and the switch's bond configuration (a port carries a set of modes
+// and is taken down while its node runs another) are played there; its doc says exactly how.
+//
 // It does not play, and tests must not assume: real block devices (volumes are regular files,
 // so nodewright-copy runs on files, with O_DIRECT where the file system allows it, and its
 // JSON result names the backing files' paths where a pod would show its device paths); a guest
