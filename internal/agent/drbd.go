@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
+
+	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/drbd"
@@ -12,13 +16,15 @@ import (
 // DRBD performs the DRBD operations with drbdadm, from drbd-utils, on the resource files
 // LINSTOR wrote, which it never edits. Each is safe to run again: pausing a paused resync,
 // resuming a running one or adjusting a resource already as its files say changes nothing,
-// so one interrupted by the agent's death is run again. DRBDVerify is not among them yet: it
-// starts an online verification in the kernel whose end must be watched in drbdsetup's status.
+// and an online verification only reads and compares, so one interrupted by the agent's death
+// is run again.
 type DRBD struct {
 	Runner drbd.Runner
 	// Drbdadm is how drbdadm is run: its program and any options before the command (tests
 	// add drbd-utils' dry-run mode and a configuration file). ["drbdadm"] when empty.
 	Drbdadm []string
+	// VerifyPoll is how often a verification's progress is read; 1s when zero.
+	VerifyPoll time.Duration
 }
 
 // Executors are the DRBD operations d performs.
@@ -42,7 +48,74 @@ func (d *DRBD) Executors() map[nwv1.NodeOperationType]Executor {
 			}
 			return drbd.AdjustCommand(op.Spec.DRBDAdjust.Resource)
 		}},
+		nwv1.OperationDRBDVerify: verifyExecutor{d},
 	}
+}
+
+// verifyExecutor runs DRBD's online verification of a resource: `drbdadm verify` starts it in
+// the kernel, against every connected peer, and the agent reads `drbdsetup status` until no
+// volume is in VerifyS or VerifyT any more, then reports what the verification found out of
+// sync (result.outOfSyncKiB, summed over volumes and peers). It changes no data: blocks found
+// different are only marked out of sync, for a later resync; what to do is the operator's call.
+type verifyExecutor struct{ d *DRBD }
+
+func (verifyExecutor) Resumable() bool { return true }
+
+func (e verifyExecutor) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.NodeOperationResult, error) {
+	if op.Spec.DRBDVerify == nil {
+		return nil, errMissing(op)
+	}
+	resource := op.Spec.DRBDVerify.Resource
+	if _, err := (drbdExecutor{e.d, func(*nwv1.NodeOperation) ([]string, error) { return drbd.VerifyCommand(resource) }}).Run(ctx, op); err != nil {
+		return nil, err
+	}
+	status, err := drbd.ResourceStatusCommand(resource)
+	if err != nil {
+		return nil, &OperationError{Reason: ReasonInvalidOperation, Message: err.Error()}
+	}
+	poll := e.d.VerifyPoll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	for {
+		out, err := e.d.Runner.Run(ctx, status)
+		if err != nil {
+			return nil, err
+		}
+		resources, err := drbd.ParseStatus(out.Stdout)
+		if err != nil {
+			return nil, &OperationError{Reason: ReasonCommandFailed, Message: err.Error()}
+		}
+		var found *drbd.Resource
+		for i := range resources {
+			if resources[i].Name == resource {
+				found = &resources[i]
+			}
+		}
+		if found == nil {
+			return nil, &OperationError{Reason: "ResourceNotFound", Message: fmt.Sprintf("drbdsetup does not know %s on this node", resource)}
+		}
+		if !verifying(*found) {
+			return &nwv1.NodeOperationResult{OutOfSyncKiB: ptr.To(int64(min(found.OutOfSyncKiB(), math.MaxInt64)))}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(poll):
+		}
+	}
+}
+
+// verifying: a volume of r is being verified against a peer.
+func verifying(r drbd.Resource) bool {
+	for _, c := range r.Connections {
+		for _, p := range c.PeerDevices {
+			if p.ReplicationState == "VerifyS" || p.ReplicationState == "VerifyT" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func errMissing(op *nwv1.NodeOperation) error {

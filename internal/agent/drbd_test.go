@@ -15,6 +15,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/drbd"
+	"github.com/spectrocloud/nodewright/test/site/drbdplay"
 )
 
 // The DRBD operations run end to end: a NodeOperation in the API server, the agent's runner,
@@ -48,6 +49,10 @@ func drbdadmDryRun(t *testing.T) *agent.DRBD {
 
 func TestDRBDOperationsRunDrbdadm(t *testing.T) {
 	d := drbdadmDryRun(t)
+	// drbdadm is real; the kernel's state a verification is watched in is played.
+	kernel := &drbdplay.Kernel{Real: d.Runner}
+	kernel.AddResource(r3, "node-b", "node-c")
+	d.Runner, d.VerifyPoll = kernel, 10*time.Millisecond
 	ns := env.Namespace(t)
 	env.StartManagerWithCache(t, agent.CacheOptions("node-a", ns), func(_ context.Context, mgr manager.Manager) error {
 		return (&agent.Operations{Client: mgr.GetClient(), Node: "node-a", Executors: d.Executors()}).SetupWithManager(mgr)
@@ -71,8 +76,31 @@ func TestDRBDOperationsRunDrbdadm(t *testing.T) {
 	if e := got.Status.Error; e == nil || e.Reason != agent.ReasonCommandFailed || !strings.Contains(e.Message, "drbdadm") || !strings.Contains(e.Message, "node-z") {
 		t.Errorf("a pause towards a node that is not a peer: %+v; want CommandFailed quoting drbdadm", got.Status.Error)
 	}
-	got = phaseOf(t, verify, nwv1.OperationFailed)
-	if e := got.Status.Error; e == nil || e.Reason != agent.ReasonUnsupported {
-		t.Errorf("a verify, which this agent cannot do yet: %+v; want Unsupported", got.Status.Error)
+	got = phaseOf(t, verify, nwv1.OperationSucceeded)
+	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 0 {
+		t.Errorf("a verify of a resource in sync: result %+v; want outOfSyncKiB 0", got.Status.Result)
+	}
+}
+
+// TestDRBDVerifyReportsWhatItFound: drbdadm verify (real, in its dry-run mode) starts the
+// verification, which the played kernel (test/site/drbdplay) carries on for a few status reads;
+// the agent waits for its end and reports what it found out of sync, towards each peer.
+func TestDRBDVerifyReportsWhatItFound(t *testing.T) {
+	d := drbdadmDryRun(t)
+	kernel := &drbdplay.Kernel{Real: d.Runner, VerifySteps: 4}
+	kernel.AddResource(r3, "node-b", "node-c")
+	kernel.Mismatch(r3, 4096)
+	d.Runner, d.VerifyPoll = kernel, 10*time.Millisecond
+	ns := env.Namespace(t)
+	env.StartManagerWithCache(t, agent.CacheOptions("node-a", ns), func(_ context.Context, mgr manager.Manager) error {
+		return (&agent.Operations{Client: mgr.GetClient(), Node: "node-a", Executors: d.Executors()}).SetupWithManager(mgr)
+	})
+	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-mismatch"},
+		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
+			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
+	create(t, verify)
+	got := phaseOf(t, verify, nwv1.OperationSucceeded)
+	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 2*4096 {
+		t.Errorf("result %+v; want 8192 KiB out of sync (4096 towards each of the two peers)", got.Status.Result)
 	}
 }

@@ -95,10 +95,9 @@ type Operations struct {
 	wake    chan event.GenericEvent
 }
 
-// Executors are the operations this agent performs: DRBD's pause-sync, resume-sync and adjust
-// through drbdadm, and the bond's mode under its checkpoint with bonds (nil: none). DRBD's
-// verify is being built; until then it is reported Failed, reason Unsupported, rather than
-// pretended.
+// Executors are the operations this agent performs: DRBD's pause-sync, resume-sync, adjust and
+// online verify through drbd-utils, and the bond's mode under its checkpoint with bonds (nil:
+// none).
 func Executors(bonds *Bonds) map[nwv1.NodeOperationType]Executor {
 	all := (&DRBD{Runner: DRBDRunner()}).Executors()
 	if bonds != nil {

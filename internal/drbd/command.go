@@ -73,6 +73,18 @@ func VerifyCommand(resource string) ([]string, error) {
 	return resourceCommand("verify", resource)
 }
 
+// Drbdsetup is the program that reads the kernel's state of the resources.
+const Drbdsetup = "drbdsetup"
+
+// ResourceStatusCommand is `drbdsetup status <resource> --json`: the kernel's state of one
+// resource, which ParseStatus reads.
+func ResourceStatusCommand(resource string) ([]string, error) {
+	if err := ValidateResourceName(resource); err != nil {
+		return nil, err
+	}
+	return []string{Drbdsetup, "status", resource, "--json"}, nil
+}
+
 func connectionCommand(subcommand, resource, peer string) ([]string, error) {
 	if err := ValidateResourceName(resource); err != nil {
 		return nil, err

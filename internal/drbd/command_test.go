@@ -11,18 +11,20 @@ const (
 	twoVolumeResource = "pvc-9b1e52a0-6c3d-4e8f-a2b7-0d4c6e8f1a23"
 )
 
-func TestCommandsAreDrbdadmArgv(t *testing.T) {
+func TestCommandsAreArgv(t *testing.T) {
 	build := map[string]func() ([]string, error){
 		"pause-sync":  func() ([]string, error) { return PauseSyncCommand(threeNodeResource, "node-b") },
 		"resume-sync": func() ([]string, error) { return ResumeSyncCommand(threeNodeResource, "node-b.edge.example") },
 		"adjust":      func() ([]string, error) { return AdjustCommand(threeNodeResource) },
 		"verify":      func() ([]string, error) { return VerifyCommand("r0") },
+		"status":      func() ([]string, error) { return ResourceStatusCommand("r0") },
 	}
 	want := map[string][]string{
 		"pause-sync":  {"drbdadm", "pause-sync", threeNodeResource + ":node-b"},
 		"resume-sync": {"drbdadm", "resume-sync", threeNodeResource + ":node-b.edge.example"},
 		"adjust":      {"drbdadm", "adjust", threeNodeResource},
 		"verify":      {"drbdadm", "verify", "r0"},
+		"status":      {"drbdsetup", "status", "r0", "--json"},
 	}
 	for name, build := range build {
 		argv, err := build()
