@@ -1,8 +1,7 @@
 // Command agent is the Nodewright node agent, one per node (a DaemonSet): it keeps its node's
 // heartbeat Lease and runs its node's NodeOperations, for its own node only: DRBD's
-// pause-sync, resume-sync and adjust, and the bond's mode under a local checkpoint
-// (docs/agent.md). An operation of a type it cannot perform yet (DRBD's verify) is reported
-// Failed, reason Unsupported.
+// pause-sync, resume-sync, adjust and online verify through drbd-utils, and the bond's mode
+// under a local checkpoint (docs/agent.md).
 package main
 
 import (

@@ -155,8 +155,8 @@ func TestRefusesMissingNode(t *testing.T) {
 }
 
 // TestTheAgentRunsItsNodesOperations: the binary takes its own node's operations and leaves
-// the other node's alone; one it cannot perform yet (DRBD's verify, today) is reported Failed,
-// Unsupported.
+// the other node's alone. Here a DRBD verify, which drbdadm refuses on this machine (no
+// resource files), is reported Failed, CommandFailed, quoting drbdadm.
 func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	ctx := context.Background()
 	binary := buildAgent(t)
@@ -189,7 +189,7 @@ func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mine), mine); err != nil {
 			return err.Error()
 		}
-		if mine.Status.Phase != nwv1.OperationFailed || mine.Status.Error == nil || mine.Status.Error.Reason != "Unsupported" {
+		if mine.Status.Phase != nwv1.OperationFailed || mine.Status.Error == nil || mine.Status.Error.Reason != "CommandFailed" || !strings.Contains(mine.Status.Error.Message, "drbdadm") {
 			return fmt.Sprintf("its own operation: %+v", mine.Status)
 		}
 		return ""
