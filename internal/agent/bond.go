@@ -279,8 +279,11 @@ func (b *Bonds) outcome(ctx context.Context, c *checkpoint) (*nwv1.NodeOperation
 }
 
 // rollback restores c's previous mode and files, probes, and records the outcome. b.mu is
-// held.
+// held. It is not stopped by ctx's end (the agent shutting down mid-change still restores),
+// only bounded.
 func (b *Bonds) rollback(ctx context.Context, c *checkpoint, reason, message string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
 	b.disarm(c.Operation)
 	var problems []string
 	if err := b.Net.SetBondMode(ctx, c.Bond, c.PreviousMode); err != nil {
