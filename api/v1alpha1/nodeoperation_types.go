@@ -82,6 +82,13 @@ type CommitCheckpointOperation struct {
 	// +required
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$`
 	Bond string `json:"bond"`
+
+	// operation, when set, names the SetBondMode operation whose change is committed: a
+	// commit meant for one change never keeps another the operator has not checked.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Operation string `json:"operation,omitempty"`
 }
 
 // DRBDResourceOperation names a DRBD resource.

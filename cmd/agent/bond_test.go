@@ -123,10 +123,15 @@ func (s *bondSite) setBondMode(name, node string, mode nwv1.BondMode, timeout ti
 }
 
 func (s *bondSite) commit(name, node string) *nwv1.NodeOperation {
+	return s.commitOf(name, node, "")
+}
+
+// commitOf commits the change of the operation called of ("": the bond's change, whichever).
+func (s *bondSite) commitOf(name, node, of string) *nwv1.NodeOperation {
 	op := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
 		Spec: nwv1.NodeOperationSpec{NodeName: node, Type: nwv1.OperationCommitCheckpoint,
 			Deadline:         metav1.NewTime(time.Now().Add(time.Hour)),
-			CommitCheckpoint: &nwv1.CommitCheckpointOperation{Bond: netsite.Bond}}}
+			CommitCheckpoint: &nwv1.CommitCheckpointOperation{Bond: netsite.Bond, Operation: of}}}
 	if err := env.Client.Create(context.Background(), op); err != nil {
 		s.t.Fatal(err)
 	}
@@ -174,6 +179,8 @@ func armed(mode nwv1.BondMode) func(*nwv1.NodeOperation) string {
 			return "no checkpoint yet"
 		case r.Bond == nil || r.Bond.Mode != mode:
 			return "the bond is not in " + string(mode)
+		case len(r.Probes) == 0:
+			return "no probe results"
 		}
 		for _, p := range r.Probes {
 			if !p.OK {
@@ -238,7 +245,10 @@ func TestABondChangeIsCheckedAndCommitted(t *testing.T) {
 	if got := s.persisted("bond-edge-1"); got != string(nwv1.BondMode8023AD) {
 		t.Errorf("persisted mode %q while waiting for the commit; want 802.3ad", got)
 	}
-	commit := s.commit("commit-1", "bond-edge-1")
+	// A commit naming another operation keeps nothing.
+	stray := s.commitOf("commit-stray", "bond-edge-1", "flip-0")
+	s.until(stray, ended(nwv1.OperationFailed, "NoCheckpoint"))
+	commit := s.commitOf("commit-1", "bond-edge-1", "flip-1")
 	s.until(commit, ended(nwv1.OperationSucceeded, ""))
 	s.until(op, ended(nwv1.OperationSucceeded, ""))
 	if s.mode("bond-edge-1") != nwv1.BondMode8023AD || s.persisted("bond-edge-1") != string(nwv1.BondMode8023AD) || s.changes("bond-edge-1") != 1 {
@@ -313,9 +323,8 @@ func TestCutOffTheAPIServerTheNodeRollsBackByItself(t *testing.T) {
 }
 
 // TestAKilledAgentNeverChangesTheBondTwice: the agent is killed while its change waits for
-// the commit; started again, it finds its checkpoint, does not change the bond again, and
-// takes the commit. Killed again with a second change pending and started after that
-// checkpoint expired, it rolls the change back on starting.
+// the commit; started again, it finds its checkpoint, does not change the bond again (the
+// operation still says it changed it from active-backup), and takes the commit.
 func TestAKilledAgentNeverChangesTheBondTwice(t *testing.T) {
 	s := newBondSite(t, "bond-edge-1", "bond-edge-2")
 	s.net.Expect("bond-edge-1", nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
@@ -330,8 +339,8 @@ func TestAKilledAgentNeverChangesTheBondTwice(t *testing.T) {
 	commit := s.commit("commit-after-restart", "bond-edge-1")
 	s.until(commit, ended(nwv1.OperationSucceeded, ""))
 	s.until(op, ended(nwv1.OperationSucceeded, ""))
-	if n := s.changes("bond-edge-1"); n != 1 {
-		t.Errorf("%d changes to the bond; want exactly one", n)
+	if n, prev := s.changes("bond-edge-1"), op.Status.Result.PreviousMode; n != 1 || prev != nwv1.BondModeActiveBackup {
+		t.Errorf("%d changes to the bond, previous mode %q; want exactly one, from active-backup", n, prev)
 	}
 }
 

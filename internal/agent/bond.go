@@ -25,39 +25,58 @@ import (
 
 // A bond change is decided by the agent alone once it is made, because a bad one can cut the
 // node off the API server, and with it off the operator. Before it changes anything the agent
-// writes a checkpoint to the host's disk: the bond's previous mode and the previous content of
-// the persistent files it will write. Then it changes the runtime mode and the persistent
-// configuration, and probes. The change is kept only when a CommitCheckpoint for the bond
-// arrives before the checkpoint expires (spec.setBondMode.checkpointTimeout after the change).
-// Otherwise, or when the probes fail, or when the agent finds on starting that it stopped in
-// the middle of the change, it restores the previous mode and files by itself, probes again,
-// and reports the operation RolledBack as soon as it reaches the API server. All of this
-// needs nothing from the API server: the checkpoint, its timer and the restore are local.
+// writes a checkpoint to the host's disk: the bond as observed (mode, members) and the previous
+// content of the persistent files it will write. Then it changes the runtime mode and the
+// persistent configuration, and probes. The change is kept only when a CommitCheckpoint for the
+// bond arrives before the checkpoint expires (spec.setBondMode.checkpointTimeout after the
+// change). Otherwise, or when the probes fail, or when the agent finds on starting that it
+// stopped before the change was checked, it restores the previous bond and files by itself,
+// probes again, and reports the operation RolledBack as soon as it reaches the API server. All
+// of this needs nothing from the API server: the checkpoint, its timer and the restore are
+// local.
 //
-// While the change waits for its commit the SetBondMode operation stays Running, its result
-// saying the bond as changed, the previous mode, the probes and when the checkpoint expires.
-// It ends Succeeded when committed, RolledBack when restored, or Failed (RestoreFailed) when
-// even the restore failed, saying what the bond runs now.
+// A checkpoint moves through these states, each written to disk before what it names is done:
+//
+//	Applying -> Probing -> Armed -> Committed
+//	   |           |         |
+//	   +-----------+---------+--> RollingBack -> RolledBack
+//
+// A restart finds Applying or Probing (the change not checked: rolled back, Interrupted),
+// RollingBack (the restore done again, as it may be half done), Armed (its timer set again, or
+// rolled back at once when expired), or an end.
+//
+// While the change is probed and waits for its commit the SetBondMode operation stays Running;
+// once checked, its result shows the bond as changed, the previous mode, the probes and when
+// the checkpoint expires. It ends Succeeded when committed, RolledBack when restored, or Failed
+// (RestoreFailed) when even the restore failed, saying what the bond runs.
 
 // The reasons of the bond operations.
 const (
-	ReasonBondNotFound      = "BondNotFound"
-	ReasonCheckpointPending = "CheckpointPending"
-	ReasonProbeFailed       = "ProbeFailed"
-	ReasonNotCommitted      = "NotCommitted"
-	ReasonApplyFailed       = "ApplyFailed"
-	ReasonRestoreFailed     = "RestoreFailed"
-	ReasonNoCheckpoint      = "NoCheckpoint"
-	ReasonInvalidOperation  = "InvalidOperation"
+	ReasonBondNotFound         = "BondNotFound"
+	ReasonCheckpointPending    = "CheckpointPending"
+	ReasonCheckpointUnreadable = "CheckpointUnreadable"
+	ReasonProbeFailed          = "ProbeFailed"
+	ReasonNotCommitted         = "NotCommitted"
+	ReasonApplyFailed          = "ApplyFailed"
+	ReasonRestoreFailed        = "RestoreFailed"
+	ReasonNoCheckpoint         = "NoCheckpoint"
+	ReasonInvalidOperation     = "InvalidOperation"
 )
 
 // The states of a checkpoint.
 const (
-	checkpointApplying   = "Applying"
-	checkpointArmed      = "Armed"
-	checkpointCommitted  = "Committed"
-	checkpointRolledBack = "RolledBack"
+	checkpointApplying    = "Applying"
+	checkpointProbing     = "Probing"
+	checkpointArmed       = "Armed"
+	checkpointCommitted   = "Committed"
+	checkpointRollingBack = "RollingBack"
+	checkpointRolledBack  = "RolledBack"
 )
+
+// open: the checkpoint's change is made (or being made) and neither committed nor undone.
+func (c *checkpoint) open() bool {
+	return c.State == checkpointApplying || c.State == checkpointProbing || c.State == checkpointArmed || c.State == checkpointRollingBack
+}
 
 // checkpoint is one bond change as the host's disk keeps it, one file per operation.
 type checkpoint struct {
@@ -65,18 +84,20 @@ type checkpoint struct {
 	Namespace string    `json:"namespace"`
 	Name      string    `json:"name"`
 	Bond      string    `json:"bond"`
-	// PreviousMode is what a restore sets; Mode what the change set.
-	PreviousMode nwv1.BondMode `json:"previousMode"`
-	Mode         nwv1.BondMode `json:"mode"`
+	// Previous is the bond as observed before the change: what a restore makes it again.
+	Previous nwv1.BondObservation `json:"previous"`
+	// Mode is what the change set.
+	Mode nwv1.BondMode `json:"mode"`
 	// PreviousFiles are the persistent files' contents before the change (nil: absent);
 	// Files what the change wrote.
 	PreviousFiles []hostos.File   `json:"previousFiles"`
 	Files         []hostos.File   `json:"files"`
 	Probes        nwv1.BondProbes `json:"probes"`
+	Timeout       time.Duration   `json:"timeout"`
 	Expires       time.Time       `json:"expires"`
 	State         string          `json:"state"`
-	// What ended it: the probes after the change (Armed, Committed) or after the restore
-	// (RolledBack), and for a rollback its reason.
+	// The probes after the change (Armed, Committed) or after the restore (RolledBack); for
+	// a rollback its reason and message.
 	Results    []nwv1.ProbeResult `json:"results,omitempty"`
 	Reason     string             `json:"reason,omitempty"`
 	Message    string             `json:"message,omitempty"`
@@ -94,15 +115,16 @@ type Bonds struct {
 	// StateDir keeps the checkpoints, on the host's disk so that they outlive the agent.
 	StateDir string
 	Prober   Prober
-	// Resolved is told the operation whose checkpoint was committed or rolled back, so that
-	// its outcome is recorded at once.
+	// Resolved is told the operation whose checkpoint was checked, committed or rolled back,
+	// so that its outcome is recorded at once.
 	Resolved func(types.NamespacedName)
 
-	// mu serialises the changes and the checkpoint files; tmu guards the timers, apart
-	// from mu, which a firing timer takes.
-	mu     sync.Mutex
-	tmu    sync.Mutex
-	timers map[types.UID]*time.Timer
+	// mu serialises the changes and the checkpoint files; tmu guards the timers and the
+	// probing set, apart from mu, which a firing timer takes.
+	mu      sync.Mutex
+	tmu     sync.Mutex
+	timers  map[types.UID]*time.Timer
+	probing map[types.UID]bool
 }
 
 // Executors are the bond operations.
@@ -113,23 +135,31 @@ func (b *Bonds) Executors() map[nwv1.NodeOperationType]Executor {
 	}
 }
 
-// Recover is run when the agent starts, before it reaches the API server: a change it was in
-// the middle of is undone, an expired checkpoint is rolled back, and the others' timers are
-// set again. Checkpoints resolved more than two days ago (longer than any operation's
-// deadline) are removed.
+// Recover is run when the agent starts, before it reaches the API server: a change it had not
+// checked is undone, a restore it was in the middle of is done again, an expired checkpoint is
+// rolled back, and the others' timers are set again. A checkpoint file it cannot read is set
+// aside (renamed *.unreadable), and a new bond change is refused while one is there.
+// Checkpoints resolved more than two days ago (longer than any operation's deadline) are
+// removed.
 func (b *Bonds) Recover(ctx context.Context) error {
-	all, err := b.list()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	all, err := b.list(ctx)
 	if err != nil {
 		return err
 	}
 	for _, c := range all {
 		switch c.State {
-		case checkpointApplying:
-			b.mu.Lock()
-			b.rollback(ctx, c, ReasonApplyFailed, "the agent stopped while it was changing the bond; the previous configuration was restored when it started again")
-			b.mu.Unlock()
+		case checkpointApplying, checkpointProbing:
+			b.rollback(ctx, c, ReasonInterrupted, "the agent stopped before the change was checked; the previous configuration was restored when it started again")
+		case checkpointRollingBack:
+			b.rollback(ctx, c, c.Reason, c.Message)
 		case checkpointArmed:
-			b.arm(c)
+			if !time.Now().Before(c.Expires) {
+				b.rollback(ctx, c, ReasonNotCommitted, fmt.Sprintf("not committed by %s", c.Expires.UTC().Format(time.RFC3339)))
+			} else {
+				b.arm(c)
+			}
 		default:
 			if time.Since(c.ResolvedAt) > 48*time.Hour {
 				_ = os.Remove(b.path(c.Operation))
@@ -149,6 +179,8 @@ func (setBondMode) Resumable() bool { return true }
 // Holds: the host keeps a record of the operation; its outcome is the record's, whatever the
 // deadline.
 func (e setBondMode) Holds(op *nwv1.NodeOperation) bool {
+	e.b.mu.Lock()
+	defer e.b.mu.Unlock()
 	c, _ := e.b.load(op.UID)
 	return c != nil
 }
@@ -176,11 +208,19 @@ func (e setBondMode) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 		return nil, &OperationError{Reason: ReasonInvalidOperation, Message: fmt.Sprintf(
 			"its deadline %s leaves less than the checkpoint's %s and 30s to commit or roll back the change", op.Spec.Deadline.UTC().Format(time.RFC3339), timeout)}
 	}
-	if pending, err := b.pending(spec.Bond); err != nil {
+	all, err := b.list(ctx)
+	if err != nil {
 		return nil, err
-	} else if pending != nil {
-		return nil, &OperationError{Reason: ReasonCheckpointPending, Message: fmt.Sprintf(
-			"%s has an uncommitted change to %s (operation %s) until %s", spec.Bond, pending.Mode, pending.Name, pending.Expires.UTC().Format(time.RFC3339))}
+	}
+	if unreadable, _ := filepath.Glob(filepath.Join(b.StateDir, "*.unreadable")); len(unreadable) > 0 {
+		return nil, &OperationError{Reason: ReasonCheckpointUnreadable, Message: fmt.Sprintf(
+			"the checkpoint %s could not be read, so what it recorded cannot be undone by the agent: a person must look at the node and remove it", unreadable[0])}
+	}
+	for _, other := range all {
+		if other.Bond == spec.Bond && other.open() {
+			return nil, &OperationError{Reason: ReasonCheckpointPending, Message: fmt.Sprintf(
+				"%s has an uncommitted change to %s (operation %s) until %s", spec.Bond, other.Mode, other.Name, other.Expires.UTC().Format(time.RFC3339))}
+		}
 	}
 	obs, err := b.Net.Bond(ctx, spec.Bond)
 	if errors.Is(err, netconf.ErrNoBond) {
@@ -209,8 +249,8 @@ func (e setBondMode) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 		return nil, err
 	}
 	c = &checkpoint{Operation: op.UID, Namespace: op.Namespace, Name: op.Name, Bond: spec.Bond,
-		PreviousMode: obs.Mode, Mode: spec.Mode, PreviousFiles: previous, Files: files, Probes: spec.Probes,
-		Expires: time.Now().Add(timeout), State: checkpointApplying}
+		Previous: obs, Mode: spec.Mode, PreviousFiles: previous, Files: files, Probes: spec.Probes,
+		Timeout: timeout, Expires: time.Now().Add(timeout), State: checkpointApplying}
 	// The checkpoint is on disk before anything changes.
 	if err := b.save(c); err != nil {
 		return nil, fmt.Errorf("writing the checkpoint: %w", err)
@@ -223,53 +263,93 @@ func (e setBondMode) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 		b.rollback(ctx, c, ReasonApplyFailed, "writing the persistent configuration failed: "+err.Error())
 		return b.outcome(ctx, c)
 	}
-	c.State, c.Expires = checkpointArmed, time.Now().Add(timeout)
+	c.State, c.Expires = checkpointProbing, time.Now().Add(timeout)
 	if err := b.save(c); err != nil {
 		b.rollback(ctx, c, ReasonApplyFailed, "recording the change failed: "+err.Error())
 		return b.outcome(ctx, c)
 	}
 	b.arm(c)
-	// A link that changed mode takes a moment to carry traffic again (LACP negotiates): the
-	// probes are tried again for up to half the checkpoint's time.
-	b.mu.Unlock()
-	results, ok := b.Prober.ProbeUntil(ctx, spec.Probes, timeout/2)
-	b.mu.Lock()
-	c, err = b.load(op.UID)
-	if err != nil {
-		return nil, fmt.Errorf("reading the checkpoint of %s back: %w", op.Name, err)
-	}
-	if c == nil {
-		return nil, fmt.Errorf("the checkpoint of %s is gone", op.Name)
-	}
-	if c.State == checkpointArmed {
-		c.Results = results
-		if !ok {
-			b.rollback(ctx, c, ReasonProbeFailed, "after the change to "+string(spec.Mode)+": "+failed(results))
-		} else if err := b.save(c); err != nil {
-			return nil, err
-		}
-	}
+	// The probes run on their own, not holding the agent's one worker: a commit or another
+	// operation is not kept waiting behind them.
+	b.setProbing(c.Operation, true)
+	go b.probe(c.Operation, spec.Probes, timeout/2)
 	return b.outcome(ctx, c)
 }
 
-// outcome is what the record of c says of its operation.
+// probe checks a change: again every 250 ms for up to budget (a link that changed mode takes a
+// moment to carry traffic; LACP negotiates). All answering, the checkpoint is Armed and waits
+// for its commit; otherwise the change is rolled back (ProbeFailed).
+func (b *Bonds) probe(uid types.UID, probes nwv1.BondProbes, budget time.Duration) {
+	defer b.setProbing(uid, false)
+	results, ok := b.Prober.ProbeUntil(context.Background(), probes, budget)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, err := b.load(uid)
+	if err != nil || c == nil || c.State != checkpointProbing {
+		return // expired and rolled back meanwhile, or unreadable
+	}
+	c.Results = results
+	if !ok {
+		b.rollback(context.Background(), c, ReasonProbeFailed, "after the change to "+string(c.Mode)+": "+failed(results))
+		return
+	}
+	c.State = checkpointArmed
+	if err := b.save(c); err != nil {
+		b.rollback(context.Background(), c, ReasonApplyFailed, "recording the probes failed: "+err.Error())
+		return
+	}
+	b.tell(c)
+}
+
+func (b *Bonds) setProbing(uid types.UID, on bool) {
+	b.tmu.Lock()
+	defer b.tmu.Unlock()
+	if b.probing == nil {
+		b.probing = map[types.UID]bool{}
+	}
+	if on {
+		b.probing[uid] = true
+	} else {
+		delete(b.probing, uid)
+	}
+}
+
+func (b *Bonds) isProbing(uid types.UID) bool {
+	b.tmu.Lock()
+	defer b.tmu.Unlock()
+	return b.probing[uid]
+}
+
+// outcome is what the record of c says of its operation, finishing what a crash left. b.mu is
+// held.
 func (b *Bonds) outcome(ctx context.Context, c *checkpoint) (*nwv1.NodeOperationResult, error) {
-	result := &nwv1.NodeOperationResult{PreviousMode: c.PreviousMode, Probes: c.Results}
+	switch c.State {
+	case checkpointApplying:
+		// Only a crash leaves one behind (Recover undoes it at the start).
+		b.rollback(ctx, c, ReasonInterrupted, "the change did not finish; the previous configuration was restored")
+	case checkpointProbing:
+		if !b.isProbing(c.Operation) {
+			b.rollback(ctx, c, ReasonInterrupted, "the agent stopped before the change was checked; the previous configuration was restored")
+		}
+	case checkpointRollingBack:
+		b.rollback(ctx, c, c.Reason, c.Message)
+	case checkpointArmed:
+		if !time.Now().Before(c.Expires) {
+			b.rollback(ctx, c, ReasonNotCommitted, fmt.Sprintf("not committed by %s", c.Expires.UTC().Format(time.RFC3339)))
+		}
+	}
+	result := &nwv1.NodeOperationResult{PreviousMode: c.Previous.Mode, Probes: c.Results}
 	if obs, err := b.Net.Bond(ctx, c.Bond); err == nil {
 		result.Bond = &obs
 	}
 	switch c.State {
-	case checkpointApplying:
-		// Only Recover or a failed change leaves one behind; roll it back now.
-		b.rollback(ctx, c, ReasonApplyFailed, "the change did not finish; the previous configuration was restored")
-		return b.outcome(ctx, c)
+	case checkpointProbing:
+		// Woken when the probes end; at the latest a second after the expiry, by when the
+		// checkpoint's timer has fired.
+		return result, &Pending{Until: c.Expires.Add(time.Second)}
 	case checkpointArmed:
-		if !time.Now().Before(c.Expires) {
-			b.rollback(ctx, c, ReasonNotCommitted, fmt.Sprintf("not committed by %s", c.Expires.UTC().Format(time.RFC3339)))
-			return b.outcome(ctx, c)
-		}
 		result.CheckpointExpires = ptr.To(metav1.NewTime(c.Expires))
-		return result, &Pending{Until: c.Expires}
+		return result, &Pending{Until: c.Expires.Add(time.Second)}
 	case checkpointCommitted:
 		return result, nil
 	default:
@@ -278,21 +358,24 @@ func (b *Bonds) outcome(ctx context.Context, c *checkpoint) (*nwv1.NodeOperation
 	}
 }
 
-// rollback restores c's previous mode and files, probes, and records the outcome. b.mu is
-// held. It is not stopped by ctx's end (the agent shutting down mid-change still restores),
-// only bounded.
+// rollback restores c's previous bond and files, probes, and records the outcome; RollingBack
+// is recorded first, so that a restart finishes a restore it interrupted. b.mu is held. It is
+// not stopped by ctx's end (the agent shutting down mid-change still restores), only bounded.
 func (b *Bonds) rollback(ctx context.Context, c *checkpoint, reason, message string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	b.disarm(c.Operation)
+	c.State, c.Reason, c.Message = checkpointRollingBack, reason, message
+	if err := b.save(c); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Recording a rollback's start", "operation", c.Name)
+	}
 	var problems []string
-	if err := b.Net.SetBondMode(ctx, c.Bond, c.PreviousMode); err != nil {
-		problems = append(problems, "restoring the mode "+string(c.PreviousMode)+": "+err.Error())
+	if err := b.Net.Restore(ctx, c.Previous); err != nil {
+		problems = append(problems, "restoring the bond in "+string(c.Previous.Mode)+": "+err.Error())
 	}
 	if err := hostos.WriteFiles(b.HostRoot, c.PreviousFiles); err != nil {
 		problems = append(problems, "restoring the persistent configuration: "+err.Error())
 	}
-	c.State = checkpointRolledBack
 	if len(problems) > 0 {
 		c.Reason = ReasonRestoreFailed
 		c.Message = message + "; the restore failed: " + strings.Join(problems, "; ")
@@ -302,7 +385,7 @@ func (b *Bonds) rollback(ctx context.Context, c *checkpoint, reason, message str
 	} else {
 		results, ok := b.Prober.ProbeUntil(ctx, c.Probes, 10*time.Second)
 		c.Results = results
-		c.Reason, c.Message = reason, message+"; restored "+string(c.PreviousMode)
+		c.Message = message + "; restored " + string(c.Previous.Mode)
 		if !ok {
 			c.Message += ", and after the restore: " + failed(results)
 		} else {
@@ -310,7 +393,7 @@ func (b *Bonds) rollback(ctx context.Context, c *checkpoint, reason, message str
 		}
 	}
 	// Resolved once restored and probed.
-	c.ResolvedAt = time.Now()
+	c.State, c.ResolvedAt = checkpointRolledBack, time.Now()
 	if err := b.save(c); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Recording a rollback", "operation", c.Name)
 	}
@@ -322,7 +405,7 @@ func (b *Bonds) expire(uid types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c, err := b.load(uid)
-	if err != nil || c == nil || c.State != checkpointArmed {
+	if err != nil || c == nil || (c.State != checkpointArmed && c.State != checkpointProbing) {
 		return
 	}
 	b.rollback(context.Background(), c, ReasonNotCommitted, fmt.Sprintf("not committed by %s", c.Expires.UTC().Format(time.RFC3339)))
@@ -369,16 +452,17 @@ func (e commitCheckpoint) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	all, err := b.list()
+	all, err := b.list(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// The change to commit: the one named, or the bond's open one, or else its latest.
 	var latest *checkpoint
 	for _, c := range all {
-		if c.Bond != spec.Bond {
+		if c.Bond != spec.Bond || (spec.Operation != "" && c.Name != spec.Operation) {
 			continue
 		}
-		if c.State == checkpointArmed || c.State == checkpointApplying {
+		if c.open() {
 			latest = c
 			break
 		}
@@ -390,9 +474,13 @@ func (e commitCheckpoint) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv
 	if obs, err := b.Net.Bond(ctx, spec.Bond); err == nil {
 		result.Bond = &obs
 	}
+	what := spec.Bond + " has no change"
+	if spec.Operation != "" {
+		what = spec.Bond + " has no change by operation " + spec.Operation
+	}
 	switch {
 	case latest == nil:
-		return result, &OperationError{Reason: ReasonNoCheckpoint, Message: spec.Bond + " has no change waiting for its commit"}
+		return result, &OperationError{Reason: ReasonNoCheckpoint, Message: what + " waiting for its commit"}
 	case latest.State == checkpointArmed && time.Now().Before(latest.Expires):
 		latest.State, latest.ResolvedAt = checkpointCommitted, time.Now()
 		if err := b.save(latest); err != nil {
@@ -400,16 +488,20 @@ func (e commitCheckpoint) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv
 		}
 		b.disarm(latest.Operation)
 		b.tell(latest)
-		result.PreviousMode = latest.PreviousMode
+		result.PreviousMode = latest.Previous.Mode
 		return result, nil
 	case latest.State == checkpointCommitted:
-		result.PreviousMode = latest.PreviousMode
+		// Committed already (this commit run again after a restart, or a second one).
+		result.PreviousMode = latest.Previous.Mode
 		return result, nil
+	case latest.State == checkpointProbing || latest.State == checkpointApplying:
+		return result, &OperationError{Reason: ReasonNoCheckpoint, Message: fmt.Sprintf(
+			"the change of %s to %s (operation %s) is not checked yet: commit it once its result shows every probe answering", spec.Bond, latest.Mode, latest.Name)}
 	case latest.State == checkpointRolledBack:
 		return result, &OperationError{Reason: ReasonNoCheckpoint, Message: fmt.Sprintf(
 			"the change of %s to %s (operation %s) was already rolled back at %s (%s)", spec.Bond, latest.Mode, latest.Name, latest.ResolvedAt.UTC().Format(time.RFC3339), latest.Reason)}
 	default:
-		// Armed but expired (its timer is about to fire), or still being applied.
+		// Armed but expired (its timer is about to fire), or being rolled back.
 		return result, &OperationError{Reason: ReasonNoCheckpoint, Message: fmt.Sprintf(
 			"the change of %s to %s (operation %s) expired at %s and is being rolled back", spec.Bond, latest.Mode, latest.Name, latest.Expires.UTC().Format(time.RFC3339))}
 	}
@@ -444,8 +536,9 @@ func (b *Bonds) load(uid types.UID) (*checkpoint, error) {
 	return c, nil
 }
 
-// list reads every checkpoint, oldest first.
-func (b *Bonds) list() ([]*checkpoint, error) {
+// list reads every checkpoint, oldest first. One it cannot read is set aside (renamed
+// *.unreadable) and logged, so that the others are still recovered.
+func (b *Bonds) list(ctx context.Context) ([]*checkpoint, error) {
 	entries, err := os.ReadDir(b.StateDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -461,7 +554,12 @@ func (b *Bonds) list() ([]*checkpoint, error) {
 		}
 		c, err := b.load(types.UID(strings.TrimSuffix(strings.TrimPrefix(name, "checkpoint-"), ".json")))
 		if err != nil {
-			return nil, err
+			path := filepath.Join(b.StateDir, name)
+			ctrl.LoggerFrom(ctx).Error(err, "A bond checkpoint cannot be read; it is set aside, and bond changes are refused until a person removes it", "path", path+".unreadable")
+			if rerr := os.Rename(path, path+".unreadable"); rerr != nil {
+				return nil, errors.Join(err, rerr)
+			}
+			continue
 		}
 		if c != nil {
 			all = append(all, c)
@@ -469,18 +567,4 @@ func (b *Bonds) list() ([]*checkpoint, error) {
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Expires.Before(all[j].Expires) })
 	return all, nil
-}
-
-// pending is the bond's change that waits for its commit, if any.
-func (b *Bonds) pending(bond string) (*checkpoint, error) {
-	all, err := b.list()
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range all {
-		if c.Bond == bond && (c.State == checkpointArmed || c.State == checkpointApplying) {
-			return c, nil
-		}
-	}
-	return nil, nil
 }

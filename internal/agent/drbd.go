@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/utils/ptr"
 
@@ -25,6 +28,9 @@ type DRBD struct {
 	Drbdadm []string
 	// VerifyPoll is how often a verification's progress is read; 1s when zero.
 	VerifyPoll time.Duration
+
+	mu       sync.Mutex
+	verifies map[types.UID]bool // the verifications this process started
 }
 
 // Executors are the DRBD operations d performs.
@@ -57,6 +63,8 @@ func (d *DRBD) Executors() map[nwv1.NodeOperationType]Executor {
 // volume is in VerifyS or VerifyT any more, then reports what the verification found out of
 // sync (result.outOfSyncKiB, summed over volumes and peers). It changes no data: blocks found
 // different are only marked out of sync, for a later resync; what to do is the operator's call.
+// A verification can take hours: between two reads the operation stays Running (Pending) and the
+// agent's worker is free for other operations.
 type verifyExecutor struct{ d *DRBD }
 
 func (verifyExecutor) Resumable() bool { return true }
@@ -66,43 +74,63 @@ func (e verifyExecutor) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.
 		return nil, errMissing(op)
 	}
 	resource := op.Spec.DRBDVerify.Resource
-	if _, err := (drbdExecutor{e.d, func(*nwv1.NodeOperation) ([]string, error) { return drbd.VerifyCommand(resource) }}).Run(ctx, op); err != nil {
-		return nil, err
+	poll := e.d.VerifyPoll
+	if poll <= 0 {
+		poll = time.Second
+	}
+	if !e.d.verifyStarted(op.UID) {
+		// Started here once; after a restart it is started again, which only begins the
+		// comparison anew.
+		if _, err := (drbdExecutor{e.d, func(*nwv1.NodeOperation) ([]string, error) { return drbd.VerifyCommand(resource) }}).Run(ctx, op); err != nil {
+			return nil, err
+		}
+		e.d.markVerify(op.UID, true)
 	}
 	status, err := drbd.ResourceStatusCommand(resource)
 	if err != nil {
 		return nil, &OperationError{Reason: ReasonInvalidOperation, Message: err.Error()}
 	}
-	poll := e.d.VerifyPoll
-	if poll <= 0 {
-		poll = time.Second
+	out, err := e.d.Runner.Run(ctx, status)
+	if err != nil {
+		return nil, err
 	}
-	for {
-		out, err := e.d.Runner.Run(ctx, status)
-		if err != nil {
-			return nil, err
+	resources, err := drbd.ParseStatus(out.Stdout)
+	if err != nil {
+		return nil, &OperationError{Reason: ReasonCommandFailed, Message: err.Error()}
+	}
+	var found *drbd.Resource
+	for i := range resources {
+		if resources[i].Name == resource {
+			found = &resources[i]
 		}
-		resources, err := drbd.ParseStatus(out.Stdout)
-		if err != nil {
-			return nil, &OperationError{Reason: ReasonCommandFailed, Message: err.Error()}
-		}
-		var found *drbd.Resource
-		for i := range resources {
-			if resources[i].Name == resource {
-				found = &resources[i]
-			}
-		}
-		if found == nil {
-			return nil, &OperationError{Reason: "ResourceNotFound", Message: fmt.Sprintf("drbdsetup does not know %s on this node", resource)}
-		}
-		if !verifying(*found) {
-			return &nwv1.NodeOperationResult{OutOfSyncKiB: ptr.To(int64(min(found.OutOfSyncKiB(), math.MaxInt64)))}, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(poll):
-		}
+	}
+	if found == nil {
+		e.d.markVerify(op.UID, false)
+		return nil, &OperationError{Reason: "ResourceNotFound", Message: fmt.Sprintf("drbdsetup does not know %s on this node", resource)}
+	}
+	if verifying(*found) {
+		return &nwv1.NodeOperationResult{}, &Pending{Until: time.Now().Add(poll)}
+	}
+	e.d.markVerify(op.UID, false)
+	return &nwv1.NodeOperationResult{OutOfSyncKiB: ptr.To(int64(min(found.OutOfSyncKiB(), math.MaxInt64)))}, nil
+}
+
+func (d *DRBD) verifyStarted(uid types.UID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.verifies[uid]
+}
+
+func (d *DRBD) markVerify(uid types.UID, on bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.verifies == nil {
+		d.verifies = map[types.UID]bool{}
+	}
+	if on {
+		d.verifies[uid] = true
+	} else {
+		delete(d.verifies, uid)
 	}
 }
 

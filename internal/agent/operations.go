@@ -207,15 +207,16 @@ func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	o.markStarted(op.UID)
 	// Nothing runs past the operation's deadline, but reading (or rolling back) what the host
 	// recorded.
-	runCtx, cancel := context.WithDeadline(ctx, op.Spec.Deadline.Time)
+	limit := op.Spec.Deadline.Time
 	if held {
-		runCtx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+		limit = o.Clock.Now().Add(2 * time.Minute)
 	}
+	runCtx, cancel := context.WithDeadline(ctx, limit)
 	defer cancel()
 	result, err := run(runCtx, exec, op)
 	if pending := (*Pending)(nil); errors.As(err, &pending) {
 		// Done on the host, waiting (a bond change for its commit): Running, with its result.
-		return ctrl.Result{RequeueAfter: max(time.Until(pending.Until)+time.Second, time.Second)}, o.progress(ctx, op, result)
+		return ctrl.Result{RequeueAfter: max(time.Until(pending.Until), 10*time.Millisecond)}, o.progress(ctx, op, result)
 	}
 	if runCtx.Err() != nil && ctx.Err() == nil && !held {
 		err = &OperationError{Reason: ReasonDeadlineExceeded, Message: fmt.Sprintf(

@@ -47,7 +47,8 @@ var ErrUnsupported = errors.New("the host OS's persistent network configuration 
 
 const header = "# Written by the Nodewright agent for a SetBondMode NodeOperation; it is changed and\n# removed only through NodeOperations.\n"
 
-// networkDir is where systemd-networkd reads its administrator's files.
+// networkDir is where systemd-networkd reads its administrator's files; Nodewright writes
+// there, a drop-in for a .netdev of any of networkd's directories included.
 const networkDir = "/etc/systemd/network"
 
 // BondFiles renders cfg as p persists it: the files to write, with absolute host paths.
@@ -178,24 +179,40 @@ func ParseNetworkd(content []byte) (map[string]map[string][]string, error) {
 	return sections, nil
 }
 
-// FindBondNetdev finds, in the host's network directory under root, the .netdev file that
-// defines the bond called name (Kind=bond), or "" when none does. Files are read in networkd's
-// order, by name; the first that defines it is the one networkd uses.
+// networkdDirs are where systemd-networkd reads its files (systemd.network(5)): together,
+// sorted by file name, a file in an earlier directory hiding one of the same name in a later.
+var networkdDirs = []string{"/etc/systemd/network", "/run/systemd/network", "/usr/local/lib/systemd/network", "/usr/lib/systemd/network"}
+
+// FindBondNetdev finds the .netdev file that defines the bond called name (Kind=bond) among
+// networkd's directories under root, as networkd reads them: by file name across the
+// directories, /etc first for a name found twice; the first that defines the bond is the one
+// networkd uses (it ignores a later definition of the same device). It returns the file's name,
+// "" when none defines it. Nodewright's own 10-nodewright-<bond>.netdev is passed over.
 func FindBondNetdev(root, name string) (string, error) {
-	dir := filepath.Join(root, networkDir)
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".netdev") || strings.HasPrefix(e.Name(), "10-nodewright-") {
+	seen := map[string]string{} // file name -> its path, the first directory's
+	var names []string
+	for _, dir := range networkdDirs {
+		entries, err := os.ReadDir(filepath.Join(root, dir))
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		content, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return "", err
+		}
+		for _, e := range entries {
+			n := e.Name()
+			if e.IsDir() || !strings.HasSuffix(n, ".netdev") || strings.HasPrefix(n, "10-nodewright-") {
+				continue
+			}
+			if _, ok := seen[n]; !ok {
+				seen[n] = filepath.Join(root, dir, n)
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		content, err := os.ReadFile(seen[n])
 		if err != nil {
 			return "", err
 		}
@@ -205,7 +222,7 @@ func FindBondNetdev(root, name string) (string, error) {
 		}
 		nd := sections["NetDev"]
 		if last(nd["Name"]) == name && last(nd["Kind"]) == "bond" {
-			return e.Name(), nil
+			return n, nil
 		}
 	}
 	return "", nil
@@ -249,7 +266,14 @@ func WriteFiles(root string, files []File) error {
 	for _, f := range files {
 		p := filepath.Join(root, f.Path)
 		if f.Content == nil {
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			err := os.Remove(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err == nil {
+				err = syncDir(filepath.Dir(p))
+			}
+			if err != nil {
 				return err
 			}
 			continue
@@ -290,6 +314,11 @@ func WriteFileAtomic(p string, content []byte, perm os.FileMode) error {
 	if err := os.Rename(tmp.Name(), p); err != nil {
 		return err
 	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename or a removal in dir durable.
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

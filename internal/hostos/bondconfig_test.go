@@ -157,7 +157,18 @@ func TestFindBondNetdev(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for bond, want := range map[string]string{"bond0": "20-bond0.netdev", "bond1": ""} {
+	// netplan writes its files in /run; networkd reads them with /etc's, by name.
+	for name, content := range map[string]string{
+		"run/systemd/network/10-netplan-bond2.netdev":   "[NetDev]\nName=bond2\nKind=bond\n",
+		"usr/lib/systemd/network/20-bond0.netdev":       "[NetDev]\nName=other\nKind=bond\n", // hidden by /etc's
+		"usr/lib/systemd/network/25-bond3.netdev":       "[NetDev]\nName=bond3\nKind=bond\n",
+		"usr/local/lib/systemd/network/25-bond3.netdev": "[NetDev]\nName=bond4\nKind=bond\n", // hides /usr/lib's
+	} {
+		if err := WriteFileAtomic(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for bond, want := range map[string]string{"bond0": "20-bond0.netdev", "bond1": "", "bond2": "10-netplan-bond2.netdev", "bond3": "", "bond4": "25-bond3.netdev"} {
 		got, err := FindBondNetdev(root, bond)
 		if err != nil || got != want {
 			t.Errorf("FindBondNetdev(%s) = %q, %v; want %q", bond, got, err, want)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/vishvananda/netlink"
 
@@ -22,6 +23,11 @@ type Backend interface {
 	Bond(ctx context.Context, name string) (nwv1.BondObservation, error)
 	// SetBondMode changes the runtime mode of the bond called name, keeping its members.
 	SetBondMode(ctx context.Context, name string, mode nwv1.BondMode) error
+	// Restore makes the bond as it was observed (Bond's answer before a change): its mode,
+	// every member of the observation enslaved again, the bond and its members up. It does
+	// what is needed whatever state a failed or interrupted change left, and nothing when the
+	// bond is already so.
+	Restore(ctx context.Context, was nwv1.BondObservation) error
 }
 
 // ErrNoBond says the node has no bond of that name.
@@ -92,12 +98,87 @@ func (n Netlink) SetBondMode(_ context.Context, name string, mode nwv1.BondMode)
 	if err := h.LinkSetDown(link); err != nil {
 		return fmt.Errorf("taking %s down: %w", name, err)
 	}
-	change := netlink.NewLinkBond(netlink.LinkAttrs{Name: name, Index: link.Attrs().Index})
-	change.Mode = want
-	if err := h.LinkModify(change); err != nil {
-		return fmt.Errorf("setting the mode of %s to %s: %w", name, mode, err)
+	if err := setMode(h, link, want); err != nil {
+		return err
 	}
 	return enslave(h, link, members, wasUp)
+}
+
+// setMode sets the mode of a bond that is down and has no members.
+func setMode(h *netlink.Handle, link netlink.Link, mode netlink.BondMode) error {
+	// Only the mode: every other attribute left as it is (NewLinkAttrs marks them unset;
+	// a zero LinkAttrs would set the transmit queue length to 0).
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name, attrs.Index = link.Attrs().Name, link.Attrs().Index
+	change := netlink.NewLinkBond(attrs)
+	change.Mode = mode
+	if err := h.LinkModify(change); err != nil {
+		return fmt.Errorf("setting the mode of %s to %s: %w", link.Attrs().Name, mode, err)
+	}
+	return nil
+}
+
+// Restore makes the bond as was observed it: its mode, was's members enslaved, all up.
+func (n Netlink) Restore(_ context.Context, was nwv1.BondObservation) error {
+	h := n.handle()
+	want := netlink.StringToBondMode(string(was.Mode))
+	if want == netlink.BOND_MODE_UNKNOWN {
+		return fmt.Errorf("bond mode %q: not a Linux bonding mode", was.Mode)
+	}
+	link, err := linkByName(h, was.Interface)
+	if err != nil {
+		return err
+	}
+	bond, ok := link.(*netlink.Bond)
+	if !ok {
+		return fmt.Errorf("%w: %s is a %s link, not a bond", ErrNoBond, was.Interface, link.Type())
+	}
+	current, err := membersOf(h, link)
+	if err != nil {
+		return err
+	}
+	var members []netlink.Link
+	for _, m := range was.Members {
+		l, err := h.LinkByName(m.Name)
+		if err != nil {
+			return fmt.Errorf("member %s of %s: %w", m.Name, was.Interface, err)
+		}
+		members = append(members, l)
+	}
+	if bond.Mode == want && sameLinks(current, members) && up(link) && !slices.ContainsFunc(members, func(l netlink.Link) bool { return !up(l) }) {
+		return nil
+	}
+	if err := release(h, current); err != nil {
+		return err
+	}
+	if err := h.LinkSetDown(link); err != nil {
+		return fmt.Errorf("taking %s down: %w", was.Interface, err)
+	}
+	if bond.Mode != want {
+		if err := setMode(h, link, want); err != nil {
+			return err
+		}
+	}
+	for i := range members {
+		// Every member up once enslaved again: they carried the bond before.
+		members[i].Attrs().Flags |= net.FlagUp
+	}
+	return enslave(h, link, members, true)
+}
+
+func up(l netlink.Link) bool { return l.Attrs().Flags&net.FlagUp != 0 }
+
+// sameLinks: a and b hold the same links, whatever their order.
+func sameLinks(a, b []netlink.Link) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, l := range a {
+		if !slices.ContainsFunc(b, func(o netlink.Link) bool { return o.Attrs().Index == l.Attrs().Index }) {
+			return false
+		}
+	}
+	return true
 }
 
 func linkByName(h *netlink.Handle, name string) (netlink.Link, error) {

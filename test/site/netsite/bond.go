@@ -109,6 +109,19 @@ func (p PlayedBond) SetBondMode(ctx context.Context, name string, mode nwv1.Bond
 	return netlink.LinkSetUp(link)
 }
 
+// Restore sets the played bond's mode back to was's, and its link up.
+func (p PlayedBond) Restore(ctx context.Context, was nwv1.BondObservation) error {
+	obs, err := p.Bond(ctx, was.Interface)
+	if err == nil && obs.Mode == was.Mode {
+		link, err := netlink.LinkByName(was.Interface)
+		if err != nil {
+			return err
+		}
+		return netlink.LinkSetUp(link)
+	}
+	return p.SetBondMode(ctx, was.Interface, was.Mode)
+}
+
 // SwitchSocket is where the switch listens for the node's mode changes.
 func (p PlayedBond) SwitchSocket() string { return filepath.Join(p.Dir, "switch.sock") }
 

@@ -57,8 +57,7 @@ type Node struct {
 	port   string // the switch's port for the node
 	expect []nwv1.BondMode
 	never  nwv1.BondMode
-	cut    bool
-	state  string // the port's bridge state as last set
+	state  string // the port's state as last set: forwarding, or disabled (down)
 }
 
 // New builds the network with nodes, each bond in mode, every port expecting it, for a test:
@@ -269,7 +268,7 @@ func (n *Network) look() {
 		raw, _ := os.ReadFile(node.Bond.ModeFile(Bond))
 		mode := nwv1.BondMode(strings.TrimSpace(string(raw)))
 		want := "disabled"
-		if slices.Contains(node.expect, mode) && mode != node.never && !node.cut {
+		if slices.Contains(node.expect, mode) && mode != node.never {
 			want = "forwarding"
 		}
 		if want == node.state {
@@ -366,15 +365,22 @@ func (p *proxy) forward(c net.Conn) {
 	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	p.mu.Lock()
 	node := p.addrs[host]
-	if p.cut[node] {
-		p.mu.Unlock()
+	cut := p.cut[node]
+	p.mu.Unlock()
+	if cut {
 		_ = c.Close()
 		return
 	}
 	up, err := net.Dial("tcp", p.target)
 	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.cut[node] { // cut while dialling
 		p.mu.Unlock()
 		_ = c.Close()
+		_ = up.Close()
 		return
 	}
 	if p.conns[node] == nil {
