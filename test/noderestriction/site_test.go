@@ -9,15 +9,9 @@
 package noderestriction_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,11 +21,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
@@ -270,57 +262,17 @@ func deleteIgnoringNotFound(t *testing.T, obj client.Object) {
 // ServiceAccount, leaving out the agent's Namespace and DaemonSet.
 func renderAgentAccess(t *testing.T, ns string) []*unstructured.Unstructured {
 	t.Helper()
-	root := env.RepoRoot
-	helm := os.Getenv("NODEWRIGHT_HELM")
-	if helm == "" {
-		version, err := testenv.PinnedVersion(root, "HELM_VERSION")
-		if err != nil {
-			t.Fatal(err)
-		}
-		helm = filepath.Join(root, "bin", "tools", "helm-"+version)
-	}
-	if _, err := os.Stat(helm); err != nil {
-		t.Fatalf("helm not found at %s: run 'make test', which builds it, or hack/helm.sh", helm)
-	}
-	home := t.TempDir()
-	cmd := exec.Command(helm, "template", "nodewright", "charts/nodewright", "--namespace", "nodewright-system", "--kube-version", "1.34.2",
+	rendered := testenv.RenderChart(t, env.RepoRoot, "nodewright-system",
 		"--set", "agent.enabled=true", "--set", "agent.namespace="+ns,
 		"--show-only", "templates/agent-access.yaml", "--show-only", "templates/agent.yaml")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(),
-		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"),
-		"KUBECONFIG="+filepath.Join(home, "no-kubeconfig"))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm template: %v\n%s", err, stderr.String())
-	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(&stdout))
 	var objs []*unstructured.Unstructured
 	kinds := map[string]bool{}
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			t.Fatalf("rendered manifest: %v\n%s", err, doc)
-		}
-		if len(u.Object) == 0 {
+	for _, o := range rendered {
+		if o.Template != "templates/agent-access.yaml" && o.GetKind() != "ServiceAccount" {
 			continue
 		}
-		fromAccess := strings.Contains(string(doc), "# Source: nodewright/templates/agent-access.yaml")
-		if !fromAccess && u.GetKind() != "ServiceAccount" {
-			continue
-		}
-		kinds[u.GetKind()] = true
-		objs = append(objs, u)
+		kinds[o.GetKind()] = true
+		objs = append(objs, o.Unstructured)
 	}
 	for _, kind := range []string{"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		if !kinds[kind] {
