@@ -228,7 +228,7 @@ func (r *Reconciler) verifyClone(ctx context.Context, s *scope) (engine.Outcome,
 // dataJob runs nodewright-copy in a Job and turns its result into the step's outcome: the
 // digests into status.checksum, its progress into status.progress.
 func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, source, target string) (engine.Outcome, error) {
-	job := newDataJob(s.m, migration.ChildName(s.m, suffix), r.CopyImage, command, source, target)
+	job := DataJob(s.m, migration.ChildName(s.m, suffix), r.CopyImage, command, source, target)
 	if err := r.ensure(ctx, s.m, job); err != nil {
 		return engine.Outcome{}, err
 	}

@@ -3,6 +3,5 @@ package vmvolumemigration
 // Exported for the tests of package vmvolumemigration_test.
 var (
 	ReadProgress = readProgress
-	NewDataJob   = newDataJob
 	JobPod       = jobPod
 )

@@ -28,10 +28,13 @@ const (
 	targetDevice  = "/dev/nodewright/target"
 )
 
-// newDataJob is the Job that runs nodewright-copy (command "copy" or "verify") from the
+// DataJob is the Job that runs nodewright-copy (command "copy" or "verify") from the
 // source PVC to the target PVC, both attached as raw block devices. It never retries: a
-// failed copy is reported, and a mismatch is never retried into success.
-func newDataJob(m *nwv1.VMVolumeMigration, name, image, command, source, target string) *batchv1.Job {
+// failed copy is reported, and a mismatch is never retried into success. It is the only
+// workload the operator creates; the chart's admission policy for the operator's Jobs
+// (templates/operator-limits.yaml) admits this and nothing wider, which
+// test/operatorrestriction checks with this function.
+func DataJob(m *nwv1.VMVolumeMigration, name, image, command, source, target string) *batchv1.Job {
 	hash := "blake3"
 	if m.Spec.ChecksumAlgorithm == nwv1.ChecksumSHA256 {
 		hash = "sha256"

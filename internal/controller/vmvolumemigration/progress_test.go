@@ -24,7 +24,7 @@ func TestProgressIsReadFromTheJobsLog(t *testing.T) {
 	// No operator runs here: the migration only owns the Job.
 	m := f.migration("progress", nwv1.MigrationCold, linstorClass)
 	f.create(m)
-	job := vmvolumemigration.NewDataJob(m, "progress-copy", "nodewright-copy:test", "copy", "web-root", "copy-target")
+	job := vmvolumemigration.DataJob(m, "progress-copy", "nodewright-copy:test", "copy", "web-root", "copy-target")
 	f.create(job)
 	ctx := context.Background()
 	cs, err := kubernetes.NewForConfig(env.Config)
