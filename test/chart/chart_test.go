@@ -3,7 +3,8 @@
 // values naming them, that every pod outside the agent's namespace meets the restricted Pod
 // Security level, that the agent's namespace is the only privileged one and its host mounts are
 // justified, how images are referenced, that the RBAC the chart grants is exactly the reviewed
-// list (testdata/reviewed-rbac.txt) and the markers' role, and what an uninstall leaves behind.
+// list (testdata/reviewed-rbac.txt) and the markers' role, that the operator's admission
+// policies follow the values, and what an uninstall leaves behind.
 //
 // helm is $NODEWRIGHT_HELM, which `make test` sets after building it, or else
 // bin/tools/helm-<HELM_VERSION> (hack/helm.sh builds it).

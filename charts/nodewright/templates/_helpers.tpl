@@ -25,6 +25,16 @@ app.kubernetes.io/component: operator
 {{- end -}}
 {{- end }}
 
+{{/* The image of nodewright-copy: the operator's --copy-image, and the only image its Jobs may run. */}}
+{{- define "nodewright.copyImage" -}}
+{{ include "nodewright.image" (list .Values.copyImage .) }}
+{{- end }}
+
+{{/* The user the API server sees for the operator's ServiceAccount. */}}
+{{- define "nodewright.operatorUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:nodewright-operator
+{{- end }}
+
 {{/* Annotations of the webhook configurations: cert-manager's CA injector, when it signs. */}}
 {{- define "nodewright.webhookAnnotations" -}}
 {{- if eq .Values.webhook.certMode "cert-manager" -}}
