@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -99,11 +100,18 @@ func TestMembersAreReleasedAndEnslavedAgain(t *testing.T) {
 	}
 	master, _ = h.LinkByName("br-test")
 
-	obs, err := observe(h, master)
-	if err != nil {
-		t.Fatal(err)
+	// A veth has its carrier a moment after both ends are up: wait for what is observed.
+	var got string
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		obs, err := observe(h, master)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got = fmt.Sprint(obs.Members); got == "[{m0 true} {m1 true}]" {
+			break
+		}
 	}
-	if got := fmt.Sprint(obs.Members); got != "[{m0 true} {m1 true}]" {
+	if got != "[{m0 true} {m1 true}]" {
 		t.Fatalf("members %s; want m0 and m1, both up", got)
 	}
 
