@@ -207,15 +207,18 @@ func find(objs []object, kind, name string) (object, bool) {
 	return object{}, false
 }
 
-// variants are the renders the manifest checks run on: the defaults, and every optional part on.
+// variants are the renders the manifest checks run on: the defaults, every optional part on,
+// and the agent off.
 var variants = []struct {
-	name string
-	args []string
+	name  string
+	args  []string
+	agent bool // the agent's DaemonSet is rendered
 }{
-	{"defaults", nil},
-	{"all-on", []string{"-f", allOn}},
+	{"defaults", nil, true},
+	{"all-on", []string{"-f", allOn}, true},
 	// cert-manager with the chart's own self-signed CA (all-on names an issuer).
-	{"cert-manager-self-signed", []string{"--set", "webhook.certMode=cert-manager", "--set", "audit.enabled=true", "--set", "replicas=1", "--set", "audit.keySecret=audit-key"}},
+	{"cert-manager-self-signed", []string{"--set", "webhook.certMode=cert-manager", "--set", "audit.enabled=true", "--set", "replicas=1", "--set", "audit.keySecret=audit-key"}, true},
+	{"agent-off", []string{"--set", "agent.enabled=false"}, false},
 }
 
 // TestLintStrict: helm lint --strict passes with the default values, the local site's and
@@ -272,6 +275,13 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{[]string{"legacy.daemonSetName=node_init"}, "at '/legacy/daemonSetName'"},
 		{[]string{"legacy.eventComponent="}, "at '/legacy/eventComponent'"},
 		{[]string{"agent.namespace=Agent"}, "at '/agent/namespace'"},
+		{[]string{"agent.hostOS=Ubuntu"}, "at '/agent/hostOS'"},
+		{[]string{"agent.terminationGracePeriodSeconds=0"}, "at '/agent/terminationGracePeriodSeconds'"},
+		{[]string{"agent.nodeSelector.disk=1"}, "at '/agent/nodeSelector/disk'"},
+		{[]string{"agent.drbd.enabled=maybe"}, "at '/agent/drbd/enabled'"},
+		{[]string{"agent.privileged=yes"}, "at '/agent/privileged'"},
+		// The host folder now follows agent.hostOS.
+		{[]string{"agent.persistentConfigPath=/oem"}, "at '/agent': additional properties 'persistentConfigPath' not allowed"},
 		{[]string{"unknownKey=1"}, "additional properties 'unknownKey' not allowed"},
 		{[]string{"image.registry=ghcr.io"}, "at '/image': additional properties 'registry' not allowed"},
 		{[]string{"metrics.port=0"}, "at '/metrics/port'"},
@@ -358,6 +368,8 @@ func TestSchemaAcceptsGoodValues(t *testing.T) {
 		{"logLevel=error", "image.pullPolicy=Never"},
 		{"metrics.serviceMonitor.interval=1m30s"},
 		{"legacy.namespace=kube-system", "legacy.configMapName=node-init.state"},
+		{"agent.hostOS=Talos", "agent.drbd.enabled=false"},
+		{"agent.hostOS=Kairos", "agent.privileged=true", "agent.terminationGracePeriodSeconds=120"},
 	} {
 		t.Run(strings.Join(set, ","), func(t *testing.T) {
 			t.Parallel()
@@ -391,7 +403,7 @@ func TestSchemaDescribesValues(t *testing.T) {
 	freeForm := map[string]bool{
 		"resources": true, "nodeSelector": true, "affinity": true, "podAnnotations": true, "podLabels": true,
 		"profile.trustedKeys": true, "webhook.certManager.issuerRef": true, "metrics.serviceMonitor.labels": true,
-		"agent.resources": true,
+		"agent.resources": true, "agent.nodeSelector": true,
 	}
 	if schema["additionalProperties"] != false {
 		t.Error("values.schema.json: the top level must have additionalProperties: false")
@@ -613,7 +625,7 @@ func TestAgentPrivilegedNamespace(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			objs := render(t, v.args...)
-			agentOn := v.name == "all-on"
+			agentOn := v.agent
 			var namespaces []string
 			for _, o := range objs {
 				if o.Kind == "Namespace" {
@@ -1065,7 +1077,7 @@ func TestUninstallLeaves(t *testing.T) {
 			var want []string
 			if _, audit := find(objs, "PersistentVolumeClaim", "nodewright-audit"); audit {
 				want = []string{"PersistentVolumeClaim/nodewright-audit keep"}
-			} else if v.name != "defaults" {
+			} else if v.name != "defaults" && v.name != "agent-off" {
 				t.Errorf("%s: audit.enabled renders no PersistentVolumeClaim nodewright-audit", v.name)
 			}
 			if !reflect.DeepEqual(kept, want) {

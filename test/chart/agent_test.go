@@ -1,0 +1,222 @@
+package chart_test
+
+import (
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// hostMount is one host folder or file in the agent's container: the host path, its hostPath
+// type, where the container sees it, and whether read-only.
+type hostMount struct {
+	host, hostType, at string
+	readOnly           bool
+}
+
+func (m hostMount) String() string {
+	ro := ""
+	if m.readOnly {
+		ro = " ro"
+	}
+	return m.host + " (" + m.hostType + ") at " + m.at + ro
+}
+
+// The host mounts every agent has, and those of each setting. docs/agent.md lists the same,
+// with why.
+var (
+	stateMount      = hostMount{"/var/lib/nodewright-agent", "DirectoryOrCreate", "/var/lib/nodewright-agent", false}
+	networkdMount   = hostMount{"/etc/systemd/network", "DirectoryOrCreate", "/host/etc/systemd/network", false}
+	networkdRead    = hostMount{"/etc/systemd/network", "DirectoryOrCreate", "/host/etc/systemd/network", true}
+	oemMount        = hostMount{"/oem", "Directory", "/host/oem", false}
+	drbdMounts      = []hostMount{{"/etc/drbd.conf", "File", "/etc/drbd.conf", true}, {"/etc/drbd.d", "Directory", "/etc/drbd.d", true}, {"/var/lib/linstor.d", "DirectoryOrCreate", "/var/lib/linstor.d", true}, {"/var/lib/drbd", "DirectoryOrCreate", "/var/lib/drbd", false}, {"/run/drbd", "DirectoryOrCreate", "/var/run/drbd", false}}
+	privilegedMount = []hostMount{{"/dev", "Directory", "/dev", false}, {"/run/lock", "DirectoryOrCreate", "/var/lock", false}}
+)
+
+// agentDaemonSet renders the chart with args and returns the agent's DaemonSet.
+func agentDaemonSet(t *testing.T, args ...string) appsv1.DaemonSet {
+	t.Helper()
+	objs := render(t, args...)
+	o, ok := find(objs, "DaemonSet", "nodewright-agent")
+	if !ok {
+		t.Fatalf("helm template %v renders no DaemonSet nodewright-agent", args)
+	}
+	if o.Metadata.Namespace != agentNS {
+		t.Errorf("%s: want it in %s", o, agentNS)
+	}
+	var ds appsv1.DaemonSet
+	o.decode(t, &ds)
+	if n := len(ds.Spec.Template.Spec.Containers); n != 1 || len(ds.Spec.Template.Spec.InitContainers) > 0 {
+		t.Fatalf("%s: %d containers and %d init containers, want one container", o, n, len(ds.Spec.Template.Spec.InitContainers))
+	}
+	return ds
+}
+
+// hostMounts lists the container's mounts of host paths, sorted, and fails the test on a
+// mount of a volume that is neither a host path nor known.
+func hostMounts(t *testing.T, ds appsv1.DaemonSet) []hostMount {
+	t.Helper()
+	volumes := map[string]corev1.Volume{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	var out []hostMount
+	for _, m := range ds.Spec.Template.Spec.Containers[0].VolumeMounts {
+		v, ok := volumes[m.Name]
+		if !ok || v.HostPath == nil {
+			t.Errorf("the agent mounts volume %s, which is not a host path: add it to this test", m.Name)
+			continue
+		}
+		typ := ""
+		if v.HostPath.Type != nil {
+			typ = string(*v.HostPath.Type)
+		}
+		out = append(out, hostMount{v.HostPath.Path, typ, m.MountPath, m.ReadOnly})
+	}
+	if len(out) != len(volumes) {
+		t.Errorf("the agent's pod has %d volumes but its container mounts %d of them", len(volumes), len(out))
+	}
+	sortMounts(out)
+	return out
+}
+
+func sortMounts(m []hostMount) {
+	sort.Slice(m, func(i, j int) bool { return m[i].at < m[j].at })
+}
+
+func mounts(groups ...[]hostMount) []hostMount {
+	var out []hostMount
+	for _, g := range groups {
+		out = append(out, g...)
+	}
+	sortMounts(out)
+	return out
+}
+
+// TestAgentDaemonSet: the agent's DaemonSet is rendered by default, on the host's network, as
+// root, not privileged, with only NET_ADMIN and NET_RAW, a read-only root, the downward API's
+// node and namespace, its arguments from the values, every taint tolerated, and exactly the
+// host mounts each setting needs.
+func TestAgentDaemonSet(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		t.Parallel()
+		ds := agentDaemonSet(t)
+		spec := ds.Spec.Template.Spec
+		c := spec.Containers[0]
+		if !spec.HostNetwork || spec.DNSPolicy != corev1.DNSClusterFirstWithHostNet {
+			t.Errorf("hostNetwork %v, dnsPolicy %q; want the host's network with ClusterFirstWithHostNet", spec.HostNetwork, spec.DNSPolicy)
+		}
+		if spec.HostPID || spec.HostIPC {
+			t.Errorf("hostPID %v, hostIPC %v: the agent needs neither", spec.HostPID, spec.HostIPC)
+		}
+		if spec.PriorityClassName != "system-node-critical" {
+			t.Errorf("priorityClassName %q, want system-node-critical", spec.PriorityClassName)
+		}
+		if !reflect.DeepEqual(spec.Tolerations, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}) {
+			t.Errorf("tolerations %+v, want every taint tolerated", spec.Tolerations)
+		}
+		if spec.TerminationGracePeriodSeconds == nil || *spec.TerminationGracePeriodSeconds != 30 {
+			t.Errorf("terminationGracePeriodSeconds %v, want 30", spec.TerminationGracePeriodSeconds)
+		}
+		if spec.ServiceAccountName != "nodewright-agent" {
+			t.Errorf("serviceAccountName %q, want nodewright-agent (the RBAC and the policy name it)", spec.ServiceAccountName)
+		}
+		if u := ds.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateDaemonSetStrategyType || u.RollingUpdate == nil ||
+			u.RollingUpdate.MaxUnavailable == nil || u.RollingUpdate.MaxUnavailable.String() != "1" {
+			t.Errorf("updateStrategy %+v, want RollingUpdate with maxUnavailable 1", u)
+		}
+		if ps := spec.SecurityContext; ps == nil || ps.RunAsUser == nil || *ps.RunAsUser != 0 ||
+			ps.SeccompProfile == nil || ps.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("pod securityContext %+v, want runAsUser 0 and the RuntimeDefault seccomp profile", ps)
+		}
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Fatal("the agent's container has no securityContext")
+		}
+		if sc.Privileged == nil || *sc.Privileged {
+			t.Error("the agent's container must say privileged: false by default")
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Error("the agent's container must set allowPrivilegeEscalation: false")
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Error("the agent's container must have a read-only root file system")
+		}
+		if sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+			!reflect.DeepEqual(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) {
+			t.Errorf("capabilities %+v, want every one dropped but NET_ADMIN and NET_RAW", sc.Capabilities)
+		}
+		wantArgs := []string{"--host-os=SystemdNetworkd", "--host-root=/host", "--state-dir=/var/lib/nodewright-agent"}
+		if !reflect.DeepEqual(c.Args, wantArgs) || len(c.Command) > 0 {
+			t.Errorf("command %q args %q, want the image's entrypoint with %q", c.Command, c.Args, wantArgs)
+		}
+		env := map[string]string{}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+			}
+		}
+		if env["NODE_NAME"] != "spec.nodeName" || env["POD_NAMESPACE"] != "metadata.namespace" {
+			t.Errorf("env %+v: want NODE_NAME from spec.nodeName and POD_NAMESPACE from metadata.namespace", c.Env)
+		}
+		if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() {
+			t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
+		}
+		if got, want := hostMounts(t, ds), mounts([]hostMount{stateMount, networkdMount}, drbdMounts); !reflect.DeepEqual(got, want) {
+			t.Errorf("host mounts:\n  %v\nwant:\n  %v", got, want)
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		mount []hostMount
+		check func(t *testing.T, ds appsv1.DaemonSet)
+	}{
+		{"kairos", []string{"--set", "agent.hostOS=Kairos"}, mounts([]hostMount{stateMount, oemMount, networkdRead}, drbdMounts), nil},
+		{"talos", []string{"--set", "agent.hostOS=Talos"}, mounts([]hostMount{stateMount}, drbdMounts), nil},
+		{"no-drbd", []string{"--set", "agent.drbd.enabled=false"}, mounts([]hostMount{stateMount, networkdMount}), nil},
+		{"privileged", []string{"--set", "agent.privileged=true"}, mounts([]hostMount{stateMount, networkdMount}, drbdMounts, privilegedMount),
+			func(t *testing.T, ds appsv1.DaemonSet) {
+				sc := ds.Spec.Template.Spec.Containers[0].SecurityContext
+				if sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+					t.Errorf("securityContext %+v: want privileged, still with a read-only root", sc)
+				}
+			}},
+		{"node-selector", []string{"--set", "agent.nodeSelector.type=kwok", "--set", "agent.terminationGracePeriodSeconds=90"}, mounts([]hostMount{stateMount, networkdMount}, drbdMounts),
+			func(t *testing.T, ds appsv1.DaemonSet) {
+				spec := ds.Spec.Template.Spec
+				if !reflect.DeepEqual(spec.NodeSelector, map[string]string{"type": "kwok"}) || *spec.TerminationGracePeriodSeconds != 90 {
+					t.Errorf("nodeSelector %v, terminationGracePeriodSeconds %d: want the values'", spec.NodeSelector, *spec.TerminationGracePeriodSeconds)
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ds := agentDaemonSet(t, tc.args...)
+			if got := hostMounts(t, ds); !reflect.DeepEqual(got, tc.mount) {
+				t.Errorf("host mounts:\n  %v\nwant:\n  %v", got, tc.mount)
+			}
+			wantOS := map[string]string{"kairos": "Kairos", "talos": "Talos"}[tc.name]
+			if wantOS == "" {
+				wantOS = "SystemdNetworkd"
+			}
+			if args := ds.Spec.Template.Spec.Containers[0].Args; len(args) == 0 || args[0] != "--host-os="+wantOS {
+				t.Errorf("args %q with %v, want --host-os=%s first", args, tc.args, wantOS)
+			}
+			if tc.check != nil {
+				tc.check(t, ds)
+			}
+		})
+	}
+	t.Run("off", func(t *testing.T) {
+		t.Parallel()
+		for _, o := range render(t, "--set", "agent.enabled=false") {
+			if o.Metadata.Namespace == agentNS || o.Metadata.Name == "nodewright-agent" || strings.HasPrefix(o.Metadata.Name, "nodewright-agent-") {
+				t.Errorf("%s rendered with agent.enabled=false", o)
+			}
+		}
+	})
+}
