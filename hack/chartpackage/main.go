@@ -3,9 +3,9 @@
 //
 //	go run ./hack/chartpackage -helm bin/tools/helm-<version> -digests bin/images/digests.yaml -out bin/charts
 //
-// It copies charts/nodewright, sets image.digest and copyImage.digest in the copy's values.yaml
-// (comments kept), packages the copy with helm, and checks that the package renders both images
-// by digest.
+// It copies charts/nodewright, sets image.digest, copyImage.digest and agent.image.digest in the
+// copy's values.yaml (comments kept), packages the copy with helm, and checks that the package
+// renders the three images by digest.
 package main
 
 import (
@@ -14,10 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -40,6 +42,9 @@ func main() {
 type imageDigests struct {
 	Image     struct{ Digest string } `json:"image"`
 	CopyImage struct{ Digest string } `json:"copyImage"`
+	Agent     struct {
+		Image struct{ Digest string } `json:"image"`
+	} `json:"agent"`
 }
 
 var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
@@ -53,7 +58,9 @@ func run(chart, digestsFile, out, helm string) error {
 	if err := yaml.UnmarshalStrict(data, &d); err != nil {
 		return fmt.Errorf("%s: %w", digestsFile, err)
 	}
-	for field, v := range map[string]string{"image.digest": d.Image.Digest, "copyImage.digest": d.CopyImage.Digest} {
+	digests := map[string]string{"image": d.Image.Digest, "copyImage": d.CopyImage.Digest, "agent.image": d.Agent.Image.Digest}
+	for key, v := range digests {
+		field := key + ".digest"
 		if !digestRE.MatchString(v) {
 			return fmt.Errorf("%s: %s %q is not a sha256 digest", digestsFile, field, v)
 		}
@@ -72,7 +79,7 @@ func run(chart, digestsFile, out, helm string) error {
 	if err != nil {
 		return err
 	}
-	values, err = setDigests(values, map[string]string{"image": d.Image.Digest, "copyImage": d.CopyImage.Digest})
+	values, err = setDigests(values, digests)
 	if err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(chart, "values.yaml"), err)
 	}
@@ -91,16 +98,17 @@ func run(chart, digestsFile, out, helm string) error {
 	if err != nil {
 		return fmt.Errorf("helm template %s: %w\n%s", path, err, rendered)
 	}
-	for _, digest := range []string{d.Image.Digest, d.CopyImage.Digest} {
+	for _, digest := range []string{d.Image.Digest, d.CopyImage.Digest, d.Agent.Image.Digest} {
 		if !bytes.Contains(rendered, []byte("@"+digest)) {
 			return fmt.Errorf("%s does not render an image by digest %s", path, digest)
 		}
 	}
-	fmt.Printf("%s: operator @%s, nodewright-copy @%s\n", path, d.Image.Digest, d.CopyImage.Digest)
+	fmt.Printf("%s: operator @%s, nodewright-copy @%s, agent @%s\n", path, d.Image.Digest, d.CopyImage.Digest, d.Agent.Image.Digest)
 	return nil
 }
 
-// setDigests sets <key>.digest for each key of the values document, keeping its comments.
+// setDigests sets <key>.digest for each key of the values document (dots for nesting, as in
+// agent.image), keeping its comments.
 func setDigests(values []byte, digests map[string]string) ([]byte, error) {
 	var doc goyaml.Node
 	if err := goyaml.Unmarshal(values, &doc); err != nil {
@@ -109,10 +117,13 @@ func setDigests(values []byte, digests map[string]string) ([]byte, error) {
 	if doc.Kind != goyaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != goyaml.MappingNode {
 		return nil, errors.New("not a mapping")
 	}
-	for key, digest := range digests {
-		img := child(doc.Content[0], key)
-		if img == nil || img.Kind != goyaml.MappingNode {
-			return nil, fmt.Errorf("no %s mapping", key)
+	for _, key := range slices.Sorted(maps.Keys(digests)) {
+		digest := digests[key]
+		img := doc.Content[0]
+		for _, part := range strings.Split(key, ".") {
+			if img = child(img, part); img == nil || img.Kind != goyaml.MappingNode {
+				return nil, fmt.Errorf("no %s mapping", key)
+			}
 		}
 		v := child(img, "digest")
 		if v == nil {

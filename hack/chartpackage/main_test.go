@@ -16,15 +16,21 @@ image:
 copyImage:
   repository: example/copy
   digest: "" # inline
+agent:
+  enabled: true
+  image:
+    # -- the agent's
+    digest: ""
 other: {a: 1}
 `
 	d1 := "sha256:" + strings.Repeat("a", 64)
 	d2 := "sha256:" + strings.Repeat("b", 64)
-	out, err := setDigests([]byte(values), map[string]string{"image": d1, "copyImage": d2})
+	d3 := "sha256:" + strings.Repeat("c", 64)
+	out, err := setDigests([]byte(values), map[string]string{"image": d1, "copyImage": d2, "agent.image": d3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# top comment", "# -- the repository", "# inline"} {
+	for _, want := range []string{"# top comment", "# -- the repository", "# inline", "# -- the agent's"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("comment %q lost:\n%s", want, out)
 		}
@@ -39,6 +45,7 @@ other: {a: 1}
 	}
 	wantV["image"].(map[string]any)["digest"] = d1
 	wantV["copyImage"].(map[string]any)["digest"] = d2
+	wantV["agent"].(map[string]any)["image"].(map[string]any)["digest"] = d3
 	gotJSON, _ := yaml.Marshal(got)
 	wantJSON, _ := yaml.Marshal(wantV)
 	if string(gotJSON) != string(wantJSON) {
@@ -48,12 +55,13 @@ other: {a: 1}
 
 func TestSetDigestsNamesWhatIsMissing(t *testing.T) {
 	for values, want := range map[string]string{
-		"image: {digest: x}\n":                   "no copyImage mapping",
-		"image: {}\ncopyImage: {digest: x}\n":    "no image.digest",
-		"- a list\n":                             "not a mapping",
-		"image: plain\ncopyImage: {digest: x}\n": "no image mapping",
+		"image: {digest: x}\nagent: {image: {digest: x}}\n":                "no copyImage mapping",
+		"image: {}\ncopyImage: {digest: x}\nagent: {image: {digest: x}}\n": "no image.digest",
+		"- a list\n": "not a mapping",
+		"image: plain\ncopyImage: {digest: x}\nagent: {image: {digest: x}}\n":  "no image mapping",
+		"image: {digest: x}\ncopyImage: {digest: x}\nagent: {enabled: true}\n": "no agent.image mapping",
 	} {
-		_, err := setDigests([]byte(values), map[string]string{"image": "d", "copyImage": "d"})
+		_, err := setDigests([]byte(values), map[string]string{"image": "d", "copyImage": "d", "agent.image": "d"})
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("values %q: error %v, want %q", values, err, want)
 		}

@@ -1,5 +1,5 @@
 // Command images builds the OCI image archives of the binaries that run in a cluster
-// (operator, nodewright-copy) without a container engine, reproducibly; `make images`
+// (operator, nodewright-copy, agent) without a container engine, reproducibly; `make images`
 // runs it. For each platform it compiles the binaries itself:
 //
 //	CGO_ENABLED=0 GOOS=<os> GOARCH=<arch> go build -trimpath -buildvcs=false -ldflags='-s -w -buildid=' ...
@@ -7,14 +7,19 @@
 // then writes, in -out:
 //
 //	<name>.oci.tar   a tar of an OCI image layout holding one image index, one image per platform
-//	digests.yaml     the index digests, as Helm values (image.digest, copyImage.digest)
+//	digests.yaml     the index digests, as Helm values (image.digest, copyImage.digest,
+//	                 agent.image.digest)
+//
+// The agent's image also carries Debian's drbd-utils and the C library it needs, from .deb
+// files pinned by version and SHA-256 (debian.go), downloaded once with apt-get into
+// -deb-cache.
 //
 // and prints one line per image: name, platforms, digest, size. See docs/images.md.
 //
 // Usage:
 //
 //	go run ./hack/images [-out bin/images] [-platforms linux/amd64,linux/arm64]
-//	    [-version V] [-revision R] [-epoch SECONDS]
+//	    [-version V] [-revision R] [-epoch SECONDS] [-deb-cache bin/debian]
 //
 // -version defaults to `git describe --tags --always --dirty` ("dev" outside git),
 // -revision to `git rev-parse HEAD` ("unknown" outside git), and -epoch, the time stamped on
@@ -43,7 +48,9 @@ type image struct {
 	name        string // image and binary name
 	pkg         string // the main package, relative to the module root
 	description string
-	valuesKey   string // its key in digests.yaml: <valuesKey>.digest
+	valuesKey   string // its key in digests.yaml: <valuesKey>.digest, dots for nesting
+	// drbdUtils: the image also carries Debian's drbd-utils (debian.go).
+	drbdUtils bool
 }
 
 // images are the binaries that run in a cluster.
@@ -60,6 +67,13 @@ var images = []image{
 		description: "nodewright-copy: copies a block device to another and proves the copy identical; run by the volume migration Jobs.",
 		valuesKey:   "copyImage",
 	},
+	{
+		name:        "agent",
+		pkg:         "./cmd/agent",
+		description: "Nodewright node agent: keeps its node's heartbeat and performs the node's operations (bond mode under a checkpoint, DRBD through drbd-utils, which the image carries).",
+		valuesKey:   "agent.image",
+		drbdUtils:   true,
+	},
 }
 
 // config is what one run does.
@@ -71,6 +85,7 @@ type config struct {
 	epoch     time.Time
 	images    []image
 	moduleDir string // where go build runs; "" is the working directory
+	debCache  string // where the Debian packages are kept
 }
 
 const defaultPlatforms = "linux/amd64,linux/arm64"
@@ -98,13 +113,14 @@ func parseFlags(args []string, getenv func(string) string, git func(args ...stri
 	version := fs.String("version", "", "org.opencontainers.image.version (default: git describe --tags --always --dirty)")
 	revision := fs.String("revision", "", "org.opencontainers.image.revision (default: git rev-parse HEAD)")
 	epoch := fs.String("epoch", "", "Unix time stamped on everything (default: $SOURCE_DATE_EPOCH, else the last commit's time, else 0)")
+	debCache := fs.String("deb-cache", "bin/debian", "directory for the pinned Debian packages of the agent's image (downloaded once)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	cfg := config{out: *out, version: *version, revision: *revision, images: images}
+	cfg := config{out: *out, version: *version, revision: *revision, images: images, debCache: *debCache}
 	if cfg.out == "" {
 		return config{}, errors.New("-out: empty")
 	}
@@ -208,7 +224,14 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 			Epoch:       cfg.epoch,
 		}
 		for _, p := range cfg.platforms {
-			spec.Binaries = append(spec.Binaries, ociimage.Binary{Platform: p, Path: filepath.Join(binaries[p], img.name)})
+			b := ociimage.Binary{Platform: p, Path: filepath.Join(binaries[p], img.name)}
+			if img.drbdUtils {
+				if b.Files, err = debianFiles(ctx, cfg.debCache, p); err != nil {
+					return fmt.Errorf("%s for %s: drbd-utils: %w", img.name, p, err)
+				}
+				spec.Licenses = drbdLicenses
+			}
+			spec.Binaries = append(spec.Binaries, b)
 		}
 		r, err := writeImage(cfg, spec)
 		if err != nil {
@@ -291,7 +314,12 @@ func digestsYAML(imgs []image, results []result) string {
 	b.WriteString("# Written by `make images` (hack/images): the image index digests of the archives\n")
 	b.WriteString("# beside this file. Use with: helm install ... -f bin/images/digests.yaml\n")
 	for i, img := range imgs {
-		fmt.Fprintf(&b, "%s:\n  digest: %s\n", img.valuesKey, results[i].digest)
+		indent := ""
+		for _, key := range strings.Split(img.valuesKey, ".") {
+			fmt.Fprintf(&b, "%s%s:\n", indent, key)
+			indent += "  "
+		}
+		fmt.Fprintf(&b, "%sdigest: %s\n", indent, results[i].digest)
 	}
 	return b.String()
 }

@@ -36,7 +36,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	if cfg.out != "bin/images" || strings.Join(cfg.platforms, ",") != "linux/amd64,linux/arm64" ||
 		cfg.version != "v0.3.0-2-g1234567-dirty" || cfg.revision != "1234567890abcdef1234567890abcdef12345678" ||
-		!cfg.epoch.Equal(time.Unix(1700000000, 0)) || len(cfg.images) != 2 {
+		!cfg.epoch.Equal(time.Unix(1700000000, 0)) || len(cfg.images) != 3 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 
@@ -96,7 +96,8 @@ func TestParseFlagsBad(t *testing.T) {
 	}
 }
 
-// TestRun builds two tiny programs into images, twice, and checks the two runs agree byte for byte.
+// TestRun builds two tiny programs into images, twice, the second with drbd-utils as the
+// agent's, and checks the two runs agree byte for byte.
 func TestRun(t *testing.T) {
 	mod := t.TempDir()
 	write := func(name, data string) {
@@ -120,9 +121,10 @@ func TestRun(t *testing.T) {
 		epoch:     time.Unix(1700000000, 0).UTC(),
 		images: []image{
 			{name: "hello", pkg: "./hello", description: "says hello", valuesKey: "image"},
-			{name: "bye", pkg: "./bye", description: "says bye", valuesKey: "copyImage"},
+			{name: "bye", pkg: "./bye", description: "says bye", valuesKey: "agent.image", drbdUtils: true},
 		},
 		moduleDir: mod,
+		debCache:  debCache(t),
 	}
 	outputs := make([]string, 2)
 	dirs := make([]string, 2)
@@ -161,7 +163,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	yaml := regexp.MustCompile(`(?m)^image:\n  digest: sha256:[0-9a-f]{64}\ncopyImage:\n  digest: sha256:[0-9a-f]{64}\n\z`)
+	yaml := regexp.MustCompile(`(?m)^image:\n  digest: sha256:[0-9a-f]{64}\nagent:\n  image:\n    digest: sha256:[0-9a-f]{64}\n\z`)
 	if !yaml.Match(digests) {
 		t.Errorf("digests.yaml:\n%s", digests)
 	}

@@ -1,6 +1,6 @@
 // Package ociimage assembles OCI images of Nodewright's static binaries without a container
-// engine: a minimal base (see BaseFiles) and the binary in one layer, one image per platform
-// gathered in an OCI image index, and the index written as a tar of an OCI image layout.
+// engine: a minimal base (see BaseFiles), the binary and any files it needs beside it
+// (Binary.Files) in one layer, one image per platform gathered in an OCI image index, and the index written as a tar of an OCI image layout.
 // Everything it writes depends only on its inputs: the same binaries, metadata and epoch
 // give the same bytes and digests. hack/images drives it; docs/images.md describes the result.
 package ociimage
@@ -57,6 +57,9 @@ type Spec struct {
 	// Binaries are the compiled binaries, one per platform, in the order of the index.
 	// At least one.
 	Binaries []Binary
+	// Licenses is the .licenses label, an SPDX expression; Licenses (the binaries' own)
+	// when empty. An image that carries other programs (Binary.Files) names theirs too.
+	Licenses string
 }
 
 // Binary is a compiled binary for one platform.
@@ -65,6 +68,9 @@ type Binary struct {
 	Platform string
 	// Path is the binary's file.
 	Path string
+	// Files are more files for this platform's image, beside the binary and the base
+	// (the agent's carries Debian's drbd-utils and the C library it needs).
+	Files []File
 }
 
 // ParsePlatform parses "os/arch" or "os/arch/variant".
@@ -99,10 +105,17 @@ func (s Spec) Labels() map[string]string {
 		LabelVersion:     s.Version,
 		LabelRevision:    s.Revision,
 		LabelCreated:     s.Epoch.UTC().Format(time.RFC3339),
-		LabelLicenses:    Licenses,
+		LabelLicenses:    s.licenses(),
 		LabelVendor:      Vendor,
 		LabelBaseName:    BaseName,
 	}
+}
+
+func (s Spec) licenses() string {
+	if s.Licenses != "" {
+		return s.Licenses
+	}
+	return Licenses
 }
 
 func (s Spec) validate() error {
@@ -156,7 +169,7 @@ func BuildIndex(spec Spec) (v1.ImageIndex, error) {
 	idx = mutate.IndexMediaType(idx, types.OCIImageIndex)
 	for _, b := range spec.Binaries {
 		platform, _ := ParsePlatform(b.Platform) // validated
-		img, err := buildImage(spec, platform, b.Path, labels)
+		img, err := buildImage(spec, platform, b, labels)
 		if err != nil {
 			return nil, fmt.Errorf("ociimage: %s: %s: %w", spec.Name, b.Platform, err)
 		}
@@ -176,7 +189,8 @@ func BuildIndex(spec Spec) (v1.ImageIndex, error) {
 	return idx, nil
 }
 
-func buildImage(spec Spec, platform v1.Platform, binaryPath string, labels map[string]string) (v1.Image, error) {
+func buildImage(spec Spec, platform v1.Platform, b Binary, labels map[string]string) (v1.Image, error) {
+	binaryPath := b.Path
 	binary, err := os.ReadFile(binaryPath)
 	if err != nil {
 		return nil, fmt.Errorf("binary: %w", err)
@@ -185,6 +199,13 @@ func buildImage(spec Spec, platform v1.Platform, binaryPath string, labels map[s
 		return nil, fmt.Errorf("binary %s: empty file", binaryPath)
 	}
 	files := append(BaseFiles(), File{Name: BinaryPath(spec.Name), Mode: 0o755, Data: binary})
+	files = append(files, b.Files...)
+	createdBy := "hack/images: " + BinaryPath(spec.Name) + ", /etc/passwd, /etc/group, /tmp"
+	for _, f := range b.Files {
+		if !f.Mode.IsDir() {
+			createdBy += ", /" + strings.TrimPrefix(f.Name, "/")
+		}
+	}
 	layer, err := NewLayer(files, spec.Epoch)
 	if err != nil {
 		return nil, err
@@ -214,7 +235,7 @@ func buildImage(spec Spec, platform v1.Platform, binaryPath string, labels map[s
 		Layer: layer,
 		History: v1.History{
 			Created:   created,
-			CreatedBy: "hack/images: " + BinaryPath(spec.Name) + ", /etc/passwd, /etc/group, /tmp",
+			CreatedBy: createdBy,
 			Comment:   "assembled by internal/ociimage, no base image",
 		},
 	})

@@ -488,3 +488,84 @@ func TestParsePlatform(t *testing.T) {
 		}
 	}
 }
+
+// TestBinaryFiles: a platform's extra files land in its image's one layer beside the binary,
+// with their modes and parent directories; another platform's image has only its own; the
+// licenses label names what the image carries; a file that clashes is refused.
+func TestBinaryFiles(t *testing.T) {
+	spec := testSpec(t)
+	spec.Licenses = "Apache-2.0 AND GPL-2.0-or-later"
+	spec.Binaries[0].Files = []File{
+		{Name: "/sbin/tool", Mode: 0o755, Data: []byte("a tool")},
+		{Name: "lib/x86_64-linux-gnu/libc.so.6", Mode: 0o755, Data: []byte("a library")},
+		{Name: "usr/share/doc/tool/copyright", Mode: 0o644, Data: []byte("GPL-2+")},
+	}
+	idx, err := BuildIndex(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Annotations[LabelLicenses] != spec.Licenses {
+		t.Errorf("licenses annotation %q, want %q", im.Annotations[LabelLicenses], spec.Licenses)
+	}
+	for i, want := range []map[string]int64{
+		{"sbin/": 0o755, "sbin/tool": 0o755, "lib/": 0o755, "lib/x86_64-linux-gnu/libc.so.6": 0o755, "usr/share/doc/tool/copyright": 0o644, "usr/local/bin/tiny": 0o755},
+		{"usr/local/bin/tiny": 0o755},
+	} {
+		img, err := idx.Image(im.Manifests[i].Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Config.Labels[LabelLicenses] != spec.Licenses {
+			t.Errorf("%s: licenses label %q", spec.Binaries[i].Platform, cfg.Config.Labels[LabelLicenses])
+		}
+		got := layerModes(t, img)
+		for name, mode := range want {
+			if m, ok := got[name]; !ok || m != mode {
+				t.Errorf("%s: layer entry %s: mode %o (present %v), want %o", spec.Binaries[i].Platform, name, m, ok, mode)
+			}
+		}
+		if _, ok := got["sbin/tool"]; i == 1 && ok {
+			t.Errorf("%s: has the other platform's files", spec.Binaries[i].Platform)
+		}
+		if i == 0 && !strings.Contains(cfg.History[0].CreatedBy, "/sbin/tool") {
+			t.Errorf("history %q does not name the extra files", cfg.History[0].CreatedBy)
+		}
+	}
+	spec.Binaries[0].Files = []File{{Name: "usr/local/bin/tiny", Mode: 0o755, Data: []byte("x")}}
+	if _, err := BuildIndex(spec); err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("a file over the binary: error %v, want it refused as listed twice", err)
+	}
+}
+
+func layerModes(t *testing.T, img v1.Image) map[string]int64 {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("layers: %v (%d)", err, len(layers))
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = rc.Close() }()
+	modes := map[string]int64{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return modes
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes[h.Name] = h.Mode
+	}
+}
