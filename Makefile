@@ -55,9 +55,12 @@ bench: ## Run the benchmarks (copier, bridge, audit, migration, agent, checkpoin
 
 ##@ Development
 
+# bin/agent-site is the agent of the local site (make demo), built with the site's played bond
+# (test/site/netsite).
 .PHONY: build
 build: ## Build the binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
+	CGO_ENABLED=0 go build -trimpath -tags nodewright_site -o bin/agent-site ./cmd/agent
 
 # PLATFORMS (default linux/amd64,linux/arm64), VERSION, REVISION and SOURCE_DATE_EPOCH (defaults
 # from git) may be set, e.g. `make images PLATFORMS=linux/arm64`; see docs/images.md.

@@ -5,11 +5,13 @@
 # ServiceAccount. Everything it writes stays in .demo/.
 # Node edge-1 is played by nodewright-site (test/site): its kubelet, KubeVirt, a LINSTOR CSI
 # driver and the Job controller, on real files, so that a VM's volume can really be migrated;
-# edge-2 and edge-3 are kwok's.
+# edge-2 and edge-3 are kwok's. A node agent runs for each of the three nodes, as a process on
+# this machine, as the chart's agent ServiceAccount with a token bound to its Node.
 #
 #   hack/demo.sh up             start it (idempotent: an existing site is reused)
 #   hack/demo.sh upgrade        upgrade the release ($NODEWRIGHT_DEMO_CHART) and restart the operator
 #   hack/demo.sh stop-operator  stop the operator (before a helm uninstall, say)
+#   hack/demo.sh stop-agents    stop the three agents (before a helm uninstall, say)
 #   hack/demo.sh down           stop every process it started and remove its state
 #
 # Environment: NODEWRIGHT_DEMO_DIR (state folder, default .demo), NODEWRIGHT_DEMO_NAME
@@ -42,6 +44,8 @@ chart=${NODEWRIGHT_DEMO_CHART:-$root/charts/nodewright}
 # More values for the chart, over the local site's (a file; the upgrade test sets it).
 extra_values=${NODEWRIGHT_DEMO_VALUES:-}
 helm="$root/bin/tools/helm-$HELM_VERSION"
+agents_dir="$state/agents"
+demo_nodes=(edge-1 edge-2 edge-3)
 sim_log="$state/legacy-sim.log"
 sim_pid="$state/legacy-sim.pid"
 site_log="$state/site.log"
@@ -130,6 +134,74 @@ stop() {
   rm -f "$1"
 }
 
+# agent_namespace: the namespace of the chart's agent DaemonSet; empty when the release runs
+# no agent (agent.enabled: false, or a chart from before the agent).
+agent_namespace() {
+  "${kubectl[@]}" get daemonset -A -l app.kubernetes.io/component=agent,app.kubernetes.io/instance=nodewright \
+    -o jsonpath='{.items[0].metadata.namespace}' 2>/dev/null || true
+}
+
+# start_agents: runs the node agent for each of the three nodes on this machine, as the
+# DaemonSet's pods would: with the DaemonSet's arguments, NODE_NAME and POD_NAMESPACE, and a
+# token of the chart's ServiceAccount nodewright-agent bound to the node's Node object, so with
+# exactly the chart's RBAC, and its admission policy sees the token's node (the
+# authentication.kubernetes.io/node-name of a pod's token) and lets each agent write only its
+# own node's objects. Each agent's host is a folder of its own: --host-root and --state-dir
+# point there. It is the site's build of the agent (bin/agent-site) on an empty played bond
+# (--network-backend site): a bond operation finds no bond (BondNotFound), and nothing ever
+# touches this machine's own network links. DRBD operations run this machine's drbdadm, if any,
+# and fail without the DRBD kernel module.
+start_agents() {
+  local ns
+  ns=$(agent_namespace)
+  if [ -z "$ns" ]; then
+    say "the release runs no agent DaemonSet (agent.enabled: false): no agents"
+    return
+  fi
+  local server ca args=() n dir token i
+  server=$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+  mapfile -t args < <("${kubectl[@]}" get daemonset -n "$ns" nodewright-agent \
+    -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}' |
+    grep -v -e '^--host-root=' -e '^--state-dir=')
+  for n in "${demo_nodes[@]}"; do
+    dir="$agents_dir/$n"
+    if running "$dir/agent.pid"; then
+      say "the agent of $n is already running (pid $(cat "$dir/agent.pid"))"
+      continue
+    fi
+    mkdir -p "$dir/host/etc/systemd/network" "$dir/host/oem" "$dir/state" "$dir/bond"
+    token=$("${kubectl[@]}" create token -n "$ns" nodewright-agent --bound-object-kind Node --bound-object-name "$n" --duration 48h)
+    (
+      umask 077
+      printf 'apiVersion: v1\nkind: Config\ncurrent-context: agent\n'
+      printf 'clusters:\n- name: site\n  cluster:\n    server: %s\n    certificate-authority: %s\n' "$server" "$ca"
+      printf 'users:\n- name: nodewright-agent\n  user:\n    token: %s\n' "$token"
+      printf 'contexts:\n- name: agent\n  context:\n    cluster: site\n    user: nodewright-agent\n'
+    ) >"$dir/kubeconfig"
+    chmod 600 "$dir/kubeconfig"
+    # The log is appended to: a restart (hack/demo.sh upgrade) keeps what the previous run wrote.
+    NODE_NAME=$n POD_NAMESPACE=$ns nohup "$root/bin/agent-site" --kubeconfig "$dir/kubeconfig" "${args[@]}" \
+      --host-root "$dir/host" --state-dir "$dir/state" --network-backend site --site-bond-dir "$dir/bond" \
+      >>"$dir/agent.log" 2>&1 &
+    echo $! >"$dir/agent.pid"
+  done
+  say "started the agents of ${demo_nodes[*]} as ServiceAccount $ns/nodewright-agent (logs: ${agents_dir#"$root"/}/<node>/agent.log)"
+  for n in "${demo_nodes[@]}"; do
+    for i in $(seq 1 $((patience * 2))); do
+      running "$agents_dir/$n/agent.pid" || fail "the agent of $n exited" "$agents_dir/$n/agent.log"
+      if [ -n "$("${kubectl[@]}" get lease -n "$ns" "$n" -o jsonpath='{.spec.renewTime}' 2>/dev/null)" ]; then break; fi
+      [ "$i" = $((patience * 2)) ] && fail "the agent of $n has not renewed its Lease $ns/$n within ${patience}s" "$agents_dir/$n/agent.log"
+      sleep 0.5
+    done
+  done
+}
+
+stop_agents() {
+  local n
+  for n in "${demo_nodes[@]}"; do stop "$agents_dir/$n/agent.pid" "agent of $n"; done
+}
+
 # ns_apply NAME [LABEL=VALUE...]: the namespace exists, with these labels.
 ns_apply() {
   local name=$1
@@ -210,7 +282,7 @@ up() {
   # Any step that fails without its own message is named, with the API server's log.
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   local b
-  for b in operator legacy-sim nodewright-site nodewright-copy nodewright-audit nodewright-profile; do
+  for b in operator legacy-sim nodewright-site nodewright-copy nodewright-audit nodewright-profile agent-site; do
     [ -x "$root/bin/$b" ] || fail "bin/$b is missing: run 'make demo', which builds it"
   done
   [ -x "$k8s/kwokctl" ] || fail "the control plane is not built: run 'make demo', which builds it"
@@ -307,6 +379,7 @@ NODE
   fi
   install_chart install
   start_operator
+  start_agents
 
   say "creating the demo VM (namespace demo) with 256 MiB of data on a ReadWriteOnce volume"
   "${kubectl[@]}" apply -f "$root/config/demo/storage.yaml" -f "$root/config/demo/vm.yaml" >/dev/null
@@ -345,9 +418,16 @@ NODE
     running "$sim_pid" || fail "the legacy DaemonSet simulator exited" "$sim_log"
   fi
 
-  local show_k show_bin show_state server
+  local show_k show_bin show_state server agent_ns agents_line
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s") show_state=$(from_root "$state")
   server=$("${kubectl[@]}" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  agent_ns=$(agent_namespace)
+  agents_line="no agents (the release runs no agent DaemonSet)"
+  if [ -n "$agent_ns" ]; then
+    agents_line="pids"
+    for n in "${demo_nodes[@]}"; do agents_line+=" $n=$(cat "$agents_dir/$n/agent.pid")"; done
+    agents_line+=", logs ${agents_dir#"$root"/}/<node>/agent.log, Leases in $agent_ns"
+  fi
   cat <<MSG
 
 The local site is up, on 127.0.0.1 only (reach it from this machine; docs/local-site.md says how from another).
@@ -356,6 +436,7 @@ The local site is up, on 127.0.0.1 only (reach it from this machine; docs/local-
   operator:    pid $(cat "$operator_pid"), log ${operator_log#"$root"/}, probes http://$probe_addr/readyz, metrics http://$metrics_addr/metrics
   legacy DaemonSet simulator: pid $(cat "$sim_pid"), log ${sim_log#"$root"/}, one transition every $step_interval
   site (edge-1's kubelet, KubeVirt, CSI on files): pid $(cat "$site_pid"), log ${site_log#"$root"/}
+  node agents (edge-1, edge-2, edge-3): $agents_line
 
 Try (from the repository root):
   export KUBECONFIG=$show_k PATH=$show_bin:\$PATH
@@ -364,6 +445,9 @@ Try (from the repository root):
   kubectl get nodewright
   kubectl get nodewrightcluster -w          # watch the phase follow the simulated DaemonSet
   kubectl get nodewrightagentstatus         # one per node: role, heartbeat, DRBD, bond mode
+  kubectl get leases -n ${agent_ns:-nodewright-agent} -w      # each agent's heartbeat, renewed every 10 s
+  kubectl get nodeoperations -A              # the operations the agents run (none until a workflow asks)
+  kubectl get daemonset,pods -n ${agent_ns:-nodewright-agent} -o wide   # the chart's DaemonSet: kwok plays its pods on edge-2, edge-3
   bin/legacy-sim silence edge-2              # then watch edge-2 go stale (resume edge-2 to undo)
   kubectl explain vmvolumemigration.spec
   kubectl get vm,vmi,pvc -n demo             # the demo VM on its ReadWriteOnce volume
@@ -384,6 +468,7 @@ MSG
 
 down() {
   stop "$sim_pid" "legacy DaemonSet simulator"
+  stop_agents
   stop "$operator_pid" operator
   stop "$site_pid" site
   if [ -x "$k8s/kwokctl" ] && [ -d "$KWOK_WORKDIR/clusters/$cluster" ]; then
@@ -416,6 +501,8 @@ upgrade() {
   install_chart upgrade
   stop "$operator_pid" operator
   start_operator
+  stop_agents
+  start_agents
   say "upgraded; $("$helm" list --kubeconfig "$kubeconfig" -n nodewright-system -o json | grep -o '"chart":"[^"]*"')"
 }
 
@@ -423,6 +510,7 @@ case "${1:-}" in
   up) up ;;
   upgrade) upgrade ;;
   stop-operator) stop "$operator_pid" operator ;;
+  stop-agents) stop_agents ;;
   down) down ;;
-  *) echo "usage: $0 up|upgrade|stop-operator|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up|upgrade|stop-operator|stop-agents|down" >&2; exit 2 ;;
 esac

@@ -96,10 +96,13 @@ func TestChartLifecycle(t *testing.T) {
 	// with another port would have two ports named webhook).
 	s.kubectlOut(t, "create", "namespace", "nodewright-dryrun")
 	s.kubectlOut(t, "label", "namespace", "nodewright-dryrun", "pod-security.kubernetes.io/enforce=restricted")
+	// The agent's namespace, which the chart makes, exists first: a dry run creates nothing,
+	// so the objects in it would find no namespace.
+	s.kubectlOut(t, "create", "namespace", "nodewright-dryrun-agent")
 	for _, extra := range [][]string{nil, {"-f", filepath.Join(s.root, "config", "demo", "chart-values.yaml"), "-f", values,
 		"--set-file", `profile.trustedKeys.demo\.pub=` + filepath.Join(s.dir, "profile.pub")}} {
 		args := append([]string{"template", "nodewright", filepath.Join(s.root, "charts", "nodewright"),
-			"-n", "nodewright-dryrun", "--kube-version", "1.34.2"}, extra...)
+			"-n", "nodewright-dryrun", "--kube-version", "1.34.2", "--set", "agent.namespace=nodewright-dryrun-agent"}, extra...)
 		rendered := run(t, helm, args...)
 		apply := exec.Command(s.kubectl, "--kubeconfig", s.kubeconfig, "apply", "--server-side", "--force-conflicts",
 			"--dry-run=server", "--field-manager", "chart-test", "-f", "-")
@@ -148,9 +151,14 @@ func TestChartLifecycle(t *testing.T) {
 		t.Errorf("the operator, running as the chart's ServiceAccount, was refused something:\n%s", grepLines(string(log), "orbidden"))
 	}
 
-	// Uninstall, the operator stopped as its pods would be: only what docs/install.md says
-	// is kept remains.
+	// The upgrade turned the agent on (the previous chart had it off): its DaemonSet, and the
+	// site's agents, one per node, renewing their Leases.
+	s.expectAgentsRenew(t)
+
+	// Uninstall, the operator and the agents stopped as their pods would be: only what
+	// docs/install.md says is kept remains.
 	s.run(t, "stop-operator")
+	s.run(t, "stop-agents")
 	run(t, helm, "uninstall", "nodewright", "-n", "nodewright-system", "--kubeconfig", s.kubeconfig, "--wait", "--timeout", patience.String())
 	var left []string
 	deadline := time.Now().Add(patience)
@@ -286,7 +294,7 @@ func (s *site) releaseLeftovers(t *testing.T) []string {
 				m.Annotations["meta.helm.sh/release-name"] == "nodewright" ||
 				strings.HasPrefix(m.Name, "nodewright") || m.Namespace == "nodewright-system"
 			key := fmt.Sprintf("%s/%s/%s", o.Kind, m.Namespace, m.Name)
-			if kind == "namespaces" && (m.Name == "nodewright-system" || m.Name == "nodewright-dryrun") {
+			if kind == "namespaces" && (m.Name == "nodewright-system" || m.Name == "nodewright-dryrun" || m.Name == "nodewright-dryrun-agent") {
 				continue // the user's namespaces: made before the install, by the site and this test
 			}
 			if _, kept := keptOnPurpose[key]; ours && !kept {

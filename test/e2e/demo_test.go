@@ -29,11 +29,13 @@ type site struct {
 }
 
 // TestLocalSite brings the site up, checks what the README promises (three Ready nodes, the
-// six CRDs, the operator ready, user-facing docs in kubectl explain, nothing listening beyond
-// loopback), then brings it down and checks that no process is left behind.
+// six CRDs, the operator ready, an agent per node renewing its Lease, user-facing docs in
+// kubectl explain, nothing listening beyond loopback), then brings it down and checks that no
+// process is left behind.
 func TestLocalSite(t *testing.T) {
 	s := startSite(t)
 	s.expectLoopbackOnly(t)
+	s.expectAgentsRenew(t)
 
 	nodes := s.kubectlOut(t, "get", "nodes", "-o",
 		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
@@ -122,6 +124,87 @@ func TestLocalSite(t *testing.T) {
 	}
 }
 
+// agentNS is the agent's namespace on the site: the chart's default.
+const agentNS = "nodewright-agent"
+
+// expectAgentsRenew checks the node agents the site runs: one process per node, whose Lease
+// (named after the node, in the agent's namespace) is held by that node and renewed, twice
+// (every 10 s), as the chart's agent ServiceAccount with a token naming the node; an agent
+// writing another node's Lease is refused by the chart's policy. The chart's DaemonSet has its
+// pods on edge-2 and edge-3 only (kwok plays them; the site's kubelet runs no agent).
+func (s *site) expectAgentsRenew(t *testing.T) {
+	t.Helper()
+	nodes := []string{"edge-1", "edge-2", "edge-3"}
+	renewals := func() map[string]string {
+		out := s.kubectlOut(t, "get", "lease", "-n", agentNS, "-o",
+			`jsonpath={range .items[*]}{.metadata.name}={.spec.holderIdentity}@{.spec.renewTime}{"\n"}{end}`)
+		got := map[string]string{}
+		for _, line := range strings.Fields(out) {
+			name, rest, _ := strings.Cut(line, "=")
+			holder, renew, _ := strings.Cut(rest, "@")
+			if holder == name {
+				got[name] = renew
+			}
+		}
+		return got
+	}
+	first := renewals()
+	for _, n := range nodes {
+		if first[n] == "" {
+			t.Fatalf("no Lease %s/%s held by %s after make demo: %v", agentNS, n, n, first)
+		}
+	}
+	// Each Lease renewed twice more: the agents keep it, not just once at start. A renewal is
+	// every 10 s; the limit is for a stuck agent only.
+	seen := map[string]map[string]bool{}
+	for _, n := range nodes {
+		seen[n] = map[string]bool{first[n]: true}
+	}
+	for deadline := time.Now().Add(patience); ; time.Sleep(time.Second) {
+		now := renewals()
+		done := true
+		for _, n := range nodes {
+			if now[n] != "" {
+				seen[n][now[n]] = true
+			}
+			if len(seen[n]) < 3 {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for every agent to renew its Lease twice; renewals seen: %v", patience, seen)
+		}
+	}
+	for _, n := range nodes {
+		pid, err := os.ReadFile(filepath.Join(s.dir, "agents", n, "agent.pid"))
+		if err != nil {
+			t.Fatalf("the agent of %s: %v", n, err)
+		}
+		p, err := strconv.Atoi(strings.TrimSpace(string(pid)))
+		if err != nil || !alive(p) {
+			t.Errorf("the agent of %s (pid %q) is not running", n, pid)
+		}
+		log, _ := os.ReadFile(filepath.Join(s.dir, "agents", n, "agent.log"))
+		if strings.Contains(strings.ToLower(string(log)), "forbidden") {
+			t.Errorf("the agent of %s, running as the chart's agent ServiceAccount, was refused something:\n%s", n, log)
+		}
+	}
+	// The token names the node: another node's Lease is refused, by the chart's policy.
+	cmd := exec.Command(s.kubectl, "--kubeconfig", filepath.Join(s.dir, "agents", "edge-1", "kubeconfig"),
+		"annotate", "lease", "-n", agentNS, "edge-2", "nodewright.spectrocloud.com/test=x")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "the agent of node edge-1 may write only its own node's Lease, not the Lease edge-2") {
+		t.Errorf("edge-1's agent annotating edge-2's Lease: %v\n%s\nwant the policy's refusal", err, out)
+	}
+	pods := s.kubectlOut(t, "get", "pods", "-n", agentNS, "-l", "app.kubernetes.io/component=agent", "-o",
+		`jsonpath={range .items[*]}{.spec.nodeName}={.status.phase}{"\n"}{end}`)
+	if got := strings.Fields(pods); len(got) != 2 || !strings.Contains(pods, "edge-2=Running") || !strings.Contains(pods, "edge-3=Running") {
+		t.Errorf("the agent DaemonSet's pods: %q, want one Running on each of edge-2 and edge-3", got)
+	}
+}
+
 // alive reports whether pid runs; a zombie nobody has reaped yet does not.
 func alive(pid int) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -193,10 +276,14 @@ func newSite(t *testing.T) *site {
 	}
 	// Every binary the site runs: the operator, the simulator, the site, nodewright-copy and
 	// nodewright-audit, as make demo builds them.
-	build := exec.Command("go", "build", "-o", filepath.Join(root, "bin")+"/", "./cmd/...")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the binaries: %v\n%s", err, out)
+	for _, args := range [][]string{{"-o", filepath.Join(root, "bin") + "/", "./cmd/..."},
+		// The agents' build (make build): with the site's played bond.
+		{"-tags", "nodewright_site", "-o", filepath.Join(root, "bin", "agent-site"), "./cmd/agent"}} {
+		build := exec.Command("go", append([]string{"build"}, args...)...)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building the binaries (go build %s): %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 	dir := filepath.Join(t.TempDir(), "site")
 	s := &site{root: root, dir: dir, kubectl: filepath.Join(k8s, "kubectl"), kubeconfig: filepath.Join(dir, "kubeconfig")}
