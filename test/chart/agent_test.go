@@ -32,6 +32,7 @@ var (
 	networkdMount   = hostMount{"/etc/systemd/network", "DirectoryOrCreate", "/host/etc/systemd/network", false}
 	networkdRead    = hostMount{"/etc/systemd/network", "DirectoryOrCreate", "/host/etc/systemd/network", true}
 	oemMount        = hostMount{"/oem", "Directory", "/host/oem", false}
+	networkdOthers  = []hostMount{{"/run/systemd/network", "DirectoryOrCreate", "/host/run/systemd/network", true}, {"/usr/local/lib/systemd/network", "DirectoryOrCreate", "/host/usr/local/lib/systemd/network", true}, {"/usr/lib/systemd/network", "Directory", "/host/usr/lib/systemd/network", true}}
 	drbdMounts      = []hostMount{{"/etc/drbd.conf", "File", "/etc/drbd.conf", true}, {"/etc/drbd.d", "Directory", "/etc/drbd.d", true}, {"/var/lib/linstor.d", "DirectoryOrCreate", "/var/lib/linstor.d", true}, {"/var/lib/drbd", "DirectoryOrCreate", "/var/lib/drbd", false}, {"/run/drbd", "DirectoryOrCreate", "/var/run/drbd", false}}
 	privilegedMount = []hostMount{{"/dev", "Directory", "/dev", false}, {"/run/lock", "DirectoryOrCreate", "/var/lock", false}}
 )
@@ -165,7 +166,7 @@ func TestAgentDaemonSet(t *testing.T) {
 		if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() {
 			t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
 		}
-		if got, want := hostMounts(t, ds), mounts([]hostMount{stateMount, networkdMount}, drbdMounts); !reflect.DeepEqual(got, want) {
+		if got, want := hostMounts(t, ds), mounts([]hostMount{stateMount, networkdMount}, networkdOthers, drbdMounts); !reflect.DeepEqual(got, want) {
 			t.Errorf("host mounts:\n  %v\nwant:\n  %v", got, want)
 		}
 	})
@@ -175,17 +176,17 @@ func TestAgentDaemonSet(t *testing.T) {
 		mount []hostMount
 		check func(t *testing.T, ds appsv1.DaemonSet)
 	}{
-		{"kairos", []string{"--set", "agent.hostOS=Kairos"}, mounts([]hostMount{stateMount, oemMount, networkdRead}, drbdMounts), nil},
+		{"kairos", []string{"--set", "agent.hostOS=Kairos"}, mounts([]hostMount{stateMount, oemMount, networkdRead}, networkdOthers, drbdMounts), nil},
 		{"talos", []string{"--set", "agent.hostOS=Talos"}, mounts([]hostMount{stateMount}, drbdMounts), nil},
-		{"no-drbd", []string{"--set", "agent.drbd.enabled=false"}, mounts([]hostMount{stateMount, networkdMount}), nil},
-		{"privileged", []string{"--set", "agent.privileged=true"}, mounts([]hostMount{stateMount, networkdMount}, drbdMounts, privilegedMount),
+		{"no-drbd", []string{"--set", "agent.drbd.enabled=false"}, mounts([]hostMount{stateMount, networkdMount}, networkdOthers), nil},
+		{"privileged", []string{"--set", "agent.privileged=true"}, mounts([]hostMount{stateMount, networkdMount}, networkdOthers, drbdMounts, privilegedMount),
 			func(t *testing.T, ds appsv1.DaemonSet) {
 				sc := ds.Spec.Template.Spec.Containers[0].SecurityContext
 				if sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 					t.Errorf("securityContext %+v: want privileged, still with a read-only root", sc)
 				}
 			}},
-		{"node-selector", []string{"--set", "agent.nodeSelector.type=kwok", "--set", "agent.terminationGracePeriodSeconds=90"}, mounts([]hostMount{stateMount, networkdMount}, drbdMounts),
+		{"node-selector", []string{"--set", "agent.nodeSelector.type=kwok", "--set", "agent.terminationGracePeriodSeconds=90"}, mounts([]hostMount{stateMount, networkdMount}, networkdOthers, drbdMounts),
 			func(t *testing.T, ds appsv1.DaemonSet) {
 				spec := ds.Spec.Template.Spec
 				if !reflect.DeepEqual(spec.NodeSelector, map[string]string{"type": "kwok"}) || *spec.TerminationGracePeriodSeconds != 90 {

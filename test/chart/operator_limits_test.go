@@ -20,12 +20,13 @@ import (
 // server what the rules admit and refuse; this proves they follow the values.
 func TestOperatorLimitsFollowTheValues(t *testing.T) {
 	type variant = struct {
-		name string
-		args []string
+		name  string
+		args  []string
+		agent bool
 	}
 	cases := append(slices.Clone(variants),
-		variant{"copy image by digest", []string{"--set", "copyImage.digest=sha256:" + strings.Repeat("1b", 32), "--set", "legacy.namespace=" + legacyNS}},
-		variant{"webhooks off", []string{"--set", "webhook.enabled=false", "--set", "agent.namespace=nw-agent"}})
+		variant{"copy image by digest", []string{"--set", "copyImage.digest=sha256:" + strings.Repeat("1b", 32), "--set", "legacy.namespace=" + legacyNS}, true},
+		variant{"webhooks off", []string{"--set", "webhook.enabled=false", "--set", "agent.namespace=nw-agent"}, true})
 	for _, v := range cases {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
