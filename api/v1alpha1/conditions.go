@@ -16,6 +16,9 @@ const (
 	// ConditionStorageHealthy: every DRBD resource on the node is connected and up to date
 	// (NodewrightAgentStatus).
 	ConditionStorageHealthy = "StorageHealthy"
+	// ConditionHostObserved: the agent read every fact of its host it reports: the OS and,
+	// when it has one to watch, the storage bond (NodewrightAgentStatus).
+	ConditionHostObserved = "HostObserved"
 	// ConditionSignatureVerified: the EdgeProfile's signature matches its spec (EdgeProfile).
 	ConditionSignatureVerified = "SignatureVerified"
 	// ConditionProfileApplied: the EdgeProfile named by spec.profileRef exists, its signature
@@ -79,4 +82,18 @@ const (
 	ReasonProfileNotFound   = "ProfileNotFound"
 	ReasonProfileDowngrade  = "Downgrade"
 	ReasonProfileUnverified = "SignatureNotVerified"
+)
+
+// The reasons of the agent's conditions on its NodewrightAgentStatus.
+const (
+	// ReasonDRBDNotLoaded: the node's kernel has no DRBD module loaded (no /proc/drbd)
+	// (StorageHealthy, Unknown).
+	ReasonDRBDNotLoaded = "DRBDNotLoaded"
+	// ReasonDRBDUnreadable: drbdsetup status failed, or its answer could not be read
+	// (StorageHealthy, Unknown).
+	ReasonDRBDUnreadable = "DRBDUnreadable"
+	// HostObserved: read, or what could not be.
+	ReasonHostObserved    = "Observed"
+	ReasonBondNotObserved = "BondNotObserved"
+	ReasonOSNotObserved   = "OSNotObserved"
 )

@@ -15,6 +15,18 @@ const (
 	NodeRoleTiebreaker NodeRole = "tiebreaker"
 )
 
+// Reporter is who reports a node's storage, network and host OS in its NodewrightAgentStatus.
+// +kubebuilder:validation:Enum=Agent;Legacy
+type Reporter string
+
+// The reporters.
+const (
+	// ReporterAgent: Nodewright's agent on the node reads them from the host itself.
+	ReporterAgent Reporter = "Agent"
+	// ReporterLegacy: the legacy DaemonSet's ConfigMap says them, read by the operator.
+	ReporterLegacy Reporter = "Legacy"
+)
+
 // HeartbeatStatus says whether a node's agent is alive.
 type HeartbeatStatus struct {
 	// lastSeen is the heartbeat time recorded when the node's freshness last changed (it went
@@ -46,6 +58,133 @@ type DRBDStatus struct {
 	// outOfSyncKiB is how much data still has to be synchronised, in KiB.
 	// +kubebuilder:validation:Minimum=0
 	OutOfSyncKiB int64 `json:"outOfSyncKiB"`
+
+	// resourceStatuses are the resources one by one, as `drbdsetup status` shows them on the
+	// node, in the order of their names: at most 256, the counts above covering them all. Only
+	// the agent reports them; the legacy DaemonSet reports the counts alone.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	ResourceStatuses []DRBDResourceStatus `json:"resourceStatuses,omitempty"`
+}
+
+// The bounds of the lists in DRBDStatus: what the agent reports beyond them is left out.
+const (
+	MaxDRBDResourceStatuses = 256
+	MaxDRBDVolumes          = 16
+	// MaxDRBDPeers is DRBD's own bound: 32 nodes in a resource.
+	MaxDRBDPeers = 31
+)
+
+// DRBDResourceStatus is one DRBD resource as the node sees it.
+type DRBDResourceStatus struct {
+	// name of the resource (LINSTOR names them after the volume, pvc-...).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+
+	// role of this node in the resource: Primary, Secondary or Unknown.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Role string `json:"role,omitempty"`
+
+	// suspended is true while I/O on the resource is suspended.
+	// +optional
+	Suspended bool `json:"suspended,omitempty"`
+
+	// volumes are the resource's volumes on this node, with the state of the local disk.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Volumes []DRBDVolumeStatus `json:"volumes,omitempty"`
+
+	// peers are this node's connections to the resource's other nodes.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=31
+	Peers []DRBDPeerStatus `json:"peers,omitempty"`
+}
+
+// DRBDVolumeStatus is one volume of a resource on this node.
+type DRBDVolumeStatus struct {
+	// volume is the volume's number in the resource.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65535
+	Volume int32 `json:"volume"`
+
+	// diskState is the local disk's state: UpToDate, Inconsistent, Outdated, Diskless...
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	DiskState string `json:"diskState"`
+
+	// client is true when the volume is diskless on purpose (a DRBD client, or a tiebreaker
+	// LINSTOR adds for quorum).
+	// +optional
+	Client bool `json:"client,omitempty"`
+}
+
+// DRBDPeerStatus is this node's connection to one peer of a resource.
+type DRBDPeerStatus struct {
+	// name is the connection's name: the peer's host name in the resource file.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// connectionState is Connected, Connecting, StandAlone, Disconnecting...
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	ConnectionState string `json:"connectionState"`
+
+	// role is the peer's role: Primary, Secondary, or Unknown while not connected.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Role string `json:"role,omitempty"`
+
+	// volumes are the resource's volumes as seen over this connection.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Volumes []DRBDPeerVolumeStatus `json:"volumes,omitempty"`
+}
+
+// DRBDPeerVolumeStatus is one volume as seen over one connection.
+type DRBDPeerVolumeStatus struct {
+	// volume is the volume's number in the resource.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65535
+	Volume int32 `json:"volume"`
+
+	// replicationState is Established when in sync, SyncSource or SyncTarget during a
+	// resynchronisation, PausedSyncS or PausedSyncT while it is paused, VerifyS or VerifyT
+	// during an online verify, Off while not connected.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	ReplicationState string `json:"replicationState"`
+
+	// peerDiskState is the peer's disk as this node knows it (DUnknown while not connected).
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	PeerDiskState string `json:"peerDiskState"`
+
+	// peerClient is true when the peer is diskless on purpose.
+	// +optional
+	PeerClient bool `json:"peerClient,omitempty"`
+
+	// outOfSyncKiB is how much of the volume this node knows to differ from the peer.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OutOfSyncKiB int64 `json:"outOfSyncKiB,omitempty"`
+
+	// resyncDonePercent is the progress of a running resynchronisation or online verify, in
+	// whole percent (rounded down); absent when none runs.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	ResyncDonePercent *int32 `json:"resyncDonePercent,omitempty"`
 }
 
 // NodeNetworkStatus is a node's observed network configuration.
@@ -53,10 +192,111 @@ type NodeNetworkStatus struct {
 	// bondMode is the mode of the node's storage bond.
 	// +optional
 	BondMode BondMode `json:"bondMode,omitempty"`
+
+	// bond is the storage bond as the agent observed it on the host: its interface, mode and
+	// member links. The legacy DaemonSet reports bondMode alone.
+	// +optional
+	Bond *BondObservation `json:"bond,omitempty"`
 }
 
-// NodewrightAgentStatusStatus is one node's state as observed.
+// KairosBootEntry is the boot entry a Kairos node runs from.
+// +kubebuilder:validation:Enum=Active;Passive;Recovery;AutoReset;LiveCD
+type KairosBootEntry string
+
+// The Kairos boot entries.
+const (
+	// KairosBootActive: the active image, the one upgrades install and boot by default.
+	KairosBootActive KairosBootEntry = "Active"
+	// KairosBootPassive: the previous image, the fallback after a failed upgrade.
+	KairosBootPassive KairosBootEntry = "Passive"
+	// KairosBootRecovery: the recovery system.
+	KairosBootRecovery KairosBootEntry = "Recovery"
+	// KairosBootAutoReset: the boot that resets the node to its factory state.
+	KairosBootAutoReset KairosBootEntry = "AutoReset"
+	// KairosBootLiveCD: the installation medium, not an installed system.
+	KairosBootLiveCD KairosBootEntry = "LiveCD"
+)
+
+// The bounds of the host OS's strings: longer values are cut.
+const (
+	MaxOSNameLength       = 128
+	MaxOSPrettyNameLength = 256
+)
+
+// HostOSStatus is the node's operating system as the agent read it on the host.
+type HostOSStatus struct {
+	// kind is the operating system as an EdgeProfile names it (spec.os).
+	// +optional
+	Kind HostOSKind `json:"kind,omitempty"`
+
+	// name is the OS's name (NAME in /etc/os-release), e.g. "Ubuntu".
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name,omitempty"`
+
+	// version is the OS's version (VERSION_ID in /etc/os-release), e.g. "24.04".
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+
+	// prettyName is the OS's name and version for people (PRETTY_NAME in /etc/os-release).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	PrettyName string `json:"prettyName,omitempty"`
+
+	// kairos is what a Kairos node says of its image and boot; absent on other OSes.
+	// +optional
+	Kairos *KairosStatus `json:"kairos,omitempty"`
+}
+
+// KairosStatus is a Kairos node's image (/etc/kairos-release) and the boot entry it runs from.
+type KairosStatus struct {
+	// bootEntry is the boot entry in use; absent when the node does not say.
+	// +optional
+	BootEntry KairosBootEntry `json:"bootEntry,omitempty"`
+
+	// version is the Kairos version (KAIROS_VERSION), e.g. "v3.4.2".
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Version string `json:"version,omitempty"`
+
+	// flavor is the distribution the image is built on (KAIROS_FLAVOR), e.g. "ubuntu".
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Flavor string `json:"flavor,omitempty"`
+
+	// flavorRelease is that distribution's release (KAIROS_FLAVOR_RELEASE), e.g. "24.04".
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	FlavorRelease string `json:"flavorRelease,omitempty"`
+
+	// variant is core or standard (KAIROS_VARIANT); standard images carry Kubernetes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Variant string `json:"variant,omitempty"`
+
+	// model is the hardware the image is for (KAIROS_MODEL), e.g. "generic".
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Model string `json:"model,omitempty"`
+
+	// softwareVersion is the Kubernetes distribution's version in a standard image
+	// (KAIROS_SOFTWARE_VERSION), e.g. "v1.32.4+k3s1".
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	SoftwareVersion string `json:"softwareVersion,omitempty"`
+}
+
+// NodewrightAgentStatusStatus is one node's state as observed. Two writers share it, each field
+// with one owner (server-side apply field managers, docs/agent.md): the operator's bridge
+// (nodewright-bridge) owns role, heartbeat and the HeartbeatFresh condition; whoever reporter
+// names owns reporter, storage, network, os and the StorageHealthy and HostObserved conditions.
 type NodewrightAgentStatusStatus struct {
+	// reporter says who reports the node's storage, network and OS: Agent (Nodewright's agent
+	// on the node, from the host) or Legacy (the legacy DaemonSet's ConfigMap).
+	// +optional
+	Reporter Reporter `json:"reporter,omitempty"`
+
 	// role of the node in the storage cluster.
 	// +optional
 	Role NodeRole `json:"role,omitempty"`
@@ -73,7 +313,11 @@ type NodewrightAgentStatusStatus struct {
 	// +optional
 	Network NodeNetworkStatus `json:"network,omitempty"`
 
-	// conditions: HeartbeatFresh, StorageHealthy.
+	// os is the node's operating system; only the agent reports it.
+	// +optional
+	OS *HostOSStatus `json:"os,omitempty"`
+
+	// conditions: HeartbeatFresh, StorageHealthy and, from the agent, HostObserved.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -81,19 +325,23 @@ type NodewrightAgentStatusStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// NodewrightAgentStatus is one node's observed state: role, heartbeat, DRBD health and bond
-// mode. There is one per managed node, named after the node; Nodewright creates and deletes
-// them as nodes come and go.
+// NodewrightAgentStatus is one node's observed state: role, heartbeat, who reports it, DRBD
+// health, the storage bond and the host OS. There is one per node, named after the node: the
+// operator creates one for each node the legacy DaemonSet manages (and deletes it when the node
+// leaves, unless the node's agent reports it), and an agent creates its own node's.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=nwa,categories=nodewright
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.status.role`
+// +kubebuilder:printcolumn:name="Reporter",type=string,JSONPath=`.status.reporter`,description="Who reports the node: its Agent, or the Legacy DaemonSet"
 // +kubebuilder:printcolumn:name="Stale",type=boolean,JSONPath=`.status.heartbeat.stale`,description="Heartbeat older than the threshold"
 // +kubebuilder:printcolumn:name="Bond",type=string,JSONPath=`.status.network.bondMode`
 // +kubebuilder:printcolumn:name="DRBD Up-to-date",type=integer,JSONPath=`.status.storage.upToDate`
 // +kubebuilder:printcolumn:name="DRBD Resources",type=integer,JSONPath=`.status.storage.resources`
 // +kubebuilder:printcolumn:name="Out-of-sync KiB",type=integer,JSONPath=`.status.storage.outOfSyncKiB`,priority=1
+// +kubebuilder:printcolumn:name="OS",type=string,JSONPath=`.status.os.prettyName`,priority=1
+// +kubebuilder:printcolumn:name="Boot",type=string,JSONPath=`.status.os.kairos.bootEntry`,priority=1,description="The Kairos boot entry in use"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodewrightAgentStatus struct {
 	metav1.TypeMeta   `json:",inline"`

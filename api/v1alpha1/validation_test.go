@@ -343,6 +343,15 @@ func TestAgentStatusValidation(t *testing.T) {
 		{"status.storage", map[string]any{"resources": int64(2), "connected": int64(-1), "upToDate": int64(2), "outOfSyncKiB": int64(0)},
 			"status.storage.connected", "greater than or equal to 0"},
 		{"status.network.bondMode", "fast", "status.network.bondMode", "supported values"},
+		{"status.reporter", "Operator", "status.reporter", `supported values: "Agent", "Legacy"`},
+		{"status.os", map[string]any{"kairos": map[string]any{"bootEntry": "fallback"}},
+			"status.os.kairos.bootEntry", `supported values: "Active", "Passive", "Recovery", "AutoReset", "LiveCD"`},
+		{"status.network.bond", map[string]any{"interface": "bond0", "members": []any{map[string]any{"name": "a-name-longer-than-15", "up": true}}},
+			"status.network.bond.members[0].name", "may not be more than 15"},
+		{"status.storage", map[string]any{"resources": int64(1), "connected": int64(1), "upToDate": int64(1), "outOfSyncKiB": int64(0),
+			"resourceStatuses": []any{map[string]any{"name": "pvc-1", "peers": []any{map[string]any{"name": "node-b", "connectionState": "Connected",
+				"volumes": []any{map[string]any{"volume": int64(0), "replicationState": "SyncSource", "peerDiskState": "Inconsistent", "resyncDonePercent": int64(101)}}}}}}},
+			"status.storage.resourceStatuses[0].peers[0].volumes[0].resyncDonePercent", "less than or equal to 100"},
 	}
 	for i, tc := range cases {
 		obj := object(t, `
