@@ -64,7 +64,8 @@ func TestEveryCapabilityIsRendered(t *testing.T) {
 	} {
 		declared := []string{}
 		for i := range c.iface.NumMethod() {
-			if name := c.iface.Method(i).Name; name != "Name" { // the column heading
+			// Name is the column heading; Facts reads the live host, which is no capability.
+			if name := c.iface.Method(i).Name; name != "Name" && name != "Facts" {
 				declared = append(declared, name)
 			}
 		}

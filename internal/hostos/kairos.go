@@ -1,6 +1,11 @@
 package hostos
 
-import nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+import (
+	"errors"
+	"io/fs"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
 
 // Kairos is an immutable image-based Linux. Only cloud-config files persist: those in /oem are
 // read on every boot, and their stages (initramfs, boot, network...) apply them again.
@@ -35,4 +40,37 @@ func (Kairos) PersistentNetworkConfig() Capability {
 // KernelTuning is the sysctl step of the boot stage of a cloud-config file in /oem.
 func (Kairos) KernelTuning() Capability {
 	return Capability{Supported: true, Mechanism: MechanismSysctl, Path: "/oem", CloudConfigStage: "boot"}
+}
+
+// Facts are what os-release says, the image /etc/kairos-release describes (older Kairos put
+// its KAIROS_ variables in os-release, read when there is no kairos-release) and the boot
+// entry in use (kairosboot.go).
+func (Kairos) Facts(h Host) (nwv1.HostOSStatus, error) {
+	var errs []error
+	facts := nwv1.HostOSStatus{Kind: nwv1.HostOSKairos, Kairos: &nwv1.KairosStatus{}}
+	osRelease, err := h.OSRelease()
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		facts = osFacts(nwv1.HostOSKairos, osRelease)
+		facts.Kairos = &nwv1.KairosStatus{}
+	}
+	release, err := releaseFile(h.Root, kairosReleasePath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		release = osRelease
+	case err != nil:
+		errs = append(errs, err)
+	}
+	k := facts.Kairos
+	k.Version = clip(release["KAIROS_VERSION"], nwv1.MaxOSNameLength)
+	k.Flavor = clip(release["KAIROS_FLAVOR"], nwv1.MaxOSNameLength)
+	k.FlavorRelease = clip(release["KAIROS_FLAVOR_RELEASE"], nwv1.MaxOSNameLength)
+	k.Variant = clip(release["KAIROS_VARIANT"], nwv1.MaxOSNameLength)
+	k.Model = clip(release["KAIROS_MODEL"], nwv1.MaxOSNameLength)
+	k.SoftwareVersion = clip(release["KAIROS_SOFTWARE_VERSION"], nwv1.MaxOSNameLength)
+	if k.BootEntry, err = h.kairosBootEntry(); err != nil {
+		errs = append(errs, err)
+	}
+	return facts, errors.Join(errs...)
 }

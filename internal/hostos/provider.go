@@ -2,6 +2,7 @@
 // perform on each OS, and where they must be written to persist, declared as constants of its
 // Go type and never probed live. The agent asks a provider before it touches a host and
 // refuses what the OS cannot do, rather than writing somewhere that will not survive a reboot.
+// Each provider also reads the facts the agent reports of the live host (facts.go).
 package hostos
 
 import (
@@ -10,7 +11,8 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
 
-// Provider is one host operating system's static capabilities.
+// Provider is one host operating system: its static capabilities, and how its live facts are
+// read.
 type Provider interface {
 	// Name is the OS's name for people, e.g. "Kairos".
 	Name() string
@@ -33,6 +35,10 @@ type Provider interface {
 	PersistentNetworkConfig() Capability
 	// KernelTuning is how kernel parameters (sysctls) outlive a reboot.
 	KernelTuning() Capability
+
+	// Facts reads what the live host says of itself (os-release; on Kairos its image and boot
+	// entry). What it could read is returned with the error that kept it from the rest.
+	Facts(h Host) (nwv1.HostOSStatus, error)
 }
 
 // Capability is one host operation: whether the agent can perform it, and how it persists.

@@ -34,3 +34,8 @@ func (SystemdNetworkd) PersistentNetworkConfig() Capability {
 func (SystemdNetworkd) KernelTuning() Capability {
 	return Capability{Supported: true, Mechanism: MechanismSysctl, Path: "/etc/sysctl.d"}
 }
+
+// Facts are what its os-release says.
+func (SystemdNetworkd) Facts(h Host) (nwv1.HostOSStatus, error) {
+	return releaseFacts(nwv1.HostOSSystemdNetworkd, h)
+}

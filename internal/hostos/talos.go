@@ -33,3 +33,6 @@ func (Talos) PersistentNetworkConfig() Capability {
 func (Talos) KernelTuning() Capability {
 	return Capability{Mechanism: MechanismMachineConfig, Path: "machine.sysctls"}
 }
+
+// Facts are what its os-release says.
+func (Talos) Facts(h Host) (nwv1.HostOSStatus, error) { return releaseFacts(nwv1.HostOSTalos, h) }
