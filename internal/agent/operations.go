@@ -86,6 +86,9 @@ type Operations struct {
 	Node      string
 	Executors map[nwv1.NodeOperationType]Executor
 	Clock     clock.PassiveClock
+	// Recorded, when set, is called once what an operation did on the host is recorded (its
+	// outcome, or the progress of one that goes on): the reporter reads the host again.
+	Recorded func()
 
 	mu sync.Mutex
 	// started: the operations this process started; done: those it performed and has not
@@ -269,7 +272,17 @@ func (o *Operations) progress(ctx context.Context, op *nwv1.NodeOperation, resul
 	}
 	base := op.DeepCopy()
 	op.Status.Result = result
-	return o.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if err := o.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	o.recorded()
+	return nil
+}
+
+func (o *Operations) recorded() {
+	if o.Recorded != nil {
+		o.Recorded()
+	}
 }
 
 // Wake has the operation called key looked at again at once: its host record changed.
@@ -308,6 +321,7 @@ func (o *Operations) finish(ctx context.Context, op *nwv1.NodeOperation, phase n
 	err := o.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	if err == nil || apierrors.IsNotFound(err) {
 		o.forget(op.UID)
+		o.recorded()
 		return nil
 	}
 	return err

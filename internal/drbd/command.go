@@ -76,6 +76,11 @@ func VerifyCommand(resource string) ([]string, error) {
 // Drbdsetup is the program that reads the kernel's state of the resources.
 const Drbdsetup = "drbdsetup"
 
+// StatusCommand is `drbdsetup status --json`: every resource's state, which ParseStatus reads.
+// It changes nothing, but drbdsetup asks modprobe for the DRBD module when the kernel has none
+// loaded: check /proc/drbd first rather than load a module to report on it.
+func StatusCommand() []string { return []string{Drbdsetup, "status", "--json"} }
+
 // ResourceStatusCommand is `drbdsetup status <resource> --json`: the kernel's state of one
 // resource, which ParseStatus reads.
 func ResourceStatusCommand(resource string) ([]string, error) {
