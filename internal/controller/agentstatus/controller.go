@@ -6,6 +6,7 @@ package agentstatus
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -29,7 +30,9 @@ import (
 	"github.com/spectrocloud/nodewright/internal/legacy"
 )
 
-// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch;create;delete
+// patch: once, moving the status fields the operator wrote before v0.2 with merge patches to
+// its server-side apply manager (apply.go), a change of metadata.managedFields.
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightclusters,verbs=get;list;watch
 // The controller reference on each NodewrightAgentStatus blocks the cluster's deletion, which
@@ -50,6 +53,32 @@ type Reconciler struct {
 	Clock    clock.PassiveClock
 	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in.
 	LegacyNamespace string
+
+	mu sync.Mutex
+	// withReport: whether the bridge's last apply to a node's status held the report fields;
+	// a node missing from it is unknown (not applied since the operator started).
+	withReport map[string]bool
+}
+
+// mayHoldReport says whether the bridge may still hold report fields of a node its agent
+// reports: then it applies once without them, even with nothing else to change.
+func (r *Reconciler) mayHoldReport(as *nwv1.NodewrightAgentStatus) bool {
+	if !agentReports(as.Status) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	held, known := r.withReport[as.Name]
+	return held || !known
+}
+
+func (r *Reconciler) appliedWithReport(node string, held bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.withReport == nil {
+		r.withReport = map[string]bool{}
+	}
+	r.withReport[node] = held
 }
 
 // SetupWithManager registers the controller.
@@ -61,16 +90,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	always := func(*nwv1.NodewrightCluster, client.Object) bool { return true }
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("nodewrightagentstatus").
-		// Only creation (at start, to prune objects of departed nodes) and deletion (to
-		// recreate) matter: status updates are this controller's own writes.
+		// Creation (at start, to prune objects of departed nodes), deletion (to recreate) and
+		// an agent taking the report over (to let go of its fields) matter: the other status
+		// updates are this controller's own writes, or the agent's.
 		For(&nwv1.NodewrightAgentStatus{}, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(event.UpdateEvent) bool { return false },
+			UpdateFunc: reporterChanged,
 		})).
 		Watches(&corev1.ConfigMap{}, r.configMapHandler(reader)).
 		// Its spec, and the profile in force, name the ConfigMap and the threshold.
 		Watches(&nwv1.NodewrightCluster{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, always, r.allNodes)),
 			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, profileChanged))).
 		Complete(r)
+}
+
+// reporterChanged passes the updates that change who reports the node.
+func reporterChanged(e event.UpdateEvent) bool {
+	before, okBefore := e.ObjectOld.(*nwv1.NodewrightAgentStatus)
+	after, okAfter := e.ObjectNew.(*nwv1.NodewrightAgentStatus)
+	return okBefore && okAfter && before.Status.Reporter != after.Status.Reporter
 }
 
 // profileChanged passes the updates that change the profile in force, whose legacy names
@@ -146,7 +183,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if node == nil {
-		if exists {
+		// A node its agent reports is there, whatever the legacy DaemonSet says.
+		if exists && !agentReports(as.Status) {
 			if err := r.Client.Delete(ctx, as); client.IgnoreNotFound(err) != nil {
 				return ctrl.Result{}, fmt.Errorf("deleting the status of departed node %s: %w", req.Name, err)
 			}
@@ -164,13 +202,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	status := computeStatus(as.Status, *node, staleAfter, obs.Problems)
-	if !equality.Semantic.DeepEqual(status, as.Status) {
+	if !equality.Semantic.DeepEqual(status, as.Status) || r.mayHoldReport(as) {
 		freshnessChanged := exists && status.Heartbeat.Stale != as.Status.Heartbeat.Stale
-		before := as.DeepCopy()
-		as.Status = status
-		if err := r.Client.Status().Patch(ctx, as, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.applyStatus(ctx, as, status); err != nil {
 			return ctrl.Result{}, fmt.Errorf("writing the status of node %s: %w", req.Name, err)
 		}
+		r.appliedWithReport(as.Name, !agentReports(status))
 		// Only once written: the optimistic lock then makes sure that a retry, or a reconcile
 		// from a stale cache, does not raise the Event a second time.
 		switch {

@@ -14,14 +14,19 @@ import (
 // computeStatus derives a node's status from its rollup and the ConfigMap's problems (a value
 // that is there but unreadable is named, not reported missing). heartbeat.lastSeen moves only
 // when the node's freshness changes, so a heartbeat that merely ticks forward changes nothing.
+// A node whose agent reports it keeps what the agent said of its storage and network: the
+// ConfigMap's are the legacy DaemonSet's (apply.go).
 func computeStatus(old nwv1.NodewrightAgentStatusStatus, n legacy.NodeHealth, staleAfter time.Duration, problems []legacy.Problem) nwv1.NodewrightAgentStatusStatus {
 	st := *old.DeepCopy()
 	st.Role = n.Role
-	st.Network.BondMode = n.BondMode
-	st.Storage = nil
-	if n.DRBD != nil {
-		st.Storage = &nwv1.DRBDStatus{Resources: n.DRBD.Resources, Connected: n.DRBD.Connected,
-			UpToDate: n.DRBD.UpToDate, OutOfSyncKiB: n.DRBD.OutOfSyncKiB}
+	if !agentReports(old) {
+		st.Reporter = nwv1.ReporterLegacy
+		st.Network.BondMode = n.BondMode
+		st.Storage = nil
+		if n.DRBD != nil {
+			st.Storage = &nwv1.DRBDStatus{Resources: n.DRBD.Resources, Connected: n.DRBD.Connected,
+				UpToDate: n.DRBD.UpToDate, OutOfSyncKiB: n.DRBD.OutOfSyncKiB}
+		}
 	}
 
 	freshnessChanged := old.Heartbeat.LastSeen == nil || old.Heartbeat.Stale != n.Stale
@@ -49,6 +54,8 @@ func computeStatus(old nwv1.NodewrightAgentStatusStatus, n legacy.NodeHealth, st
 	}
 
 	switch d, bad := st.Storage, problemOf(problems, legacy.NodeKey(n.Name, legacy.FieldDRBD)); {
+	case agentReports(old):
+		// The agent's condition, from drbdsetup.
 	case bad != nil:
 		setCondition(&st, nwv1.ConditionStorageHealthy, metav1.ConditionUnknown, nwv1.ReasonInvalidLegacyData, bad.Error())
 	case d == nil:
