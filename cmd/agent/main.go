@@ -1,5 +1,6 @@
 // Command agent is the Nodewright node agent, one per node (a DaemonSet): it keeps its node's
-// heartbeat Lease and runs its node's NodeOperations, for its own node only: DRBD's
+// heartbeat Lease, reports its node in its NodewrightAgentStatus (the storage bond, DRBD and the
+// OS, read from the host) and runs its node's NodeOperations, for its own node only: DRBD's
 // pause-sync, resume-sync, adjust and online verify through drbd-utils, and the bond's mode
 // under a local checkpoint (docs/agent.md).
 package main
@@ -44,15 +45,17 @@ func osKinds() []string {
 }
 
 func main() {
-	var node, namespace, hostRoot, stateDir, hostOS, network string
-	var interval time.Duration
+	var node, namespace, hostRoot, stateDir, hostOS, network, storageBond string
+	var interval, reportInterval time.Duration
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node this agent runs on and acts for (in a DaemonSet, from the downward API: spec.nodeName). Default: $NODE_NAME.")
 	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The agent's namespace, where its heartbeat Lease and its node's NodeOperations are. Default: $POD_NAMESPACE.")
 	flag.DurationVar(&interval, "heartbeat-interval", agent.RenewInterval, "How often the heartbeat Lease is renewed.")
-	flag.StringVar(&hostRoot, "host-root", "/", "Where the host's root file system is mounted: the persistent network configuration is written under it.")
+	flag.StringVar(&hostRoot, "host-root", "/", "Where the host's root file system is mounted: the persistent network configuration is written under it, and the OS facts the agent reports (/etc/os-release, /etc/kairos-release, /run/cos) are read there. The kernel's own files are read in /proc.")
 	flag.StringVar(&stateDir, "state-dir", "/var/lib/nodewright-agent", "A directory on the host's disk where the agent keeps the checkpoints of its bond changes; it must outlive the agent's container.")
-	flag.StringVar(&hostOS, "host-os", string(nwv1.HostOSSystemdNetworkd), fmt.Sprintf("The host's operating system, as an EdgeProfile's spec.os names it (%s): where a bond's mode persists.", strings.Join(osKinds(), ", ")))
+	flag.StringVar(&hostOS, "host-os", string(nwv1.HostOSSystemdNetworkd), fmt.Sprintf("The host's operating system, as an EdgeProfile's spec.os names it (%s): where a bond's mode persists, and what the agent reports of it. Empty: told at start from the files under --host-root (kairos-release or ID=kairos: Kairos; ID=talos: Talos; else SystemdNetworkd).", strings.Join(osKinds(), ", ")))
 	flag.StringVar(&network, "network-backend", "netlink", fmt.Sprintf("How the bond is observed and changed: %s.", strings.Join(slices.Sorted(maps.Keys(backends)), ", ")))
+	flag.StringVar(&storageBond, "storage-bond", "", "The storage bond the agent reports in its node's NodewrightAgentStatus (e.g. bond0, the EdgeProfile's spec.network.bondInterface); none when empty.")
+	flag.DurationVar(&reportInterval, "report-interval", agent.ReportInterval, "How often the host is read for the node's NodewrightAgentStatus (also at once after an operation changed it); the status is written only when what it says changed.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
@@ -60,8 +63,10 @@ func main() {
 
 Runs the Nodewright node agent for one node: it renews the node's heartbeat Lease (named after
 the node, in the agent's namespace) every --heartbeat-interval, as the kubelet renews its node
-Lease, and runs the node's NodeOperations (in the agent's namespace, spec.nodeName the node),
-reporting each one's outcome in its status. It reads its kubeconfig from --kubeconfig, $KUBECONFIG, the in-cluster service account,
+Lease; reads the host every --report-interval (the --storage-bond, DRBD with drbdsetup, the OS
+under --host-root) and writes what changed to the node's NodewrightAgentStatus; and runs the
+node's NodeOperations (in the agent's namespace, spec.nodeName the node), reporting each one's
+outcome in its status. It reads its kubeconfig from --kubeconfig, $KUBECONFIG, the in-cluster service account,
 or ~/.kube/config, in that order. SIGTERM or SIGINT stops it.
 
 Flags:
@@ -80,7 +85,16 @@ Flags:
 		fmt.Fprintf(os.Stderr, "--heartbeat-interval %s: must be at least 1s\n", interval)
 		os.Exit(2)
 	}
-	provider, err := hostos.ForKind(nwv1.HostOSKind(hostOS))
+	if reportInterval < time.Second {
+		fmt.Fprintf(os.Stderr, "--report-interval %s: must be at least 1s\n", reportInterval)
+		os.Exit(2)
+	}
+	if info, err := os.Stat(hostRoot); err != nil || !info.IsDir() {
+		fmt.Fprintf(os.Stderr, "--host-root %s: not a folder\n", hostRoot)
+		os.Exit(2)
+	}
+	host := hostos.Host{Root: hostRoot}
+	provider, err := hostProvider(hostOS, host)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "--host-os %s: %v\n", hostOS, err)
 		os.Exit(2)
@@ -122,8 +136,13 @@ Flags:
 		os.Exit(1)
 	}
 	h := &agent.Heartbeat{Client: clientset, Node: node, Namespace: namespace, Interval: interval}
-	ops := &agent.Operations{Client: mgr.GetClient(), Node: node}
-	bonds := &agent.Bonds{Net: newBackend(), OS: provider, HostRoot: hostRoot, StateDir: stateDir, Resolved: ops.Wake,
+	net := newBackend()
+	// The reporter reads and writes its node's NodewrightAgentStatus straight from the API
+	// server: the cache holds no NodewrightAgentStatus.
+	reporter := &agent.Reporter{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Node: node, Interval: reportInterval,
+		Observer: &agent.HostObserver{Bond: net, BondName: storageBond, DRBD: agent.DRBDRunner(), OS: provider, Host: host}}
+	ops := &agent.Operations{Client: mgr.GetClient(), Node: node, Recorded: reporter.Trigger}
+	bonds := &agent.Bonds{Net: net, OS: provider, HostRoot: hostRoot, StateDir: stateDir, Resolved: ops.Wake,
 		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(httpClient, cfg.Host), DRBD: agent.DRBDRunner()}}
 	// Before anything reaches the API server, which may be out of reach: a bond change left
 	// half made is undone, and an expired checkpoint rolled back.
@@ -132,14 +151,23 @@ Flags:
 		os.Exit(1)
 	}
 	ops.Executors = agent.Executors(bonds)
-	if err := errors.Join(mgr.Add(manager.RunnableFunc(h.Run)), ops.SetupWithManager(mgr)); err != nil {
+	if err := errors.Join(mgr.Add(manager.RunnableFunc(h.Run)), mgr.Add(manager.RunnableFunc(reporter.Run)), ops.SetupWithManager(mgr)); err != nil {
 		log.Error(err, "Setting up")
 		os.Exit(1)
 	}
-	log.Info("Agent starting", "node", node, "namespace", namespace, "heartbeatInterval", interval)
+	log.Info("Agent starting", "node", node, "namespace", namespace, "heartbeatInterval", interval,
+		"reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot, "hostOS", provider.Kind())
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}
 	log.Info("Agent stopped")
+}
+
+// hostProvider is the OS --host-os names, or, when it is empty, the one the host's files say.
+func hostProvider(kind string, host hostos.Host) (hostos.Provider, error) {
+	if kind == "" {
+		return hostos.Detect(host)
+	}
+	return hostos.ForKind(nwv1.HostOSKind(kind))
 }

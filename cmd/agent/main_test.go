@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -199,5 +200,147 @@ func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	}
 	if theirs.Status.Phase != "" {
 		t.Errorf("the agent of ops-edge-1 touched ops-edge-2's operation: %+v", theirs.Status)
+	}
+}
+
+// TestTheAgentReportsItsNode runs the binary with --host-root on a Kairos node's files: its
+// node's NodewrightAgentStatus appears, reported by the agent, with the OS, the image and the
+// boot entry those files say, and what this machine's kernel says of DRBD (no module: Unknown).
+// Run again with nothing changed, the agent writes nothing.
+func TestTheAgentReportsItsNode(t *testing.T) {
+	ctx := context.Background()
+	binary := buildAgent(t)
+	kubeconfig := env.Kubeconfig(t)
+	ns := env.Namespace(t)
+	const node = "report-edge-1"
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	})
+	root := t.TempDir()
+	for name, content := range map[string]string{
+		"usr/lib/os-release":  "NAME=\"Ubuntu\"\nVERSION_ID=\"24.04\"\nPRETTY_NAME=\"Ubuntu 24.04.1 LTS\"\nID=ubuntu\nID_LIKE=debian\n",
+		"etc/kairos-release":  "KAIROS_VERSION=\"v3.4.2\"\nKAIROS_FLAVOR=\"ubuntu\"\nKAIROS_FLAVOR_RELEASE=\"24.04\"\nKAIROS_VARIANT=\"standard\"\nKAIROS_MODEL=\"generic\"\nKAIROS_SOFTWARE_VERSION=\"v1.32.4+k3s1\"\n",
+		"run/cos/active_mode": "1",
+	} {
+		path := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../usr/lib/os-release", filepath.Join(root, "etc", "os-release")); err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	run := func() *exec.Cmd {
+		// --host-os empty: the OS is told from the files under --host-root.
+		cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns, "--state-dir", stateDir,
+			"--host-root", root, "--host-os", "", "--report-interval", "1s", "--heartbeat-interval", "1s")
+		log := &testenv.SyncBuffer{}
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if t.Failed() {
+				t.Logf("agent:\n%s", log)
+			}
+		})
+		return cmd
+	}
+	first := run()
+	as := &nwv1.NodewrightAgentStatus{}
+	testenv.Eventually(t, patience, func() string {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, as); err != nil {
+			return err.Error()
+		}
+		st := as.Status
+		if st.Reporter != nwv1.ReporterAgent || st.OS == nil {
+			return fmt.Sprintf("not reported yet: %+v", st)
+		}
+		return ""
+	})
+	want := &nwv1.HostOSStatus{Kind: nwv1.HostOSKairos, Name: "Ubuntu", Version: "24.04", PrettyName: "Ubuntu 24.04.1 LTS",
+		Kairos: &nwv1.KairosStatus{BootEntry: nwv1.KairosBootActive, Version: "v3.4.2", Flavor: "ubuntu", FlavorRelease: "24.04",
+			Variant: "standard", Model: "generic", SoftwareVersion: "v1.32.4+k3s1"}}
+	if got := as.Status.OS; got.Kind != want.Kind || got.Name != want.Name || got.Version != want.Version || got.PrettyName != want.PrettyName ||
+		got.Kairos == nil || *got.Kairos != *want.Kairos {
+		t.Errorf("os %+v %+v; want %+v %+v", got, got.Kairos, want, want.Kairos)
+	}
+	storage := meta.FindStatusCondition(as.Status.Conditions, nwv1.ConditionStorageHealthy)
+	if _, err := os.Stat("/proc/drbd"); err != nil && (storage == nil || storage.Status != metav1.ConditionUnknown || storage.Reason != nwv1.ReasonDRBDNotLoaded) {
+		t.Errorf("StorageHealthy on a kernel without DRBD: %+v; want Unknown, DRBDNotLoaded", storage)
+	}
+	if observed := meta.FindStatusCondition(as.Status.Conditions, nwv1.ConditionHostObserved); observed == nil || observed.Status != metav1.ConditionTrue {
+		t.Errorf("HostObserved: %+v", observed)
+	}
+	var owners []string
+	for _, m := range as.ManagedFields {
+		if m.Subresource == "status" {
+			owners = append(owners, m.Manager+"/"+string(m.Operation))
+		}
+	}
+	if len(owners) != 1 || owners[0] != "nodewright-agent/Apply" {
+		t.Errorf("the status is managed by %v; want nodewright-agent/Apply", owners)
+	}
+
+	// Killed and started again, with nothing changed on the host: the agent reads it again and
+	// again, and writes nothing.
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	run()
+	lease := &coordinationv1.Lease{}
+	var renewed *metav1.MicroTime
+	testenv.Eventually(t, patience, func() string {
+		// The Lease, renewed every second, renewed more than 3 s after it was first seen
+		// here: the restarted agent has read the host several times (at start, then every
+		// second).
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: node}, lease); err != nil {
+			return err.Error()
+		}
+		if renewed == nil {
+			renewed = lease.Spec.RenewTime
+			return "waiting for the restarted agent's renewals"
+		}
+		if lease.Spec.RenewTime == nil || !lease.Spec.RenewTime.After(renewed.Add(3*time.Second)) {
+			return "waiting for the restarted agent's renewals"
+		}
+		return ""
+	})
+	again := &nwv1.NodewrightAgentStatus{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, again); err != nil {
+		t.Fatal(err)
+	}
+	if again.ResourceVersion != as.ResourceVersion {
+		t.Errorf("the restarted agent wrote its unchanged report: %+v", again.Status)
+	}
+}
+
+// TestRefusesBadHostFlags: an OS it does not know, or a host root that is not a folder, stops
+// it at once, naming the flag.
+func TestRefusesBadHostFlags(t *testing.T) {
+	binary := buildAgent(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--host-os", "Ubuntu"}, `--host-os Ubuntu: unknown host OS kind "Ubuntu"`},
+		{[]string{"--host-root", filepath.Join(t.TempDir(), "missing")}, "missing: not a folder"},
+		// Told to tell the OS from a host with no os-release.
+		{[]string{"--host-root", t.TempDir(), "--host-os", ""}, "--host-os : telling the host's OS: neither /etc/os-release nor /usr/lib/os-release"},
+		{[]string{"--report-interval", "100ms"}, "--report-interval 100ms: must be at least 1s"},
+	} {
+		cmd := exec.Command(binary, append([]string{"--kubeconfig", env.Kubeconfig(t), "--node-name", "n", "--namespace", "x"}, tc.args...)...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v: exit %v, output %q; want exit 2 saying %q", tc.args, err, out, tc.want)
+		}
 	}
 }

@@ -30,7 +30,8 @@ type BondObserver interface {
 // HostObserver reads what the agent reports of its node from the host itself: the storage bond,
 // DRBD and the OS. Reading changes nothing on the host.
 type HostObserver struct {
-	// Bond reads BondName; with either unset no bond is reported.
+	// BondName is the storage bond to report, read with Bond; none when empty. A bond named
+	// with no observer to read it is reported unobserved.
 	Bond     BondObserver
 	BondName string
 
@@ -43,7 +44,7 @@ type HostObserver struct {
 	// when empty.
 	ProcDRBD string
 
-	// OS reads the host's OS facts in Host.
+	// OS reads the host's OS facts in Host; nil reports no OS.
 	OS   hostos.Provider
 	Host hostos.Host
 }
@@ -85,7 +86,7 @@ func (o *HostObserver) Observe(ctx context.Context) Observation {
 			read = append(read, "the OS")
 		}
 	}
-	if o.Bond != nil && o.BondName != "" {
+	if o.BondName != "" {
 		network, err := o.bond(ctx)
 		obs.Network = network
 		if err != nil {
@@ -114,6 +115,9 @@ func (o *HostObserver) Observe(ctx context.Context) Observation {
 // bond reads the storage bond, keeping only what the API admits: an interface name Linux
 // accepts, a mode the API knows, at most 16 members.
 func (o *HostObserver) bond(ctx context.Context) (*nwv1.NodeNetworkStatus, error) {
+	if o.Bond == nil {
+		return nil, errors.New("this agent has no way to read a bond yet")
+	}
 	b, err := o.Bond.Bond(ctx, o.BondName)
 	if err != nil {
 		return nil, err

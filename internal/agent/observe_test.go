@@ -336,3 +336,12 @@ func TestObserveBondAndOS(t *testing.T) {
 		t.Errorf("nothing to read: %+v", obs)
 	}
 }
+
+func TestObserveSaysABondItCannotRead(t *testing.T) {
+	// A bond to report, and nothing to read it with.
+	obs := (&agent.HostObserver{BondName: "bond0"}).Observe(context.Background())
+	if c := condition(t, obs, nwv1.ConditionHostObserved); obs.Network != nil || c.Reason != nwv1.ReasonBondNotObserved ||
+		c.Message != "the storage bond bond0: this agent has no way to read a bond yet" {
+		t.Errorf("no bond observer: %+v, %+v", obs.Network, c)
+	}
+}

@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -35,6 +36,10 @@ var (
 	networkdOthers  = []hostMount{{"/run/systemd/network", "DirectoryOrCreate", "/host/run/systemd/network", true}, {"/usr/local/lib/systemd/network", "DirectoryOrCreate", "/host/usr/local/lib/systemd/network", true}, {"/usr/lib/systemd/network", "Directory", "/host/usr/lib/systemd/network", true}}
 	drbdMounts      = []hostMount{{"/etc/drbd.conf", "File", "/etc/drbd.conf", true}, {"/etc/drbd.d", "Directory", "/etc/drbd.d", true}, {"/var/lib/linstor.d", "DirectoryOrCreate", "/var/lib/linstor.d", true}, {"/var/lib/drbd", "DirectoryOrCreate", "/var/lib/drbd", false}, {"/run/drbd", "DirectoryOrCreate", "/var/run/drbd", false}}
 	privilegedMount = []hostMount{{"/dev", "Directory", "/dev", false}, {"/run/lock", "DirectoryOrCreate", "/var/lock", false}}
+	// What the agent reports of its node's OS: os-release everywhere, and on Kairos its
+	// kairos-release and the boot entry's /run/cos.
+	osReleaseMount = hostMount{"/etc/os-release", "File", "/host/etc/os-release", true}
+	kairosMounts   = []hostMount{{"/etc/kairos-release", "File", "/host/etc/kairos-release", true}, {"/run/cos", "Directory", "/host/run/cos", true}}
 )
 
 // agentDaemonSet renders the chart with args and returns the agent's DaemonSet.
@@ -166,7 +171,7 @@ func TestAgentDaemonSet(t *testing.T) {
 		if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() {
 			t.Errorf("resources %+v: want CPU and memory requests and a memory limit", c.Resources)
 		}
-		if got, want := hostMounts(t, ds), mounts([]hostMount{stateMount, networkdMount}, networkdOthers, drbdMounts); !reflect.DeepEqual(got, want) {
+		if got, want := hostMounts(t, ds), mounts([]hostMount{stateMount, networkdMount, osReleaseMount}, networkdOthers, drbdMounts); !reflect.DeepEqual(got, want) {
 			t.Errorf("host mounts:\n  %v\nwant:\n  %v", got, want)
 		}
 	})
@@ -176,21 +181,27 @@ func TestAgentDaemonSet(t *testing.T) {
 		mount []hostMount
 		check func(t *testing.T, ds appsv1.DaemonSet)
 	}{
-		{"kairos", []string{"--set", "agent.hostOS=Kairos"}, mounts([]hostMount{stateMount, oemMount, networkdRead}, networkdOthers, drbdMounts), nil},
-		{"talos", []string{"--set", "agent.hostOS=Talos"}, mounts([]hostMount{stateMount}, drbdMounts), nil},
-		{"no-drbd", []string{"--set", "agent.drbd.enabled=false"}, mounts([]hostMount{stateMount, networkdMount}, networkdOthers), nil},
-		{"privileged", []string{"--set", "agent.privileged=true"}, mounts([]hostMount{stateMount, networkdMount}, networkdOthers, drbdMounts, privilegedMount),
+		{"kairos", []string{"--set", "agent.hostOS=Kairos"}, mounts([]hostMount{stateMount, oemMount, networkdRead, osReleaseMount}, kairosMounts, networkdOthers, drbdMounts), nil},
+		{"talos", []string{"--set", "agent.hostOS=Talos"}, mounts([]hostMount{stateMount, osReleaseMount}, drbdMounts), nil},
+		{"no-drbd", []string{"--set", "agent.drbd.enabled=false"}, mounts([]hostMount{stateMount, networkdMount, osReleaseMount}, networkdOthers), nil},
+		{"privileged", []string{"--set", "agent.privileged=true"}, mounts([]hostMount{stateMount, networkdMount, osReleaseMount}, networkdOthers, drbdMounts, privilegedMount),
 			func(t *testing.T, ds appsv1.DaemonSet) {
 				sc := ds.Spec.Template.Spec.Containers[0].SecurityContext
 				if sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 					t.Errorf("securityContext %+v: want privileged, still with a read-only root", sc)
 				}
 			}},
-		{"node-selector", []string{"--set", "agent.nodeSelector.type=kwok", "--set", "agent.terminationGracePeriodSeconds=90"}, mounts([]hostMount{stateMount, networkdMount}, networkdOthers, drbdMounts),
+		{"node-selector", []string{"--set", "agent.nodeSelector.type=kwok", "--set", "agent.terminationGracePeriodSeconds=90"}, mounts([]hostMount{stateMount, networkdMount, osReleaseMount}, networkdOthers, drbdMounts),
 			func(t *testing.T, ds appsv1.DaemonSet) {
 				spec := ds.Spec.Template.Spec
 				if !reflect.DeepEqual(spec.NodeSelector, map[string]string{"type": "kwok"}) || *spec.TerminationGracePeriodSeconds != 90 {
 					t.Errorf("nodeSelector %v, terminationGracePeriodSeconds %d: want the values'", spec.NodeSelector, *spec.TerminationGracePeriodSeconds)
+				}
+			}},
+		{"storage-bond", []string{"--set", "agent.storageBond=bond0"}, mounts([]hostMount{stateMount, networkdMount, osReleaseMount}, networkdOthers, drbdMounts),
+			func(t *testing.T, ds appsv1.DaemonSet) {
+				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--storage-bond=bond0") {
+					t.Errorf("args %q: want --storage-bond=bond0, the bond the agent reports", args)
 				}
 			}},
 	} {

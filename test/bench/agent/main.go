@@ -141,8 +141,12 @@ func run() error {
 	}
 	defer bare.Stop()
 
-	// Settled: every Lease exists and has been renewed once.
+	// Settled: every Lease exists and has been renewed once, and every agent has reported its
+	// node (its first report, written at start, is not one of the window's).
 	if err := waitForLeases(ctx, env, ns, append(nodeNames(), "bare")); err != nil {
+		return err
+	}
+	if err := waitForReports(ctx, env, nodeNames()); err != nil {
 		return err
 	}
 	time.Sleep(renewInterval)
@@ -225,6 +229,28 @@ func waitForLeases(ctx context.Context, env *testenv.Env, ns string, names []str
 					return fmt.Errorf("the Lease of %s was not renewed within 2m", name)
 				}
 				return fmt.Errorf("the Lease of %s was not there within 2m: %w", name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// waitForReports waits until each node's agent has reported it in its NodewrightAgentStatus.
+func waitForReports(ctx context.Context, env *testenv.Env, names []string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, name := range names {
+		for {
+			var as nwv1.NodewrightAgentStatus
+			err := env.Client.Get(ctx, client.ObjectKey{Name: name}, &as)
+			if err == nil && as.Status.Reporter == nwv1.ReporterAgent {
+				break
+			}
+			if time.Now().After(deadline) {
+				if err != nil {
+					return fmt.Errorf("the agent of %s had not reported its node within 2m: %w", name, err)
+				}
+				return fmt.Errorf("the agent of %s had not reported its node within 2m", name)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
