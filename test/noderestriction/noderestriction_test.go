@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	nwagent "github.com/spectrocloud/nodewright/internal/agent"
 )
 
 // The policy's rules, as its messages say them.
@@ -117,10 +118,20 @@ func TestAgentMayTouchOnlyItsOwnNode(t *testing.T) {
 				t.Fatalf("%s updates its NodeOperation's status: %v", node, err)
 			}
 
+			// The agent's own report, as cmd/agent writes it: a server-side apply of its
+			// fields of the status.
+			reporter := &nwagent.Reporter{Client: a.client, APIReader: a.client, Node: node, Observer: &nwagent.HostObserver{}}
+			if err := reporter.Report(ctx); err != nil {
+				t.Fatalf("%s reports its node: %v", node, err)
+			}
+
 			// What the API server holds now.
 			got := &nwv1.NodewrightAgentStatus{}
 			if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, got); err != nil {
 				t.Fatal(err)
+			}
+			if got.Status.Reporter != nwv1.ReporterAgent {
+				t.Errorf("NodewrightAgentStatus %s is reported by %q after its agent's report", node, got.Status.Reporter)
 			}
 			if got.Labels["example.com/reported-by"] != node || got.Status.Role != nwv1.NodeRolePrimary ||
 				got.Status.Heartbeat.LastSeen == nil || !got.Status.Heartbeat.LastSeen.Equal(&seen) {
@@ -164,6 +175,10 @@ func TestAgentMayTouchOnlyItsOwnNode(t *testing.T) {
 			status.Status.Role = nwv1.NodeRoleTiebreaker
 			wantPolicyRefusal(t, node+" updates the status of NodewrightAgentStatus "+otherNode, a.client.Status().Update(ctx, status.DeepCopy()), statusRule(node, otherNode))
 			wantPolicyRefusal(t, node+" patches the status of NodewrightAgentStatus "+otherNode, a.client.Status().Patch(ctx, status.DeepCopy(), client.MergeFrom(before)), statusRule(node, otherNode))
+			// An agent told the other node's name (--node-name is not trusted) reports it: its
+			// apply is refused.
+			liar := &nwagent.Reporter{Client: a.client, APIReader: a.client, Node: otherNode, Observer: &nwagent.HostObserver{}}
+			wantPolicyRefusal(t, node+" reports node "+otherNode, liar.Report(ctx), statusRule(node, otherNode))
 
 			l := &coordinationv1.Lease{}
 			if err := a.client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: otherNode}, l); err != nil {
