@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -278,6 +280,29 @@ func TestTheAgentReportsItsNode(t *testing.T) {
 	if observed := meta.FindStatusCondition(as.Status.Conditions, nwv1.ConditionHostObserved); observed == nil || observed.Status != metav1.ConditionTrue {
 		t.Errorf("HostObserved: %+v", observed)
 	}
+	// `kubectl get nodewrightagentstatus` shows who reports the node: the table the API
+	// server serves kubectl.
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis", nwv1.GroupVersion.Group, nwv1.GroupVersion.Version, "nodewrightagentstatuses", node).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil || len(table.Rows) != 1 {
+		t.Fatalf("the table of %s: %v\n%s", node, err, raw)
+	}
+	shown := map[string]any{}
+	for i, col := range table.ColumnDefinitions {
+		shown[col.Name] = table.Rows[0].Cells[i]
+	}
+	if shown["Reporter"] != "Agent" || shown["OS"] != "Ubuntu 24.04.1 LTS" || shown["Boot"] != "Active" {
+		t.Errorf("kubectl get shows %v; want Reporter Agent, OS Ubuntu 24.04.1 LTS and Boot Active", shown)
+	}
+
 	var owners []string
 	for _, m := range as.ManagedFields {
 		if m.Subresource == "status" {
