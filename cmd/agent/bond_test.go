@@ -77,7 +77,10 @@ func newBondSite(t *testing.T, nodes ...string) *bondSite {
 		if err := env.Client.Create(context.Background(), node); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+		t.Cleanup(func() {
+			_ = env.Client.Delete(context.Background(), node)
+			_ = env.Client.Delete(context.Background(), &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		})
 		s.stateDirs[name] = t.TempDir()
 	}
 	return s
@@ -89,7 +92,8 @@ func (s *bondSite) start(node string) *exec.Cmd {
 	n := s.net.Node(node)
 	cmd := s.net.Command(node, s.binary, "--kubeconfig", s.kubeconfig, "--node-name", node, "--namespace", s.ns,
 		"--heartbeat-interval", "1s", "--network-backend", "site", "--site-bond-dir", n.Bond.Dir,
-		"--host-root", n.Root, "--state-dir", s.stateDirs[node], "--host-os", string(nwv1.HostOSSystemdNetworkd))
+		"--host-root", n.Root, "--state-dir", s.stateDirs[node], "--host-os", string(nwv1.HostOSSystemdNetworkd),
+		"--storage-bond", netsite.Bond, "--report-interval", "1s")
 	log := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -120,6 +124,29 @@ func (s *bondSite) setBondMode(name, node string, mode nwv1.BondMode, timeout ti
 		s.t.Fatal(err)
 	}
 	return op
+}
+
+// reported waits until node's NodewrightAgentStatus, written by its agent, shows its bond in
+// mode with every member up.
+func (s *bondSite) reported(node string, mode nwv1.BondMode) {
+	s.t.Helper()
+	testenv.Eventually(s.t, patience, func() string {
+		as := &nwv1.NodewrightAgentStatus{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, as); err != nil {
+			return err.Error()
+		}
+		b := as.Status.Network.Bond
+		if as.Status.Reporter != nwv1.ReporterAgent || b == nil || b.Interface != netsite.Bond || b.Mode != mode ||
+			as.Status.Network.BondMode != mode || len(b.Members) == 0 {
+			return fmt.Sprintf("%s reports %s / %+v; want %s %s with its members", node, as.Status.Reporter, b, netsite.Bond, mode)
+		}
+		for _, m := range b.Members {
+			if !m.Up {
+				return fmt.Sprintf("%s reports member %s down", node, m.Name)
+			}
+		}
+		return ""
+	})
 }
 
 func (s *bondSite) commit(name, node string) *nwv1.NodeOperation {
@@ -237,6 +264,8 @@ func TestABondChangeIsCheckedAndCommitted(t *testing.T) {
 	for _, node := range []string{"bond-edge-1", "bond-edge-2", "bond-edge-3"} {
 		s.start(node)
 	}
+	// Each agent reports its node's bond, as it reads it.
+	s.reported("bond-edge-1", nwv1.BondModeActiveBackup)
 	op := s.setBondMode("flip-1", "bond-edge-1", nwv1.BondMode8023AD, 2*time.Minute)
 	s.until(op, armed(nwv1.BondMode8023AD))
 	if op.Status.Result.PreviousMode != nwv1.BondModeActiveBackup || len(op.Status.Result.Probes) != 3 {
@@ -258,6 +287,9 @@ func TestABondChangeIsCheckedAndCommitted(t *testing.T) {
 	// A second commit has nothing to commit, but says the last one was.
 	again := s.commit("commit-2", "bond-edge-1")
 	s.until(again, ended(nwv1.OperationSucceeded, ""))
+	// The node's report says the new mode; the others' the old one.
+	s.reported("bond-edge-1", nwv1.BondMode8023AD)
+	s.reported("bond-edge-2", nwv1.BondModeActiveBackup)
 }
 
 // TestAPortThatNeverCarriesTheModeIsRolledBack: the switch's port for the node never carries
