@@ -243,6 +243,12 @@ const AnnotationApprovedBy = "nodewright.spectrocloud.com/approved-by"
 // rewrite it; the audit trail names this user as the one who asked.
 const AnnotationRequestedBy = "nodewright.spectrocloud.com/requested-by"
 
+// AnnotationManagementSetBy is stamped on the NodewrightCluster by the mutating admission
+// webhook: the user who last set spec.management (at creation, or by changing it), as the API
+// server authenticated them. It cannot be set or changed otherwise; the audit record of a
+// switch between Observe and Managed names this user.
+const AnnotationManagementSetBy = "nodewright.spectrocloud.com/management-set-by"
+
 // GetWorkflowStatus is the migration's shared workflow status.
 func (m *VMVolumeMigration) GetWorkflowStatus() *WorkflowStatus { return &m.Status.WorkflowStatus }
 

@@ -27,8 +27,33 @@ const (
 // +kubebuilder:validation:Enum=INIT;NETWORK_CONFIGURING;STORAGE_BOOTSTRAPPING;SINGLE_NODE_READY;PEER_DETECTED;PEER_NETWORK_CONFIGURING;PEER_STORAGE_JOINING;REPLICA_PLACEMENT;DRBD_CONNECTING;DRBD_SYNCING;DRBD_VERIFYING;QUORUM_CONFIGURING;TAINTS_RELEASING;MULTI_NODE_READY;PEER_LOST;DRBD_DEGRADED;SPLIT_BRAIN;FAILED;BOOT_RECOVERY;RECOVERING;RESYNCING
 type LegacyState string
 
+// ManagementMode says who decides about the cluster's nodes: the legacy DaemonSet, which
+// Nodewright observes (Observe), or Nodewright, through its node agents (Managed).
+// +kubebuilder:validation:Enum=Observe;Managed
+type ManagementMode string
+
+// The management modes.
+const (
+	// ManagementObserve: the legacy DaemonSet decides; Nodewright reads its ConfigMap and
+	// refuses the workflows that change nodes (BondModeFlipPlan, ReplicationUpgrade).
+	ManagementObserve ManagementMode = "Observe"
+	// ManagementManaged: the agents report the nodes, the legacy DaemonSet has no pods, and
+	// Nodewright's workflows may change nodes.
+	ManagementManaged ManagementMode = "Managed"
+)
+
 // NodewrightClusterSpec says where the legacy DaemonSet keeps its state and how to judge it.
 type NodewrightClusterSpec struct {
+	// management says who decides about the nodes. Observe (the default): the legacy
+	// DaemonSet does, and Nodewright only observes its ConfigMap. Managed: Nodewright's
+	// agents report the nodes and its workflows may change them; the switch is accepted only
+	// while every Node's agent reports (its heartbeat Lease renewed within
+	// heartbeatStaleAfter) and the legacy DaemonSet is gone or has no pods, and
+	// status.management says when it took effect. Back to Observe is always allowed.
+	// +optional
+	// +kubebuilder:default=Observe
+	Management ManagementMode `json:"management,omitempty"`
+
 	// legacy names the ConfigMap, DaemonSet and Event component of the legacy node-init
 	// DaemonSet. Nodewright only reads them.
 	// +required
@@ -58,14 +83,15 @@ type ProfileReference struct {
 	Name string `json:"name"`
 }
 
-// NodeCounts counts the nodes the legacy DaemonSet manages.
+// NodeCounts counts the nodes: in Observe those the legacy DaemonSet manages, in Managed the
+// cluster's Nodes.
 type NodeCounts struct {
-	// ready counts the nodes whose heartbeat is fresh.
+	// ready counts the nodes whose heartbeat is fresh (in Managed, their agent's Lease).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Ready int32 `json:"ready,omitempty"`
 
-	// total counts the nodes the DaemonSet manages.
+	// total counts the nodes the DaemonSet manages (in Managed, the cluster's Nodes).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	Total int32 `json:"total,omitempty"`
@@ -164,12 +190,19 @@ type NodewrightClusterStatus struct {
 	// +optional
 	Profile *ActiveProfile `json:"profile,omitempty"`
 
+	// management is the mode in effect: Managed once the handover spec.management asked
+	// for was checked and took effect, Observe otherwise. The ManagementHandover condition
+	// says why.
+	// +optional
+	Management ManagementMode `json:"management,omitempty"`
+
 	// observedGeneration is the metadata.generation this status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Observed, StateRecognized, HeartbeatsFresh, DaemonSetAvailable,
-	// ProfileApplied (when spec.profileRef is set).
+	// conditions: ManagementHandover and HeartbeatsFresh; in Observe also Observed,
+	// StateRecognized and DaemonSetAvailable (the legacy objects); ProfileApplied (when
+	// spec.profileRef is set).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -177,17 +210,18 @@ type NodewrightClusterStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// NodewrightCluster is the cluster-level health rollup of an edge storage cluster: the legacy
-// DaemonSet's state machine, heartbeats and Events, observed read-only. It is a singleton
-// named "nodewright".
+// NodewrightCluster is the cluster-level health rollup of an edge storage cluster: in Observe,
+// the legacy DaemonSet's state machine, heartbeats and Events, observed read-only; in
+// Managed, the node agents' heartbeats. It is a singleton named "nodewright".
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=nwc,categories=nodewright
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Management",type=string,JSONPath=`.status.management`,description="The management mode in effect: Observe (the legacy DaemonSet decides) or Managed"
 // +kubebuilder:printcolumn:name="Legacy State",type=string,JSONPath=`.status.legacyState`
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.nodes.ready`,description="Nodes with a fresh heartbeat"
-// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes.total`,description="Nodes the legacy DaemonSet manages"
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes.total`,description="Nodes the legacy DaemonSet manages (Observe) or the cluster's Nodes (Managed)"
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.status.profile.version`,description="Version of the EdgeProfile in force",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == 'nodewright'",message="NodewrightCluster is a singleton: metadata.name must be 'nodewright'"
