@@ -17,14 +17,18 @@ const (
 	GateApproval
 	// GateWindow: the maintenance window is open.
 	GateWindow
+	// GateManaged: Nodewright manages the nodes (NodewrightCluster spec.management Managed,
+	// and the handover took effect): while the cluster is observed, the legacy DaemonSet
+	// decides about the nodes and no workflow may change them.
+	GateManaged
 )
 
 // The gates of the two kinds of gated step.
 const (
 	// GatesPreflight hold a cluster-wide workflow's first step, which changes nothing.
-	GatesPreflight = GateLock | GateHealth
+	GatesPreflight = GateManaged | GateLock | GateHealth
 	// GatesNodeChange hold a step that changes a node.
-	GatesNodeChange = GateLock | GateHealth | GateApproval | GateWindow
+	GatesNodeChange = GateManaged | GateLock | GateHealth | GateApproval | GateWindow
 )
 
 // Has reports whether every gate of o is in g.

@@ -172,12 +172,21 @@ func registerWith[O engine.GatedObject](mgr manager.Manager, c client.Client, r 
 	return err
 }
 
-// healthyCluster makes the NodewrightCluster say phase, with fresh heartbeats or not.
+// healthyCluster makes the NodewrightCluster say phase, with fresh heartbeats or not, in the
+// Managed mode (as its controller writes it once the handover took effect).
 func healthyCluster(t *testing.T, phase nwv1.ClusterPhase, fresh bool) {
+	t.Helper()
+	clusterAs(t, nwv1.ManagementManaged, phase, fresh)
+}
+
+// clusterAs makes the NodewrightCluster ask for mode and be in it, with phase and fresh
+// heartbeats or not. No controller runs here: the status is written as the NodewrightCluster
+// controller would.
+func clusterAs(t *testing.T, mode nwv1.ManagementMode, phase nwv1.ClusterPhase, fresh bool) {
 	t.Helper()
 	ctx := context.Background()
 	c := &nwv1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName},
-		Spec: nwv1.NodewrightClusterSpec{Legacy: nwv1.LegacySource{
+		Spec: nwv1.NodewrightClusterSpec{Management: mode, Legacy: nwv1.LegacySource{
 			ConfigMapRef:   nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"},
 			DaemonSetRef:   nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"},
 			EventComponent: "absent"}}}
@@ -188,6 +197,12 @@ func healthyCluster(t *testing.T, phase nwv1.ClusterPhase, fresh bool) {
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(c), c); err != nil {
 		t.Fatal(err)
 	}
+	if c.Spec.Management != mode {
+		c.Spec.Management = mode
+		if err := env.Client.Update(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
 	status, reason := metav1.ConditionTrue, nwv1.ReasonHeartbeatsFresh
 	if !fresh {
 		status, reason = metav1.ConditionFalse, nwv1.ReasonHeartbeatsStale
@@ -195,6 +210,13 @@ func healthyCluster(t *testing.T, phase nwv1.ClusterPhase, fresh bool) {
 	c.Status.Phase = phase
 	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: nwv1.ConditionHeartbeatsFresh, Status: status,
 		Reason: reason, Message: "edge-2's heartbeat is 5m old"})
+	c.Status.Management = mode
+	handover := metav1.Condition{Type: nwv1.ConditionManagementHandover, Status: metav1.ConditionTrue, Reason: nwv1.ReasonHandedOver,
+		Message: "Nodewright manages the nodes"}
+	if mode != nwv1.ManagementManaged {
+		handover.Status, handover.Reason, handover.Message = metav1.ConditionFalse, nwv1.ReasonObserving, "the legacy DaemonSet decides"
+	}
+	meta.SetStatusCondition(&c.Status.Conditions, handover)
 	if err := env.Client.Status().Update(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -611,6 +633,59 @@ func approveAsItWaits(ctx context.Context, name string, approvers map[workflow.S
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestObserveHoldsAWorkflowBeforeEachStep: while the cluster is observed (the legacy
+// DaemonSet decides), a flip waits at its preflight, takes no claim and changes nothing; once
+// Managed it runs; switched back to Observe mid-flight, the step that runs finishes and the
+// next one waits, until the cluster is Managed again.
+func TestObserveHoldsAWorkflowBeforeEachStep(t *testing.T) {
+	clusterAs(t, nwv1.ManagementObserve, nwv1.ClusterMultiNode, true)
+	lockNS := env.Namespace(t)
+	flips := newFlips(lockNS)
+	flips.hold(change1, true)
+	env.StartManager(t, func(_ context.Context, mgr manager.Manager) error {
+		return register(mgr, flips, clock.RealClock{}, nil)
+	})
+	f := flip("observed", nwv1.ApprovalAutomatic, nil)
+	create(t, f)
+	heldAt := func(step workflow.Step) func(*nwv1.BondModeFlipPlan) string {
+		return func(f *nwv1.BondModeFlipPlan) string {
+			if s, reason, msg := heldBy(f); s != string(step) || reason != nwv1.ReasonNotManaged ||
+				!strings.Contains(msg, "NodewrightCluster nodewright is in the Observe mode (spec.management)") {
+				return fmt.Sprintf("held at %q by %q (%s); want %s by NotManaged", s, reason, msg, step)
+			}
+			return ""
+		}
+	}
+	waitFor(t, f, heldAt(preflight))
+	if got := flips.actedOn(f.Name); len(got) > 0 {
+		t.Fatalf("acted on %v while the cluster was observed", got)
+	}
+	var lease coordinationv1.Lease
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: lockNS, Name: engine.LockName}, &lease); !apierrors.IsNotFound(err) {
+		t.Fatalf("a workflow held by the management mode took the claim: %v %v", lease.Spec.HolderIdentity, err)
+	}
+
+	clusterAs(t, nwv1.ManagementManaged, nwv1.ClusterMultiNode, true)
+	waitFor(t, f, func(f *nwv1.BondModeFlipPlan) string {
+		if s := stepOf(f, change1); s.State != nwv1.StepRunning {
+			return fmt.Sprintf("ChangeNode1 is %q, want Running once Managed", s.State)
+		}
+		return ""
+	})
+	// Back to Observe mid-flight: the running step finishes, the next one waits.
+	clusterAs(t, nwv1.ManagementObserve, nwv1.ClusterMultiNode, true)
+	flips.hold(change1, false)
+	waitFor(t, f, heldAt(change2))
+	if s := stepOf(f, change1); s.State != nwv1.StepSucceeded {
+		t.Fatalf("ChangeNode1 is %q: the step that started while Managed must finish", s.State)
+	}
+	if got := flips.actedOn(f.Name); slices.Contains(got, change2) {
+		t.Fatalf("ChangeNode2 acted while the cluster was observed: %v", got)
+	}
+	clusterAs(t, nwv1.ManagementManaged, nwv1.ClusterMultiNode, true)
+	waitFor(t, f, phaseIs[*nwv1.BondModeFlipPlan](nwv1.WorkflowSucceeded))
 }
 
 // TestAGoneWorkflowEndsTheReconcile: the reconcile of a workflow that no longer exists (the

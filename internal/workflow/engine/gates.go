@@ -17,6 +17,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/management"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
@@ -67,10 +68,13 @@ type gateEnv struct {
 	kind      workflow.Kind
 }
 
-// Chain is the gates, in the order they are checked: the claim first, so that a workflow
-// that waits for another never asks a person for anything; the approval before the window,
-// so that a person can approve a step outside the window and it starts when the window opens.
+// Chain is the gates, in the order they are checked: the management mode first, so that a
+// workflow on a cluster the legacy DaemonSet still decides about takes no claim; the claim
+// next, so that a workflow that waits for another never asks a person for anything; the
+// approval before the window, so that a person can approve a step outside the window and it
+// starts when the window opens.
 var Chain = []Gate{
+	{Name: "Managed", Which: workflow.GateManaged, Check: checkManaged},
 	{Name: "OneWorkflowAtATime", Which: workflow.GateLock, Check: checkLock},
 	{Name: "ClusterHealthy", Which: workflow.GateHealth, Check: checkHealth},
 	{Name: "Approval", Which: workflow.GateApproval, Check: checkApproval},
@@ -157,6 +161,25 @@ func (e *Engine[O]) gate(ctx context.Context, base O, run *Run[O]) (ctrl.Result,
 func setHeld(st *nwv1.WorkflowStatus, generation int64, status metav1.ConditionStatus, reason, message string) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionHeld, Status: status,
 		Reason: reason, Message: audit.Shorten(message, workflow.MaxConditionMessageBytes), ObservedGeneration: generation})
+}
+
+// checkManaged: Nodewright manages the nodes (management.InEffect). A workflow admitted in
+// Managed holds here when the cluster is switched back to Observe, before its next step
+// starts (a step that started runs to its end, and a rollback never waits), and goes on when
+// it is Managed again. The NodewrightCluster's watch wakes a held workflow.
+func checkManaged(ctx context.Context, e gateEnv, _ GatedObject, _ workflow.Step, _ time.Time) (Verdict, error) {
+	var c nwv1.NodewrightCluster
+	if err := e.client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, &c); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return Verdict{Reason: nwv1.ReasonNotManaged, Message: fmt.Sprintf(
+				"there is no NodewrightCluster %s to hand the nodes over to Nodewright; a %s changes nodes only in the Managed mode", nwv1.NodewrightClusterName, e.kind.Noun)}, nil
+		}
+		return Verdict{}, err
+	}
+	if !management.InEffect(&c) {
+		return Verdict{Reason: nwv1.ReasonNotManaged, Message: fmt.Sprintf("%s; a %s changes nodes only in the Managed mode", management.WhyNot(&c), e.kind.Noun)}, nil
+	}
+	return Verdict{Open: true}, nil
 }
 
 // checkHealth: the cluster's phase is one the workflow allows, and every node's heartbeat is
