@@ -31,15 +31,18 @@ import (
 // command is how the files are regenerated; their headers print it.
 const command = "go run ./hack/chart (make generate)"
 
-// namespaces maps the namespaces the RBAC markers name to the chart's: the Role's name, and
-// the template expression of its namespace.
-var namespaces = map[string]struct{ name, expr string }{
+// namespaces maps the namespaces the RBAC markers name to the chart's: the Role's name, the
+// template expression of its namespace, and the condition (a template expression) under
+// which the chart renders it, when it exists only then.
+var namespaces = map[string]struct{ name, expr, cond string }{
 	// The operator's own namespace: the release's.
-	"nodewright-system": {"nodewright-operator", "{{ .Release.Namespace }}"},
+	"nodewright-system": {"nodewright-operator", "{{ .Release.Namespace }}", ""},
 	// The legacy DaemonSet's namespace.
-	"node-init": {"nodewright-operator-legacy", "{{ .Values.legacy.namespace }}"},
+	"node-init": {"nodewright-operator-legacy", "{{ .Values.legacy.namespace }}", ""},
 	// Where the API server keeps Events about Nodes.
-	"default": {"nodewright-operator-node-events", "default"},
+	"default": {"nodewright-operator-node-events", "default", ""},
+	// The node agents' namespace, which the chart makes only with the agent.
+	"nodewright-agent": {"nodewright-operator-agent", "{{ .Values.agent.namespace }}", ".Values.agent.enabled"},
 }
 
 const chart = "charts/nodewright"
@@ -155,6 +158,9 @@ subjects:
 				return fmt.Errorf("config/rbac/role.yaml: a Role in namespace %q, which the chart does not map (hack/chart/main.go)", head.Metadata.Namespace)
 			}
 			seen[head.Metadata.Namespace] = true
+			if ns.cond != "" {
+				fmt.Fprintf(&out, "{{- if %s }}\n", ns.cond)
+			}
 			fmt.Fprintf(&out, `---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -181,6 +187,9 @@ subjects:
   name: nodewright-operator
   namespace: {{ .Release.Namespace }}
 `, ns.name, ns.expr, rules)
+			if ns.cond != "" {
+				fmt.Fprintf(&out, "{{- end }}\n")
+			}
 		default:
 			return fmt.Errorf("config/rbac/role.yaml: unexpected kind %q", head.Kind)
 		}

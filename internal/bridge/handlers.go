@@ -46,15 +46,18 @@ func IsLegacyEventObject(nwc *nwv1.NodewrightCluster, obj client.Object) bool {
 	return ok && IsLegacyEvent(nwc, ev)
 }
 
-// ConfigMapHandler maps events of the legacy ConfigMap the cluster names to requests: its
-// creation and deletion to all of them, an update to those of what it can change
+// ConfigMapHandler maps events of the legacy ConfigMap the cluster names to requests, while
+// the bridge reads it (not in Managed, ReadsAgents): its creation and deletion to all of them,
+// an update to those of what it can change
 // (legacy.Compare at the clock's now). At steady state nearly every update is a heartbeat
 // that only ticks forward, and it then costs a comparison, not a parse and a reconcile.
 // While the cluster's HeartbeatsFresh condition is not True, every heartbeat is a change.
 func ConfigMapHandler(c client.Reader, clk clock.PassiveClock,
 	all func(context.Context, *nwv1.NodewrightCluster) []reconcile.Request,
 	changed func(legacy.Changes) []reconcile.Request) handler.EventHandler {
-	onAll := handler.EnqueueRequestsFromMapFunc(Matches(c, IsConfigMap, all))
+	onAll := handler.EnqueueRequestsFromMapFunc(Matches(c, func(nwc *nwv1.NodewrightCluster, obj client.Object) bool {
+		return IsConfigMap(nwc, obj) && !ReadsAgents(nwc)
+	}, all))
 	return handler.Funcs{
 		CreateFunc:  onAll.Create,
 		DeleteFunc:  onAll.Delete,
@@ -66,7 +69,7 @@ func ConfigMapHandler(c client.Reader, clk clock.PassiveClock,
 				return
 			}
 			nwc := Cluster(ctx, c)
-			if nwc == nil || !IsConfigMap(nwc, after) {
+			if nwc == nil || !IsConfigMap(nwc, after) || ReadsAgents(nwc) {
 				return
 			}
 			var changes legacy.Changes

@@ -118,7 +118,7 @@ func (a Agent) Silence(namespace string, staleAfter time.Duration) string {
 	case a.Renewed.IsZero():
 		return fmt.Sprintf("%s (heartbeat Lease %s/%s never renewed)", a.Node, namespace, a.Node)
 	}
-	return fmt.Sprintf("%s (heartbeat Lease last renewed %s, more than %s ago)", a.Node, a.Renewed.UTC().Format(time.RFC3339), staleAfter)
+	return fmt.Sprintf("%s (heartbeat Lease %s/%s last renewed %s, more than %s ago)", a.Node, namespace, a.Node, a.Renewed.UTC().Format(time.RFC3339), staleAfter)
 }
 
 // LegacyPods is what was found of the legacy DaemonSet.

@@ -66,7 +66,7 @@ func TestTheSilenceOfAnAgentDoesNotTick(t *testing.T) {
 	want := []string{
 		"edge-1 (no heartbeat Lease nodewright-agent/edge-1)",
 		"edge-2 (heartbeat Lease nodewright-agent/edge-2 never renewed)",
-		"edge-3 (heartbeat Lease last renewed 2026-11-21T09:59:00Z, more than 30s ago)",
+		"edge-3 (heartbeat Lease nodewright-agent/edge-3 last renewed 2026-11-21T09:59:00Z, more than 30s ago)",
 	}
 	for i, a := range silent {
 		if got := a.Silence("nodewright-agent", 30*time.Second); got != want[i] {

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -87,6 +88,9 @@ type Options struct {
 	// ClusterSpec, namespace/name, is a ConfigMap whose spec.yaml the operator applies to the
 	// NodewrightCluster singleton (the chart writes it from its values). Empty: none.
 	ClusterSpec string
+	// AgentNamespace is the node agents' namespace, where each keeps its node's heartbeat
+	// Lease. Empty: no agents are installed, and the switch to Managed is refused.
+	AgentNamespace string
 }
 
 // BindFlags registers the options as flags, with their defaults and documentation.
@@ -133,6 +137,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"namespace/name of the ConfigMap whose values are the PEM public keys EdgeProfile signatures are verified with.")
 	fs.StringVar(&o.LegacyNamespace, "legacy-namespace", "",
 		"Namespace of the legacy DaemonSet, its state ConfigMap and its Warning Events; the operator then watches ConfigMaps, DaemonSets and Events only there (Events also in \"default\", where Events about Nodes are kept) and needs no cluster-wide read access to them. Empty: every namespace, which the generated role (config/rbac/role.yaml, the chart's) does not allow.")
+	fs.StringVar(&o.AgentNamespace, "agent-namespace", "",
+		"Namespace of the node agents (the chart's agent.namespace, set with agent.enabled), where each renews its node's heartbeat Lease; the operator then watches Leases only there. Empty: no agents are installed, and NodewrightCluster spec.management Managed is refused.")
 	fs.StringVar(&o.ClusterSpec, "cluster-spec-configmap", "",
 		"namespace/name of a ConfigMap whose key spec.yaml is the NodewrightCluster spec the operator applies to the singleton, as the Helm chart writes it from its values; empty: the NodewrightCluster is managed by hand.")
 	o.Webhooks.bindFlags(fs)
@@ -164,6 +170,9 @@ func (o *Options) Validate() error {
 	if msgs := validation.IsDNS1123Label(o.LegacyNamespace); o.LegacyNamespace != "" && len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--legacy-namespace %q: %s", o.LegacyNamespace, strings.Join(msgs, "; ")))
 	}
+	if msgs := validation.IsDNS1123Label(o.AgentNamespace); o.AgentNamespace != "" && len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--agent-namespace %q: %s", o.AgentNamespace, strings.Join(msgs, "; ")))
+	}
 	return errors.Join(errs...)
 }
 
@@ -194,6 +203,14 @@ func SetupControllers(ctx context.Context, mgr ctrl.Manager) error {
 func SetupControllersReading(legacy string) func(context.Context, ctrl.Manager) error {
 	return func(ctx context.Context, mgr ctrl.Manager) error {
 		return setupControllers(ctx, mgr, Options{ProfileKeys: profiletrust.DefaultTrustConfigMap.String(), LegacyNamespace: legacy})
+	}
+}
+
+// SetupControllersWithAgents is SetupControllers for an operator whose node agents keep their
+// heartbeat Leases in namespace agents (--agent-namespace).
+func SetupControllersWithAgents(agents string) func(context.Context, ctrl.Manager) error {
+	return func(ctx context.Context, mgr ctrl.Manager) error {
+		return setupControllers(ctx, mgr, Options{ProfileKeys: profiletrust.DefaultTrustConfigMap.String(), AgentNamespace: agents})
 	}
 }
 
@@ -234,11 +251,12 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&edgeprofile.Reconciler{Client: mgr.GetClient(), Trust: trust}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the EdgeProfile controller: %w", err)
 	}
-	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor, Trust: trust,
-		LegacyNamespace: o.LegacyNamespace}).SetupWithManager(ctx, mgr); err != nil {
+	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Audit: trail, Actor: actor, Trust: trust,
+		LegacyNamespace: o.LegacyNamespace, AgentNamespace: o.AgentNamespace}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightCluster controller: %w", err)
 	}
-	if err := (&agentstatus.Reconciler{Client: mgr.GetClient(), Recorder: recorder, LegacyNamespace: o.LegacyNamespace}).SetupWithManager(mgr); err != nil {
+	if err := (&agentstatus.Reconciler{Client: mgr.GetClient(), Recorder: recorder, LegacyNamespace: o.LegacyNamespace,
+		AgentNamespace: o.AgentNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightAgentStatus controller: %w", err)
 	}
 	if o.ClusterSpec != "" {
@@ -260,6 +278,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			Trust:           trust,
 			MigrationAPIs:   func() (servedapis.Kinds, error) { return vmvolumemigration.APIs.Missing(apis) },
 			LegacyNamespace: o.LegacyNamespace,
+			AgentNamespace:  o.AgentNamespace,
 		})
 		if err != nil {
 			return fmt.Errorf("setting up the admission webhooks: %w", err)
@@ -345,11 +364,14 @@ type Scope struct {
 	// Own are the operator's own namespaces: where its trusted profile keys and the profile
 	// version floor live (ConfigMaps).
 	Own []string
+	// Agent is the node agents' namespace, the only one where Leases are watched (their
+	// heartbeats); empty: none is.
+	Agent string
 }
 
 // scope is where the options say the operator reads.
 func (o Options) scope() Scope {
-	s := Scope{Legacy: o.LegacyNamespace}
+	s := Scope{Legacy: o.LegacyNamespace, Agent: o.AgentNamespace}
 	for _, name := range []string{o.ProfileKeys, o.ClusterSpec} {
 		if n, err := splitName(name); err == nil {
 			s.Own = append(s.Own, n.Namespace)
@@ -385,6 +407,12 @@ func (s Scope) namespaces(names ...string) map[string]cache.Config {
 // read on them.
 func CacheOptions(scope Scope) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{children.LabelManagedBy: children.ManagedBy})
+	// Leases are watched only where the agents renew their heartbeats (the controllers add
+	// no Lease watch without an agent namespace).
+	leases := cache.ByObject{}
+	if scope.Agent != "" {
+		leases.Namespaces = map[string]cache.Config{scope.Agent: {}}
+	}
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
@@ -398,6 +426,7 @@ func CacheOptions(scope Scope) cache.Options {
 			&batchv1.Job{}:               {Label: ours},
 			&corev1.Pod{}:                {Label: ours},
 			&snapshotv1.VolumeSnapshot{}: {Label: ours},
+			&coordinationv1.Lease{}:      leases,
 			// Read only while a migration waits for an API (servedapis.Explain); without
 			// their schemas, which run to megabytes for KubeVirt's.
 			&apiextensionsv1.CustomResourceDefinition{}: {Transform: servedapis.Lean},

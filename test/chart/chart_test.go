@@ -641,6 +641,11 @@ func TestAgentPrivilegedNamespace(t *testing.T) {
 					t.Errorf("%s: in the agent's namespace with the agent off", o)
 				}
 			}
+			// The operator reads the agents' heartbeat Leases only where the agents are.
+			agents, told := argValue(operatorContainer(t, objs), "--agent-namespace")
+			if told != agentOn || (agentOn && agents != agentNS) {
+				t.Errorf("the operator's --agent-namespace: %q (set %v); want %s only with the agent", agents, told, agentNS)
+			}
 			if !agentOn {
 				if len(namespaces) > 0 {
 					t.Errorf("Namespaces rendered with the agent off: %v", namespaces)
@@ -999,14 +1004,15 @@ func TestRBACReviewed(t *testing.T) {
 
 // TestRBACMatchesMarkers: the chart's ClusterRole and Roles grant exactly what
 // config/rbac/role.yaml (the kubebuilder markers) does, the markers' namespaces mapped to the
-// release's, the legacy one and default.
+// release's, the legacy one, default and the agents' (rendered with the agent only).
 func TestRBACMatchesMarkers(t *testing.T) {
 	root, _ := tools(t)
 	data, err := os.ReadFile(filepath.Join(root, "config", "rbac", "role.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	scopes := map[string]string{"": "cluster", "nodewright-system": "namespace:release", "node-init": "namespace:legacy", "default": "namespace:default"}
+	scopes := map[string]string{"": "cluster", "nodewright-system": "namespace:release", "node-init": "namespace:legacy", "default": "namespace:default",
+		"nodewright-agent": "namespace:agent"}
 	want := map[string]bool{}
 	for _, o := range parse(t, string(data)) {
 		var r rbacv1.ClusterRole // a Role has the same fields
@@ -1021,9 +1027,10 @@ func TestRBACMatchesMarkers(t *testing.T) {
 			}
 		}
 	}
-	scopes = map[string]string{"": "cluster", releaseNS: "namespace:release", legacyNS: "namespace:legacy", "default": "namespace:default"}
+	scopes = map[string]string{"": "cluster", releaseNS: "namespace:release", legacyNS: "namespace:legacy", "default": "namespace:default",
+		agentNS: "namespace:agent"}
 	got := map[string]bool{}
-	for _, o := range render(t, "--set", "legacy.namespace="+legacyNS) {
+	for _, o := range render(t, "--set", "legacy.namespace="+legacyNS, "--set", "agent.enabled=true", "--set", "agent.namespace="+agentNS) {
 		if (o.Kind != "ClusterRole" && o.Kind != "Role") || !strings.HasPrefix(o.Metadata.Name, "nodewright-operator") {
 			continue
 		}

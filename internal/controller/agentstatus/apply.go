@@ -23,9 +23,11 @@ import (
 //     HeartbeatFresh condition, always;
 //   - whoever reports the node: reporter, storage, network, os and the StorageHealthy and
 //     HostObserved conditions. The bridge writes reporter (Legacy), storage, network.bondMode
-//     and StorageHealthy while no agent reports the node; once status.reporter is Agent, the
-//     agent (field manager nodewright-agent) has taken them with a forced apply, and the
-//     bridge applies without them, letting go of what it held.
+//     and StorageHealthy while no agent reports the node and the legacy ConfigMap is read (the
+//     Observe mode); once status.reporter is Agent, the agent (field manager
+//     nodewright-agent) has taken them with a forced apply, and the bridge applies without
+//     them, letting go of what it held. In the Managed mode the ConfigMap is not read and the
+//     bridge lets go of them too: until the node's agent reports, no one does.
 const FieldManager = "nodewright-bridge"
 
 // bridgeFields are the status fields the bridge applies.
@@ -57,11 +59,12 @@ func agentReports(st nwv1.NodewrightAgentStatusStatus) bool {
 	return st.Reporter == nwv1.ReporterAgent
 }
 
-// fieldsOf is what the bridge applies of a status it computed.
-func fieldsOf(st nwv1.NodewrightAgentStatusStatus) bridgeFields {
+// fieldsOf is what the bridge applies of a status it computed: with report, the report fields
+// (the legacy DaemonSet's report of the node) too.
+func fieldsOf(st nwv1.NodewrightAgentStatusStatus, report bool) bridgeFields {
 	f := bridgeFields{Role: st.Role, Heartbeat: bridgeHeartbeat{LastSeen: st.Heartbeat.LastSeen, Stale: st.Heartbeat.Stale}}
 	owned := []string{nwv1.ConditionHeartbeatFresh}
-	if !agentReports(st) {
+	if report {
 		f.Reporter, f.Storage = nwv1.ReporterLegacy, st.Storage
 		if st.Network.BondMode != "" {
 			f.Network = &bridgeNetwork{BondMode: st.Network.BondMode}
@@ -82,8 +85,8 @@ func fieldsOf(st nwv1.NodewrightAgentStatusStatus) bridgeFields {
 // retried. ForceOwnership settles only the fields the bridge owns by the split above; it takes
 // them over from a writer that updated the status before this controller applied it (the
 // operator before v0.2), whose fields are then moved to this manager (migrate).
-func (r *Reconciler) applyStatus(ctx context.Context, as *nwv1.NodewrightAgentStatus, st nwv1.NodewrightAgentStatusStatus) error {
-	data, err := json.Marshal(fieldsOf(st))
+func (r *Reconciler) applyStatus(ctx context.Context, as *nwv1.NodewrightAgentStatus, st nwv1.NodewrightAgentStatusStatus, report bool) error {
+	data, err := json.Marshal(fieldsOf(st, report))
 	if err != nil {
 		return err
 	}

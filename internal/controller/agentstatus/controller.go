@@ -1,13 +1,16 @@
-// Package agentstatus is the controller of NodewrightAgentStatus: one object per node the
-// legacy DaemonSet manages, created and deleted as nodes come and go, with the node's role,
-// heartbeat, DRBD health and bond mode.
+// Package agentstatus is the controller of NodewrightAgentStatus: one object per node, created
+// and deleted as nodes come and go. In Observe, the nodes the legacy DaemonSet manages, with
+// each node's role, heartbeat, DRBD health and bond mode from its ConfigMap; in Managed, the
+// cluster's Nodes, with each node's heartbeat from its agent's Lease (managed.go).
 package agentstatus
 
 import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,6 +56,9 @@ type Reconciler struct {
 	Clock    clock.PassiveClock
 	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in.
 	LegacyNamespace string
+	// AgentNamespace is where the node agents keep their heartbeat Leases; empty when no
+	// agents are installed.
+	AgentNamespace string
 
 	mu sync.Mutex
 	// withReport: whether the bridge's last apply to a node's status held the report fields;
@@ -60,10 +66,11 @@ type Reconciler struct {
 	withReport map[string]bool
 }
 
-// mayHoldReport says whether the bridge may still hold report fields of a node its agent
-// reports: then it applies once without them, even with nothing else to change.
-func (r *Reconciler) mayHoldReport(as *nwv1.NodewrightAgentStatus) bool {
-	if !agentReports(as.Status) {
+// mayHoldReport says whether the bridge may still hold report fields of a node it is to apply
+// without them (report false: its agent reports it, or the Managed mode): then it applies once
+// without them, even with nothing else to change.
+func (r *Reconciler) mayHoldReport(as *nwv1.NodewrightAgentStatus, report bool) bool {
+	if report {
 		return false
 	}
 	r.mu.Lock()
@@ -88,7 +95,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	reader := mgr.GetClient()
 	always := func(*nwv1.NodewrightCluster, client.Object) bool { return true }
-	return ctrl.NewControllerManagedBy(mgr).
+	node := func(_ context.Context, name string) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("nodewrightagentstatus").
 		// Creation (at start, to prune objects of departed nodes), deletion (to recreate) and
 		// an agent taking the report over (to let go of its fields) matter: the other status
@@ -97,11 +107,35 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: reporterChanged,
 		})).
 		Watches(&corev1.ConfigMap{}, r.configMapHandler(reader)).
-		// Its spec, and the profile in force, name the ConfigMap and the threshold.
+		// Its spec, and the profile in force, name the ConfigMap and the threshold; the mode
+		// in effect says whether the ConfigMap or the agents are read.
 		Watches(&nwv1.NodewrightCluster{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, always, r.allNodes)),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, profileChanged))).
-		Complete(r)
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, profileChanged, modeChanged))).
+		// In Managed, the nodes are the cluster's Nodes.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if nwc := bridge.Cluster(ctx, reader); nwc == nil || !bridge.ReadsAgents(nwc) {
+				return nil
+			}
+			return node(ctx, o.GetName())
+		}), builder.OnlyMetadata, builder.WithPredicates(bridge.NodesComeAndGo))
+	if r.AgentNamespace != "" {
+		b = b.Watches(&coordinationv1.Lease{}, bridge.LeaseHandler(reader, r.Clock, r.AgentNamespace, func(ctx context.Context, name string) []reconcile.Request {
+			if nwc := bridge.Cluster(ctx, reader); nwc == nil || !bridge.ReadsAgents(nwc) {
+				return nil
+			}
+			return node(ctx, name)
+		}))
+	}
+	return b.Complete(r)
 }
+
+// modeChanged passes the updates that change the mode in effect, which decides what the
+// nodes are and where their heartbeats are read.
+var modeChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	before, okBefore := e.ObjectOld.(*nwv1.NodewrightCluster)
+	after, okAfter := e.ObjectNew.(*nwv1.NodewrightCluster)
+	return !okBefore || !okAfter || bridge.ReadsAgents(before) != bridge.ReadsAgents(after)
+}}
 
 // reporterChanged passes the updates that change who reports the node.
 func reporterChanged(e event.UpdateEvent) bool {
@@ -120,11 +154,18 @@ var profileChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 			meta.IsStatusConditionTrue(after.Status.Conditions, nwv1.ConditionProfileApplied)
 }}
 
-// allNodes names every node the ConfigMap lists and every existing NodewrightAgentStatus, so
-// that nodes that joined get an object and nodes that left lose theirs.
+// allNodes names every node (those the ConfigMap lists, in Managed the cluster's Nodes) and
+// every existing NodewrightAgentStatus, so that nodes that joined get an object and nodes that
+// left lose theirs.
 func (r *Reconciler) allNodes(ctx context.Context, nwc *nwv1.NodewrightCluster) []reconcile.Request {
 	names := map[string]bool{}
-	if obs, err := bridge.ObserveConfigMap(ctx, r.Client, nwc); err == nil {
+	if bridge.ReadsAgents(nwc) {
+		if nodes, err := r.agents().Nodes(ctx); err == nil {
+			for _, n := range nodes {
+				names[n] = true
+			}
+		}
+	} else if obs, err := bridge.ObserveConfigMap(ctx, r.Client, nwc); err == nil {
 		for _, n := range obs.Legacy.Nodes {
 			names[n.Name] = true
 		}
@@ -155,6 +196,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	nwc = bridge.Effective(ctx, r.Client, nwc)
+	if bridge.ReadsAgents(nwc) {
+		return r.reconcileAgent(ctx, req.Name, nwc, now)
+	}
 	if err := bridge.InScope(nwc, r.LegacyNamespace); err != nil {
 		// The NodewrightCluster controller reports it; keep what exists.
 		return ctrl.Result{}, nil
@@ -176,49 +220,72 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	as := &nwv1.NodewrightAgentStatus{}
-	err = r.Client.Get(ctx, req.NamespacedName, as)
-	exists := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
+	as, exists, err := r.ensure(ctx, req.Name, nwc, func(as *nwv1.NodewrightAgentStatus) bool {
+		// A node its agent reports is there, whatever the legacy DaemonSet says.
+		return node != nil || agentReports(as.Status)
+	})
+	if err != nil || as == nil || node == nil {
 		return ctrl.Result{}, err
 	}
-	if node == nil {
-		// A node its agent reports is there, whatever the legacy DaemonSet says.
-		if exists && !agentReports(as.Status) {
-			if err := r.Client.Delete(ctx, as); client.IgnoreNotFound(err) != nil {
-				return ctrl.Result{}, fmt.Errorf("deleting the status of departed node %s: %w", req.Name, err)
-			}
-		}
-		return ctrl.Result{}, nil
-	}
-	if !exists {
-		as = &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: req.Name}}
-		if err := controllerutil.SetControllerReference(nwc, as, r.Client.Scheme()); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := r.Client.Create(ctx, as); err != nil {
-			return ctrl.Result{}, fmt.Errorf("creating the status of node %s: %w", req.Name, err)
-		}
-	}
-
 	status := computeStatus(as.Status, *node, staleAfter, obs.Problems)
-	if !equality.Semantic.DeepEqual(status, as.Status) || r.mayHoldReport(as) {
-		freshnessChanged := exists && status.Heartbeat.Stale != as.Status.Heartbeat.Stale
-		if err := r.applyStatus(ctx, as, status); err != nil {
-			return ctrl.Result{}, fmt.Errorf("writing the status of node %s: %w", req.Name, err)
-		}
-		r.appliedWithReport(as.Name, !agentReports(status))
-		// Only once written: the optimistic lock then makes sure that a retry, or a reconcile
-		// from a stale cache, does not raise the Event a second time.
-		switch {
-		case freshnessChanged && status.Heartbeat.Stale:
-			r.Recorder.Eventf(as, corev1.EventTypeWarning, EventHeartbeatStale, "heartbeat older than %s", staleAfter)
-		case freshnessChanged:
-			r.Recorder.Event(as, corev1.EventTypeNormal, EventHeartbeatResumed, "heartbeat fresh again")
-		}
+	if err := r.write(ctx, as, exists, status, !agentReports(status), staleAfter); err != nil {
+		return ctrl.Result{}, err
 	}
 	if node.Stale {
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: node.StaleAt.Sub(now)}, nil
+}
+
+// ensure makes the node's NodewrightAgentStatus exist while keep says it should, owned by the
+// cluster, and deletes it otherwise. It returns the object (nil when it is not kept) and
+// whether it existed before.
+func (r *Reconciler) ensure(ctx context.Context, name string, nwc *nwv1.NodewrightCluster, keep func(*nwv1.NodewrightAgentStatus) bool) (*nwv1.NodewrightAgentStatus, bool, error) {
+	as := &nwv1.NodewrightAgentStatus{}
+	err := r.Client.Get(ctx, types.NamespacedName{Name: name}, as)
+	exists := err == nil
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, false, err
+	}
+	if !keep(as) {
+		if exists {
+			if err := r.Client.Delete(ctx, as); client.IgnoreNotFound(err) != nil {
+				return nil, false, fmt.Errorf("deleting the status of departed node %s: %w", name, err)
+			}
+		}
+		return nil, exists, nil
+	}
+	if !exists {
+		as = &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := controllerutil.SetControllerReference(nwc, as, r.Client.Scheme()); err != nil {
+			return nil, false, err
+		}
+		if err := r.Client.Create(ctx, as); err != nil {
+			return nil, false, fmt.Errorf("creating the status of node %s: %w", name, err)
+		}
+	}
+	return as, exists, nil
+}
+
+// write applies the bridge's fields of the node's status (with report, the report fields too)
+// when they changed, or it may still hold report fields it is to let go of, and raises an Event
+// when its heartbeat went stale or came back.
+func (r *Reconciler) write(ctx context.Context, as *nwv1.NodewrightAgentStatus, existed bool, status nwv1.NodewrightAgentStatusStatus, report bool, staleAfter time.Duration) error {
+	if equality.Semantic.DeepEqual(status, as.Status) && !r.mayHoldReport(as, report) {
+		return nil
+	}
+	freshnessChanged := existed && status.Heartbeat.Stale != as.Status.Heartbeat.Stale
+	if err := r.applyStatus(ctx, as, status, report); err != nil {
+		return fmt.Errorf("writing the status of node %s: %w", as.Name, err)
+	}
+	r.appliedWithReport(as.Name, report)
+	// Only once written: the optimistic lock then makes sure that a retry, or a reconcile
+	// from a stale cache, does not raise the Event a second time.
+	switch {
+	case freshnessChanged && status.Heartbeat.Stale:
+		r.Recorder.Eventf(as, corev1.EventTypeWarning, EventHeartbeatStale, "heartbeat older than %s", staleAfter)
+	case freshnessChanged:
+		r.Recorder.Event(as, corev1.EventTypeNormal, EventHeartbeatResumed, "heartbeat fresh again")
+	}
+	return nil
 }

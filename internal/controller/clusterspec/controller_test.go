@@ -125,9 +125,19 @@ func cluster(t *testing.T) *nwv1.NodewrightCluster {
 	return c
 }
 
-// specIs waits until the cluster exists with spec want.
+// stored is spec as the API server stores it: spec.management, which the chart's spec leaves to
+// a person, as the CRD defaults it.
+func stored(spec nwv1.NodewrightClusterSpec) nwv1.NodewrightClusterSpec {
+	if spec.Management == "" {
+		spec.Management = nwv1.ManagementObserve
+	}
+	return spec
+}
+
+// specIs waits until the cluster exists with spec want (as stored).
 func specIs(t *testing.T, want nwv1.NodewrightClusterSpec) *nwv1.NodewrightCluster {
 	t.Helper()
+	want = stored(want)
 	var c *nwv1.NodewrightCluster
 	eventually(t, func() string {
 		c = cluster(t)
@@ -243,6 +253,10 @@ func TestTheConfigMapsSpecIsAppliedAndFollowed(t *testing.T) {
 			t.Errorf("%s is not owned by %s through Apply; it owns %v", f, clusterspec.FieldManager, fields)
 		}
 	}
+	// The management mode is a person's to switch (kubectl), never the chart's to put back.
+	if fields["spec.management"] {
+		t.Errorf("spec.management is owned by %s: applying the chart's spec would switch the mode back", clusterspec.FieldManager)
+	}
 	for _, e := range c.ManagedFields {
 		if e.Manager != clusterspec.FieldManager {
 			t.Errorf("fields managed by %s (%s) on a cluster only the ConfigMap wrote", e.Manager, e.Operation)
@@ -323,8 +337,8 @@ func TestADeletedClusterIsAppliedAgain(t *testing.T) {
 		if c == nil || c.UID == first.UID {
 			return "the NodewrightCluster was not created again"
 		}
-		if !reflect.DeepEqual(c.Spec, parsedSpec) {
-			return fmt.Sprintf("created again with spec %+v, want %+v", c.Spec, parsedSpec)
+		if !reflect.DeepEqual(c.Spec, stored(parsedSpec)) {
+			return fmt.Sprintf("created again with spec %+v, want %+v", c.Spec, stored(parsedSpec))
 		}
 		return ""
 	})
@@ -358,7 +372,7 @@ func TestAnInvalidSpecIsReportedAndChangesNothing(t *testing.T) {
 			write(t, key, tc.text)
 			warned(t, cm, tc.want...)
 			after := cluster(t)
-			if after == nil || after.ResourceVersion != before.ResourceVersion || !reflect.DeepEqual(after.Spec, parsedSpec) {
+			if after == nil || after.ResourceVersion != before.ResourceVersion || !reflect.DeepEqual(after.Spec, stored(parsedSpec)) {
 				t.Errorf("the cluster changed: %+v", after)
 			}
 		})

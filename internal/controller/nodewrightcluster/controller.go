@@ -1,12 +1,16 @@
-// Package nodewrightcluster is the controller of the NodewrightCluster singleton: it rolls the
-// legacy DaemonSet's ConfigMap, DaemonSet and Events up into the cluster's status.
+// Package nodewrightcluster is the controller of the NodewrightCluster singleton: it decides
+// the management mode in effect (the handover from the legacy DaemonSet, handover.go) and rolls
+// up into the cluster's status, in Observe, the legacy DaemonSet's ConfigMap, DaemonSet and
+// Events, and in Managed, the node agents' heartbeat Leases.
 package nodewrightcluster
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/record"
@@ -23,6 +27,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/bridge"
 	"github.com/spectrocloud/nodewright/internal/legacy"
+	"github.com/spectrocloud/nodewright/internal/management"
 	"github.com/spectrocloud/nodewright/internal/profiletrust"
 )
 
@@ -45,6 +50,11 @@ type Reconciler struct {
 	Trust profiletrust.Trust
 	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in.
 	LegacyNamespace string
+	// AgentNamespace is where the node agents keep their heartbeat Leases; empty when no
+	// agents are installed (the switch to Managed is then refused).
+	AgentNamespace string
+	// APIReader reads the legacy DaemonSet's pods, which the cache does not hold.
+	APIReader client.Reader
 }
 
 // EventLegacyNotRead is the reason of the Warning Event raised when the cluster names legacy
@@ -73,7 +83,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		ev, ok := obj.(*corev1.Event)
 		return ok && ev.Type == corev1.EventTypeWarning
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("nodewrightcluster").
 		For(&nwv1.NodewrightCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.ConfigMap{}, bridge.ConfigMapHandler(reader, r.Clock, singleton, func(c legacy.Changes) []reconcile.Request {
@@ -83,7 +93,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			return singleton(ctx, nil)
 		})).
 		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsDaemonSet, singleton)),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: daemonSetReadinessChanged})).
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: daemonSetPodsChanged})).
+		// The handover and, in Managed, the rollup read the Nodes (which come and go) and
+		// the agents' heartbeat Leases.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+			return singleton(ctx, nil)
+		}), builder.OnlyMetadata, builder.WithPredicates(bridge.NodesComeAndGo)).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsLegacyEventObject, singleton)),
 			builder.WithPredicates(isWarning)).
 		// The profile it names, and the keys that verify it.
@@ -93,8 +108,14 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			return []reconcile.Request{{NamespacedName: bridge.ClusterKey}}
 		}), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.Trust.ConfigMap.Namespace && o.GetName() == r.Trust.ConfigMap.Name
-		}))).
-		Complete(r)
+		})))
+	if r.AgentNamespace != "" {
+		// Watched only where the agents keep them (the operator's cache holds no others).
+		b = b.Watches(&coordinationv1.Lease{}, bridge.LeaseHandler(reader, r.Clock, r.AgentNamespace, func(context.Context, string) []reconcile.Request {
+			return singleton(ctx, nil)
+		}))
+	}
+	return b.Complete(r)
 }
 
 // namesProfile: obj is the EdgeProfile the cluster names.
@@ -102,17 +123,47 @@ func namesProfile(nwc *nwv1.NodewrightCluster, obj client.Object) bool {
 	return nwc.Spec.ProfileRef != nil && nwc.Spec.ProfileRef.Name == obj.GetName()
 }
 
-// daemonSetReadinessChanged passes only the updates that can change DaemonSetAvailable.
-func daemonSetReadinessChanged(e event.UpdateEvent) bool {
+// daemonSetPodsChanged passes only the updates that can change DaemonSetAvailable, or whether
+// the DaemonSet has pods (the handover).
+func daemonSetPodsChanged(e event.UpdateEvent) bool {
 	before, okBefore := e.ObjectOld.(*appsv1.DaemonSet)
 	after, okAfter := e.ObjectNew.(*appsv1.DaemonSet)
 	return !okBefore || !okAfter ||
 		before.Status.DesiredNumberScheduled != after.Status.DesiredNumberScheduled ||
-		before.Status.NumberReady != after.Status.NumberReady
+		before.Status.NumberReady != after.Status.NumberReady ||
+		before.Status.CurrentNumberScheduled != after.Status.CurrentNumberScheduled ||
+		before.Status.NumberMisscheduled != after.Status.NumberMisscheduled
 }
 
-// Reconcile observes the legacy objects and writes the status when, and only when, it
-// changed; it asks to be woken when the next heartbeat goes stale.
+// observe reads what the rollup of the mode in effect reads: in Managed, the agents (which the
+// handover read); in Observe, the legacy ConfigMap and DaemonSet; in both, the legacy
+// DaemonSet's Warning Events (none come once it is gone; those seen stay among the warnings).
+func (r *Reconciler) observe(ctx context.Context, observedAs *nwv1.NodewrightCluster, h handover, now time.Time, staleAfter time.Duration) (observed, error) {
+	o := observed{now: now, staleAfter: staleAfter, cluster: observedAs, agentNamespace: r.AgentNamespace}
+	var err error
+	if h.Mode == nwv1.ManagementManaged {
+		o.managed, o.agents = true, h.readiness.Agents
+	} else {
+		if o.configMap, err = bridge.ObserveConfigMap(ctx, r.Client, observedAs); err != nil {
+			return o, err
+		}
+		if o.daemonSet, err = bridge.DaemonSet(ctx, r.Client, observedAs); err != nil {
+			return o, err
+		}
+	}
+	var events corev1.EventList
+	// Read only: the cache's own objects, not copies.
+	if err := r.Client.List(ctx, &events, client.MatchingFields{eventComponentIndex: observedAs.Spec.Legacy.EventComponent},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return o, fmt.Errorf("listing the legacy Warning Events: %w", err)
+	}
+	o.events = events.Items
+	return o, nil
+}
+
+// Reconcile decides the management mode in effect, observes what its rollup reads, and writes
+// the status when, and only when, it changed; it asks to be woken when the next heartbeat (or
+// agent) goes stale.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// Before reading: see legacy.QuietHeartbeat.
 	now := r.Clock.Now()
@@ -134,32 +185,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.Recorder.Event(nwc, corev1.EventTypeWarning, EventLegacyNotRead, err.Error())
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
-	cm, err := bridge.ObserveConfigMap(ctx, r.Client, observedAs)
+	staleAfter := bridge.StaleAfter(observedAs)
+	h, err := r.decideHandover(ctx, nwc, observedAs, now, staleAfter)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	ds, err := bridge.DaemonSet(ctx, r.Client, observedAs)
+	o, err := r.observe(ctx, observedAs, h, now, staleAfter)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	var events corev1.EventList
-	// Read only: the cache's own objects, not copies.
-	if err := r.Client.List(ctx, &events, client.MatchingFields{eventComponentIndex: observedAs.Spec.Legacy.EventComponent},
-		client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing the legacy Warning Events: %w", err)
-	}
-
-	status, anomalies, deadline := computeStatus(observed{configMap: cm, daemonSet: ds, events: events.Items,
-		now: now, staleAfter: bridge.StaleAfter(observedAs), cluster: observedAs})
+	status, anomalies, deadline := computeStatus(o)
 	setProfileStatus(&status, verdict)
+	setHandover(&status, h)
+	// A handover that waits for agents looks again when the next one goes stale.
+	if next := management.NextStale(h.readiness.Agents); !next.IsZero() && (deadline.IsZero() || next.Before(deadline)) {
+		deadline = next
+	}
 	// Recorded before the status that remembers them is written: a crash in between observes
 	// them again, and the records, built with the same IDs, are not added twice.
-	r.recordLegacy(ctx, nwc, cm.Legacy, status, anomalies, now)
+	r.recordLegacy(ctx, nwc, o.configMap.Legacy, status, anomalies, now)
+	if err := r.recordSwitch(ctx, nwc, h, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	before := nwc.Status
 	if !equality.Semantic.DeepEqual(status, nwc.Status) {
-		before := nwc.DeepCopy()
+		base := nwc.DeepCopy()
 		nwc.Status = status
 		// A conflict means a newer object exists; the error retries with it.
-		if err := r.Client.Status().Patch(ctx, nwc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.Client.Status().Patch(ctx, nwc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return ctrl.Result{}, fmt.Errorf("writing the NodewrightCluster status: %w", err)
 		}
 	}
@@ -168,6 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, a := range anomalies {
 		r.Recorder.Event(nwc, corev1.EventTypeWarning, string(a.Kind), a.Message)
 	}
+	r.announceHandover(ctx, nwc, before, h)
 	if deadline.IsZero() {
 		return ctrl.Result{}, nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/bridge"
 	"github.com/spectrocloud/nodewright/internal/legacy"
+	"github.com/spectrocloud/nodewright/internal/management"
 )
 
 // maxWarnings bounds status.recentWarnings (the CRD allows 20).
@@ -27,12 +28,17 @@ const maxConditionMessage = 2048
 
 // observed is everything one reconcile saw.
 type observed struct {
-	configMap  bridge.Observation
-	daemonSet  *appsv1.DaemonSet
-	events     []corev1.Event // Warning Events from the legacy component
-	now        time.Time
-	staleAfter time.Duration
-	cluster    *nwv1.NodewrightCluster
+	// managed: the mode in effect is Managed, and the agents report the nodes; configMap and
+	// daemonSet are not read.
+	managed        bool
+	agents         []management.Agent
+	agentNamespace string
+	configMap      bridge.Observation
+	daemonSet      *appsv1.DaemonSet
+	events         []corev1.Event // Warning Events from the legacy component
+	now            time.Time
+	staleAfter     time.Duration
+	cluster        *nwv1.NodewrightCluster
 }
 
 // computeStatus derives the new status from what was observed. It is pure: the same
@@ -47,14 +53,17 @@ func computeStatus(o observed) (nwv1.NodewrightClusterStatus, []legacy.Anomaly, 
 	var anomalies []legacy.Anomaly
 	var deadline time.Time
 
-	if !o.configMap.Found {
+	switch {
+	case o.managed:
+		deadline = rollAgents(&st, o.agents, o.agentNamespace, o.staleAfter)
+	case !o.configMap.Found:
 		st.Phase = nwv1.ClusterUnknown
 		st.LegacyState, st.LegacyStateSince, st.Nodes = "", nil, nwv1.NodeCounts{}
 		msg := fmt.Sprintf("ConfigMap %s/%s not found", ref.Namespace, ref.Name)
 		setCondition(&st, nwv1.ConditionObserved, metav1.ConditionFalse, nwv1.ReasonConfigMapNotFound, msg, st.ObservedGeneration)
 		setCondition(&st, nwv1.ConditionStateRecognized, metav1.ConditionUnknown, nwv1.ReasonNotObserved, msg, st.ObservedGeneration)
 		setCondition(&st, nwv1.ConditionHeartbeatsFresh, metav1.ConditionUnknown, nwv1.ReasonNotObserved, msg, st.ObservedGeneration)
-	} else {
+	default:
 		obs := o.configMap.Legacy
 		roll := legacy.Roll(obs, o.configMap.Problems, o.now, o.staleAfter)
 		deadline = roll.NextDeadline
@@ -71,7 +80,9 @@ func computeStatus(o observed) (nwv1.NodewrightClusterStatus, []legacy.Anomaly, 
 			st.LegacyGeneration = obs.Generation
 		}
 	}
-	setDaemonSet(&st, o.daemonSet, o.cluster.Spec.Legacy.DaemonSetRef)
+	if !o.managed {
+		setDaemonSet(&st, o.daemonSet, o.cluster.Spec.Legacy.DaemonSetRef)
+	}
 
 	warnings := slices.Clone(old.RecentWarnings)
 	for _, a := range anomalies {
@@ -83,6 +94,47 @@ func computeStatus(o observed) (nwv1.NodewrightClusterStatus, []legacy.Anomaly, 
 	}
 	st.RecentWarnings = newestWarnings(warnings)
 	return st, anomalies, deadline
+}
+
+// rollAgents is the rollup of the Managed mode, from the agents of the cluster's Nodes: the
+// nodes are the Nodes, a node is ready while its agent reports, and the phase is SingleNode
+// or MultiNode by their number, Degraded while an agent does not report, Unknown without
+// Nodes. The legacy state and the conditions about the legacy objects are not observed any
+// more, and go; legacyGeneration stays, so that a switch back to Observe raises no anomaly the
+// bridge already saw. It returns when the next agent goes stale.
+func rollAgents(st *nwv1.NodewrightClusterStatus, agents []management.Agent, namespace string, staleAfter time.Duration) time.Time {
+	st.LegacyState, st.LegacyStateSince = "", nil
+	for _, t := range []string{nwv1.ConditionObserved, nwv1.ConditionStateRecognized, nwv1.ConditionDaemonSetAvailable} {
+		meta.RemoveStatusCondition(&st.Conditions, t)
+	}
+	var silent []string
+	ready := int32(0)
+	for _, a := range agents {
+		if a.Reports {
+			ready++
+		} else {
+			silent = append(silent, a.Silence(namespace, staleAfter))
+		}
+	}
+	st.Nodes = nwv1.NodeCounts{Ready: ready, Total: int32(len(agents))}
+	switch {
+	case len(agents) == 0:
+		st.Phase = nwv1.ClusterUnknown
+		setCondition(st, nwv1.ConditionHeartbeatsFresh, metav1.ConditionUnknown, nwv1.ReasonNoNodes,
+			"the cluster has no Nodes", st.ObservedGeneration)
+	case len(silent) > 0:
+		st.Phase = nwv1.ClusterDegraded
+		setCondition(st, nwv1.ConditionHeartbeatsFresh, metav1.ConditionFalse, nwv1.ReasonHeartbeatsStale,
+			audit.Shorten(fmt.Sprintf("no agent heartbeat within %s: %s", staleAfter, strings.Join(silent, ", ")), maxConditionMessage), st.ObservedGeneration)
+	default:
+		st.Phase = nwv1.ClusterMultiNode
+		if len(agents) == 1 {
+			st.Phase = nwv1.ClusterSingleNode
+		}
+		setCondition(st, nwv1.ConditionHeartbeatsFresh, metav1.ConditionTrue, nwv1.ReasonHeartbeatsFresh,
+			fmt.Sprintf("the agents of all %d nodes renewed their heartbeat Leases within %s", len(agents), staleAfter), st.ObservedGeneration)
+	}
+	return management.NextStale(agents)
 }
 
 func setRecognized(st *nwv1.NodewrightClusterStatus, obs legacy.Observation, problems []legacy.Problem) {

@@ -235,6 +235,9 @@ type Options struct {
 	// LegacyNamespace, when set, is the only namespace the operator reads legacy objects in;
 	// a NodewrightCluster naming others is refused.
 	LegacyNamespace string
+	// AgentNamespace is where the node agents keep their heartbeat Leases; empty: no agents,
+	// and spec.management Managed is refused.
+	AgentNamespace string
 }
 
 // Setup registers the webhooks of every Nodewright kind with the manager's webhook server.
