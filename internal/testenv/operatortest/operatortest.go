@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,9 @@ const (
 	CertSecret = "nodewright-webhook-cert"
 	// ProfileKeys is the ConfigMap of the public keys EdgeProfiles are verified with.
 	ProfileKeys = "nodewright-profile-keys"
+	// AgentNamespace is the node agents' namespace the operator is told (--agent-namespace),
+	// where a test that hands the cluster over runs their heartbeats.
+	AgentNamespace = "nodewright-agent"
 )
 
 // Options are what a package's tests change in how the operator runs.
@@ -84,7 +88,7 @@ func Start(env *testenv.Env, o Options) (*Operator, error) {
 	}
 	op.Options = operator.Options{
 		MetricsAddr: "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
-		ProfileKeys: Namespace + "/" + ProfileKeys, LegacyNamespace: o.LegacyNamespace,
+		ProfileKeys: Namespace + "/" + ProfileKeys, LegacyNamespace: o.LegacyNamespace, AgentNamespace: AgentNamespace,
 		Audit: operator.AuditOptions{Dir: op.TrailDir, KeyFile: op.KeyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
 			CheckpointConfigMap: Namespace + "/nodewright-audit-checkpoint", CheckpointInterval: interval},
 		Webhooks: operator.WebhookOptions{
@@ -113,12 +117,14 @@ func Start(env *testenv.Env, o Options) (*Operator, error) {
 		_ = os.RemoveAll(dir)
 	})
 	// Ready once the API server reaches the webhooks through the CA the operator wrote: in
-	// seconds, or minutes on a busy machine.
+	// seconds, or minutes on a busy machine. The probe is admitted, or refused by the
+	// validating webhook (the cluster is not Managed, say), which the mutating one reached
+	// first.
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		err := env.Client.Create(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "active-backup"}},
 			client.DryRunAll)
-		if err == nil {
+		if err == nil || WebhookRefused(err, "BondModeFlipPlan") {
 			return op, nil
 		}
 		if time.Now().After(deadline) {
@@ -126,4 +132,10 @@ func Start(env *testenv.Env, o Options) (*Operator, error) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// WebhookRefused reports whether err is the refusal of a request by Nodewright's validating
+// webhook of kind: the API server reached it.
+func WebhookRefused(err error, kind string) bool {
+	return err != nil && strings.Contains(err.Error(), `admission webhook "v`+strings.ToLower(kind)+`-v1alpha1.nodewright.spectrocloud.com" denied the request`)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -14,6 +16,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bridge"
+	"github.com/spectrocloud/nodewright/internal/management"
 	"github.com/spectrocloud/nodewright/internal/profile"
 	"github.com/spectrocloud/nodewright/internal/profiletrust"
 )
@@ -23,11 +26,14 @@ import (
 // +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-edgeprofile,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=edgeprofiles,verbs=create;update,versions=v1alpha1,name=medgeprofile-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
 // +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-edgeprofile,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=edgeprofiles,verbs=create;update,versions=v1alpha1,name=vedgeprofile-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
 
-// clusters admits the NodewrightCluster singleton and the profile it names.
+// clusters admits the NodewrightCluster singleton, the profile it names and the switch of its
+// management mode.
 type clusters struct {
 	client          client.Reader
 	trust           profiletrust.Trust
 	legacyNamespace string
+	// agents reads what the switch to Managed depends on, from the API server.
+	agents management.Reader
 }
 
 func (w *clusters) create(ctx context.Context, c *nwv1.NodewrightCluster) (admission.Warnings, error) {
@@ -37,21 +43,52 @@ func (w *clusters) create(ctx context.Context, c *nwv1.NodewrightCluster) (admis
 	if err := bridge.InScope(c, w.legacyNamespace); err != nil {
 		return nil, err
 	}
-	return nil, w.checkProfile(ctx, c, "")
+	if err := w.checkProfile(ctx, c, ""); err != nil {
+		return nil, err
+	}
+	return nil, w.checkManagement(ctx, nil, c)
 }
 
 func (w *clusters) update(ctx context.Context, old, c *nwv1.NodewrightCluster) (admission.Warnings, error) {
 	if err := bridge.InScope(c, w.legacyNamespace); err != nil && old.Spec.Legacy != c.Spec.Legacy {
 		return nil, err
 	}
-	if old.Spec.ProfileRef != nil && c.Spec.ProfileRef != nil && *old.Spec.ProfileRef == *c.Spec.ProfileRef {
-		return nil, nil
+	if old.Spec.ProfileRef == nil || c.Spec.ProfileRef == nil || *old.Spec.ProfileRef != *c.Spec.ProfileRef {
+		active := ""
+		if old.Status.Profile != nil {
+			active = old.Status.Profile.Version
+		}
+		if err := w.checkProfile(ctx, c, active); err != nil {
+			return nil, err
+		}
 	}
-	active := ""
-	if old.Status.Profile != nil {
-		active = old.Status.Profile.Version
+	return nil, w.checkManagement(ctx, old, c)
+}
+
+// checkManagement refuses a switch to Managed (or a cluster created Managed) that could not
+// take effect: a Node whose agent does not report, or a legacy DaemonSet that still has pods,
+// named in the refusal. Observe is always allowed, and so is an update that leaves Managed as
+// it was. The NodewrightCluster controller checks again before the switch takes effect.
+func (w *clusters) checkManagement(ctx context.Context, old, c *nwv1.NodewrightCluster) error {
+	if management.Requested(c) != nwv1.ManagementManaged || (old != nil && management.Requested(old) == nwv1.ManagementManaged) {
+		return nil
 	}
-	return nil, w.checkProfile(ctx, c, active)
+	// The legacy names and the threshold in force: the profile's once one is (the stored
+	// status says which).
+	observedAs := c.DeepCopy()
+	if old != nil {
+		observedAs.Status = old.Status
+	}
+	observedAs = bridge.Effective(ctx, w.client, observedAs)
+	staleAfter := bridge.StaleAfter(observedAs)
+	r, err := w.agents.Readiness(ctx, observedAs, time.Now(), staleAfter)
+	if err != nil {
+		return err
+	}
+	if blockers := r.Blockers(); len(blockers) > 0 {
+		return fmt.Errorf("spec.management: Managed is refused while %s; the cluster stays in Observe", strings.Join(blockers, "; "))
+	}
+	return nil
 }
 
 // checkProfile refuses a profileRef to a profile that does not exist, does not verify, or

@@ -26,6 +26,9 @@ const (
 	// ApproverKept: the request tried to set, change or remove the approved-by annotation;
 	// it says who set the approve annotation, whatever the request said.
 	ApproverKept = "ApproverKept"
+	// ManagementSetterKept: the request tried to set, change or remove the management-set-by
+	// annotation; it says who last set spec.management, whatever the request said.
+	ManagementSetterKept = "ManagementSetterKept"
 	// Admitted: the validating webhook allowed a create. The API server may still fail to
 	// store it (a name already taken, say): the record is of the decision.
 	Admitted = "Admitted"

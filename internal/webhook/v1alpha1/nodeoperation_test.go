@@ -24,6 +24,7 @@ func TestANodeOperationIsOwnedByTheWorkflowThatAsked(t *testing.T) {
 	if err := env.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	managedCluster(t)
 	flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "op-owner"},
 		Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "802.3ad"}}
 	if err := env.Client.Create(ctx, flip); err != nil {

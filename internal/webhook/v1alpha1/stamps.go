@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/management"
 )
 
 // stampedAnnotation is an annotation that says who did something, as the API server
@@ -22,9 +23,9 @@ import (
 // mutating webhook that ran after ours changed it).
 type stampedAnnotation struct {
 	key string
-	// want is the annotation's value after a request by user that turns the annotations of
-	// the stored object (old; nil on create) into obj's, and whether it is there at all.
-	want func(user string, create bool, obj, old map[string]string) (value string, present bool)
+	// want is the annotation's value after the request r that turns the stored object into
+	// obj, and whether it is there at all.
+	want func(r stampRequest, obj client.Object) (value string, present bool)
 	// dropped ends "the request set KEY to VALUE ...; removed": why the annotation may not be
 	// there.
 	dropped string
@@ -37,11 +38,11 @@ type stampedAnnotation struct {
 // requestedBy is the user who created the object, kept as it is through every update.
 var requestedBy = stampedAnnotation{
 	key: nwv1.AnnotationRequestedBy,
-	want: func(user string, create bool, _, old map[string]string) (string, bool) {
-		if create {
-			return user, true
+	want: func(r stampRequest, _ client.Object) (string, bool) {
+		if r.create {
+			return r.user, true
 		}
-		v, ok := old[nwv1.AnnotationRequestedBy]
+		v, ok := r.old[nwv1.AnnotationRequestedBy]
 		return v, ok
 	},
 	dropped:  "on an object created without it",
@@ -53,18 +54,18 @@ var requestedBy = stampedAnnotation{
 // sets or changes it, kept while it stays, removed with it.
 var approvedBy = stampedAnnotation{
 	key: nwv1.AnnotationApprovedBy,
-	want: func(user string, _ bool, obj, old map[string]string) (string, bool) {
-		approve, set := obj[nwv1.AnnotationApprove]
-		before, wasSet := old[nwv1.AnnotationApprove]
+	want: func(r stampRequest, obj client.Object) (string, bool) {
+		approve, set := obj.GetAnnotations()[nwv1.AnnotationApprove]
+		before, wasSet := r.old[nwv1.AnnotationApprove]
 		switch {
 		case !set:
 			if wasSet {
 				return "", false
 			}
 		case !wasSet || approve != before:
-			return user, true
+			return r.user, true
 		}
-		v, ok := old[nwv1.AnnotationApprovedBy]
+		v, ok := r.old[nwv1.AnnotationApprovedBy]
 		return v, ok
 	},
 	dropped:  "without setting " + nwv1.AnnotationApprove,
@@ -72,8 +73,25 @@ var approvedBy = stampedAnnotation{
 	decision: ApproverKept,
 }
 
+// managementSetBy is the user who last set a NodewrightCluster's spec.management: stamped when
+// it is created and whenever a request changes the mode, kept otherwise. Other kinds have no
+// spec.management, and never get it.
+var managementSetBy = stampedAnnotation{
+	key: nwv1.AnnotationManagementSetBy,
+	want: func(r stampRequest, obj client.Object) (string, bool) {
+		if c, ok := obj.(*nwv1.NodewrightCluster); ok && (r.create || management.Requested(c) != r.oldManagement) {
+			return r.user, true
+		}
+		v, ok := r.old[nwv1.AnnotationManagementSetBy]
+		return v, ok
+	},
+	dropped:  "without setting spec.management",
+	meaning:  "the user who last set spec.management",
+	decision: ManagementSetterKept,
+}
+
 // stamps are the stamped annotations of every Nodewright object.
-var stamps = []stampedAnnotation{requestedBy, approvedBy}
+var stamps = []stampedAnnotation{requestedBy, approvedBy, managementSetBy}
 
 // stampRequest is what the stamps' rules read from an admission request.
 type stampRequest struct {
@@ -81,6 +99,8 @@ type stampRequest struct {
 	create bool
 	// old holds the stored object's annotations; nil on create.
 	old map[string]string
+	// oldManagement is the stored NodewrightCluster's spec.management (Observe when unset).
+	oldManagement nwv1.ManagementMode
 }
 
 // readStampRequest reads the request's user and, on update, the stored object's annotations.
@@ -92,11 +112,18 @@ func readStampRequest(req admission.Request) (r stampRequest, ok bool, err error
 		r.create = true
 		return r, true, nil
 	case admissionv1.Update:
-		var old metav1.PartialObjectMetadata
+		// Only what the stamps read: the annotations, and a NodewrightCluster's mode.
+		var old struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+			Spec     struct {
+				Management nwv1.ManagementMode `json:"management"`
+			} `json:"spec"`
+		}
 		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
 			return r, false, fmt.Errorf("reading the object being updated: %w", err)
 		}
-		r.old = old.Annotations
+		r.old = old.Metadata.Annotations
+		r.oldManagement = management.Requested(&nwv1.NodewrightCluster{Spec: nwv1.NodewrightClusterSpec{Management: old.Spec.Management}})
 		return r, true, nil
 	}
 	return r, false, nil
@@ -119,7 +146,7 @@ func stampPatches(req admission.Request, obj client.Object) ([]jsonpatch.JsonPat
 	var decisions []stampDecision
 	added := map[string]string{}
 	for _, s := range stamps {
-		want, keep := s.want(r.user, r.create, annotations, r.old)
+		want, keep := s.want(r, obj)
 		have, had := annotations[s.key]
 		if have == want && had == keep {
 			continue
@@ -178,7 +205,7 @@ func checkStamps(ctx context.Context, obj client.Object) error {
 	}
 	annotations := obj.GetAnnotations()
 	for _, s := range stamps {
-		want, keep := s.want(r.user, r.create, annotations, r.old)
+		want, keep := s.want(r, obj)
 		if have, had := annotations[s.key]; have != want || had != keep {
 			return fmt.Errorf("metadata.annotations[%s]: is set by Nodewright's admission webhook to %s and cannot be changed", s.key, s.meaning)
 		}

@@ -26,6 +26,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/management"
 	"github.com/spectrocloud/nodewright/internal/migration/preflight"
 	"github.com/spectrocloud/nodewright/internal/profiletrust"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
@@ -253,7 +254,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	migHook := &kindWebhook[*nwv1.VMVolumeMigration]{kind: "VMVolumeMigration", decisions: d, workflow: true,
 		defaults: mig.defaults, create: mig.create,
 		newObject: func() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} }}
-	cl := &clusters{client: reader, trust: trust, legacyNamespace: o.LegacyNamespace}
+	cl := &clusters{client: reader, trust: trust, legacyNamespace: o.LegacyNamespace,
+		agents: management.Reader{Cache: reader, Live: reader, AgentNamespace: o.AgentNamespace}}
 	pr := &profiles{client: reader, trust: trust}
 	wf := &clusterWorkflows{client: reader}
 	ops := &nodeOperations{client: reader}

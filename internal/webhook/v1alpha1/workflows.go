@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/management"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
@@ -18,7 +20,8 @@ import (
 // +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-replicationupgrade,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=replicationupgrades,verbs=create;update,versions=v1alpha1,name=vreplicationupgrade-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
 // +kubebuilder:webhook:path=/validate-delete-nodewright-spectrocloud-com-v1alpha1-replicationupgrade,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=replicationupgrades,verbs=delete,versions=v1alpha1,name=vdeletereplicationupgrade-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,timeoutSeconds=5
 
-// Admission reads the Nodes a workflow names and the workflows already there.
+// Admission reads the Nodes a workflow names, the workflows already there and the
+// NodewrightCluster (its management mode).
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bondmodeflipplans;replicationupgrades,verbs=get;list;watch
 
@@ -38,6 +41,9 @@ func (w *clusterWorkflows) createFlip(ctx context.Context, f *nwv1.BondModeFlipP
 	if err := nodesExist(ctx, w.client, "spec.nodeOrder", f.Spec.NodeOrder); err != nil {
 		return nil, err
 	}
+	if err := w.managed(ctx, "BondModeFlipPlan"); err != nil {
+		return nil, err
+	}
 	return nil, w.noneActive(ctx, "BondModeFlipPlan", f.Name)
 }
 
@@ -48,7 +54,29 @@ func (w *clusterWorkflows) createUpgrade(ctx context.Context, u *nwv1.Replicatio
 	if err := nodesExist(ctx, w.client, "spec.peerNodes", u.Spec.PeerNodes); err != nil {
 		return nil, err
 	}
+	if err := w.managed(ctx, "ReplicationUpgrade"); err != nil {
+		return nil, err
+	}
 	return nil, w.noneActive(ctx, "ReplicationUpgrade", u.Name)
+}
+
+// managed refuses a workflow that changes nodes while Nodewright does not manage them: in the
+// Observe mode the legacy DaemonSet decides about the nodes, and two deciders would fight. The
+// engine's gate holds such a workflow again if the cluster is switched back to Observe after
+// admission.
+func (w *clusterWorkflows) managed(ctx context.Context, kind string) error {
+	c := &nwv1.NodewrightCluster{}
+	err := w.client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, c)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("spec.management: there is no NodewrightCluster %s, so the legacy DaemonSet decides about the nodes; a %s changes nodes and is admitted only in the Managed mode", nwv1.NodewrightClusterName, kind)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the NodewrightCluster: %w", err)
+	}
+	if !management.InEffect(c) {
+		return fmt.Errorf("%s; a %s changes nodes and is admitted only in the Managed mode", management.WhyNot(c), kind)
+	}
+	return nil
 }
 
 // validWindow refuses a maintenance window the gate could not read (the CRD's schema checks
