@@ -21,10 +21,10 @@ const (
 	ConditionHostObserved = "HostObserved"
 	// ConditionSignatureVerified: the EdgeProfile's signature matches its spec (EdgeProfile).
 	ConditionSignatureVerified = "SignatureVerified"
-	// ConditionManagementHandover: Nodewright manages the nodes (True: the handover to
-	// Managed took effect and the legacy DaemonSet has no pods), or does not, and why
-	// (NodewrightCluster).
-	ConditionManagementHandover = "ManagementHandover"
+	// ConditionManagementApplied: the management mode spec.management asks for is in effect
+	// and holds (True: Observing, or HandedOver to Managed with no legacy pod), or not, and
+	// why (False: HandoverRefused, LegacyDaemonSetRunning) (NodewrightCluster).
+	ConditionManagementApplied = "ManagementApplied"
 	// ConditionProfileApplied: the EdgeProfile named by spec.profileRef exists, its signature
 	// verified against a trusted key, it is not a downgrade, and its names and thresholds are
 	// in force (NodewrightCluster).
@@ -78,9 +78,10 @@ const (
 	// ReasonNotManaged: the cluster is not in the Managed mode (spec.management Observe, or
 	// the handover has not taken effect): the legacy DaemonSet decides about the nodes.
 	ReasonNotManaged = "NotManaged"
-	// The ManagementHandover condition's reasons: spec.management is Observe; the switch to
-	// Managed was refused (a node's agent does not report, or the legacy DaemonSet has pods);
-	// it took effect; or, once Managed, the legacy DaemonSet has pods again.
+	// The ManagementApplied condition's reasons: spec.management is Observe, in effect (True);
+	// the switch to Managed took effect (True); it was refused (False: a node's agent does not
+	// report, or the legacy DaemonSet has pods); or, once Managed, the legacy DaemonSet has
+	// pods again (False).
 	ReasonObserving              = "Observing"
 	ReasonHandoverRefused        = "HandoverRefused"
 	ReasonHandedOver             = "HandedOver"

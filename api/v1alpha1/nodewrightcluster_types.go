@@ -191,7 +191,7 @@ type NodewrightClusterStatus struct {
 	Profile *ActiveProfile `json:"profile,omitempty"`
 
 	// management is the mode in effect: Managed once the handover spec.management asked
-	// for was checked and took effect, Observe otherwise. The ManagementHandover condition
+	// for was checked and took effect, Observe otherwise. The ManagementApplied condition
 	// says why.
 	// +optional
 	Management ManagementMode `json:"management,omitempty"`
@@ -200,7 +200,7 @@ type NodewrightClusterStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: ManagementHandover and HeartbeatsFresh; in Observe also Observed,
+	// conditions: ManagementApplied and HeartbeatsFresh; in Observe also Observed,
 	// StateRecognized and DaemonSetAvailable (the legacy objects); ProfileApplied (when
 	// spec.profileRef is set).
 	// +optional

@@ -35,10 +35,10 @@ func Requested(c *nwv1.NodewrightCluster) nwv1.ManagementMode {
 // InEffect reports whether Nodewright manages the nodes now, so that a workflow may change
 // them: the spec asks for Managed (a switch back to Observe counts at once, before the
 // controller has seen it), the handover took effect (status.management), and it still holds
-// (ManagementHandover True: the legacy DaemonSet has no pods).
+// (ManagementApplied True: the legacy DaemonSet has no pods).
 func InEffect(c *nwv1.NodewrightCluster) bool {
 	return Requested(c) == nwv1.ManagementManaged && c.Status.Management == nwv1.ManagementManaged &&
-		meta.IsStatusConditionTrue(c.Status.Conditions, nwv1.ConditionManagementHandover)
+		meta.IsStatusConditionTrue(c.Status.Conditions, nwv1.ConditionManagementApplied)
 }
 
 // WhyNot says, for a person, why Nodewright does not manage the nodes (InEffect is false).
@@ -48,7 +48,7 @@ func WhyNot(c *nwv1.NodewrightCluster) string {
 		return name + " is in the Observe mode (spec.management): the legacy DaemonSet decides about the nodes"
 	}
 	why := "the handover has not been observed yet"
-	if cond := meta.FindStatusCondition(c.Status.Conditions, nwv1.ConditionManagementHandover); cond != nil && cond.Status != metav1.ConditionTrue {
+	if cond := meta.FindStatusCondition(c.Status.Conditions, nwv1.ConditionManagementApplied); cond != nil && cond.Status != metav1.ConditionTrue {
 		why = cond.Message
 	}
 	return name + " asks for Managed (spec.management), but " + why
@@ -196,7 +196,7 @@ func (r Readiness) Blockers() []string {
 	return out
 }
 
-// Decision is the management mode in effect and the ManagementHandover condition.
+// Decision is the management mode in effect and the ManagementApplied condition.
 type Decision struct {
 	Mode      nwv1.ManagementMode
 	Condition metav1.Condition
@@ -212,10 +212,10 @@ type Decision struct {
 // workflow (InEffect).
 func Decide(requested, current nwv1.ManagementMode, r Readiness, generation int64) Decision {
 	cond := func(status metav1.ConditionStatus, reason, message string) metav1.Condition {
-		return metav1.Condition{Type: nwv1.ConditionManagementHandover, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
+		return metav1.Condition{Type: nwv1.ConditionManagementApplied, Status: status, Reason: reason, Message: message, ObservedGeneration: generation}
 	}
 	if requested != nwv1.ManagementManaged {
-		return Decision{Mode: nwv1.ManagementObserve, Condition: cond(metav1.ConditionFalse, nwv1.ReasonObserving,
+		return Decision{Mode: nwv1.ManagementObserve, Condition: cond(metav1.ConditionTrue, nwv1.ReasonObserving,
 			"spec.management is Observe: the legacy DaemonSet decides about the nodes and Nodewright reads its ConfigMap")}
 	}
 	if current == nwv1.ManagementManaged {

@@ -147,10 +147,10 @@ func TestDecide(t *testing.T) {
 		status             metav1.ConditionStatus
 		reason             string
 	}{
-		{observe, "", ready, observe, metav1.ConditionFalse, nwv1.ReasonObserving},
-		{observe, observe, noAgent, observe, metav1.ConditionFalse, nwv1.ReasonObserving},
-		{observe, managed, ready, observe, metav1.ConditionFalse, nwv1.ReasonObserving},
-		{"", managed, ready, observe, metav1.ConditionFalse, nwv1.ReasonObserving},
+		{observe, "", ready, observe, metav1.ConditionTrue, nwv1.ReasonObserving},
+		{observe, observe, noAgent, observe, metav1.ConditionTrue, nwv1.ReasonObserving},
+		{observe, managed, ready, observe, metav1.ConditionTrue, nwv1.ReasonObserving},
+		{"", managed, ready, observe, metav1.ConditionTrue, nwv1.ReasonObserving},
 		{managed, "", ready, managed, metav1.ConditionTrue, nwv1.ReasonHandedOver},
 		{managed, observe, ready, managed, metav1.ConditionTrue, nwv1.ReasonHandedOver},
 		{managed, observe, noAgent, observe, metav1.ConditionFalse, nwv1.ReasonHandoverRefused},
@@ -161,7 +161,7 @@ func TestDecide(t *testing.T) {
 	} {
 		d := Decide(c.requested, c.current, c.r, 7)
 		if d.Mode != c.mode || d.Condition.Status != c.status || d.Condition.Reason != c.reason ||
-			d.Condition.Type != nwv1.ConditionManagementHandover || d.Condition.ObservedGeneration != 7 {
+			d.Condition.Type != nwv1.ConditionManagementApplied || d.Condition.ObservedGeneration != 7 {
 			t.Errorf("asked %q, in effect %q, ready %v: %s, %+v; want %s, %s %s", c.requested, c.current, c.r.Ready(),
 				d.Mode, d.Condition, c.mode, c.status, c.reason)
 		}
@@ -177,7 +177,7 @@ func TestInEffectNeedsTheSpecTheStatusAndTheCondition(t *testing.T) {
 		c := &nwv1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName}}
 		c.Spec.Management, c.Status.Management = spec, status
 		if cond != "" {
-			c.Status.Conditions = []metav1.Condition{{Type: nwv1.ConditionManagementHandover, Status: cond, Reason: "X", Message: "the legacy DaemonSet is back"}}
+			c.Status.Conditions = []metav1.Condition{{Type: nwv1.ConditionManagementApplied, Status: cond, Reason: "X", Message: "the legacy DaemonSet is back"}}
 		}
 		return c
 	}

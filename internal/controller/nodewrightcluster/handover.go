@@ -145,11 +145,11 @@ func (r *Reconciler) announceHandover(ctx context.Context, nwc *nwv1.NodewrightC
 		log.Info("Management mode switched", "from", from, "to", next.Mode, "requestedBy", nwc.Annotations[nwv1.AnnotationManagementSetBy])
 		r.Recorder.Event(nwc, corev1.EventTypeNormal, EventManagementSwitched, audit.Shorten(fmt.Sprintf("%s to %s: %s", from, next.Mode, next.Condition.Message), 1024))
 	}
-	old := meta.FindStatusCondition(before.Conditions, nwv1.ConditionManagementHandover)
+	old := meta.FindStatusCondition(before.Conditions, nwv1.ConditionManagementApplied)
 	if old != nil && old.Reason == next.Condition.Reason && old.Status == next.Condition.Status {
 		return
 	}
-	if next.Condition.Status == metav1.ConditionFalse && next.Condition.Reason != nwv1.ReasonObserving {
+	if next.Condition.Status == metav1.ConditionFalse {
 		r.Recorder.Event(nwc, corev1.EventTypeWarning, next.Condition.Reason, audit.Shorten(next.Condition.Message, 1024))
 	}
 }

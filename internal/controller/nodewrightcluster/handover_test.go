@@ -74,13 +74,13 @@ func setManagement(t *testing.T, mode nwv1.ManagementMode) {
 
 func handoverIs(mode nwv1.ManagementMode, status metav1.ConditionStatus, reason string, says ...string) func(*nwv1.NodewrightCluster) string {
 	return func(c *nwv1.NodewrightCluster) string {
-		cond := condition(c, nwv1.ConditionManagementHandover)
+		cond := condition(c, nwv1.ConditionManagementApplied)
 		ok := c.Status.Management == mode && cond.Status == status && cond.Reason == reason
 		for _, s := range says {
 			ok = ok && strings.Contains(cond.Message, s)
 		}
 		if !ok {
-			return fmt.Sprintf("management %q, ManagementHandover %+v; want %s, %s %s saying %q", c.Status.Management, cond, mode, status, reason, says)
+			return fmt.Sprintf("management %q, ManagementApplied %+v; want %s, %s %s saying %q", c.Status.Management, cond, mode, status, reason, says)
 		}
 		return ""
 	}
@@ -109,7 +109,7 @@ func TestTheControllerHandsOverOnlyToReportingAgents(t *testing.T) {
 	f.SetNodes(n1, n2)
 	f.Transition(legacy.MultiNodeReady)
 	expect(f, phaseIs(nwv1.ClusterMultiNode, legacy.MultiNodeReady))
-	expect(f, handoverIs(nwv1.ManagementObserve, metav1.ConditionFalse, nwv1.ReasonObserving))
+	expect(f, handoverIs(nwv1.ManagementObserve, metav1.ConditionTrue, nwv1.ReasonObserving))
 	ds := legacyDaemonSet(t, f, "node-init-a")
 	bt.CreateNode(t, env, n1)
 	bt.CreateNode(t, env, n2)
@@ -129,7 +129,7 @@ func TestTheControllerHandsOverOnlyToReportingAgents(t *testing.T) {
 		if msg := handoverIs(nwv1.ManagementObserve, metav1.ConditionFalse, nwv1.ReasonHandoverRefused, "node-init-a")(c); msg != "" {
 			return msg
 		}
-		if cond := condition(c, nwv1.ConditionManagementHandover); strings.Contains(cond.Message, "no agent reports") {
+		if cond := condition(c, nwv1.ConditionManagementApplied); strings.Contains(cond.Message, "no agent reports") {
 			return "the agents report, but the refusal still names them: " + cond.Message
 		}
 		return ""
@@ -210,7 +210,7 @@ func TestTheControllerHandsOverOnlyToReportingAgents(t *testing.T) {
 
 	// Back to Observe: the ConfigMap is read again, and the nodes are the ones it lists.
 	setManagement(t, nwv1.ManagementObserve)
-	expect(f, handoverIs(nwv1.ManagementObserve, metav1.ConditionFalse, nwv1.ReasonObserving))
+	expect(f, handoverIs(nwv1.ManagementObserve, metav1.ConditionTrue, nwv1.ReasonObserving))
 	expect(f, phaseIs(nwv1.ClusterDegraded, legacy.Failed))
 	bt.Eventually(t, wait, func() string {
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: n3}, &nwv1.NodewrightAgentStatus{}); !apierrors.IsNotFound(err) {

@@ -211,10 +211,10 @@ func clusterAs(t *testing.T, mode nwv1.ManagementMode, phase nwv1.ClusterPhase, 
 	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: nwv1.ConditionHeartbeatsFresh, Status: status,
 		Reason: reason, Message: "edge-2's heartbeat is 5m old"})
 	c.Status.Management = mode
-	handover := metav1.Condition{Type: nwv1.ConditionManagementHandover, Status: metav1.ConditionTrue, Reason: nwv1.ReasonHandedOver,
+	handover := metav1.Condition{Type: nwv1.ConditionManagementApplied, Status: metav1.ConditionTrue, Reason: nwv1.ReasonHandedOver,
 		Message: "Nodewright manages the nodes"}
 	if mode != nwv1.ManagementManaged {
-		handover.Status, handover.Reason, handover.Message = metav1.ConditionFalse, nwv1.ReasonObserving, "the legacy DaemonSet decides"
+		handover.Reason, handover.Message = nwv1.ReasonObserving, "the legacy DaemonSet decides"
 	}
 	meta.SetStatusCondition(&c.Status.Conditions, handover)
 	if err := env.Client.Status().Update(ctx, c); err != nil {
