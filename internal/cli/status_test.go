@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -79,8 +80,9 @@ func degradedCluster(t *testing.T) {
 	createCluster(t, nwv1.NodewrightClusterSpec{Legacy: legacySource(ns), ProfileRef: &nwv1.ProfileReference{Name: "site-a"}},
 		nwv1.NodewrightClusterStatus{
 			Phase: nwv1.ClusterDegraded, LegacyState: "DRBD_DEGRADED", LegacyStateSince: &since, LegacyGeneration: 14,
-			Nodes: nwv1.NodeCounts{Ready: 1, Total: 3},
+			Nodes: nwv1.NodeCounts{Ready: 1, Total: 3}, Management: nwv1.ManagementObserve,
 			Conditions: []metav1.Condition{
+				condition(nwv1.ConditionManagementApplied, metav1.ConditionTrue, nwv1.ReasonObserving, "spec.management is Observe: the legacy DaemonSet decides"),
 				condition(nwv1.ConditionObserved, metav1.ConditionTrue, nwv1.ReasonConfigMapRead, "read "+ns+"/node-init-state"),
 				condition(nwv1.ConditionStateRecognized, metav1.ConditionTrue, nwv1.ReasonStateParsed, "state DRBD_DEGRADED, generation 14"),
 				condition(nwv1.ConditionHeartbeatsFresh, metav1.ConditionFalse, nwv1.ReasonHeartbeatsStale, "node-b: heartbeat 2m0s old (threshold 30s)"),
@@ -106,12 +108,14 @@ func TestStatusTable(t *testing.T) {
 	r := plugin(t, runOpts{now: statusNow}, "status")
 	r.wantCode(t, ExitOK)
 	want := `NodewrightCluster nodewright: Degraded
+  Management:    Observe: the legacy DaemonSet decides
   Legacy state:  DRBD_DEGRADED since 2026-11-21T09:55:00Z (5m00s ago), generation 14
   Nodes ready:   1 of 3
 
 CONDITION            STATUS    REASON              MESSAGE
 HeartbeatsFresh      False     HeartbeatsStale     node-b: heartbeat 2m0s old (threshold 30s)
 DaemonSetAvailable   Unknown   DaemonSetNotFound   DaemonSet NS/node-init not found
+ManagementApplied    True      Observing           spec.management is Observe: the legacy DaemonSet decides
 Observed             True      ConfigMapRead       read NS/node-init-state
 StateRecognized      True      StateParsed         state DRBD_DEGRADED, generation 14
 ProfileApplied       True      Applied             EdgeProfile site-a 1.2.0 is in force
@@ -167,11 +171,14 @@ func TestStatusJSON(t *testing.T) {
 	if got.Phase != nwv1.ClusterDegraded || got.LegacyState != "DRBD_DEGRADED" || got.Nodes.Ready != 1 || got.Nodes.Total != 3 {
 		t.Errorf("phase %s, legacy state %s, nodes %+v", got.Phase, got.LegacyState, got.Nodes)
 	}
+	if m := got.Management; m.Requested != nwv1.ManagementObserve || m.InEffect != nwv1.ManagementObserve || m.Handover == nil || m.Handover.Reason != nwv1.ReasonObserving {
+		t.Errorf("management %+v, want Observe requested and in effect", m)
+	}
 	var order []string
 	for _, c := range got.Conditions {
 		order = append(order, c.Type+"="+string(c.Status))
 	}
-	if want := "HeartbeatsFresh=False DaemonSetAvailable=Unknown Observed=True StateRecognized=True ProfileApplied=True"; strings.Join(order, " ") != want {
+	if want := "HeartbeatsFresh=False DaemonSetAvailable=Unknown ManagementApplied=True Observed=True StateRecognized=True ProfileApplied=True"; strings.Join(order, " ") != want {
 		t.Errorf("conditions %v, want False first: %s", order, want)
 	}
 	if len(got.Agents) != 3 {
@@ -199,6 +206,65 @@ func TestStatusJSON(t *testing.T) {
 	y.wantCode(t, ExitOK)
 	if !strings.Contains(y.stdout, "phase: Degraded\n") || !strings.Contains(y.stdout, "legacyState: DRBD_DEGRADED\n") {
 		t.Errorf("-o yaml:\n%s", y.stdout)
+	}
+}
+
+// TestStatusShowsTheManagementMode: Managed reads the heartbeats' ages from the agents'
+// Leases and says the legacy state is not read; a switch that waits or a legacy DaemonSet back
+// is said on the Management line.
+func TestStatusShowsTheManagementMode(t *testing.T) {
+	ctx := context.Background()
+	agentNS := env.Namespace(t)
+	createCluster(t, nwv1.NodewrightClusterSpec{Legacy: legacySource(env.Namespace(t)), Management: nwv1.ManagementManaged},
+		nwv1.NodewrightClusterStatus{Phase: nwv1.ClusterSingleNode, Nodes: nwv1.NodeCounts{Ready: 1, Total: 1}, Management: nwv1.ManagementManaged,
+			LegacyGeneration: 14, Conditions: []metav1.Condition{
+				condition(nwv1.ConditionManagementApplied, metav1.ConditionTrue, nwv1.ReasonHandedOver, "Nodewright manages the nodes"),
+				condition(nwv1.ConditionHeartbeatsFresh, metav1.ConditionTrue, nwv1.ReasonHeartbeatsFresh, "the agents of all 1 nodes renewed their heartbeat Leases within 30s"),
+			}})
+	createAgent(t, "node-m", nwv1.NodewrightAgentStatusStatus{Role: nwv1.NodeRolePrimary})
+	renewed := metav1.NewMicroTime(statusNow.Add(-7 * time.Second))
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "node-m"}, Spec: coordinationv1.LeaseSpec{RenewTime: &renewed}}
+	if err := env.Client.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	r := plugin(t, runOpts{now: statusNow}, "status", "--agent-namespace", agentNS)
+	r.wantCode(t, ExitOK)
+	for _, want := range []string{
+		"\n  Management:    Managed: the agents report, and workflows may change nodes\n  Legacy state:  not read (Managed)\n  Nodes ready:   1 of 1\n",
+		"\nnode-m   primary   7s ago      no",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status does not say %q:\n%s", want, r.stdout)
+		}
+	}
+	j := plugin(t, runOpts{now: statusNow}, "status", "--agent-namespace", agentNS, "-o", "json")
+	var got statusReport
+	if err := json.Unmarshal([]byte(j.stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Management.InEffect != nwv1.ManagementManaged || len(got.Agents) != 1 || got.Agents[0].Heartbeat.Source != heartbeatFromLease {
+		t.Errorf("management %+v, agents %+v; want Managed, the heartbeat from the agent's Lease", got.Management, got.Agents)
+	}
+
+	for _, c := range []struct {
+		requested, inEffect nwv1.ManagementMode
+		status              metav1.ConditionStatus
+		reason, want        string
+	}{
+		{nwv1.ManagementManaged, nwv1.ManagementObserve, metav1.ConditionFalse, nwv1.ReasonHandoverRefused,
+			"Observe; Managed requested and refused (ManagementApplied)"},
+		{nwv1.ManagementObserve, nwv1.ManagementManaged, metav1.ConditionTrue, nwv1.ReasonHandedOver, "Managed; Observe requested"},
+		{nwv1.ManagementManaged, nwv1.ManagementManaged, metav1.ConditionFalse, nwv1.ReasonLegacyDaemonSetRunning,
+			"Managed, but LegacyDaemonSetRunning: no workflow changes a node (ManagementApplied)"},
+		{nwv1.ManagementObserve, "", "", "", "(not observed yet); Observe requested"},
+	} {
+		m := managementReport{Requested: c.requested, InEffect: c.inEffect}
+		if c.reason != "" {
+			m.Handover = &metav1.Condition{Type: nwv1.ConditionManagementApplied, Status: c.status, Reason: c.reason}
+		}
+		if got := managementLine(m, palette{}); got != c.want {
+			t.Errorf("%+v: %q, want %q", c, got, c.want)
+		}
 	}
 }
 

@@ -41,16 +41,21 @@ func renderStatus(w io.Writer, r *statusReport, now time.Time, p palette) error 
 		phase = "(not observed yet)"
 	}
 	fmt.Fprintf(&b, "NodewrightCluster %s: %s\n", r.Name, p.paint(phaseStyle(r.Phase), phase))
-	legacyState := string(r.LegacyState)
-	if legacyState == "" {
-		legacyState = "(unknown)"
-	}
-	fmt.Fprintf(&b, "  Legacy state:  %s", legacyState)
-	if r.LegacyStateSince != nil {
-		fmt.Fprintf(&b, " since %s (%s ago)", timestamp(r.LegacyStateSince.Time), age(r.LegacyStateSince, now))
-	}
-	if r.LegacyGeneration > 0 {
-		fmt.Fprintf(&b, ", generation %d", r.LegacyGeneration)
+	fmt.Fprintf(&b, "  Management:    %s\n", managementLine(r.Management, p))
+	if r.Management.InEffect == nwv1.ManagementManaged {
+		b.WriteString("  Legacy state:  not read (Managed)")
+	} else {
+		legacyState := string(r.LegacyState)
+		if legacyState == "" {
+			legacyState = "(unknown)"
+		}
+		fmt.Fprintf(&b, "  Legacy state:  %s", legacyState)
+		if r.LegacyStateSince != nil {
+			fmt.Fprintf(&b, " since %s (%s ago)", timestamp(r.LegacyStateSince.Time), age(r.LegacyStateSince, now))
+		}
+		if r.LegacyGeneration > 0 {
+			fmt.Fprintf(&b, ", generation %d", r.LegacyGeneration)
+		}
 	}
 	fmt.Fprintf(&b, "\n  Nodes ready:   %d of %d\n\n", r.Nodes.Ready, r.Nodes.Total)
 	if _, err := io.WriteString(w, b.String()); err != nil {
@@ -110,7 +115,11 @@ func renderStatus(w io.Writer, r *statusReport, now time.Time, p palette) error 
 		return err
 	}
 	if lastSeenOnly {
-		fmt.Fprintln(w, p.paint(dim, "* no heartbeat in the legacy ConfigMap (or it could not be read): age of status.heartbeat.lastSeen, which changes only when the node's freshness does"))
+		where := "in the legacy ConfigMap"
+		if r.Management.InEffect == nwv1.ManagementManaged {
+			where = "Lease of the node's agent"
+		}
+		fmt.Fprintln(w, p.paint(dim, "* no heartbeat "+where+" (or it could not be read): age of status.heartbeat.lastSeen, which changes only when the node's freshness does"))
 	}
 
 	if pr := r.Profile; pr != nil {
@@ -143,6 +152,32 @@ func renderStatus(w io.Writer, r *statusReport, now time.Time, p palette) error 
 		warnings.add(c(timestamp(wr.Time.Time)), c(string(wr.Source)), cs(wr.Reason, yellow), c(oneLine(wr.Message)))
 	}
 	return warnings.write(w, p)
+}
+
+// managementLine says who decides about the nodes: the mode in effect, and the one requested
+// when it differs, or why Managed does not let workflows change nodes.
+func managementLine(m managementReport, p palette) string {
+	inEffect := string(m.InEffect)
+	if inEffect == "" {
+		inEffect = "(not observed yet)"
+	}
+	line := inEffect
+	switch m.InEffect {
+	case nwv1.ManagementObserve:
+		line += ": the legacy DaemonSet decides"
+	case nwv1.ManagementManaged:
+		line += ": the agents report, and workflows may change nodes"
+	}
+	h := m.Handover
+	switch {
+	case m.InEffect != m.Requested && h != nil && h.Reason == nwv1.ReasonHandoverRefused:
+		line = p.paint(yellow, inEffect) + "; " + string(m.Requested) + " requested and refused (ManagementApplied)"
+	case m.InEffect != m.Requested:
+		line = p.paint(yellow, inEffect) + "; " + string(m.Requested) + " requested"
+	case m.InEffect == nwv1.ManagementManaged && h != nil && h.Status != metav1.ConditionTrue:
+		line = p.paint(red, inEffect) + ", but " + h.Reason + ": no workflow changes a node (ManagementApplied)"
+	}
+	return line
 }
 
 func ratioStyle(n, of int32) style {
