@@ -58,7 +58,7 @@ func newStatusCommand(f *Factory) *cobra.Command {
 	var output, agentNamespace string
 	cmd := &cobra.Command{
 		Use:     "status",
-		Short:   "Show the cluster's phase and why, its nodes, profile and recent warnings",
+		Short:   "Show the cluster's phase and why, its management mode, nodes, profile and recent warnings",
 		Long:    statusHelp,
 		Example: statusExamples,
 		Args:    noArgs,
