@@ -134,7 +134,8 @@ func (p Plan) Rollback(failed Step) []Step {
 // Irreversible is false for every step: no step of a flip is past undoing.
 func (p Plan) Irreversible(Step) bool { return false }
 
-// Gates says what holds each step: the Preflight waits for the claim and the cluster's health; each node's first step
+// Gates says what holds each step: the Preflight waits for the management mode (Managed), the
+// claim and the cluster's health; each node's first step
 // also for approval and the maintenance window, so that a person approves each node, and a
 // node is started only inside the window (one started finishes, the window closing or not:
 // stopping a node half changed would be the harm).
