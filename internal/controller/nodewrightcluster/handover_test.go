@@ -196,6 +196,15 @@ func TestTheControllerHandsOverOnlyToReportingAgents(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: f.Node(9)}, as); !apierrors.IsNotFound(err) {
 			return "a NodewrightAgentStatus for " + f.Node(9) + ", which only the legacy ConfigMap lists"
 		}
+		// The legacy DaemonSet's report of a node is not observed any more: the bridge let go
+		// of it (no agent reports it here); the role stays.
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: n1}, as); err != nil {
+			return err.Error()
+		}
+		if st := as.Status; st.Reporter != "" || st.Storage != nil || st.Network.BondMode != "" || st.Role != nwv1.NodeRolePrimary ||
+			meta.FindStatusCondition(st.Conditions, nwv1.ConditionStorageHealthy) != nil {
+			return fmt.Sprintf("%s in Managed: %+v; want the legacy report gone, the role kept", n1, st)
+		}
 		return ""
 	})
 
