@@ -61,17 +61,20 @@ func (r Reader) Nodes(ctx context.Context) ([]string, error) {
 }
 
 // Agents judges every Node's agent at now: a Lease in AgentNamespace named after the node,
-// renewed within staleAfter.
+// renewed within staleAfter. Without an agents' namespace there is no agent to judge, and no
+// Node is read: the operator then watches neither (and its role, an older chart's say, need
+// not allow it).
 func (r Reader) Agents(ctx context.Context, now time.Time, staleAfter time.Duration) ([]Agent, error) {
+	if r.AgentNamespace == "" {
+		return nil, nil
+	}
 	nodes, err := r.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var leases coordinationv1.LeaseList
-	if r.AgentNamespace != "" {
-		if err := r.Cache.List(ctx, &leases, client.InNamespace(r.AgentNamespace)); err != nil {
-			return nil, fmt.Errorf("listing the agents' heartbeat Leases in %s: %w", r.AgentNamespace, err)
-		}
+	if err := r.Cache.List(ctx, &leases, client.InNamespace(r.AgentNamespace)); err != nil {
+		return nil, fmt.Errorf("listing the agents' heartbeat Leases in %s: %w", r.AgentNamespace, err)
 	}
 	return Agents(nodes, leases.Items, now, staleAfter), nil
 }

@@ -110,21 +110,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Its spec, and the profile in force, name the ConfigMap and the threshold; the mode
 		// in effect says whether the ConfigMap or the agents are read.
 		Watches(&nwv1.NodewrightCluster{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, always, r.allNodes)),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, profileChanged, modeChanged))).
-		// In Managed, the nodes are the cluster's Nodes.
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			if nwc := bridge.Cluster(ctx, reader); nwc == nil || !bridge.ReadsAgents(nwc) {
-				return nil
-			}
-			return node(ctx, o.GetName())
-		}), builder.OnlyMetadata, builder.WithPredicates(bridge.NodesComeAndGo))
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, profileChanged, modeChanged)))
 	if r.AgentNamespace != "" {
-		b = b.Watches(&coordinationv1.Lease{}, bridge.LeaseHandler(reader, r.Clock, r.AgentNamespace, func(ctx context.Context, name string) []reconcile.Request {
+		// In Managed, the nodes are the cluster's Nodes and their heartbeats the agents'
+		// Leases. Without agents, neither is read.
+		inManaged := func(ctx context.Context, name string) []reconcile.Request {
 			if nwc := bridge.Cluster(ctx, reader); nwc == nil || !bridge.ReadsAgents(nwc) {
 				return nil
 			}
 			return node(ctx, name)
-		}))
+		}
+		b = b.Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return inManaged(ctx, o.GetName())
+		}), builder.OnlyMetadata, builder.WithPredicates(bridge.NodesComeAndGo)).
+			Watches(&coordinationv1.Lease{}, bridge.LeaseHandler(reader, r.Clock, r.AgentNamespace, inManaged))
 	}
 	return b.Complete(r)
 }
@@ -160,7 +159,7 @@ var profileChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool 
 func (r *Reconciler) allNodes(ctx context.Context, nwc *nwv1.NodewrightCluster) []reconcile.Request {
 	names := map[string]bool{}
 	if bridge.ReadsAgents(nwc) {
-		if nodes, err := r.agents().Nodes(ctx); err == nil {
+		if nodes, err := r.agents().Nodes(ctx); err == nil && r.AgentNamespace != "" {
 			for _, n := range nodes {
 				names[n] = true
 			}

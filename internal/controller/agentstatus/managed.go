@@ -27,6 +27,10 @@ func (r *Reconciler) agents() management.Reader {
 // the bridge lets go of the report fields (apply.go): the legacy DaemonSet's word on the
 // node's storage and bond is not observed any more, and only the node's agent reports them.
 func (r *Reconciler) reconcileAgent(ctx context.Context, name string, nwc *nwv1.NodewrightCluster, now time.Time) (ctrl.Result, error) {
+	if r.AgentNamespace == "" {
+		// No agent can be read (the NodewrightCluster says so); keep what exists.
+		return ctrl.Result{}, nil
+	}
 	err := r.Client.Get(ctx, client.ObjectKey{Name: name}, management.NodeMeta())
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("reading Node %s: %w", name, err)
@@ -37,15 +41,13 @@ func (r *Reconciler) reconcileAgent(ctx context.Context, name string, nwc *nwv1.
 		return ctrl.Result{}, err
 	}
 	var leases []coordinationv1.Lease
-	if r.AgentNamespace != "" {
-		l := coordinationv1.Lease{}
-		err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.AgentNamespace, Name: name}, &l)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("reading the heartbeat Lease of node %s: %w", name, err)
-		}
-		if err == nil {
-			leases = append(leases, l)
-		}
+	l := coordinationv1.Lease{}
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: r.AgentNamespace, Name: name}, &l)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("reading the heartbeat Lease of node %s: %w", name, err)
+	}
+	if err == nil {
+		leases = append(leases, l)
 	}
 	staleAfter := bridge.StaleAfter(nwc)
 	agent := management.Agents([]string{name}, leases, now, staleAfter)[0]

@@ -94,11 +94,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		})).
 		Watches(&appsv1.DaemonSet{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsDaemonSet, singleton)),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: daemonSetPodsChanged})).
-		// The handover and, in Managed, the rollup read the Nodes (which come and go) and
-		// the agents' heartbeat Leases.
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-			return singleton(ctx, nil)
-		}), builder.OnlyMetadata, builder.WithPredicates(bridge.NodesComeAndGo)).
 		Watches(&corev1.Event{}, handler.EnqueueRequestsFromMapFunc(bridge.Matches(reader, bridge.IsLegacyEventObject, singleton)),
 			builder.WithPredicates(isWarning)).
 		// The profile it names, and the keys that verify it.
@@ -110,10 +105,15 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			return o.GetNamespace() == r.Trust.ConfigMap.Namespace && o.GetName() == r.Trust.ConfigMap.Name
 		})))
 	if r.AgentNamespace != "" {
-		// Watched only where the agents keep them (the operator's cache holds no others).
-		b = b.Watches(&coordinationv1.Lease{}, bridge.LeaseHandler(reader, r.Clock, r.AgentNamespace, func(context.Context, string) []reconcile.Request {
+		// The handover and, in Managed, the rollup read the Nodes (which come and go) and the
+		// agents' heartbeat Leases, watched only where the agents keep them (the operator's
+		// cache holds no others). Without agents, neither is read.
+		b = b.Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 			return singleton(ctx, nil)
-		}))
+		}), builder.OnlyMetadata, builder.WithPredicates(bridge.NodesComeAndGo)).
+			Watches(&coordinationv1.Lease{}, bridge.LeaseHandler(reader, r.Clock, r.AgentNamespace, func(context.Context, string) []reconcile.Request {
+				return singleton(ctx, nil)
+			}))
 	}
 	return b.Complete(r)
 }

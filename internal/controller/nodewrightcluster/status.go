@@ -118,6 +118,10 @@ func rollAgents(st *nwv1.NodewrightClusterStatus, agents []management.Agent, nam
 	}
 	st.Nodes = nwv1.NodeCounts{Ready: ready, Total: int32(len(agents))}
 	switch {
+	case namespace == "":
+		st.Phase = nwv1.ClusterUnknown
+		setCondition(st, nwv1.ConditionHeartbeatsFresh, metav1.ConditionUnknown, nwv1.ReasonNotObserved,
+			"the operator was not given the agents' namespace (--agent-namespace): no agent is read", st.ObservedGeneration)
 	case len(agents) == 0:
 		st.Phase = nwv1.ClusterUnknown
 		setCondition(st, nwv1.ConditionHeartbeatsFresh, metav1.ConditionUnknown, nwv1.ReasonNoNodes,
