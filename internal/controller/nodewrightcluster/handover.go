@@ -98,7 +98,9 @@ func switchRecord(nwc *nwv1.NodewrightCluster, next handover, actor string, at t
 	}
 	gen := strconv.FormatInt(nwc.Generation, 10)
 	subject := audit.Subject{APIVersion: nwv1.GroupVersion.String(), Kind: "NodewrightCluster", Name: nwc.Name, UID: nwc.UID, Generation: nwc.Generation}
-	details := []audit.Detail{{Name: "requestedBy", Value: by}}
+	// The annotation is the webhook's stamp, or anything where no webhook ran: cut, as the
+	// admission records cut what they quote, so that the record always fits a line.
+	details := []audit.Detail{{Name: "requestedBy", Value: audit.Shorten(by, 1024)}}
 	if next.Mode == nwv1.ManagementManaged {
 		details = append(details, audit.Detail{Name: "agents", Value: reportingAgents(next.readiness)})
 	}
