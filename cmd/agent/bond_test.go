@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,31 +27,6 @@ import (
 // nodes and to the API server through a bridge: its probes are real ICMP echoes and HTTPS
 // requests, and a switch port that does not carry a mode really carries nothing.
 
-var (
-	builtSite      sync.Once
-	siteBinaryPath string
-	siteBuildErr   error
-)
-
-func buildSiteAgent(t *testing.T) string {
-	t.Helper()
-	builtSite.Do(func() {
-		dir, err := os.MkdirTemp("", "nodewright-agent-site-")
-		if err != nil {
-			siteBuildErr = err
-			return
-		}
-		siteBinaryPath = filepath.Join(dir, "agent")
-		if out, err := exec.Command("go", "build", "-tags", "nodewright_site", "-o", siteBinaryPath, ".").CombinedOutput(); err != nil {
-			siteBuildErr = fmt.Errorf("building the site agent: %w\n%s", err, out)
-		}
-	})
-	if siteBuildErr != nil {
-		t.Fatal(siteBuildErr)
-	}
-	return siteBinaryPath
-}
-
 // bondSite is a played network with its nodes, a namespace for their operations, and the
 // agents.
 type bondSite struct {
@@ -70,7 +44,7 @@ func newBondSite(t *testing.T, nodes ...string) *bondSite {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go n.Run(ctx)
-	s := &bondSite{t: t, net: n, ns: env.Namespace(t), binary: buildSiteAgent(t), stateDirs: map[string]string{}}
+	s := &bondSite{t: t, net: n, ns: env.Namespace(t), binary: siteAgent.binary(t), stateDirs: map[string]string{}}
 	s.kubeconfig = n.APIServer(t, env.Kubeconfig(t))
 	for _, name := range nodes {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}

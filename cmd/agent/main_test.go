@@ -31,8 +31,10 @@ var env = testenv.New()
 
 func TestMain(m *testing.M) {
 	code := env.Run(m)
-	if binaryPath != "" {
-		_ = os.RemoveAll(filepath.Dir(binaryPath))
+	for _, b := range []*agentBuild{plainAgent, siteAgent} {
+		if b.path != "" {
+			_ = os.RemoveAll(filepath.Dir(b.path))
+		}
 	}
 	os.Exit(code)
 }
@@ -40,31 +42,41 @@ func TestMain(m *testing.M) {
 // patience bounds every wait: only a stuck test reaches it.
 const patience = 2 * time.Minute
 
+// agentBuild is the agent built once for the package's tests, with build tags.
+type agentBuild struct {
+	once sync.Once
+	tags string
+	path string
+	err  error
+}
+
 var (
-	built      sync.Once
-	binaryPath string
-	buildErr   error
+	plainAgent = &agentBuild{}
+	// siteAgent is the agent built for the local site: --network-backend site.
+	siteAgent = &agentBuild{tags: "nodewright_site"}
 )
 
-// buildAgent builds the agent once for the package's tests.
-func buildAgent(t *testing.T) string {
+func (b *agentBuild) binary(t *testing.T) string {
 	t.Helper()
-	built.Do(func() {
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "nodewright-agent-test-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binaryPath = filepath.Join(dir, "agent")
-		if out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building the agent: %w\n%s", err, out)
+		b.path = filepath.Join(dir, "agent")
+		if out, err := exec.Command("go", "build", "-tags", b.tags, "-o", b.path, ".").CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building the agent (tags %q): %w\n%s", b.tags, err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binaryPath
+	return b.path
 }
+
+// buildAgent builds the agent once for the package's tests.
+func buildAgent(t *testing.T) string { return plainAgent.binary(t) }
 
 // TestEachAgentKeepsItsNodesHeartbeat runs two agents, real processes of the built binary,
 // against a real API server: each keeps its own node's Lease, owned by the Node, renewed again
