@@ -68,19 +68,7 @@ func (s *bondSite) start(node string) *exec.Cmd {
 		"--heartbeat-interval", "1s", "--network-backend", "site", "--site-bond-dir", n.Bond.Dir,
 		"--host-root", n.Root, "--state-dir", s.stateDirs[node], "--host-os", string(nwv1.HostOSSystemdNetworkd),
 		"--storage-bond", netsite.Bond, "--report-interval", "1s")
-	log := &testenv.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("agent %s:\n%s", node, log)
-		}
-	})
-	return cmd
+	return startAgent(t, "agent "+node, cmd, os.Kill)
 }
 
 // setBondMode asks node's agent to change its bond to mode, probing its peers and the API

@@ -78,6 +78,25 @@ func (b *agentBuild) binary(t *testing.T) string {
 // buildAgent builds the agent once for the package's tests.
 func buildAgent(t *testing.T) string { return plainAgent.binary(t) }
 
+// startAgent starts cmd, an agent, with its output kept; at the test's end it is stopped with
+// stop and waited for, and its output logged under name when the test failed.
+func startAgent(t *testing.T, name string, cmd *exec.Cmd, stop os.Signal) *exec.Cmd {
+	t.Helper()
+	log := &testenv.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(stop)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s:\n%s", name, log)
+		}
+	})
+	return cmd
+}
+
 // TestEachAgentKeepsItsNodesHeartbeat runs two agents, real processes of the built binary,
 // against a real API server: each keeps its own node's Lease, owned by the Node, renewed again
 // and again; an agent killed and started again goes on with the same Lease.
@@ -96,20 +115,8 @@ func TestEachAgentKeepsItsNodesHeartbeat(t *testing.T) {
 	}
 
 	start := func(node string) *exec.Cmd {
-		cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns, "--heartbeat-interval", "1s", "--state-dir", t.TempDir())
-		log := &testenv.SyncBuffer{}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("agent %s:\n%s", node, log)
-			}
-		})
-		return cmd
+		return startAgent(t, "agent "+node, exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns,
+			"--heartbeat-interval", "1s", "--state-dir", t.TempDir()), os.Kill)
 	}
 	// renewed waits until node's Lease is held by the node and renewed after since.
 	renewed := func(node string, since time.Time) *coordinationv1.Lease {
@@ -176,19 +183,8 @@ func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	ctx := context.Background()
 	binary := buildAgent(t)
 	ns := env.Namespace(t)
-	cmd := exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--node-name", "ops-edge-1", "--namespace", ns, "--state-dir", t.TempDir())
-	log := &testenv.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("agent:\n%s", log)
-		}
-	})
+	startAgent(t, "agent", exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--node-name", "ops-edge-1", "--namespace", ns,
+		"--state-dir", t.TempDir()), syscall.SIGTERM)
 	op := func(name, node string) *nwv1.NodeOperation {
 		o := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: nwv1.NodeOperationSpec{NodeName: node, Type: nwv1.OperationDRBDVerify,
@@ -250,21 +246,8 @@ func TestTheAgentReportsItsNode(t *testing.T) {
 	stateDir := t.TempDir()
 	run := func() *exec.Cmd {
 		// --host-os empty: the OS is told from the files under --host-root.
-		cmd := exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns, "--state-dir", stateDir,
-			"--host-root", root, "--host-os", "", "--report-interval", "1s", "--heartbeat-interval", "1s")
-		log := &testenv.SyncBuffer{}
-		cmd.Stdout, cmd.Stderr = log, log
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if t.Failed() {
-				t.Logf("agent:\n%s", log)
-			}
-		})
-		return cmd
+		return startAgent(t, "agent", exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns, "--state-dir", stateDir,
+			"--host-root", root, "--host-os", "", "--report-interval", "1s", "--heartbeat-interval", "1s"), os.Kill)
 	}
 	first := run()
 	as := &nwv1.NodewrightAgentStatus{}

@@ -201,13 +201,13 @@ func observe(h *netlink.Handle, master netlink.Link) (nwv1.BondObservation, erro
 	}
 	obs := nwv1.BondObservation{Interface: master.Attrs().Name}
 	for _, m := range members {
-		obs.Members = append(obs.Members, nwv1.BondMember{Name: m.Attrs().Name, Up: carrier(m)})
+		obs.Members = append(obs.Members, nwv1.BondMember{Name: m.Attrs().Name, Up: Carrier(m)})
 	}
 	return obs, nil
 }
 
-// carrier: the link is up and has a carrier.
-func carrier(l netlink.Link) bool {
+// Carrier reports whether the link is up and has a carrier (IFF_LOWER_UP).
+func Carrier(l netlink.Link) bool {
 	a := l.Attrs()
 	return a.Flags&net.FlagUp != 0 && (a.OperState == netlink.OperUp || a.OperState == netlink.OperUnknown) && a.RawFlags&0x10000 != 0 // IFF_LOWER_UP
 }

@@ -71,10 +71,8 @@ func (p PlayedBond) Bond(_ context.Context, name string) (nwv1.BondObservation, 
 	if err != nil {
 		return nwv1.BondObservation{}, err
 	}
-	a := link.Attrs()
-	up := a.OperState == netlink.OperUp && a.RawFlags&0x10000 != 0
 	return nwv1.BondObservation{Interface: name, Mode: nwv1.BondMode(strings.TrimSpace(string(mode))),
-		Members: []nwv1.BondMember{{Name: name, Up: up}}}, nil
+		Members: []nwv1.BondMember{{Name: name, Up: netconf.Carrier(link)}}}, nil
 }
 
 // SetBondMode takes the link down, writes the mode and brings the link up again.
