@@ -68,6 +68,16 @@ type ProfileNetwork struct {
 	// +required
 	BondMode BondMode `json:"bondMode"`
 
+	// allowedBondModes are the other bond modes the switch ports of the site are set up to
+	// carry: a BondModeFlipPlan may move the bond only to bondMode or one of these. The switch
+	// must match the nodes' mode, so list a mode only once the switch accepts it on every
+	// storage port (802.3ad needs LACP there; balance-rr and balance-xor a static link
+	// aggregation).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=7
+	AllowedBondModes []BondMode `json:"allowedBondModes,omitempty"`
+
 	// memberInterfaces are the bond's ports.
 	// +optional
 	// +listType=set

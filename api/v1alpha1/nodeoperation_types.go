@@ -204,6 +204,13 @@ type BondObservation struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Members []BondMember `json:"members,omitempty"`
+	// addresses are the bond's own IP addresses (global scope, without prefix length): where
+	// its peers reach it on the storage network, and what a flip's probes of it aim at.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=45
+	Addresses []string `json:"addresses,omitempty"`
 }
 
 // ProbeResult is one probe after a change.

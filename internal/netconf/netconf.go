@@ -203,7 +203,26 @@ func observe(h *netlink.Handle, master netlink.Link) (nwv1.BondObservation, erro
 	for _, m := range members {
 		obs.Members = append(obs.Members, nwv1.BondMember{Name: m.Attrs().Name, Up: Carrier(m)})
 	}
+	if obs.Addresses, err = Addresses(h, master); err != nil {
+		return nwv1.BondObservation{}, err
+	}
 	return obs, nil
+}
+
+// Addresses are the link's global IP addresses, without their prefix length, in the kernel's
+// order.
+func Addresses(h *netlink.Handle, l netlink.Link) ([]string, error) {
+	addrs, err := h.AddrList(l, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("reading the addresses of %s: %w", l.Attrs().Name, err)
+	}
+	var out []string
+	for _, a := range addrs {
+		if a.Scope == int(netlink.SCOPE_UNIVERSE) && a.IP != nil {
+			out = append(out, a.IP.String())
+		}
+	}
+	return out, nil
 }
 
 // Carrier reports whether the link is up and has a carrier (IFF_LOWER_UP).

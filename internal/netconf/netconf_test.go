@@ -114,6 +114,10 @@ func TestMembersAreReleasedAndEnslavedAgain(t *testing.T) {
 	if got != "[{m0 true} {m1 true}]" {
 		t.Fatalf("members %s; want m0 and m1, both up", got)
 	}
+	// Its own address, not the members' (none) nor the link-local ones.
+	if obs, err := observe(h, master); err != nil || fmt.Sprint(obs.Addresses) != "[10.99.0.1]" {
+		t.Fatalf("addresses %v (%v); want [10.99.0.1]", obs.Addresses, err)
+	}
 
 	members, err := membersOf(h, master)
 	if err != nil {

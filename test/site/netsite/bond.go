@@ -71,8 +71,12 @@ func (p PlayedBond) Bond(_ context.Context, name string) (nwv1.BondObservation, 
 	if err != nil {
 		return nwv1.BondObservation{}, err
 	}
+	addrs, err := netconf.Addresses(&netlink.Handle{}, link)
+	if err != nil {
+		return nwv1.BondObservation{}, err
+	}
 	return nwv1.BondObservation{Interface: name, Mode: nwv1.BondMode(strings.TrimSpace(string(mode))),
-		Members: []nwv1.BondMember{{Name: name, Up: netconf.Carrier(link)}}}, nil
+		Members: []nwv1.BondMember{{Name: name, Up: netconf.Carrier(link)}}, Addresses: addrs}, nil
 }
 
 // SetBondMode takes the link down, writes the mode and brings the link up again.
