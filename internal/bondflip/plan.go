@@ -56,7 +56,8 @@ const (
 	// RollbackVMs restores the VMs the flip protected on the node.
 	RollbackVMs = "RollbackVMs"
 
-	maxNodes          = 3
+	// MaxNodes is the most nodes a flip changes.
+	MaxNodes          = 3
 	stepPatternSource = `^Node([1-9])([A-Za-z]+)$`
 )
 
@@ -85,8 +86,8 @@ type Plan struct {
 
 // NewPlan is the plan of a flip of n nodes, 1 to 3.
 func NewPlan(n int) (Plan, error) {
-	if n < 1 || n > maxNodes {
-		return Plan{}, fmt.Errorf("a flip changes 1 to %d nodes, not %d", maxNodes, n)
+	if n < 1 || n > MaxNodes {
+		return Plan{}, fmt.Errorf("a flip changes 1 to %d nodes, not %d", MaxNodes, n)
 	}
 	return Plan{Nodes: n}, nil
 }

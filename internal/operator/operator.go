@@ -40,6 +40,7 @@ import (
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/agentstatus"
+	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/controller/clusterspec"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
@@ -50,11 +51,12 @@ import (
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
-// The operator coordinates its replicas through one Lease in its own namespace (create
-// cannot be limited to a name) and reports through core/v1 Events (controller-runtime's
-// recorder writes no events.k8s.io Events).
+// The operator coordinates its replicas through one Lease in its own namespace, and its
+// cluster-wide workflows through another there, the claim (create cannot be limited to a
+// name); it reports through core/v1 Events (controller-runtime's recorder writes no
+// events.k8s.io Events).
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=create
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=get;update,resourceNames=nodewright-operator
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=get;update,resourceNames=nodewright-operator;nodewright-workflow
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // DefaultLeaderElectionID is the name of the Lease the operator's replicas contend for.
@@ -289,7 +291,22 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := migrations.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMVolumeMigration controller: %w", err)
 	}
+	flips := &bondmodeflipplan.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor,
+		LockNamespace: o.workflowNamespace(), AgentNamespace: o.AgentNamespace}
+	if err := flips.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the BondModeFlipPlan controller: %w", err)
+	}
 	return nil
+}
+
+// workflowNamespace is where the cluster-wide workflows keep their claim (a Lease): the
+// leader-election namespace, the operator's own; "default" for an operator run outside a
+// cluster without leader election.
+func (o Options) workflowNamespace() string {
+	if o.LeaderElectionNamespace != "" {
+		return o.LeaderElectionNamespace
+	}
+	return metav1.NamespaceDefault
 }
 
 // leaderOnly runs a runnable only on the leader.
@@ -367,11 +384,13 @@ type Scope struct {
 	// Agent is the node agents' namespace, the only one where Leases are watched (their
 	// heartbeats); empty: none is.
 	Agent string
+	// Workflows is where the cluster-wide workflows keep their claim, a Lease watched there.
+	Workflows string
 }
 
 // scope is where the options say the operator reads.
 func (o Options) scope() Scope {
-	s := Scope{Legacy: o.LegacyNamespace, Agent: o.AgentNamespace}
+	s := Scope{Legacy: o.LegacyNamespace, Agent: o.AgentNamespace, Workflows: o.workflowNamespace()}
 	for _, name := range []string{o.ProfileKeys, o.ClusterSpec} {
 		if n, err := splitName(name); err == nil {
 			s.Own = append(s.Own, n.Namespace)
@@ -407,11 +426,13 @@ func (s Scope) namespaces(names ...string) map[string]cache.Config {
 // read on them.
 func CacheOptions(scope Scope) cache.Options {
 	ours := labels.SelectorFromSet(labels.Set{children.LabelManagedBy: children.ManagedBy})
-	// Leases are watched only where the agents renew their heartbeats (the controllers add
-	// no Lease watch without an agent namespace).
-	leases := cache.ByObject{}
-	if scope.Agent != "" {
-		leases.Namespaces = map[string]cache.Config{scope.Agent: {}}
+	// Leases are watched only where the agents renew their heartbeats and where the
+	// cluster-wide workflows keep their claim.
+	leases := cache.ByObject{Namespaces: map[string]cache.Config{}}
+	for _, ns := range []string{scope.Agent, scope.Workflows} {
+		if ns != "" {
+			leases.Namespaces[ns] = cache.Config{}
+		}
 	}
 	return cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
@@ -427,6 +448,8 @@ func CacheOptions(scope Scope) cache.Options {
 			&corev1.Pod{}:                {Label: ours},
 			&snapshotv1.VolumeSnapshot{}: {Label: ours},
 			&coordinationv1.Lease{}:      leases,
+			// Of the NodeOperations only the workflows' own, in the agents' namespace.
+			&nodewrightv1alpha1.NodeOperation{}: {Label: ours, Namespaces: map[string]cache.Config{scope.Agent: {}}},
 			// Read only while a migration waits for an API (servedapis.Explain); without
 			// their schemas, which run to megabytes for KubeVirt's.
 			&apiextensionsv1.CustomResourceDefinition{}: {Transform: servedapis.Lean},

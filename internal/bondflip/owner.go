@@ -1,0 +1,89 @@
+package bondflip
+
+import (
+	"slices"
+	"strings"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
+)
+
+// ActionStep is the audit action of a flip's transitions.
+const ActionStep = "BondModeFlipTransition"
+
+// Kind is what the shared workflow code calls a flip and says of its outcomes.
+var Kind = workflow.Kind{
+	Name:        "BondModeFlipPlan",
+	AuditAction: ActionStep,
+	Succeeded:   "every node runs the target bond mode",
+	RolledBack:  "rolled back: every node runs the bond mode it had before the flip",
+	Cancelled:   "the flip was deleted",
+	Noun:        "flip",
+}
+
+// The labels on everything a flip creates (its NodeOperations and VirtualMachineInstanceMigrations),
+// so that the operator's cache holds only its own and a person can find them.
+const (
+	LabelName = "nodewright.spectrocloud.com/bondmodeflipplan"
+	LabelUID  = "nodewright.spectrocloud.com/bondmodeflipplan-uid"
+	// LabelStep is the step that made the child.
+	LabelStep = "nodewright.spectrocloud.com/step"
+)
+
+// Owner is f as its children's labels name it.
+func Owner(f *nwv1.BondModeFlipPlan) children.Owner {
+	return children.Owner{Name: f.Name, NameLabel: LabelName, UID: f.UID, UIDLabel: LabelUID, Noun: "flip"}
+}
+
+// Order is the flip's node order: spec.nodeOrder, or, when the spec leaves it to the
+// operator, the order it recorded in status.nodes before the flip started.
+func Order(f *nwv1.BondModeFlipPlan) []string {
+	if len(f.Spec.NodeOrder) > 0 {
+		return f.Spec.NodeOrder
+	}
+	out := make([]string, 0, len(f.Status.Nodes))
+	for _, n := range f.Status.Nodes {
+		out = append(out, n.Name)
+	}
+	return out
+}
+
+// PlanOf is f's plan: one node's part per node of its order. An order that is not 1 to 3
+// nodes gives the Preflight alone, which fails saying why.
+func PlanOf(f *nwv1.BondModeFlipPlan) Plan {
+	p, err := NewPlan(len(Order(f)))
+	if err != nil {
+		return Plan{}
+	}
+	return p
+}
+
+// DefaultOrder is the order of the nodes when the spec gives none: tiebreakers first, then
+// secondaries, then nodes with no role reported, the primary last, each by name. The
+// primary's VMs then move once, and the node that serves them is changed when every other
+// has shown the new mode works.
+func DefaultOrder(roles map[string]nwv1.NodeRole) []string {
+	rank := func(r nwv1.NodeRole) int {
+		switch r {
+		case nwv1.NodeRoleTiebreaker:
+			return 0
+		case nwv1.NodeRoleSecondary:
+			return 1
+		case nwv1.NodeRolePrimary:
+			return 3
+		}
+		return 2
+	}
+	names := make([]string, 0, len(roles))
+	for n := range roles {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if d := rank(roles[a]) - rank(roles[b]); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	return names
+}

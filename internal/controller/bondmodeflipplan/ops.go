@@ -1,0 +1,187 @@
+package bondmodeflipplan
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bondflip"
+	"github.com/spectrocloud/nodewright/internal/workflow"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
+)
+
+// drbdOpDeadline bounds a DRBD pause or resume: the agent runs one drbdadm command.
+const drbdOpDeadline = 5 * time.Minute
+
+// opName is the deterministic name of the flip's operation with suffix.
+func opName(f *nwv1.BondModeFlipPlan, suffix string) string { return children.Name(f.Name, suffix) }
+
+// shortHash names a pair (a peer and a resource) in a child's name.
+func shortHash(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:10]
+}
+
+// ensureOp asks node's agent for the operation spec, made at step, under name: it creates the
+// NodeOperation unless it exists, and returns it as it is now.
+func (r *Reconciler) ensureOp(ctx context.Context, s *scope, name, node string, step workflow.Step, deadline time.Duration, spec nwv1.NodeOperationSpec) (*nwv1.NodeOperation, error) {
+	if op, ok := s.ops[name]; ok {
+		return op, nil
+	}
+	f := s.f
+	labels := bondflip.Owner(f).Labels()
+	labels[bondflip.LabelStep] = string(step)
+	spec.NodeName = node
+	spec.Deadline = metav1.NewTime(s.Now.Add(deadline))
+	op := &nwv1.NodeOperation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.AgentNamespace, Name: name, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: nwv1.GroupVersion.String(), Kind: bondflip.Kind.Name,
+				Name: f.Name, UID: f.UID, Controller: ptr.To(true)}}},
+		Spec: spec,
+	}
+	if err := children.Ensure(ctx, r.Client, r.APIReader, bondflip.Owner(f), "NodeOperation", op); err != nil {
+		return nil, err
+	}
+	s.ops[name] = op
+	return op, nil
+}
+
+// finished reports whether op has ended, and how: ok for Succeeded.
+func finished(op *nwv1.NodeOperation) (done, ok bool) {
+	switch op.Status.Phase {
+	case nwv1.OperationSucceeded:
+		return true, true
+	case nwv1.OperationFailed, nwv1.OperationRolledBack:
+		return true, false
+	}
+	return false, false
+}
+
+// failure says how op ended: its phase and error.
+func failure(op *nwv1.NodeOperation) string {
+	msg := string(op.Status.Phase)
+	if e := op.Status.Error; e != nil {
+		msg += ", " + e.Reason + ": " + e.Message
+	}
+	return msg
+}
+
+// armed reports whether a SetBondMode is changed and probed, waiting for its commit.
+func armed(op *nwv1.NodeOperation) bool {
+	return op.Status.Phase == nwv1.OperationRunning && op.Status.Result != nil && op.Status.Result.CheckpointExpires != nil
+}
+
+// pair is a DRBD resource on a peer of the node being changed: the peer's agent pauses or
+// resumes its resynchronisation towards the node.
+type pair struct{ peer, resource string }
+
+// pairsTowards lists, from the peers' reports, every resource a peer of node shares with it.
+func (s *scope) pairsTowards(node string) []pair {
+	var out []pair
+	for _, peer := range s.order {
+		a := s.agents[peer]
+		if peer == node || a == nil || a.Status.Storage == nil {
+			continue
+		}
+		for _, res := range a.Status.Storage.ResourceStatuses {
+			for _, p := range res.Peers {
+				if p.Name == node {
+					out = append(out, pair{peer: peer, resource: res.Name})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// syncOps asks, for each pair, the peer's agent to pause (or resume) the resynchronisation
+// towards node, under names made of prefix, and says whether all succeeded, or which failed.
+func (r *Reconciler) syncOps(ctx context.Context, s *scope, node, prefix string, pairs []pair, resume bool) (done bool, failed string, err error) {
+	done = true
+	for _, p := range pairs {
+		spec := nwv1.NodeOperationSpec{Type: nwv1.OperationDRBDPauseSync, DRBDPauseSync: &nwv1.DRBDPeerOperation{Resource: p.resource, Peer: node}}
+		if resume {
+			spec = nwv1.NodeOperationSpec{Type: nwv1.OperationDRBDResumeSync, DRBDResumeSync: &nwv1.DRBDPeerOperation{Resource: p.resource, Peer: node}}
+		}
+		op, err := r.ensureOp(ctx, s, opName(s.f, prefix+"-"+shortHash(p.peer, p.resource)), p.peer, s.State.Step, drbdOpDeadline, spec)
+		if err != nil {
+			return false, "", err
+		}
+		switch end, ok := finished(op); {
+		case !end:
+			done = false
+		case !ok:
+			return false, fmt.Sprintf("%s of %s towards %s on %s: %s", op.Spec.Type, p.resource, node, p.peer, failure(op)), nil
+		}
+	}
+	return done, "", nil
+}
+
+// pausedPairs lists the pairs the flip's pause operations named prefix asked for, from the
+// operations themselves (the steps are the state).
+func (s *scope) pausedPairs(node string, prefixes ...string) []pair {
+	var out []pair
+	seen := map[pair]bool{}
+	for _, op := range s.ops {
+		if op.Spec.DRBDPauseSync == nil || op.Spec.DRBDPauseSync.Peer != node {
+			continue
+		}
+		for _, prefix := range prefixes {
+			p := pair{peer: op.Spec.NodeName, resource: op.Spec.DRBDPauseSync.Resource}
+			if op.Name == opName(s.f, prefix+"-"+shortHash(p.peer, p.resource)) && !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// upToDate says what keeps node's DRBD from being whole again, empty when nothing does: every
+// resource of the node connected and UpToDate, and every peer seeing it Connected and
+// UpToDate.
+func (s *scope) upToDate(node string) string {
+	if a := s.agents[node]; a != nil && a.Status.Storage != nil {
+		st := a.Status.Storage
+		if st.Connected < st.Resources || st.UpToDate < st.Resources {
+			return fmt.Sprintf("%s reports %d of %d DRBD resources connected and %d UpToDate", node, st.Connected, st.Resources, st.UpToDate)
+		}
+	}
+	return s.peersSee(node, true)
+}
+
+// peersSee says which peer does not see node's DRBD connections Connected (and, with
+// upToDate, its disks UpToDate), empty when every peer does.
+func (s *scope) peersSee(node string, upToDate bool) string {
+	for _, p := range s.pairsTowards(node) {
+		for _, res := range s.agents[p.peer].Status.Storage.ResourceStatuses {
+			if res.Name != p.resource {
+				continue
+			}
+			for _, peer := range res.Peers {
+				if peer.Name != node {
+					continue
+				}
+				if peer.ConnectionState != "Connected" {
+					return fmt.Sprintf("%s sees %s's connection of %s %s", p.peer, node, p.resource, peer.ConnectionState)
+				}
+				for _, v := range peer.Volumes {
+					if upToDate && v.PeerDiskState != "UpToDate" && !v.PeerClient {
+						return fmt.Sprintf("%s sees %s's disk of %s/%d %s (%s)", p.peer, node, p.resource, v.Volume, v.PeerDiskState, v.ReplicationState)
+					}
+				}
+			}
+		}
+	}
+	return ""
+}

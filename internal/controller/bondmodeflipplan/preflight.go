@@ -1,0 +1,132 @@
+package bondmodeflipplan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/spectrocloud/nodewright/internal/bondflip"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// preflight checks, before anything changes, what the flip needs beyond the gates (management
+// mode, the claim, the cluster's health), and records each node's mode before the flip:
+//
+//   - the operator knows the agents' namespace, and the order names each node that reports
+//     once, every one of them (a node left out would keep the old mode: the mixed state);
+//   - every node's agent reports, its heartbeat fresh, the bond there;
+//   - some node does not run the target mode yet;
+//   - the site's EdgeProfile says its switch ports carry the target mode;
+//   - every DRBD resource of every node is connected and UpToDate;
+//   - the VMs can be protected as spec.vmProtection says.
+func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, error) {
+	f := s.f
+	if r.AgentNamespace == "" {
+		return engine.Failed("the operator runs without --agent-namespace: there is no node agent to change the nodes"), nil
+	}
+	if msg := checkOrder(s.order, s.agents); msg != "" {
+		return engine.Failed("%s", msg), nil
+	}
+	bond, profile, err := r.bond(ctx, f)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	if bond == "" {
+		return engine.Failed("spec.bondInterface is empty and no EdgeProfile is in force to name the storage bond"), nil
+	}
+	if msg := allowed(profile, f.Spec.TargetMode); msg != "" {
+		return engine.Failed("%s", msg), nil
+	}
+	var onTarget []string
+	for _, node := range s.order {
+		st := s.agents[node].Status
+		switch b := st.Network.Bond; {
+		case st.Reporter != nwv1.ReporterAgent:
+			return engine.Failed("%s: its agent does not report it (reporter %q): no agent would change it", node, st.Reporter), nil
+		case st.Heartbeat.Stale:
+			return engine.Failed("%s: its heartbeat is stale", node), nil
+		case b == nil || b.Interface != bond:
+			return engine.Failed("%s: its agent reports no bond %s", node, bond), nil
+		case b.Mode == f.Spec.TargetMode:
+			onTarget = append(onTarget, node)
+		}
+		if d := st.Storage; d != nil && (d.Connected < d.Resources || d.UpToDate < d.Resources) {
+			return engine.Failed("%s: %d of %d DRBD resources connected and %d UpToDate; every one must be both", node, d.Connected, d.Resources, d.UpToDate), nil
+		}
+	}
+	if len(onTarget) == len(s.order) {
+		return engine.Failed("every node already runs %s: nothing to flip", f.Spec.TargetMode), nil
+	}
+	if msg, err := r.checkVMs(ctx, s); err != nil || msg != "" {
+		return engine.Failed("%s", msg), err
+	}
+	for i := range f.Status.Nodes {
+		f.Status.Nodes[i].PreviousMode = modeOf(s.agents, f.Status.Nodes[i].Name)
+	}
+	msg := fmt.Sprintf("%s on %s, in this order; before: %s", bond, strings.Join(s.order, ", "), modes(s))
+	if len(onTarget) > 0 {
+		msg += fmt.Sprintf("; %s already on %s", strings.Join(onTarget, ", "), f.Spec.TargetMode)
+	}
+	return engine.Succeeded("%s", msg), nil
+}
+
+// checkOrder says what is wrong with the flip's order, empty when nothing is.
+func checkOrder(order []string, agents map[string]*nwv1.NodewrightAgentStatus) string {
+	all := make([]string, 0, len(agents))
+	for name := range agents {
+		all = append(all, name)
+	}
+	sort.Strings(all)
+	switch {
+	case len(agents) == 0:
+		return "no node reports to Nodewright (no NodewrightAgentStatus): nothing to flip"
+	case len(order) == 0 && len(agents) > bondflip.MaxNodes:
+		return fmt.Sprintf("%d nodes report (%s); a flip changes at most %d", len(agents), strings.Join(all, ", "), bondflip.MaxNodes)
+	}
+	for _, node := range order {
+		if agents[node] == nil {
+			return fmt.Sprintf("spec.nodeOrder: %s is not a node Nodewright knows (no NodewrightAgentStatus); the nodes are %s", node, strings.Join(all, ", "))
+		}
+	}
+	var left []string
+	for _, node := range all {
+		if !slices.Contains(order, node) {
+			left = append(left, node)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Sprintf("spec.nodeOrder leaves out %s: every node's bond must change, or the cluster would run two modes", strings.Join(left, ", "))
+	}
+	return ""
+}
+
+// allowed says why the profile does not let the bond run mode, empty when it does.
+func allowed(p *nwv1.EdgeProfile, mode nwv1.BondMode) string {
+	if p == nil {
+		return "no EdgeProfile is in force: the modes the site's switch carries are unknown"
+	}
+	n := p.Spec.Network
+	if n.BondMode == mode || slices.Contains(n.AllowedBondModes, mode) {
+		return ""
+	}
+	carried := append([]nwv1.BondMode{n.BondMode}, n.AllowedBondModes...)
+	names := make([]string, len(carried))
+	for i, m := range carried {
+		names[i] = string(m)
+	}
+	return fmt.Sprintf("spec.targetMode: EdgeProfile %s (version %s) says the switch carries %s, not %s; list it in network.allowedBondModes once the switch ports accept it",
+		p.Name, p.Spec.Version, strings.Join(names, ", "), mode)
+}
+
+// modes lists each node's mode: "edge-1 active-backup, edge-2 active-backup".
+func modes(s *scope) string {
+	var out []string
+	for _, node := range s.order {
+		out = append(out, node+" "+string(modeOf(s.agents, node)))
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,168 @@
+package bondmodeflipplan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bondflip"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+)
+
+// defaultConnectivityTimeout is spec.connectivityTimeout's default (the CRD's).
+const defaultConnectivityTimeout = 60 * time.Second
+
+// scope is one reconcile's view of a flip and the nodes it changes.
+type scope struct {
+	*engine.Run[*nwv1.BondModeFlipPlan]
+	f     *nwv1.BondModeFlipPlan
+	order []string
+	// agents are the nodes' NodewrightAgentStatus, by node.
+	agents map[string]*nwv1.NodewrightAgentStatus
+	// ops are the flip's NodeOperations, by name.
+	ops map[string]*nwv1.NodeOperation
+}
+
+func (r *Reconciler) newScope(ctx context.Context, run *engine.Run[*nwv1.BondModeFlipPlan]) (*scope, error) {
+	f := run.Object
+	s := &scope{Run: run, f: f, order: bondflip.Order(f), ops: map[string]*nwv1.NodeOperation{}}
+	var err error
+	if s.agents, err = r.agents(ctx); err != nil {
+		return nil, err
+	}
+	if r.AgentNamespace != "" {
+		var ops nwv1.NodeOperationList
+		if err := r.Client.List(ctx, &ops, client.InNamespace(r.AgentNamespace), client.MatchingLabels{bondflip.LabelUID: string(f.UID)}); err != nil {
+			return nil, err
+		}
+		for i := range ops.Items {
+			s.ops[ops.Items[i].Name] = &ops.Items[i]
+		}
+	}
+	return s, nil
+}
+
+// agents reads every node's NodewrightAgentStatus.
+func (r *Reconciler) agents(ctx context.Context) (map[string]*nwv1.NodewrightAgentStatus, error) {
+	var list nwv1.NodewrightAgentStatusList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*nwv1.NodewrightAgentStatus, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// node is the node at position k (from 1).
+func (s *scope) node(k int) string { return s.order[k-1] }
+
+// bond is the bond the flip changes: the spec's, or the one the site's EdgeProfile names.
+func (r *Reconciler) bond(ctx context.Context, f *nwv1.BondModeFlipPlan) (string, *nwv1.EdgeProfile, error) {
+	profile, err := r.profile(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if f.Spec.BondInterface != "" {
+		return f.Spec.BondInterface, profile, nil
+	}
+	if profile == nil {
+		return "", nil, nil
+	}
+	return profile.Spec.Network.BondInterface, profile, nil
+}
+
+// profile is the EdgeProfile in force (the one the NodewrightCluster verified), nil when none
+// is.
+func (r *Reconciler) profile(ctx context.Context) (*nwv1.EdgeProfile, error) {
+	nwc := &nwv1.NodewrightCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, nwc); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if nwc.Status.Profile == nil {
+		return nil, nil
+	}
+	p := &nwv1.EdgeProfile{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: nwc.Status.Profile.Name}, p); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// lease is node's heartbeat Lease, nil when there is none.
+func (r *Reconciler) lease(ctx context.Context, node string) (*coordinationv1.Lease, error) {
+	l := &coordinationv1.Lease{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.AgentNamespace, Name: node}, l); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// connectivityTimeout is how long a changed node may take to show it still reaches its peers:
+// its checkpoint's timeout.
+func connectivityTimeout(f *nwv1.BondModeFlipPlan) time.Duration {
+	if d := f.Spec.ConnectivityTimeout.Duration; d > 0 {
+		return d
+	}
+	return defaultConnectivityTimeout
+}
+
+// modeOf is the mode node's agent last reported, empty when it reported none.
+func modeOf(agents map[string]*nwv1.NodewrightAgentStatus, node string) nwv1.BondMode {
+	if a := agents[node]; a != nil {
+		return a.Status.Network.BondMode
+	}
+	return ""
+}
+
+// nodeView is status.nodes as it should be now: before the flip starts, with an order the
+// spec leaves to the operator, the default order of the nodes that report (none when none
+// does, or more than a flip can change: its Preflight says so); then, for each node, its
+// state derived from the steps, the mode its agent last reported, and the previous mode the
+// Preflight recorded.
+func nodeView(f *nwv1.BondModeFlipPlan, agents map[string]*nwv1.NodewrightAgentStatus) []nwv1.NodeFlip {
+	order := bondflip.Order(f)
+	pending := f.Status.Phase == "" || f.Status.Phase == nwv1.WorkflowPending
+	if pending && len(f.Spec.NodeOrder) == 0 {
+		roles := map[string]nwv1.NodeRole{}
+		for name, a := range agents {
+			roles[name] = a.Status.Role
+		}
+		order = bondflip.DefaultOrder(roles)
+		if len(order) > bondflip.MaxNodes {
+			order = nil
+		}
+	}
+	previous := map[string]nwv1.BondMode{}
+	for _, n := range f.Status.Nodes {
+		previous[n.Name] = n.PreviousMode
+	}
+	var view []nwv1.NodeFlip
+	for i, name := range order {
+		view = append(view, nwv1.NodeFlip{Name: name, Position: int32(i + 1), PreviousMode: previous[name],
+			CurrentMode: modeOf(agents, name), State: bondflip.NodeState(&f.Status.WorkflowStatus, i+1)})
+	}
+	return view
+}
+
+func equalView(a, b []nwv1.NodeFlip) bool {
+	return slices.Equal(a, b)
+}
+
+// describe names node k for a message: "edge-2 (node 1)".
+func (s *scope) describe(k int) string {
+	return fmt.Sprintf("%s (node %d)", s.node(k), k)
+}

@@ -1,0 +1,366 @@
+package bondmodeflipplan_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
+	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/netsite"
+)
+
+// The flip's tests run the controller against a real API server and the nodes' agents as real
+// processes (the agent built for the local site), each in its own network namespace on the
+// played storage network of test/site/netsite: their bonds change for real on veths, the
+// switch's ports carry only the modes they are told to, and every probe is a real packet.
+
+var env = testenv.New()
+
+func TestMain(m *testing.M) {
+	code := env.Run(m)
+	if agentBinary.path != "" {
+		_ = os.RemoveAll(filepath.Dir(agentBinary.path))
+	}
+	os.Exit(code)
+}
+
+// patience bounds every wait: only a stuck test reaches it.
+const patience = 3 * time.Minute
+
+// agentBinary is the agent built for the local site once for the package's tests.
+var agentBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func buildAgent(t *testing.T) string {
+	t.Helper()
+	agentBinary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "nodewright-agent-flip-")
+		if err != nil {
+			agentBinary.err = err
+			return
+		}
+		agentBinary.path = filepath.Join(dir, "agent")
+		cmd := exec.Command("go", "build", "-tags", "nodewright_site", "-o", agentBinary.path, "github.com/spectrocloud/nodewright/cmd/agent")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentBinary.err = fmt.Errorf("building the agent: %w\n%s", err, out)
+		}
+	})
+	if agentBinary.err != nil {
+		t.Fatal(agentBinary.err)
+	}
+	return agentBinary.path
+}
+
+// site is a played cluster: its storage network, its nodes' agents, the operator's flip
+// controller, and the NodewrightCluster and EdgeProfile a flip reads.
+type site struct {
+	t          *testing.T
+	net        *netsite.Network
+	ns         string
+	kubeconfig string
+	nodes      []string
+	stateDirs  map[string]string
+	agents     map[string]*exec.Cmd
+}
+
+// newSite plays nodes with roles ("edge-1=primary"), every bond in active-backup, every
+// switch port carrying active-backup and 802.3ad, and the flip controller running.
+func newSite(t *testing.T, nodes ...string) *site {
+	t.Helper()
+	roles := map[string]nwv1.NodeRole{}
+	var names []string
+	for _, n := range nodes {
+		name, role, _ := strings.Cut(n, "=")
+		names = append(names, name)
+		roles[name] = nwv1.NodeRole(role)
+	}
+	n := netsite.New(t, nwv1.BondModeActiveBackup, names...)
+	for _, name := range names {
+		n.Expect(name, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go n.Run(ctx)
+	s := &site{t: t, net: n, ns: env.Namespace(t), nodes: names, stateDirs: map[string]string{}, agents: map[string]*exec.Cmd{}}
+	s.kubeconfig = n.APIServer(t, env.Kubeconfig(t))
+	binary := buildAgent(t)
+	for _, name := range names {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
+		if err := env.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = env.Client.Delete(context.Background(), node)
+			_ = env.Client.Delete(context.Background(), &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		})
+		s.stateDirs[name] = t.TempDir()
+		s.start(binary, name)
+	}
+	for _, name := range names {
+		s.reported(name, nwv1.BondModeActiveBackup)
+		s.setRole(name, roles[name])
+	}
+	s.cluster()
+	lockNS := env.Namespace(t)
+	env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{Agent: s.ns, Workflows: lockNS}), func(_ context.Context, mgr manager.Manager) error {
+		return (&bondmodeflipplan.Reconciler{Recorder: mgr.GetEventRecorderFor("bondflip-test"), LockNamespace: lockNS, AgentNamespace: s.ns}).SetupWithManager(mgr)
+	})
+	return s
+}
+
+// start runs node's agent in node's namespace; it is killed at the test's end.
+func (s *site) start(binary, node string) {
+	t := s.t
+	n := s.net.Node(node)
+	cmd := s.net.Command(node, binary, "--kubeconfig", s.kubeconfig, "--node-name", node, "--namespace", s.ns,
+		"--heartbeat-interval", "1s", "--network-backend", "site", "--site-bond-dir", n.Bond.Dir,
+		"--host-root", n.Root, "--state-dir", s.stateDirs[node], "--host-os", string(nwv1.HostOSSystemdNetworkd),
+		"--storage-bond", netsite.Bond, "--report-interval", "1s")
+	log := &testenv.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.agents[node] = cmd
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent %s:\n%s", node, log)
+		}
+	})
+}
+
+// reported waits until node's agent reports its bond in mode, with its address.
+func (s *site) reported(node string, mode nwv1.BondMode) {
+	s.t.Helper()
+	testenv.Eventually(s.t, patience, func() string {
+		as := &nwv1.NodewrightAgentStatus{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, as); err != nil {
+			return err.Error()
+		}
+		b := as.Status.Network.Bond
+		if as.Status.Reporter != nwv1.ReporterAgent || b == nil || b.Mode != mode || len(b.Addresses) == 0 {
+			return fmt.Sprintf("%s reports %s / %+v; want %s %s with its address", node, as.Status.Reporter, b, netsite.Bond, mode)
+		}
+		return ""
+	})
+}
+
+// setRole writes node's role, as the operator's bridge does.
+func (s *site) setRole(node string, role nwv1.NodeRole) {
+	s.t.Helper()
+	as := &nwv1.NodewrightAgentStatus{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, as); err != nil {
+		s.t.Fatal(err)
+	}
+	base := as.DeepCopy()
+	as.Status.Role = role
+	if err := env.Client.Status().Patch(context.Background(), as, client.MergeFrom(base)); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// cluster writes the NodewrightCluster as its controller would for a healthy MultiNode
+// cluster handed over to Nodewright, with an EdgeProfile in force whose switch carries
+// active-backup and 802.3ad. No other controller runs here.
+func (s *site) cluster() {
+	t := s.t
+	ctx := context.Background()
+	p := &nwv1.EdgeProfile{ObjectMeta: metav1.ObjectMeta{Name: "flip-site"}, Spec: nwv1.EdgeProfileSpec{
+		Version: "1.0.0", Topology: nwv1.TopologyThreeNode, OS: nwv1.HostOSSystemdNetworkd,
+		Storage: nwv1.ProfileStorage{Backend: nwv1.StorageLINSTOR},
+		Network: nwv1.ProfileNetwork{BondInterface: netsite.Bond, BondMode: nwv1.BondModeActiveBackup,
+			AllowedBondModes: []nwv1.BondMode{nwv1.BondMode8023AD}}}}
+	if err := env.Client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), p) })
+	c := &nwv1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName},
+		Spec: nwv1.NodewrightClusterSpec{Management: nwv1.ManagementManaged, ProfileRef: &nwv1.ProfileReference{Name: p.Name},
+			Legacy: nwv1.LegacySource{
+				ConfigMapRef: nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"},
+				DaemonSetRef: nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"}, EventComponent: "absent"}}}
+	if err := env.Client.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), c) })
+	c.Status.Phase = nwv1.ClusterMultiNode
+	c.Status.Management = nwv1.ManagementManaged
+	c.Status.Profile = &nwv1.ActiveProfile{Name: p.Name, Version: p.Spec.Version, Digest: "sha256:" + strings.Repeat("0", 64)}
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: nwv1.ConditionHeartbeatsFresh, Status: metav1.ConditionTrue,
+		Reason: nwv1.ReasonHeartbeatsFresh, Message: "every node's heartbeat is fresh"})
+	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: nwv1.ConditionManagementApplied, Status: metav1.ConditionTrue,
+		Reason: nwv1.ReasonHandedOver, Message: "Nodewright manages the nodes"})
+	if err := env.Client.Status().Update(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flip creates a flip to 802.3ad with protection and order, deleted at the test's end.
+func (s *site) flip(name string, protection nwv1.VMProtection, order ...string) *nwv1.BondModeFlipPlan {
+	s.t.Helper()
+	f := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: nwv1.BondModeFlipPlanSpec{
+		TargetMode: nwv1.BondMode8023AD, VMProtection: protection, NodeOrder: order,
+		ConnectivityTimeout: metav1.Duration{Duration: 10 * time.Second}}}
+	if err := env.Client.Create(context.Background(), f); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), f)
+		testenv.Eventually(s.t, patience, func() string {
+			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), &nwv1.BondModeFlipPlan{}); !apierrors.IsNotFound(err) {
+				return "the flip is still there"
+			}
+			return ""
+		})
+	})
+	return f
+}
+
+// ended waits until the flip has ended in phase, and returns it.
+func (s *site) ended(f *nwv1.BondModeFlipPlan, phase nwv1.WorkflowPhase) *nwv1.BondModeFlipPlan {
+	s.t.Helper()
+	testenv.Eventually(s.t, patience, func() string {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), f); err != nil {
+			return err.Error()
+		}
+		if !f.Status.Phase.Finished() {
+			return fmt.Sprintf("phase %s; steps %s", f.Status.Phase, steps(f))
+		}
+		return ""
+	})
+	if f.Status.Phase != phase {
+		s.t.Fatalf("the flip ended %s, want %s; steps %s; conditions %+v", f.Status.Phase, phase, steps(f), f.Status.Conditions)
+	}
+	return f
+}
+
+func steps(f *nwv1.BondModeFlipPlan) string {
+	var out []string
+	for _, st := range f.Status.Steps {
+		out = append(out, fmt.Sprintf("%s=%s(%s)", st.Name, st.State, st.Message))
+	}
+	return strings.Join(out, "\n  ")
+}
+
+// mode is node's played bond's mode, from its file.
+func (s *site) mode(node string) nwv1.BondMode {
+	raw, err := os.ReadFile(s.net.Node(node).Bond.ModeFile(netsite.Bond))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return nwv1.BondMode(strings.TrimSpace(string(raw)))
+}
+
+// nodesAre checks status.nodes: each node in order, its state and modes.
+func (s *site) nodesAre(f *nwv1.BondModeFlipPlan, state nwv1.NodeFlipState, current nwv1.BondMode, order ...string) {
+	s.t.Helper()
+	testenv.Eventually(s.t, patience, func() string {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), f); err != nil {
+			return err.Error()
+		}
+		var got, want []string
+		for i, name := range order {
+			want = append(want, fmt.Sprintf("%d %s %s %s->%s", i+1, name, state, nwv1.BondModeActiveBackup, current))
+		}
+		for _, n := range f.Status.Nodes {
+			got = append(got, fmt.Sprintf("%d %s %s %s->%s", n.Position, n.Name, n.State, n.PreviousMode, n.CurrentMode))
+		}
+		if strings.Join(got, "; ") != strings.Join(want, "; ") {
+			return fmt.Sprintf("status.nodes %s; want %s", strings.Join(got, "; "), strings.Join(want, "; "))
+		}
+		return ""
+	})
+}
+
+// TestThreeNodesFlipOneAtATimeThePrimaryLast flips three nodes: each changed under its
+// checkpoint, confirmed and committed, in the default order (the primary last), every played
+// bond ends in 802.3ad, and each node's view says so.
+func TestThreeNodesFlipOneAtATimeThePrimaryLast(t *testing.T) {
+	s := newSite(t, "flip3-a=primary", "flip3-b=secondary", "flip3-c=secondary")
+	f := s.ended(s.flip("flip-three", nwv1.VMProtectionNone), nwv1.WorkflowSucceeded)
+	s.nodesAre(f, nwv1.NodeFlipDone, nwv1.BondMode8023AD, "flip3-b", "flip3-c", "flip3-a")
+	t.Logf("steps:\n  %s", steps(f))
+	for _, n := range s.nodes {
+		if got := s.mode(n); got != nwv1.BondMode8023AD {
+			t.Errorf("%s's bond runs %s, want 802.3ad", n, got)
+		}
+	}
+	// Each node's change was committed, after its Lease was renewed since the change.
+	for k := 1; k <= 3; k++ {
+		for _, suffix := range []string{"setmode", "commit"} {
+			op := &nwv1.NodeOperation{}
+			key := client.ObjectKey{Namespace: s.ns, Name: fmt.Sprintf("flip-three-n%d-%s", k, suffix)}
+			if err := env.Client.Get(context.Background(), key, op); err != nil {
+				t.Fatal(err)
+			}
+			if op.Status.Phase != nwv1.OperationSucceeded {
+				t.Errorf("%s: %s, want Succeeded", key.Name, failure(op))
+			}
+		}
+	}
+}
+
+// TestAPortThatNeverCarriesTheModeRollsEveryNodeBack: the last node's port never carries
+// 802.3ad, so its agent's probes fail and it restores itself; the two nodes flipped before it
+// are flipped back, the last first, each under its own checkpoint; every bond ends in
+// active-backup and the flip says which node and step failed.
+func TestAPortThatNeverCarriesTheModeRollsEveryNodeBack(t *testing.T) {
+	s := newSite(t, "flipbad-a=primary", "flipbad-b=secondary", "flipbad-c=secondary")
+	s.net.NeverCarry("flipbad-a", nwv1.BondMode8023AD)
+	f := s.ended(s.flip("flip-bad-port", nwv1.VMProtectionNone), nwv1.WorkflowRolledBack)
+	s.nodesAre(f, nwv1.NodeFlipRolledBack, nwv1.BondModeActiveBackup, "flipbad-b", "flipbad-c", "flipbad-a")
+	for _, n := range s.nodes {
+		if got := s.mode(n); got != nwv1.BondModeActiveBackup {
+			t.Errorf("%s's bond runs %s, want active-backup", n, got)
+		}
+	}
+	failed := ""
+	for _, st := range f.Status.Steps {
+		if st.State == nwv1.StepFailed {
+			failed = st.Name + ": " + st.Message
+		}
+	}
+	if !strings.HasPrefix(failed, "Node3SetBondMode: flipbad-a (node 3)") || !strings.Contains(failed, "ProbeFailed") {
+		t.Errorf("the failed step says %q; want Node3SetBondMode naming flipbad-a and ProbeFailed", failed)
+	}
+	// The earlier nodes were flipped back under checkpoints of their own, committed.
+	for k := 1; k <= 2; k++ {
+		op := &nwv1.NodeOperation{}
+		key := client.ObjectKey{Namespace: s.ns, Name: fmt.Sprintf("flip-bad-port-n%d-rb-setmode", k)}
+		if err := env.Client.Get(context.Background(), key, op); err != nil {
+			t.Fatal(err)
+		}
+		if op.Status.Phase != nwv1.OperationSucceeded || op.Spec.SetBondMode.Mode != nwv1.BondModeActiveBackup {
+			t.Errorf("%s: %s to %s, want Succeeded to active-backup", key.Name, failure(op), op.Spec.SetBondMode.Mode)
+		}
+	}
+}
+
+func failure(op *nwv1.NodeOperation) string {
+	msg := string(op.Status.Phase)
+	if op.Status.Error != nil {
+		msg += " " + op.Status.Error.Reason + ": " + op.Status.Error.Message
+	}
+	return msg
+}
