@@ -9,7 +9,8 @@ import (
 // NodeState is where the node at position stands, derived from its steps alone
 // (docs/decisions/0003): the steps are the state, this is a view of them.
 //
-//   - Pending: none of its steps has started (a step listed Pending or held Waiting has not);
+//   - Pending: none of its steps has started (a step listed Pending, held Waiting, or skipped
+//     unstarted by a rollback has not);
 //   - RollingBack: one of its rollback steps has started and the last has not ended;
 //   - RolledBack: its rollback steps ended, the last (RollbackVMs) succeeded or skipped;
 //   - Failed: one of its rollback steps failed, or the workflow failed at one of its steps;
@@ -20,7 +21,7 @@ func NodeState(st *nwv1.WorkflowStatus, position int) nwv1.NodeFlipState {
 	var forward, rollback []nwv1.WorkflowStep
 	for _, s := range st.Steps {
 		k, part, ok := ParseStep(Step(s.Name))
-		if !ok || k != position || s.State == nwv1.StepPending || s.State == nwv1.StepWaiting {
+		if !ok || k != position || s.StartedAt == nil {
 			continue // listed but not started: nothing of it done
 		}
 		if slices.Contains(NodeParts, part) {

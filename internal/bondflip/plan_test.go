@@ -163,3 +163,34 @@ func TestNodeStateFollowsTheSteps(t *testing.T) {
 		t.Errorf("after the rollback: %s, %s", s, got)
 	}
 }
+
+// TestANodeNeverStartedStaysPending: a flip of three nodes rolled back at the second node's
+// change leaves the third Pending: its steps, skipped by the rollback, never started.
+func TestANodeNeverStartedStaysPending(t *testing.T) {
+	p, _ := NewPlan(3)
+	st := &nwv1.WorkflowStatus{}
+	s := workflow.Pending
+	for _, e := range []workflow.Event{workflow.Start, workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepSucceeded,
+		workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepSucceeded,
+		workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepFailed} {
+		next, err := workflow.Next(p, s, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		workflow.Transition(st, p, workflow.Kind{Name: "BondModeFlipPlan"}, 1, s, next, e, "", false, metav1.Now())
+		s = next
+		workflow.Admit(st, s.Step, "", metav1.Now())
+	}
+	if s.FailedStep != NodeStep(2, SetBondMode) {
+		t.Fatalf("failed at %s; want Node2SetBondMode", s.FailedStep)
+	}
+	for s.Phase == nwv1.WorkflowRollingBack {
+		next, _ := workflow.Next(p, s, workflow.StepSucceeded)
+		workflow.Transition(st, p, workflow.Kind{Name: "BondModeFlipPlan"}, 1, s, next, workflow.StepSucceeded, "", false, metav1.Now())
+		s = next
+	}
+	got := string(NodeState(st, 1)) + "," + string(NodeState(st, 2)) + "," + string(NodeState(st, 3))
+	if got != "RolledBack,RolledBack,Pending" {
+		t.Errorf("after the rollback: %s; want RolledBack,RolledBack,Pending", got)
+	}
+}

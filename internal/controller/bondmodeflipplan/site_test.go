@@ -15,7 +15,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -86,6 +88,15 @@ type site struct {
 // switch port carrying active-backup and 802.3ad, and the flip controller running.
 func newSite(t *testing.T, nodes ...string) *site {
 	t.Helper()
+	return newSiteWith(t, nil, nodes...)
+}
+
+// beforeCreate is called with each object the controller creates, before it is sent.
+type beforeCreate func(obj client.Object)
+
+// newSiteWith is newSite with hook called before each create of the controller's.
+func newSiteWith(t *testing.T, hook beforeCreate, nodes ...string) *site {
+	t.Helper()
 	roles := map[string]nwv1.NodeRole{}
 	var names []string
 	for _, n := range nodes {
@@ -122,13 +133,30 @@ func newSite(t *testing.T, nodes ...string) *site {
 	s.cluster()
 	lockNS := env.Namespace(t)
 	env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{Agent: s.ns, Workflows: lockNS}), func(_ context.Context, mgr manager.Manager) error {
-		return (&bondmodeflipplan.Reconciler{Recorder: mgr.GetEventRecorderFor("bondflip-test"), LockNamespace: lockNS, AgentNamespace: s.ns}).SetupWithManager(mgr)
+		c := mgr.GetClient()
+		if hook != nil {
+			c = interceptor.NewClient(noWatch{c}, interceptor.Funcs{
+				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					hook(obj)
+					return c.Create(ctx, obj, opts...)
+				}})
+		}
+		return (&bondmodeflipplan.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor("bondflip-test"), LockNamespace: lockNS, AgentNamespace: s.ns}).SetupWithManager(mgr)
 	})
 	return s
 }
 
+// noWatch is a manager's client as the interceptor takes it; the controller never watches
+// through it.
+type noWatch struct{ client.Client }
+
+func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+	return nil, fmt.Errorf("the controller's client does not watch")
+}
+
 // start runs node's agent in node's namespace; it is killed at the test's end.
 func (s *site) start(binary, node string) {
+	s.t.Helper()
 	t := s.t
 	n := s.net.Node(node)
 	cmd := s.net.Command(node, binary, "--kubeconfig", s.kubeconfig, "--node-name", node, "--namespace", s.ns,
@@ -272,7 +300,8 @@ func (s *site) mode(node string) nwv1.BondMode {
 	return nwv1.BondMode(strings.TrimSpace(string(raw)))
 }
 
-// nodesAre checks status.nodes: each node in order, its state and modes.
+// nodesAre checks status.nodes: each node in order ("edge-1=Done", or the name alone for
+// state), its state and modes.
 func (s *site) nodesAre(f *nwv1.BondModeFlipPlan, state nwv1.NodeFlipState, current nwv1.BondMode, order ...string) {
 	s.t.Helper()
 	testenv.Eventually(s.t, patience, func() string {
@@ -280,8 +309,12 @@ func (s *site) nodesAre(f *nwv1.BondModeFlipPlan, state nwv1.NodeFlipState, curr
 			return err.Error()
 		}
 		var got, want []string
-		for i, name := range order {
-			want = append(want, fmt.Sprintf("%d %s %s %s->%s", i+1, name, state, nwv1.BondModeActiveBackup, current))
+		for i, n := range order {
+			name, st, ok := strings.Cut(n, "=")
+			if !ok {
+				st = string(state)
+			}
+			want = append(want, fmt.Sprintf("%d %s %s %s->%s", i+1, name, st, nwv1.BondModeActiveBackup, current))
 		}
 		for _, n := range f.Status.Nodes {
 			got = append(got, fmt.Sprintf("%d %s %s %s->%s", n.Position, n.Name, n.State, n.PreviousMode, n.CurrentMode))
@@ -363,4 +396,102 @@ func failure(op *nwv1.NodeOperation) string {
 		msg += " " + op.Status.Error.Reason + ": " + op.Status.Error.Message
 	}
 	return msg
+}
+
+// changes counts the changes node's played bond has seen.
+func (s *site) changes(node string) int {
+	raw, err := os.ReadFile(s.net.Node(node).Bond.ChangesFile(netsite.Bond))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return strings.Count(string(raw), "\n")
+}
+
+// commitOf reports whether obj is the flip's commit of the change of the node at position k.
+func commitOf(obj client.Object, flip string, k int) bool {
+	op, ok := obj.(*nwv1.NodeOperation)
+	return ok && op.Name == fmt.Sprintf("%s-n%d-commit", flip, k)
+}
+
+// TestANodeCutOffTheAPIServerRollsItselfBack: the second node loses the API server once its
+// change is made and probed, just before the operator commits it. Its agent restores
+// active-backup by itself when the checkpoint expires, with no API server; once it reaches the
+// API server again it says so, and the flip brings the first node back: every node ends as
+// it was.
+func TestANodeCutOffTheAPIServerRollsItselfBack(t *testing.T) {
+	var s *site
+	const flip = "flip-api-cut"
+	cut := make(chan struct{})
+	var once sync.Once
+	s = newSiteWith(t, func(obj client.Object) {
+		if commitOf(obj, flip, 2) {
+			once.Do(func() {
+				s.net.CutAPIServer("flipcut-b", true)
+				close(cut)
+			})
+		}
+	}, "flipcut-a=primary", "flipcut-b=secondary", "flipcut-c=secondary")
+	f := s.flip(flip, nwv1.VMProtectionNone, "flipcut-c", "flipcut-b", "flipcut-a")
+	select {
+	case <-cut:
+	case <-time.After(patience):
+		t.Fatalf("the operator never committed flipcut-b's change; steps %s", steps(f))
+	}
+	// Cut off, the node restores its bond by itself at its checkpoint's expiry.
+	testenv.Eventually(t, patience, func() string {
+		if m := s.mode("flipcut-b"); m != nwv1.BondModeActiveBackup {
+			return "flipcut-b's bond runs " + string(m)
+		}
+		return ""
+	})
+	s.net.CutAPIServer("flipcut-b", false)
+	f = s.ended(f, nwv1.WorkflowRolledBack)
+	s.nodesAre(f, nwv1.NodeFlipRolledBack, nwv1.BondModeActiveBackup, "flipcut-c", "flipcut-b", "flipcut-a=Pending")
+	for _, n := range s.nodes {
+		if got := s.mode(n); got != nwv1.BondModeActiveBackup {
+			t.Errorf("%s's bond runs %s, want active-backup", n, got)
+		}
+	}
+	op := &nwv1.NodeOperation{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: flip + "-n2-setmode"}, op); err != nil {
+		t.Fatal(err)
+	}
+	if op.Status.Phase != nwv1.OperationRolledBack || op.Status.Error == nil || op.Status.Error.Reason != "NotCommitted" {
+		t.Errorf("flipcut-b's change: %s; want RolledBack, NotCommitted", failure(op))
+	}
+}
+
+// TestAnAgentKilledBeforeItsCommitKeepsItsChange: the second node's agent is killed once its
+// change is made and probed, and started again while the operator's commit waits: it takes the
+// commit after its restart, without changing the bond again, and the flip succeeds.
+func TestAnAgentKilledBeforeItsCommitKeepsItsChange(t *testing.T) {
+	var s *site
+	const flip = "flip-agent-killed"
+	var once sync.Once
+	killed := make(chan struct{})
+	s = newSiteWith(t, func(obj client.Object) {
+		if commitOf(obj, flip, 2) {
+			once.Do(func() {
+				cmd := s.agents["flipkill-b"]
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				close(killed)
+			})
+		}
+	}, "flipkill-a=primary", "flipkill-b=secondary")
+	f := s.flip(flip, nwv1.VMProtectionNone, "flipkill-a", "flipkill-b")
+	select {
+	case <-killed:
+	case <-time.After(patience):
+		t.Fatalf("the operator never committed flipkill-b's change; steps %s", steps(f))
+	}
+	s.start(buildAgent(t), "flipkill-b")
+	f = s.ended(f, nwv1.WorkflowSucceeded)
+	s.nodesAre(f, nwv1.NodeFlipDone, nwv1.BondMode8023AD, "flipkill-a", "flipkill-b")
+	if got, n := s.mode("flipkill-b"), s.changes("flipkill-b"); got != nwv1.BondMode8023AD || n != 1 {
+		t.Errorf("flipkill-b's bond runs %s after %d changes; want 802.3ad after one", got, n)
+	}
 }

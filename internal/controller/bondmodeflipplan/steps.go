@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -153,8 +154,8 @@ func phaseOf(op *nwv1.NodeOperation) string {
 	return string(op.Status.Phase)
 }
 
-// confirm checks node k from the operator's side, then commits its change: its Lease renewed
-// since the change was in place and its peers seeing their DRBD connections to it Connected.
+// confirm checks node k from the operator's side, then commits its change: its Lease still
+// renewed and its peers seeing their DRBD connections to it Connected.
 // A node that cannot be confirmed before its checkpoint expires is not committed: its agent
 // restores it, and the step fails.
 func (r *Reconciler) confirm(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
@@ -189,8 +190,8 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 		switch {
 		case l == nil || l.Spec.RenewTime == nil:
 			missing = node + " has no heartbeat Lease"
-		case !l.Spec.RenewTime.After(changedAt(s, op, setMode == setModeName(k))):
-			missing = fmt.Sprintf("%s has not renewed its Lease since its change (last %s)", node, l.Spec.RenewTime.UTC().Format(time.RFC3339))
+		case !renewing(l, s.Now.Time):
+			missing = fmt.Sprintf("%s's Lease has not been renewed since %s", node, l.Spec.RenewTime.UTC().Format(time.RFC3339))
 		}
 	}
 	if missing != "" {
@@ -205,18 +206,12 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 	return r.waitCheckpoint(s, k, op, "%s confirmed: its Lease renewed and its peers connected; committing (%s %s)", node, c.Name, phaseOf(c))
 }
 
-// changedAt is when op's change was certainly in place: when its checkpoint was taken (before
-// the change; the agent's probes passed after it), or, for the forward change, when the
-// Confirm step started, which was after the operator saw it changed and probed.
-func changedAt(s *scope, op *nwv1.NodeOperation, forward bool) time.Time {
-	at := time.Time{}
-	if res := op.Status.Result; res != nil && res.CheckpointExpires != nil {
-		at = res.CheckpointExpires.Add(-op.Spec.SetBondMode.CheckpointTimeout.Duration)
-	}
-	if forward && s.StepStarted().After(at) {
-		at = s.StepStarted()
-	}
-	return at
+// renewing reports whether the Lease is still renewed: its last renewal within its duration.
+// That the node reaches the API server after its change the agent has already shown, by
+// writing the change's probed result through it.
+func renewing(l *coordinationv1.Lease, now time.Time) bool {
+	duration := time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 40)) * time.Second
+	return now.Before(l.Spec.RenewTime.Add(duration))
 }
 
 // waitCheckpoint waits, saying why, until op's checkpoint expires (and a grace for the agent's
