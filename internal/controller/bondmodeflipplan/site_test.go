@@ -300,8 +300,8 @@ func (s *site) mode(node string) nwv1.BondMode {
 	return nwv1.BondMode(strings.TrimSpace(string(raw)))
 }
 
-// nodesAre checks status.nodes: each node in order ("edge-1=Done", or the name alone for
-// state), its state and modes.
+// nodesAre checks status.nodes: each node in order, its state and modes: "edge-1" is in
+// state and runs current, "edge-1=Done:802.3ad" says its own.
 func (s *site) nodesAre(f *nwv1.BondModeFlipPlan, state nwv1.NodeFlipState, current nwv1.BondMode, order ...string) {
 	s.t.Helper()
 	testenv.Eventually(s.t, patience, func() string {
@@ -310,11 +310,15 @@ func (s *site) nodesAre(f *nwv1.BondModeFlipPlan, state nwv1.NodeFlipState, curr
 		}
 		var got, want []string
 		for i, n := range order {
-			name, st, ok := strings.Cut(n, "=")
-			if !ok {
+			name, rest, _ := strings.Cut(n, "=")
+			st, cur, _ := strings.Cut(rest, ":")
+			if st == "" {
 				st = string(state)
 			}
-			want = append(want, fmt.Sprintf("%d %s %s %s->%s", i+1, name, st, nwv1.BondModeActiveBackup, current))
+			if cur == "" {
+				cur = string(current)
+			}
+			want = append(want, fmt.Sprintf("%d %s %s %s->%s", i+1, name, st, nwv1.BondModeActiveBackup, cur))
 		}
 		for _, n := range f.Status.Nodes {
 			got = append(got, fmt.Sprintf("%d %s %s %s->%s", n.Position, n.Name, n.State, n.PreviousMode, n.CurrentMode))
@@ -449,7 +453,7 @@ func TestANodeCutOffTheAPIServerRollsItselfBack(t *testing.T) {
 	})
 	s.net.CutAPIServer("flipcut-b", false)
 	f = s.ended(f, nwv1.WorkflowRolledBack)
-	s.nodesAre(f, nwv1.NodeFlipRolledBack, nwv1.BondModeActiveBackup, "flipcut-c", "flipcut-b", "flipcut-a=Pending")
+	s.nodesAre(f, nwv1.NodeFlipRolledBack, nwv1.BondModeActiveBackup, "flipcut-c", "flipcut-b", "flipcut-a=Pending:active-backup")
 	for _, n := range s.nodes {
 		if got := s.mode(n); got != nwv1.BondModeActiveBackup {
 			t.Errorf("%s's bond runs %s, want active-backup", n, got)
@@ -493,5 +497,103 @@ func TestAnAgentKilledBeforeItsCommitKeepsItsChange(t *testing.T) {
 	s.nodesAre(f, nwv1.NodeFlipDone, nwv1.BondMode8023AD, "flipkill-a", "flipkill-b")
 	if got, n := s.mode("flipkill-b"), s.changes("flipkill-b"); got != nwv1.BondMode8023AD || n != 1 {
 		t.Errorf("flipkill-b's bond runs %s after %d changes; want 802.3ad after one", got, n)
+	}
+}
+
+// held waits until the flip's step waits, held by reason.
+func (s *site) held(f *nwv1.BondModeFlipPlan, step string, reason string) {
+	s.t.Helper()
+	testenv.Eventually(s.t, patience, func() string {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), f); err != nil {
+			return err.Error()
+		}
+		waiting := ""
+		for _, st := range f.Status.Steps {
+			if st.State == nwv1.StepWaiting {
+				waiting = st.Name
+			}
+		}
+		c := meta.FindStatusCondition(f.Status.Conditions, nwv1.ConditionHeld)
+		if waiting != step || c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+			return fmt.Sprintf("waiting at %q, held %+v; want %s held by %s", waiting, c, step, reason)
+		}
+		return ""
+	})
+}
+
+// approve approves step as alice (the admission webhook would stamp who).
+func approve(t *testing.T, f *nwv1.BondModeFlipPlan, step string) {
+	t.Helper()
+	if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), f); err != nil {
+		t.Fatal(err)
+	}
+	base := f.DeepCopy()
+	if f.Annotations == nil {
+		f.Annotations = map[string]string{}
+	}
+	f.Annotations[nwv1.AnnotationApprove] = step
+	f.Annotations[nwv1.AnnotationApprovedBy] = "alice"
+	if err := env.Client.Patch(context.Background(), f, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestApprovalAndAWindowThatClosesMidFlip: a Manual flip waits for a person before each node,
+// changing nothing; the first node approved inside the window is changed; the window closes,
+// and the second node, approved, waits for the next window, the Held condition saying so and
+// each node's view saying which mode it runs; the flip deleted then brings the first node
+// back, a rollback waiting for no window.
+func TestApprovalAndAWindowThatClosesMidFlip(t *testing.T) {
+	s := newSite(t, "flipgate-a=primary", "flipgate-b=secondary")
+	now := time.Now().UTC()
+	if now.Second() > 40 { // leave the first node the rest of the minute
+		time.Sleep(time.Until(now.Truncate(time.Minute).Add(time.Minute + time.Second)))
+		now = time.Now().UTC()
+	}
+	open := now.Truncate(time.Minute)
+	f := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "flip-gates"}, Spec: nwv1.BondModeFlipPlanSpec{
+		TargetMode: nwv1.BondMode8023AD, VMProtection: nwv1.VMProtectionNone, Approval: nwv1.ApprovalManual,
+		ConnectivityTimeout: metav1.Duration{Duration: 10 * time.Second},
+		MaintenanceWindow: &nwv1.MaintenanceWindow{Start: open.Format("15:04"), End: open.Add(time.Minute).Format("15:04"), TimeZone: "UTC"}}}
+	if err := env.Client.Create(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), f) })
+
+	s.held(f, "Node1ProtectVMs", nwv1.ReasonAwaitingApproval)
+	var ops nwv1.NodeOperationList
+	if err := env.Client.List(context.Background(), &ops, client.InNamespace(s.ns)); err != nil || len(ops.Items) > 0 {
+		t.Fatalf("awaiting approval, the flip asked for %d operations (%v)", len(ops.Items), err)
+	}
+	approve(t, f, "Node1ProtectVMs")
+	s.held(f, "Node2ProtectVMs", nwv1.ReasonAwaitingApproval)
+	if got := s.mode("flipgate-b"); got != nwv1.BondMode8023AD {
+		t.Fatalf("flipgate-b, approved, runs %s", got)
+	}
+
+	time.Sleep(time.Until(open.Add(time.Minute + time.Second)))
+	approve(t, f, "Node2ProtectVMs")
+	s.held(f, "Node2ProtectVMs", nwv1.ReasonOutsideWindow)
+	s.nodesAre(f, "", "", "flipgate-b=Done:802.3ad", "flipgate-a=Pending:active-backup")
+	if f.Status.NextWindowStart == nil || !f.Status.NextWindowStart.After(time.Now()) {
+		t.Errorf("nextWindowStart %v; want the next window", f.Status.NextWindowStart)
+	}
+	if got := s.mode("flipgate-a"); got != nwv1.BondModeActiveBackup {
+		t.Errorf("flipgate-a, outside the window, runs %s", got)
+	}
+
+	if err := env.Client.Delete(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, func() string {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), f); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the flip is still there (%s, steps %s)", f.Status.Phase, steps(f))
+		}
+		return ""
+	})
+	for _, n := range s.nodes {
+		if got := s.mode(n); got != nwv1.BondModeActiveBackup {
+			t.Errorf("after the cancellation %s runs %s, want active-backup", n, got)
+		}
 	}
 }
