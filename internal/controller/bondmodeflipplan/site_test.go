@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -82,6 +83,32 @@ type site struct {
 	nodes      []string
 	stateDirs  map[string]string
 	agents     map[string]*exec.Cmd
+	lockNS     string
+}
+
+// startOperator runs the flip controller until the test ends or stop is called, with hook
+// called before each of its creates.
+func (s *site) startOperator(hook beforeCreate) (stop func()) {
+	return env.StartManagerWithCache(s.t, s.cacheOptions(), func(_ context.Context, mgr manager.Manager) error {
+		c := mgr.GetClient()
+		if hook != nil {
+			c = interceptor.NewClient(noWatch{c}, interceptor.Funcs{
+				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+					hook(obj)
+					return c.Create(ctx, obj, opts...)
+				}})
+		}
+		return s.reconciler(mgr, c, nil).SetupWithManager(mgr)
+	})
+}
+
+func (s *site) cacheOptions() cache.Options {
+	return operator.CacheOptions(operator.Scope{Agent: s.ns, Workflows: s.lockNS})
+}
+
+func (s *site) reconciler(mgr manager.Manager, c client.Client, r client.Reader) *bondmodeflipplan.Reconciler {
+	return &bondmodeflipplan.Reconciler{Client: c, APIReader: r, Recorder: mgr.GetEventRecorderFor("bondflip-test"),
+		LockNamespace: s.lockNS, AgentNamespace: s.ns}
 }
 
 // newSite plays nodes with roles ("edge-1=primary"), every bond in active-backup, every
@@ -96,6 +123,12 @@ type beforeCreate func(obj client.Object)
 
 // newSiteWith is newSite with hook called before each create of the controller's.
 func newSiteWith(t *testing.T, hook beforeCreate, nodes ...string) *site {
+	t.Helper()
+	return plantSite(t, true, hook, nodes...)
+}
+
+// plantSite is newSiteWith, with the flip controller running only when operate.
+func plantSite(t *testing.T, operate bool, hook beforeCreate, nodes ...string) *site {
 	t.Helper()
 	roles := map[string]nwv1.NodeRole{}
 	var names []string
@@ -131,18 +164,10 @@ func newSiteWith(t *testing.T, hook beforeCreate, nodes ...string) *site {
 		s.setRole(name, roles[name])
 	}
 	s.cluster()
-	lockNS := env.Namespace(t)
-	env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{Agent: s.ns, Workflows: lockNS}), func(_ context.Context, mgr manager.Manager) error {
-		c := mgr.GetClient()
-		if hook != nil {
-			c = interceptor.NewClient(noWatch{c}, interceptor.Funcs{
-				Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-					hook(obj)
-					return c.Create(ctx, obj, opts...)
-				}})
-		}
-		return (&bondmodeflipplan.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor("bondflip-test"), LockNamespace: lockNS, AgentNamespace: s.ns}).SetupWithManager(mgr)
-	})
+	s.lockNS = env.Namespace(t)
+	if operate {
+		s.startOperator(hook)
+	}
 	return s
 }
 
@@ -247,8 +272,14 @@ func (s *site) cluster() {
 // flip creates a flip to 802.3ad with protection and order, deleted at the test's end.
 func (s *site) flip(name string, protection nwv1.VMProtection, order ...string) *nwv1.BondModeFlipPlan {
 	s.t.Helper()
+	return s.flipTo(name, nwv1.BondMode8023AD, protection, order...)
+}
+
+// flipTo creates a flip to mode.
+func (s *site) flipTo(name string, mode nwv1.BondMode, protection nwv1.VMProtection, order ...string) *nwv1.BondModeFlipPlan {
+	s.t.Helper()
 	f := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: nwv1.BondModeFlipPlanSpec{
-		TargetMode: nwv1.BondMode8023AD, VMProtection: protection, NodeOrder: order,
+		TargetMode: mode, VMProtection: protection, NodeOrder: order,
 		ConnectivityTimeout: metav1.Duration{Duration: 10 * time.Second}}}
 	if err := env.Client.Create(context.Background(), f); err != nil {
 		s.t.Fatal(err)
