@@ -585,7 +585,7 @@ func TestApprovalAndAWindowThatClosesMidFlip(t *testing.T) {
 	f := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "flip-gates"}, Spec: nwv1.BondModeFlipPlanSpec{
 		TargetMode: nwv1.BondMode8023AD, VMProtection: nwv1.VMProtectionNone, Approval: nwv1.ApprovalManual,
 		ConnectivityTimeout: metav1.Duration{Duration: 10 * time.Second},
-		MaintenanceWindow: &nwv1.MaintenanceWindow{Start: open.Format("15:04"), End: open.Add(time.Minute).Format("15:04"), TimeZone: "UTC"}}}
+		MaintenanceWindow:   &nwv1.MaintenanceWindow{Start: open.Format("15:04"), End: open.Add(time.Minute).Format("15:04"), TimeZone: "UTC"}}}
 	if err := env.Client.Create(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
@@ -627,4 +627,64 @@ func TestApprovalAndAWindowThatClosesMidFlip(t *testing.T) {
 			t.Errorf("after the cancellation %s runs %s, want active-backup", n, got)
 		}
 	}
+}
+
+// TestTwoNodesAndATiebreaker flips two nodes and a diskless tiebreaker: the tiebreaker first,
+// then the secondary, the primary last.
+func TestTwoNodesAndATiebreaker(t *testing.T) {
+	s := newSite(t, "flipt-a=primary", "flipt-b=secondary", "flipt-t=tiebreaker")
+	f := s.ended(s.flip("flip-tiebreaker", nwv1.VMProtectionNone), nwv1.WorkflowSucceeded)
+	s.nodesAre(f, nwv1.NodeFlipDone, nwv1.BondMode8023AD, "flipt-t", "flipt-b", "flipt-a")
+	for _, n := range s.nodes {
+		if got := s.mode(n); got != nwv1.BondMode8023AD {
+			t.Errorf("%s's bond runs %s, want 802.3ad", n, got)
+		}
+	}
+}
+
+// TestThePreflightRefusesWhatItCannotFlip: a node left out of the order, a mode the site's
+// switch does not carry, and a bond a node does not have are each refused before anything
+// changes, the Preflight saying which field and why.
+func TestThePreflightRefusesWhatItCannotFlip(t *testing.T) {
+	s := newSite(t, "flippre-a=primary", "flippre-b=secondary")
+	for _, c := range []struct {
+		name string
+		spec nwv1.BondModeFlipPlanSpec
+		want string
+	}{
+		{"flip-left-out", nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondMode8023AD, NodeOrder: []string{"flippre-a"}},
+			"spec.nodeOrder leaves out flippre-b"},
+		{"flip-not-carried", nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondModeBalanceRR},
+			"spec.targetMode: EdgeProfile flip-site (version 1.0.0) says the switch carries active-backup, 802.3ad, not balance-rr"},
+		{"flip-no-bond", nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondMode8023AD, BondInterface: "bond9"},
+			"its agent reports no bond bond9"},
+	} {
+		f := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: c.name}, Spec: c.spec}
+		f.Spec.VMProtection = nwv1.VMProtectionNone
+		if err := env.Client.Create(context.Background(), f); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), f) })
+		f = s.ended(f, nwv1.WorkflowRolledBack)
+		if msg := f.Status.Steps[0].Message; f.Status.Steps[0].State != nwv1.StepFailed || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: the Preflight %s: %q; want it Failed saying %q", c.name, f.Status.Steps[0].State, msg, c.want)
+		}
+		if err := env.Client.Delete(context.Background(), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ops nwv1.NodeOperationList
+	if err := env.Client.List(context.Background(), &ops, client.InNamespace(s.ns)); err != nil || len(ops.Items) > 0 {
+		t.Errorf("refused flips asked for %d operations (%v)", len(ops.Items), err)
+	}
+	for _, n := range s.nodes {
+		if got := s.mode(n); got != nwv1.BondModeActiveBackup {
+			t.Errorf("%s's bond runs %s, want active-backup", n, got)
+		}
+	}
+}
+
+func eventually(t *testing.T, check func() string) {
+	t.Helper()
+	testenv.Eventually(t, patience, check)
 }
