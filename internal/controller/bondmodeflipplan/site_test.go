@@ -25,6 +25,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/clusterplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 )
 
@@ -222,51 +223,20 @@ func (s *site) reported(node string, mode nwv1.BondMode) {
 // setRole writes node's role, as the operator's bridge does.
 func (s *site) setRole(node string, role nwv1.NodeRole) {
 	s.t.Helper()
-	as := &nwv1.NodewrightAgentStatus{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, as); err != nil {
-		s.t.Fatal(err)
-	}
-	base := as.DeepCopy()
-	as.Status.Role = role
-	if err := env.Client.Status().Patch(context.Background(), as, client.MergeFrom(base)); err != nil {
+	if err := clusterplay.SetRole(context.Background(), env.Client, node, role); err != nil {
 		s.t.Fatal(err)
 	}
 }
 
 // cluster writes the NodewrightCluster as its controller would for a healthy MultiNode
 // cluster handed over to Nodewright, with an EdgeProfile in force whose switch carries
-// active-backup and 802.3ad. No other controller runs here.
+// active-backup and 802.3ad.
 func (s *site) cluster() {
-	t := s.t
-	ctx := context.Background()
-	p := &nwv1.EdgeProfile{ObjectMeta: metav1.ObjectMeta{Name: "flip-site"}, Spec: nwv1.EdgeProfileSpec{
-		Version: "1.0.0", Topology: nwv1.TopologyThreeNode, OS: nwv1.HostOSSystemdNetworkd,
-		Storage: nwv1.ProfileStorage{Backend: nwv1.StorageLINSTOR},
-		Network: nwv1.ProfileNetwork{BondInterface: netsite.Bond, BondMode: nwv1.BondModeActiveBackup,
-			AllowedBondModes: []nwv1.BondMode{nwv1.BondMode8023AD}}}}
-	if err := env.Client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	cleanup, err := clusterplay.Managed(context.Background(), env.Client, netsite.Bond, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), p) })
-	c := &nwv1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName},
-		Spec: nwv1.NodewrightClusterSpec{Management: nwv1.ManagementManaged, ProfileRef: &nwv1.ProfileReference{Name: p.Name},
-			Legacy: nwv1.LegacySource{
-				ConfigMapRef: nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"},
-				DaemonSetRef: nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"}, EventComponent: "absent"}}}
-	if err := env.Client.Create(ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), c) })
-	c.Status.Phase = nwv1.ClusterMultiNode
-	c.Status.Management = nwv1.ManagementManaged
-	c.Status.Profile = &nwv1.ActiveProfile{Name: p.Name, Version: p.Spec.Version, Digest: "sha256:" + strings.Repeat("0", 64)}
-	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: nwv1.ConditionHeartbeatsFresh, Status: metav1.ConditionTrue,
-		Reason: nwv1.ReasonHeartbeatsFresh, Message: "every node's heartbeat is fresh"})
-	meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: nwv1.ConditionManagementApplied, Status: metav1.ConditionTrue,
-		Reason: nwv1.ReasonHandedOver, Message: "Nodewright manages the nodes"})
-	if err := env.Client.Status().Update(ctx, c); err != nil {
-		t.Fatal(err)
-	}
+	s.t.Cleanup(cleanup)
 }
 
 // flip creates a flip to 802.3ad with protection and order, deleted at the test's end.
@@ -655,7 +625,7 @@ func TestThePreflightRefusesWhatItCannotFlip(t *testing.T) {
 		{"flip-left-out", nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondMode8023AD, NodeOrder: []string{"flippre-a"}},
 			"spec.nodeOrder leaves out flippre-b"},
 		{"flip-not-carried", nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondModeBalanceRR},
-			"spec.targetMode: EdgeProfile flip-site (version 1.0.0) says the switch carries active-backup, 802.3ad, not balance-rr"},
+			"spec.targetMode: EdgeProfile played-site (version 1.0.0) says the switch carries active-backup, 802.3ad, not balance-rr"},
 		{"flip-no-bond", nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondMode8023AD, BondInterface: "bond9"},
 			"its agent reports no bond bond9"},
 	} {

@@ -1,0 +1,321 @@
+// Command flip measures a BondModeFlipPlan on three nodes (make bench): the operator's flip
+// controller in this process against a real API server, each node's agent a real process
+// built for the local site, in its own network namespace of the played storage network
+// (test/site/netsite). Every time is when this process saw the change, through watches of the
+// flip and its NodeOperations.
+//
+//   - Per node, the orchestration's overhead: from the node's first step started to its last
+//     ended, less the agent's own time on its change (from its SetBondMode seen Running to seen
+//     changed and probed). Target: 2 s per node.
+//   - A broken port: the third node's port never carries the new mode. From its change seen
+//     Running to the flip seen RolledBack, every node back on its old mode. Target:
+//     connectivityTimeout + 5 s per node already flipped.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bondflip"
+	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
+	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/bench/benchproc"
+	"github.com/spectrocloud/nodewright/test/site/clusterplay"
+	"github.com/spectrocloud/nodewright/test/site/netsite"
+)
+
+// timeout is each change's checkpoint, the least a flip allows.
+const timeout = 10 * time.Second
+
+var nodes = []string{"bench-flip-a", "bench-flip-b", "bench-flip-c"}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench-flip: %v\n", err)
+		os.Exit(1)
+	}
+	if benchproc.Missed {
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	klog.SetOutput(io.Discard)
+	klog.LogToStderr(false)
+	log.SetLogger(logr.Discard())
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("the played network needs root: it creates network namespaces")
+	}
+	env := testenv.New()
+	if err := env.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	dir, err := os.MkdirTemp("", "bench-flip-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	binary := filepath.Join(dir, "agent")
+	if err := benchproc.Build(env.RepoRoot, "./cmd/agent", binary, "nodewright_site"); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const agentNS, lockNS = "nodewright-agent", "nodewright-system"
+	for _, ns := range []string{agentNS, lockNS} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+
+	n, err := netsite.Start(filepath.Join(dir, "net"), nwv1.BondModeActiveBackup, nodes...)
+	if n != nil {
+		defer n.Close()
+	}
+	if err != nil {
+		return err
+	}
+	go n.Run(ctx)
+	nodeKubeconfig := filepath.Join(dir, "kubeconfig-nodes")
+	if err := n.ServeAPI(kubeconfig, nodeKubeconfig); err != nil {
+		return err
+	}
+	for i, name := range nodes {
+		n.Expect(name, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
+		if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}); err != nil {
+			return err
+		}
+		node := n.Node(name)
+		cmd := n.Command(name, binary, "--kubeconfig", nodeKubeconfig, "--node-name", name, "--namespace", agentNS,
+			"--network-backend", "site", "--site-bond-dir", node.Bond.Dir, "--host-root", node.Root,
+			"--state-dir", filepath.Join(dir, "state-"+name), "--host-os", string(nwv1.HostOSSystemdNetworkd),
+			"--storage-bond", netsite.Bond)
+		p, err := benchproc.Start(cmd, filepath.Join(dir, "agent-"+name+".log"))
+		if err != nil {
+			return err
+		}
+		defer p.Stop()
+		if err := wait(ctx, func() (bool, error) {
+			as := &nwv1.NodewrightAgentStatus{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, as); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			b := as.Status.Network.Bond
+			return b != nil && len(b.Addresses) > 0, nil
+		}); err != nil {
+			return fmt.Errorf("waiting for %s's report: %w", name, err)
+		}
+		role := nwv1.NodeRoleSecondary
+		if i == 0 {
+			role = nwv1.NodeRolePrimary
+		}
+		if err := clusterplay.SetRole(ctx, env.Client, name, role); err != nil {
+			return err
+		}
+	}
+	cleanup, err := clusterplay.Managed(ctx, env.Client, netsite.Bond, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	scheme, err := operator.NewScheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: operator.CacheOptions(operator.Scope{Agent: agentNS, Workflows: lockNS})})
+	if err != nil {
+		return err
+	}
+	if err := (&bondmodeflipplan.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("bench-flip"),
+		LockNamespace: lockNS, AgentNamespace: agentNS}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf("A BondModeFlipPlan of three nodes on the played network (connectivityTimeout %s):\n", timeout)
+	// The flip: every node to 802.3ad.
+	seen, err := flip(ctx, watcher, agentNS, "bench-flip-there", nwv1.BondMode8023AD, nwv1.WorkflowSucceeded)
+	if err != nil {
+		return err
+	}
+	worst := time.Duration(0)
+	for k := 1; k <= len(nodes); k++ {
+		total := seen.at(stepDone(k, bondflip.RestoreVMs)).Sub(seen.at(stepStarted(k, bondflip.ProtectVMs)))
+		agent := seen.at(opArmed(k)).Sub(seen.at(opRunning(k)))
+		overhead := total - agent
+		worst = max(worst, overhead)
+		fmt.Printf("  node %d: %.2f s from its first step to its last, %.2f s the agent's change and probes, %.2f s the orchestration\n",
+			k, total.Seconds(), agent.Seconds(), overhead.Seconds())
+	}
+	benchproc.Verdict(fmt.Sprintf("per-node orchestration overhead, the worst of three: %.2f s (%.2f× the target, 2 s)",
+		worst.Seconds(), worst.Seconds()/2), worst <= 2*time.Second)
+
+	// The broken port: back to active-backup, the third node's port never carries it.
+	n.NeverCarry(nodes[0], nwv1.BondModeActiveBackup)
+	seen, err = flip(ctx, watcher, agentNS, "bench-flip-broken", nwv1.BondModeActiveBackup, nwv1.WorkflowRolledBack)
+	if err != nil {
+		return err
+	}
+	for _, name := range nodes {
+		raw, err := os.ReadFile(n.Node(name).Bond.ModeFile(netsite.Bond))
+		if err != nil {
+			return err
+		}
+		if mode := strings.TrimSpace(string(raw)); mode != string(nwv1.BondMode8023AD) {
+			return fmt.Errorf("after the rollback %s runs %s, not 802.3ad", name, mode)
+		}
+	}
+	back := seen.at(phase(nwv1.WorkflowRolledBack)).Sub(seen.at(opRunning(3)))
+	restored := seen.at(opEnded(3)).Sub(seen.at(opRunning(3)))
+	target := timeout + 2*5*time.Second
+	fmt.Printf("  the broken node restored by its agent %.2f s after its change began\n", restored.Seconds())
+	benchproc.Verdict(fmt.Sprintf("from the broken port to every node back: %.2f s (%.2f× the target, %s + 5 s for each of 2 nodes flipped)",
+		back.Seconds(), back.Seconds()/target.Seconds(), timeout), back <= target)
+	return nil
+}
+
+// Events this process notes the time of, as it sees them.
+func stepStarted(k int, part string) string {
+	return "started " + string(bondflip.NodeStep(k, part))
+}
+func stepDone(k int, part string) string { return "done " + string(bondflip.NodeStep(k, part)) }
+func opRunning(k int) string             { return fmt.Sprintf("op n%d Running", k) }
+func opArmed(k int) string               { return fmt.Sprintf("op n%d armed", k) }
+func opEnded(k int) string               { return fmt.Sprintf("op n%d ended", k) }
+func phase(p nwv1.WorkflowPhase) string  { return "phase " + string(p) }
+
+// timeline is when each event was first seen.
+type timeline struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func (t *timeline) note(event string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.seen[event]; !ok {
+		t.seen[event] = now
+	}
+}
+
+func (t *timeline) at(event string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.seen[event]
+}
+
+// flip creates a flip to mode, follows it and its operations until it ends in want, and
+// returns when it saw what.
+func flip(ctx context.Context, c client.WithWatch, ns, name string, mode nwv1.BondMode, want nwv1.WorkflowPhase) (*timeline, error) {
+	seen := &timeline{seen: map[string]time.Time{}}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	flips, err := c.Watch(ctx, &nwv1.BondModeFlipPlanList{})
+	if err != nil {
+		return nil, err
+	}
+	defer flips.Stop()
+	ops, err := c.Watch(ctx, &nwv1.NodeOperationList{}, client.InNamespace(ns))
+	if err != nil {
+		return nil, err
+	}
+	defer ops.Stop()
+	f := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: nwv1.BondModeFlipPlanSpec{
+		TargetMode: mode, VMProtection: nwv1.VMProtectionNone, NodeOrder: []string{nodes[1], nodes[2], nodes[0]},
+		ConnectivityTimeout: metav1.Duration{Duration: timeout}}}
+	if err := c.Create(ctx, f); err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s did not end %s in time", name, want)
+		case e := <-ops.ResultChan():
+			if op, ok := e.Object.(*nwv1.NodeOperation); ok && e.Type != watch.Deleted && op.Labels[bondflip.LabelName] == name {
+				noteOp(seen, name, op, time.Now())
+			}
+		case e := <-flips.ResultChan():
+			got, ok := e.Object.(*nwv1.BondModeFlipPlan)
+			if !ok || got.Name != name {
+				continue
+			}
+			now := time.Now()
+			for _, st := range got.Status.Steps {
+				if st.StartedAt != nil {
+					seen.note("started "+st.Name, now)
+				}
+				if st.State == nwv1.StepSucceeded || st.State == nwv1.StepSkipped {
+					seen.note("done "+st.Name, now)
+				}
+			}
+			if got.Status.Phase.Finished() {
+				seen.note(phase(got.Status.Phase), now)
+				if got.Status.Phase != want {
+					return nil, fmt.Errorf("%s ended %s, not %s: %+v", name, got.Status.Phase, want, got.Status.Conditions)
+				}
+				return seen, nil
+			}
+		}
+	}
+}
+
+// noteOp notes what a forward SetBondMode of the flip shows.
+func noteOp(seen *timeline, flip string, op *nwv1.NodeOperation, now time.Time) {
+	for k := 1; k <= len(nodes); k++ {
+		if op.Name != fmt.Sprintf("%s-n%d-setmode", flip, k) {
+			continue
+		}
+		switch {
+		case op.Status.Phase == nwv1.OperationRunning && op.Status.Result != nil && op.Status.Result.CheckpointExpires != nil:
+			seen.note(opRunning(k), now)
+			seen.note(opArmed(k), now)
+		case op.Status.Phase == nwv1.OperationRunning:
+			seen.note(opRunning(k), now)
+		case op.Status.Phase == nwv1.OperationSucceeded || op.Status.Phase == nwv1.OperationFailed || op.Status.Phase == nwv1.OperationRolledBack:
+			seen.note(opRunning(k), now)
+			seen.note(opEnded(k), now)
+		}
+	}
+}
+
+func wait(ctx context.Context, cond func() (bool, error)) error {
+	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if ok, err := cond(); ok || err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("not within 2 minutes")
+}
