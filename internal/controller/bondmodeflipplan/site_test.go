@@ -658,3 +658,40 @@ func eventually(t *testing.T, check func() string) {
 	t.Helper()
 	testenv.Eventually(t, patience, check)
 }
+
+// TestANodeThatCannotBeBroughtBackFailsTheFlip: the second node's port never carries the new
+// mode, and the first node's agent dies for good once that change is asked for. The second
+// node restores itself; the first cannot be flipped back: the flip ends Failed, saying what the
+// first node last reported, and each node's view says which mode it runs.
+func TestANodeThatCannotBeBroughtBackFailsTheFlip(t *testing.T) {
+	var s *site
+	const flip = "flip-dead"
+	var once sync.Once
+	s = newSiteWith(t, func(obj client.Object) {
+		if op, ok := obj.(*nwv1.NodeOperation); ok && op.Name == flip+"-n2-setmode" {
+			once.Do(func() {
+				cmd := s.agents["flipdead-a"]
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			})
+		}
+	}, "flipdead-a=secondary", "flipdead-b=primary")
+	s.net.NeverCarry("flipdead-b", nwv1.BondMode8023AD)
+	f := s.ended(s.flip(flip, nwv1.VMProtectionNone, "flipdead-a", "flipdead-b"), nwv1.WorkflowFailed)
+	s.nodesAre(f, "", "", "flipdead-a=Failed:802.3ad", "flipdead-b=RolledBack:active-backup")
+	failed := ""
+	for _, st := range f.Status.Steps {
+		if st.State == nwv1.StepFailed && st.Name == "Node1RollbackBondMode" {
+			failed = st.Message
+		}
+	}
+	if want := "flipdead-a (node 1) cannot be brought back to active-backup"; !strings.Contains(failed, want) || !strings.Contains(failed, "it reports 802.3ad") {
+		t.Errorf("Node1RollbackBondMode says %q; want %q and what the node reports", failed, want)
+	}
+	if got := s.mode("flipdead-a"); got != nwv1.BondMode8023AD {
+		t.Errorf("flipdead-a, its agent dead, runs %s", got)
+	}
+	if got := s.mode("flipdead-b"); got != nwv1.BondModeActiveBackup {
+		t.Errorf("flipdead-b runs %s, want active-backup", got)
+	}
+}

@@ -27,10 +27,10 @@ const (
 	defaultSyncTimeout = 6 * time.Hour
 	// opMargin is what a SetBondMode's deadline leaves beyond its checkpoint: the agent refuses
 	// one with less than 30 s.
-	opMargin = 2 * time.Minute
+	opMargin = 45 * time.Second
 	// commitGrace is how long after a checkpoint's expiry the operator waits for the agent to
-	// say how it ended (it reports its own rollback as soon as it reaches the API server).
-	commitGrace = time.Minute
+	// say how it ended (it reports its own rollback within seconds of reaching the API server).
+	commitGrace = 30 * time.Second
 )
 
 // perform runs the action of the step the flip is in.
