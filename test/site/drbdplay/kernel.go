@@ -1,10 +1,21 @@
 // Package drbdplay plays, for the agent's tests, the one part of DRBD this machine lacks: the
 // kernel module's state of the resources, as `drbdsetup status <resource> --json` prints it.
 // drbdadm itself is real: Kernel hands every drbdadm command to a real runner (drbd-utils in its
-// dry-run mode, which needs no module) and, once drbdadm accepted a `verify`, plays the online
-// verification it would have started: the resource's volumes go VerifyS towards every peer, the
-// progress advances by one step at each status read, and the verification ends with what
-// Mismatch says it found out of sync (0 by default).
+// dry-run mode, which needs no module) and, once drbdadm accepted it, plays what the command
+// would have done:
+//
+//   - `verify`: the resource's volumes go VerifyS towards every peer, the progress advances by
+//     one step at each status read, and the verification ends with what Mismatch says it found
+//     out of sync (0 by default);
+//   - `pause-sync` and `resume-sync` of a resource towards a peer: the pause flag.
+//
+// With Links, the connections are played on the storage network (links.go): a peer the node
+// cannot reach is Connecting, and a connection found again resynchronises for SyncTime of
+// unpaused time. The side that lost every peer of the resource while apart is the SyncTarget
+// (its disk Inconsistent until the resync ends), the other the SyncSource (its peer's disk
+// Inconsistent); of two nodes that lost each other, the one with the greater name is the
+// target. The pause flag of the source holds the resync on both sides (the link carries it).
+// Without Links every connection is Connected and in sync.
 package drbdplay
 
 import (
@@ -12,7 +23,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/spectrocloud/nodewright/internal/drbd"
 )
@@ -23,6 +37,11 @@ type Kernel struct {
 	Real drbd.Runner
 	// VerifySteps is how many status reads a verification lasts; 3 when zero.
 	VerifySteps int
+	// Self is this node's name; Links its played connections (nil: always connected).
+	Self  string
+	Links *Links
+	// SyncTime is how long a resynchronisation lasts, paused time not counted; 2 s when zero.
+	SyncTime time.Duration
 
 	mu        sync.Mutex
 	resources map[string]*resource
@@ -34,6 +53,20 @@ type resource struct {
 	verifyLeft int
 	steps      int
 	outOfSync  uint64
+	links      map[string]*link
+}
+
+// link is the played state of a resource's connection to one peer.
+type link struct {
+	// down: the peer was not reachable at the last read; isolated: nor was any other peer.
+	down, isolated bool
+	// paused: this node paused the resync towards the peer (drbdadm pause-sync).
+	paused bool
+	// target: this node is the resync's target; left: the resync time left; tick: the last
+	// read.
+	target bool
+	left   time.Duration
+	tick   time.Time
 }
 
 // AddResource plays a resource of one volume, connected and UpToDate towards peers.
@@ -43,7 +76,25 @@ func (k *Kernel) AddResource(name string, peers ...string) {
 	if k.resources == nil {
 		k.resources = map[string]*resource{}
 	}
-	k.resources[name] = &resource{peers: peers}
+	r := &resource{peers: peers, links: map[string]*link{}}
+	for _, p := range peers {
+		r.links[p] = &link{}
+	}
+	k.resources[name] = r
+}
+
+// PausedTowards lists the resources whose resynchronisation this node paused towards peer.
+func (k *Kernel) PausedTowards(peer string) []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for name, r := range k.resources {
+		if l := r.links[peer]; l != nil && l.paused {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Mismatch is the fault hook: the next verification of the resource finds kib out of sync.
@@ -64,8 +115,14 @@ func (k *Kernel) Run(ctx context.Context, argv []string) (drbd.Result, error) {
 	switch filepath.Base(argv[0]) {
 	case "drbdadm":
 		res, err := k.Real.Run(ctx, argv)
-		if err == nil && len(argv) >= 2 && argv[len(argv)-2] == "verify" {
-			k.startVerify(argv[len(argv)-1])
+		if err == nil && len(argv) >= 2 {
+			switch cmd, arg := argv[len(argv)-2], argv[len(argv)-1]; cmd {
+			case "verify":
+				k.startVerify(arg)
+			case "pause-sync", "resume-sync":
+				name, peer, _ := strings.Cut(arg, ":")
+				k.setPaused(name, peer, cmd == "pause-sync")
+			}
 		}
 		return res, err
 	case "drbdsetup":
@@ -91,7 +148,16 @@ func (k *Kernel) startVerify(name string) {
 	delete(k.mismatch, name)
 }
 
-// status prints the resource as drbdsetup does, moving a verification one step on.
+func (k *Kernel) setPaused(name, peer string, paused bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if r := k.resources[name]; r != nil && r.links[peer] != nil {
+		r.links[peer].paused = paused
+	}
+}
+
+// status prints the resource as drbdsetup does, moving a verification one step on and each
+// resynchronisation on by the time since the last read.
 func (k *Kernel) status(name string) (drbd.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -106,6 +172,7 @@ func (k *Kernel) status(name string) (drbd.Result, error) {
 		percent = &done
 		r.verifyLeft--
 	}
+	k.playLinks(name, r)
 	out := drbd.Resource{Name: name, NodeID: 0, Role: "Secondary",
 		Devices: []drbd.Device{{Volume: 0, Minor: 1000, DiskState: "UpToDate", Quorum: true}}}
 	for i, peer := range r.peers {
@@ -113,12 +180,86 @@ func (k *Kernel) status(name string) (drbd.Result, error) {
 		if state == "Established" {
 			oos = r.outOfSync
 		}
-		out.Connections = append(out.Connections, drbd.Connection{PeerNodeID: i + 1, Name: peer, ConnectionState: "Connected", PeerRole: "Secondary",
-			PeerDevices: []drbd.PeerDevice{{Volume: 0, ReplicationState: state, PeerDiskState: "UpToDate", OutOfSyncKiB: oos, ResyncDonePercent: percent}}})
+		c := drbd.Connection{PeerNodeID: i + 1, Name: peer, ConnectionState: "Connected", PeerRole: "Secondary",
+			PeerDevices: []drbd.PeerDevice{{Volume: 0, ReplicationState: state, PeerDiskState: "UpToDate", OutOfSyncKiB: oos, ResyncDonePercent: percent}}}
+		switch l := r.links[peer]; {
+		case l.down:
+			c.ConnectionState, c.PeerRole = "Connecting", "Unknown"
+			c.PeerDevices[0] = drbd.PeerDevice{Volume: 0, ReplicationState: "Off", PeerDiskState: "DUnknown"}
+		case l.left > 0:
+			done := 100 * (1 - float64(l.left)/float64(k.syncTime()))
+			pd := &c.PeerDevices[0]
+			pd.ResyncDonePercent, pd.OutOfSyncKiB = &done, uint64(l.left/time.Millisecond)
+			pd.ReplicationState, pd.PeerDiskState = "SyncSource", "Inconsistent"
+			if l.target {
+				pd.ReplicationState, pd.PeerDiskState = "SyncTarget", "UpToDate"
+				out.Devices[0].DiskState = "Inconsistent"
+			}
+			if k.pausedLink(name, peer, l) {
+				pd.ReplicationState = "Paused" + strings.TrimPrefix(pd.ReplicationState, "Sync")
+				pd.ReplicationState = strings.Replace(pd.ReplicationState, "PausedSource", "PausedSyncS", 1)
+				pd.ReplicationState = strings.Replace(pd.ReplicationState, "PausedTarget", "PausedSyncT", 1)
+			}
+		}
+		out.Connections = append(out.Connections, c)
 	}
 	data, err := json.Marshal([]drbd.Resource{out})
 	if err != nil {
 		return drbd.Result{ExitCode: -1}, err
 	}
 	return drbd.Result{Stdout: append(data, '\n')}, nil
+}
+
+func (k *Kernel) syncTime() time.Duration {
+	if k.SyncTime > 0 {
+		return k.SyncTime
+	}
+	return 2 * time.Second
+}
+
+// pausedLink reports whether the resync on l is held: by this node's pause flag when it is the
+// source, by the source's (which the link carries) when it is the target.
+func (k *Kernel) pausedLink(name, peer string, l *link) bool {
+	if !l.target {
+		return l.paused
+	}
+	return k.Links != nil && k.Links.PeerPaused(peer, name)
+}
+
+// playLinks moves each connection of r on: down while the peer is out of reach, a resync
+// started when it is reached again, run down by the unpaused time since the last read.
+func (k *Kernel) playLinks(name string, r *resource) {
+	if k.Links == nil {
+		return
+	}
+	now := time.Now()
+	up := map[string]bool{}
+	anyUp := false
+	for _, p := range r.peers {
+		up[p] = k.Links.Connected(p)
+		anyUp = anyUp || up[p]
+	}
+	for _, p := range r.peers {
+		l := r.links[p]
+		switch {
+		case !up[p]:
+			if !l.down {
+				l.down, l.isolated = true, true
+			}
+			l.isolated = l.isolated && !anyUp
+			l.left = 0
+		case l.down:
+			l.down, l.left, l.tick = false, k.syncTime(), now
+			// Of two nodes that lost each other, the greater name is the target.
+			l.target = l.isolated && (len(r.peers) > 1 || k.Self > p)
+		case l.left > 0:
+			if !k.pausedLink(name, p, l) {
+				l.left -= now.Sub(l.tick)
+			}
+			l.tick = now
+			if l.left < 0 {
+				l.left = 0
+			}
+		}
+	}
 }
