@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -93,4 +96,49 @@ func TestLinksPlayAConnectionLostAndFound(t *testing.T) {
 	}
 	until(t, a.kernel, "Connected Established UpToDate UpToDate")
 	until(t, b.kernel, "Connected Established UpToDate UpToDate")
+}
+
+// TestTheConfigurationIsOneDrbdadmReads: drbd-utils' own drbdadm, in its dry-run mode as the
+// node, accepts a pause of each resource towards each peer of the written configuration, and
+// refuses a peer that is not one.
+func TestTheConfigurationIsOneDrbdadmReads(t *testing.T) {
+	path, err := exec.LookPath("drbdadm")
+	if err != nil {
+		path = "/usr/sbin/drbdadm"
+		if _, err := os.Stat(path); err != nil {
+			if os.Getenv("NODEWRIGHT_REQUIRE_DRBD_UTILS") != "" {
+				t.Fatal("drbdadm is not installed and NODEWRIGHT_REQUIRE_DRBD_UTILS is set")
+			}
+			t.Skip("drbdadm is not installed (Debian's drbd-utils; make drbd-utils installs it)")
+		}
+	}
+	dir := t.TempDir()
+	nodes := []Node{{"edge-1", "10.0.0.1"}, {"edge-2", "10.0.0.2"}, {"edge-3", "10.0.0.3"}}
+	if err := WriteConfig(dir, "edge-2", nodes, "pvc-one", "pvc-two"); err != nil {
+		t.Fatal(err)
+	}
+	run := func(arg string) error {
+		cmd := exec.Command(path, "-d", "-c", filepath.Join(dir, ConfigFile), "pause-sync", arg)
+		cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "DRBD_DRIVER_VERSION_OVERRIDE=9.2.12",
+			"__DRBD_NODE__=edge-2", "FAKE_DRBDSETUP_SHOW=" + os.DevNull}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	for _, r := range []string{"pvc-one", "pvc-two"} {
+		for _, peer := range []string{"edge-1", "edge-3"} {
+			if err := run(r + ":" + peer); err != nil {
+				t.Errorf("pause-sync %s:%s: %v", r, peer, err)
+			}
+		}
+	}
+	if err := run("pvc-one:edge-9"); err == nil {
+		t.Error("drbdadm accepted a peer that is not one")
+	}
+	p, err := ReadPlay(dir)
+	if err != nil || p.Listen != "10.0.0.2:7789" || len(p.Peers) != 2 || p.Peers["edge-3"] != "10.0.0.3:7789" {
+		t.Errorf("play %+v (%v)", p, err)
+	}
 }

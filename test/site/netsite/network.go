@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/test/site/drbdplay"
 )
 
 var networks atomic.Int32
@@ -53,6 +54,8 @@ type Node struct {
 	Bond PlayedBond
 	// Root stands for the node's root file system (persistent network files).
 	Root string
+	// DRBDDir holds the node's played DRBD once PlayDRBD wrote it (drbdplay.WriteConfig).
+	DRBDDir string
 
 	port   string // the switch's port for the node
 	expect []nwv1.BondMode
@@ -124,6 +127,7 @@ func Start(dir string, mode nwv1.BondMode, nodes ...string) (*Network, error) {
 			state:     "forwarding",
 		}
 		node.Bond, node.Root = PlayedBond{Dir: filepath.Join(dir, name, "bond")}, filepath.Join(dir, name, "root")
+		node.DRBDDir = filepath.Join(dir, name, "drbd")
 		for _, d := range []string{node.Bond.Dir, node.Root} {
 			if err := os.MkdirAll(d, 0o755); err != nil {
 				return n, err
@@ -191,6 +195,24 @@ func (n *Network) Peers(name string) []string {
 		}
 	}
 	return peers
+}
+
+// PlayDRBD writes, for every node, the played DRBD of resources replicated on all of them
+// (drbdplay.WriteConfig, in the node's DRBDDir): an agent built for the local site plays
+// their connections over this network (--site-drbd-dir).
+func (n *Network) PlayDRBD(resources ...string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var nodes []drbdplay.Node
+	for _, name := range n.order {
+		nodes = append(nodes, drbdplay.Node{Name: name, Address: n.nodes[name].Address})
+	}
+	for _, name := range n.order {
+		if err := drbdplay.WriteConfig(n.nodes[name].DRBDDir, name, nodes, resources...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Expect sets the modes the switch's port for node carries.
