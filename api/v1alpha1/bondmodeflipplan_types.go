@@ -118,6 +118,16 @@ type NodeFlip struct {
 type BondModeFlipPlanStatus struct {
 	WorkflowStatus `json:",inline"`
 
+	// currentNode is the node whose step runs or waits, empty when none does.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CurrentNode string `json:"currentNode,omitempty"`
+
+	// progress counts the nodes whose part is Done, of all: "2/3".
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	Progress string `json:"progress,omitempty"`
+
 	// nodes lists each node's part, in the order they are changed.
 	// +optional
 	// +listType=map
@@ -136,6 +146,8 @@ type BondModeFlipPlanStatus struct {
 // +kubebuilder:printcolumn:name="Target Mode",type=string,JSONPath=`.spec.targetMode`
 // +kubebuilder:printcolumn:name="VM Protection",type=string,JSONPath=`.spec.vmProtection`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.currentNode`,description="The node being changed or brought back, or waiting to be"
+// +kubebuilder:printcolumn:name="Done",type=string,JSONPath=`.status.progress`,description="Nodes on the target mode, of all"
 // +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.steps[?(@.state=="Running")].name`,description="The step now running"
 // +kubebuilder:printcolumn:name="Waiting",type=string,JSONPath=`.status.steps[?(@.state=="Waiting")].name`,description="The step a gate holds"
 // +kubebuilder:printcolumn:name="Held By",type=string,JSONPath=`.status.conditions[?(@.type=="Held")].reason`,description="The gate that holds the next step, or GatesOpen"

@@ -150,11 +150,12 @@ func (r *Reconciler) Prepare(ctx context.Context, f *nwv1.BondModeFlipPlan) (boo
 		return true, ctrl.Result{}, err
 	}
 	view := nodeView(f, agents)
-	if equalView(view, f.Status.Nodes) {
+	current, progress := summary(f, view)
+	if equalView(view, f.Status.Nodes) && current == f.Status.CurrentNode && progress == f.Status.Progress {
 		return false, ctrl.Result{}, nil
 	}
 	base := f.DeepCopy()
-	f.Status.Nodes = view
+	f.Status.Nodes, f.Status.CurrentNode, f.Status.Progress = view, current, progress
 	if err := r.Client.Status().Patch(ctx, f, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return true, ctrl.Result{}, err
 	}

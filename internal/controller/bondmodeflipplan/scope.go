@@ -158,6 +158,29 @@ func nodeView(f *nwv1.BondModeFlipPlan, agents map[string]*nwv1.NodewrightAgentS
 	return view
 }
 
+// summary is what kubectl get shows of the view: the node whose step runs or waits, and how
+// many nodes are Done of all.
+func summary(f *nwv1.BondModeFlipPlan, view []nwv1.NodeFlip) (current, progress string) {
+	done := 0
+	for _, n := range view {
+		if n.State == nwv1.NodeFlipDone {
+			done++
+		}
+	}
+	for _, st := range f.Status.Steps {
+		if st.State != nwv1.StepRunning && st.State != nwv1.StepWaiting {
+			continue
+		}
+		if k, _, ok := bondflip.ParseStep(bondflip.Step(st.Name)); ok && k <= len(view) {
+			current = view[k-1].Name
+		}
+	}
+	if len(view) > 0 {
+		progress = fmt.Sprintf("%d/%d", done, len(view))
+	}
+	return current, progress
+}
+
 func equalView(a, b []nwv1.NodeFlip) bool {
 	return slices.Equal(a, b)
 }

@@ -2,6 +2,7 @@ package bondmodeflipplan_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -338,7 +340,27 @@ func TestThreeNodesFlipOneAtATimeThePrimaryLast(t *testing.T) {
 	s := newSite(t, "flip3-a=primary", "flip3-b=secondary", "flip3-c=secondary")
 	f := s.ended(s.flip("flip-three", nwv1.VMProtectionNone), nwv1.WorkflowSucceeded)
 	s.nodesAre(f, nwv1.NodeFlipDone, nwv1.BondMode8023AD, "flip3-b", "flip3-c", "flip3-a")
-	t.Logf("steps:\n  %s", steps(f))
+	// kubectl get tells the story: the table the API server serves kubectl.
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/apis", nwv1.GroupVersion.Group, nwv1.GroupVersion.Version, "bondmodeflipplans", f.Name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").Param("includeObject", "None").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil || len(table.Rows) != 1 {
+		t.Fatalf("the table of %s: %v\n%s", f.Name, err, raw)
+	}
+	shown := map[string]any{}
+	for i, col := range table.ColumnDefinitions {
+		shown[col.Name] = table.Rows[0].Cells[i]
+	}
+	if shown["Phase"] != "Succeeded" || shown["Done"] != "3/3" || shown["Node"] != nil || shown["Target Mode"] != "802.3ad" {
+		t.Errorf("kubectl get shows %v", shown)
+	}
 	for _, n := range s.nodes {
 		if got := s.mode(n); got != nwv1.BondMode8023AD {
 			t.Errorf("%s's bond runs %s, want 802.3ad", n, got)
@@ -576,6 +598,9 @@ func TestApprovalAndAWindowThatClosesMidFlip(t *testing.T) {
 	approve(t, f, "Node2ProtectVMs")
 	s.held(f, "Node2ProtectVMs", nwv1.ReasonOutsideWindow)
 	s.nodesAre(f, "", "", "flipgate-b=Done:802.3ad", "flipgate-a=Pending:active-backup")
+	if f.Status.CurrentNode != "flipgate-a" || f.Status.Progress != "1/2" {
+		t.Errorf("currentNode %q, progress %q; want flipgate-a, 1/2", f.Status.CurrentNode, f.Status.Progress)
+	}
 	if f.Status.NextWindowStart == nil || !f.Status.NextWindowStart.After(time.Now()) {
 		t.Errorf("nextWindowStart %v; want the next window", f.Status.NextWindowStart)
 	}
