@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
@@ -87,6 +89,39 @@ type site struct {
 	stateDirs  map[string]string
 	agents     map[string]*exec.Cmd
 	lockNS     string
+	trail      *trail
+}
+
+// trail keeps the audit records the controller appends.
+type trail struct {
+	mu      sync.Mutex
+	records []audit.Record
+}
+
+func (tr *trail) Append(_ context.Context, records ...audit.Record) ([]audit.Appended, error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := make([]audit.Appended, len(records))
+	for i, r := range records {
+		dup := slices.ContainsFunc(tr.records, func(x audit.Record) bool { return x.ID == r.ID })
+		if !dup {
+			tr.records = append(tr.records, r)
+		}
+		out[i] = audit.Appended{Seq: uint64(len(tr.records)), Duplicate: dup}
+	}
+	return out, nil
+}
+
+// find is the record of subject's transition to a state that starts with to.
+func (tr *trail) find(subject, to string) *audit.Record {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for i, r := range tr.records {
+		if r.Subject.Name == subject && strings.HasPrefix(r.To, to) {
+			return &tr.records[i]
+		}
+	}
+	return nil
 }
 
 // startOperator runs the flip controller until the test ends or stop is called, with hook
@@ -111,7 +146,7 @@ func (s *site) cacheOptions() cache.Options {
 
 func (s *site) reconciler(mgr manager.Manager, c client.Client, r client.Reader) *bondmodeflipplan.Reconciler {
 	return &bondmodeflipplan.Reconciler{Client: c, APIReader: r, Recorder: mgr.GetEventRecorderFor("bondflip-test"),
-		LockNamespace: s.lockNS, AgentNamespace: s.ns}
+		LockNamespace: s.lockNS, AgentNamespace: s.ns, Audit: s.trail, Actor: "nodewright-operator"}
 }
 
 // newSite plays nodes with roles ("edge-1=primary"), every bond in active-backup, every
@@ -147,7 +182,7 @@ func plantSite(t *testing.T, operate bool, hook beforeCreate, nodes ...string) *
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go n.Run(ctx)
-	s := &site{t: t, net: n, ns: env.Namespace(t), nodes: names, stateDirs: map[string]string{}, agents: map[string]*exec.Cmd{}}
+	s := &site{t: t, net: n, ns: env.Namespace(t), nodes: names, stateDirs: map[string]string{}, agents: map[string]*exec.Cmd{}, trail: &trail{}}
 	s.kubeconfig = n.APIServer(t, env.Kubeconfig(t))
 	binary := buildAgent(t)
 	for _, name := range names {
@@ -574,7 +609,7 @@ func TestApprovalAndAWindowThatClosesMidFlip(t *testing.T) {
 		now = time.Now().UTC()
 	}
 	open := now.Truncate(time.Minute)
-	f := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "flip-gates"}, Spec: nwv1.BondModeFlipPlanSpec{
+	f := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "flip-gates", Annotations: map[string]string{nwv1.AnnotationRequestedBy: "bob"}}, Spec: nwv1.BondModeFlipPlanSpec{
 		TargetMode: nwv1.BondMode8023AD, VMProtection: nwv1.VMProtectionNone, Approval: nwv1.ApprovalManual,
 		ConnectivityTimeout: metav1.Duration{Duration: 10 * time.Second},
 		MaintenanceWindow:   &nwv1.MaintenanceWindow{Start: open.Format("15:04"), End: open.Add(time.Minute).Format("15:04"), TimeZone: "UTC"}}}
@@ -593,6 +628,17 @@ func TestApprovalAndAWindowThatClosesMidFlip(t *testing.T) {
 	if got := s.mode("flipgate-b"); got != nwv1.BondMode8023AD {
 		t.Fatalf("flipgate-b, approved, runs %s", got)
 	}
+	// The audit trail names who asked and who approved the node's change.
+	eventually(t, func() string {
+		start, node := s.trail.find("flip-gates", "Running/Preflight"), s.trail.find("flip-gates", "Running/Node1PauseResync")
+		switch {
+		case start == nil || !slices.Contains(start.Details, audit.Detail{Name: "requestedBy", Value: "bob"}):
+			return fmt.Sprintf("the start's record %+v does not name bob", start)
+		case node == nil || !slices.Contains(node.Details, audit.Detail{Name: "approvedBy", Value: "alice"}):
+			return fmt.Sprintf("node 1's record %+v does not name alice", node)
+		}
+		return ""
+	})
 
 	time.Sleep(time.Until(open.Add(time.Minute + time.Second)))
 	approve(t, f, "Node2ProtectVMs")
