@@ -82,7 +82,7 @@ func newMigrateCommand(f *Factory) *cobra.Command {
 	fl.StringVar(&o.name, "name", "", "Name of the VMVolumeMigration. Default: VM-VOLUME- and five random characters.")
 	fl.StringVar(&o.vm, "vm", "", "The VM, when its name is also a subcommand's (list, watch); then the only argument is VOLUME.")
 	outputFlag(cmd, &o.output, outputTable, outputJSON, outputYAML)
-	o.wait.addFlags(cmd)
+	o.wait.addFlags(cmd, "migration")
 	_ = cmd.RegisterFlagCompletionFunc("to", completeStorageClasses(f))
 	_ = cmd.RegisterFlagCompletionFunc("access-mode", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return []string{"ReadWriteMany", "ReadWriteOnce"}, cobra.ShellCompDirectiveNoFileComp

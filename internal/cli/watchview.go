@@ -153,10 +153,7 @@ func isDataStep(name string) bool {
 
 // phaseOf is the migration's phase, Pending until the operator wrote one.
 func phaseOf(m *nwv1.VMVolumeMigration) nwv1.WorkflowPhase {
-	if m.Status.Phase == "" {
-		return nwv1.WorkflowPending
-	}
-	return m.Status.Phase
+	return statusPhase(&m.Status.WorkflowStatus)
 }
 
 const barWidth = 30
@@ -281,24 +278,31 @@ func renderFrame(snaps []migrationSnapshot, now time.Time) []line {
 }
 
 // changeLines are the log lines for what changed from prev (nil for the first snapshot) to
-// cur: the phase, and each step that changed state, with its duration and message.
+// cur: the header first, then the changes of its status.
 func changeLines(prev *nwv1.VMVolumeMigration, cur migrationSnapshot) []line {
-	m := cur.Migration
-	at := timestamp(cur.At)
+	if prev == nil {
+		return append([]line{{text: header(cur.Migration), style: bold}}, statusChangeLines(nil, &cur.Migration.Status.WorkflowStatus, cur.At)...)
+	}
+	return statusChangeLines(&prev.Status.WorkflowStatus, &cur.Migration.Status.WorkflowStatus, cur.At)
+}
+
+// statusChangeLines are the log lines for what changed in a workflow's status from prev (nil
+// before the first version seen) to cur, seen at: the phase, and each step that changed state,
+// with its duration and message.
+func statusChangeLines(prev, cur *nwv1.WorkflowStatus, seen time.Time) []line {
+	at := timestamp(seen)
 	var out []line
 	before := map[string]nwv1.StepState{}
 	var prevPhase nwv1.WorkflowPhase // none before the first snapshot
-	if prev == nil {
-		out = append(out, line{text: header(m), style: bold})
-	} else {
-		for _, s := range prev.Status.Steps {
+	if prev != nil {
+		for _, s := range prev.Steps {
 			before[s.Name] = s.State
 		}
-		prevPhase = phaseOf(prev)
+		prevPhase = statusPhase(prev)
 	}
 	// Steps that ended come before the phase they led to, steps that started after it.
 	var ended, started []line
-	for _, s := range m.Status.Steps {
+	for _, s := range cur.Steps {
 		if s.State == before[s.Name] || (s.State == nwv1.StepPending && before[s.Name] == "") {
 			continue
 		}
@@ -310,14 +314,14 @@ func changeLines(prev *nwv1.VMVolumeMigration, cur migrationSnapshot) []line {
 			text += ": " + oneLine(s.Message)
 		}
 		l := line{text: text, style: stepIcons[s.State].style}
-		if s.State == nwv1.StepRunning || s.State == nwv1.StepPending {
+		if s.State == nwv1.StepRunning || s.State == nwv1.StepPending || s.State == nwv1.StepWaiting {
 			started = append(started, l)
 		} else {
 			ended = append(ended, l)
 		}
 	}
 	out = append(out, ended...)
-	if phase := phaseOf(m); phase != prevPhase {
+	if phase := statusPhase(cur); phase != prevPhase {
 		out = append(out, line{text: fmt.Sprintf("%s phase %s", at, phase), style: phaseLineStyle(phase)})
 	}
 	out = append(out, started...)
