@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -120,7 +119,14 @@ func newApproveCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return approve(cmd.Context(), c, f.Streams().Out, kind, name, step)
+			done, err := approve(cmd.Context(), c, kind, name, step)
+			if err != nil {
+				return err
+			}
+			for _, l := range done.Lines() {
+				fmt.Fprintln(f.Streams().Out, l)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&step, "step", "", "Approve only if this is the step that waits (its name in status.steps).")
@@ -131,30 +137,78 @@ func newApproveCommand(f *Factory) *cobra.Command {
 // the read and the write.
 const approveTries = 5
 
+// Approval is what an approval did.
+type Approval struct {
+	// Object is the workflow as messages name it: bondmodeflipplan/NAME.
+	Object string
+	// Step is the step approved.
+	Step string
+	// Already: the step was approved before; nothing was written. By is who approved it then,
+	// as the admission webhook stamped them ("" when it did not).
+	Already bool
+	By      string
+	// StillHeld is the Held condition when another gate than approval holds the step too:
+	// it stays Waiting until that gate opens.
+	StillHeld *metav1.Condition
+}
+
+// Lines say what the approval did, as approve prints it.
+func (a Approval) Lines() []string {
+	first := fmt.Sprintf("%s: approved step %s", a.Object, a.Step)
+	if a.Already {
+		first = fmt.Sprintf("%s: step %s is already approved", a.Object, a.Step)
+		if a.By != "" {
+			first += " by " + a.By
+		}
+	}
+	lines := []string{first}
+	if h := a.StillHeld; h != nil && h.Reason != nwv1.ReasonAwaitingApproval {
+		held := fmt.Sprintf("%s: step %s still waits for another gate: %s", a.Object, a.Step, h.Reason)
+		if h.Message != "" {
+			held += ": " + h.Message
+		}
+		lines = append(lines, held)
+	}
+	return lines
+}
+
+// Approve approves the step a workflow waits on, as `kubectl nodewright approve KIND/NAME
+// [--step STEP]` does: kind is one of the names KIND takes (bondmodeflipplan, bmfp, ...), step
+// the step that must be the one waiting ("" for whichever waits). It reads the workflow with
+// c and sets the approve annotation to the waiting step with a merge patch carrying the
+// resourceVersion it read, reading and checking again when the workflow changed in between;
+// the admission webhook stamps the user c authenticates as in approved-by. Its errors say why
+// nothing was approved, naming the workflow.
+//
+// The web UI approves through it, so that an approval is recorded the same way from both.
+func Approve(ctx context.Context, c client.Client, kind, name, step string) (Approval, error) {
+	a, ok := approvableKind(kind)
+	if !ok {
+		return Approval{}, usageErrorf("%q: not a kind whose steps wait for approval: want bondmodeflipplan or replicationupgrade", kind)
+	}
+	return approve(ctx, c, a, name, step)
+}
+
 // approve sets the approve annotation of the workflow kind/name to its waiting step (the one
-// named step, when given), with the resourceVersion it read, and says what it did.
-func approve(ctx context.Context, c client.Client, out io.Writer, kind approvable, name, step string) error {
+// named step, when given), with the resourceVersion it read.
+func approve(ctx context.Context, c client.Client, kind approvable, name, step string) (Approval, error) {
 	object := kind.name + "/" + name
 	for try := 1; ; try++ {
 		obj := kind.newObject()
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
-			return apiError(err, kind.name, name)
+			return Approval{}, apiError(err, kind.name, name)
 		}
 		approval, _ := obj.GetGates()
 		status := obj.GetWorkflowStatus()
 		waiting, held, err := stepToApprove(approval, status, step)
 		if err != nil {
-			return fmt.Errorf("%s: %w", object, err)
+			return Approval{}, fmt.Errorf("%s: %w", object, err)
 		}
+		done := Approval{Object: object, Step: waiting, StillHeld: held}
 		annotations := obj.GetAnnotations()
 		if annotations[nwv1.AnnotationApprove] == waiting {
-			by := ""
-			if who := annotations[nwv1.AnnotationApprovedBy]; who != "" {
-				by = " by " + who
-			}
-			fmt.Fprintf(out, "%s: step %s is already approved%s\n", object, waiting, by)
-			stillHeld(out, object, waiting, held)
-			return nil
+			done.Already, done.By = true, annotations[nwv1.AnnotationApprovedBy]
+			return done, nil
 		}
 		before := obj.DeepCopyObject().(client.Object)
 		if annotations == nil {
@@ -165,17 +219,15 @@ func approve(ctx context.Context, c client.Client, out io.Writer, kind approvabl
 		err = c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
 		switch {
 		case err == nil:
-			fmt.Fprintf(out, "%s: approved step %s\n", object, waiting)
-			stillHeld(out, object, waiting, held)
-			return nil
+			return done, nil
 		case apierrors.IsConflict(err) && try < approveTries:
 			continue // changed since the read: read it and check again
 		case apierrors.IsConflict(err):
-			return fmt.Errorf("%s changed each of the %d times it was read to be approved; nothing was approved, try again", object, approveTries)
+			return Approval{}, fmt.Errorf("%s changed each of the %d times it was read to be approved; nothing was approved, try again", object, approveTries)
 		case refusedByRBAC(err):
-			return fmt.Errorf("you may not approve %s: the API server refused the update: %w", object, err)
+			return Approval{}, fmt.Errorf("you may not approve %s: the API server refused the update: %w", object, err)
 		}
-		return apiError(err, kind.name, name)
+		return Approval{}, apiError(err, kind.name, name)
 	}
 }
 
@@ -183,18 +235,6 @@ func approve(ctx context.Context, c client.Client, out io.Writer, kind approvabl
 // admission webhook's refusal (which is Forbidden too).
 func refusedByRBAC(err error) bool {
 	return apierrors.IsForbidden(err) && !strings.Contains(err.Error(), deniedMarker)
-}
-
-// stillHeld says which other gate still holds the approved step, if one does.
-func stillHeld(out io.Writer, object, step string, held *metav1.Condition) {
-	if held == nil || held.Reason == nwv1.ReasonAwaitingApproval {
-		return
-	}
-	fmt.Fprintf(out, "%s: step %s still waits for another gate: %s", object, step, held.Reason)
-	if held.Message != "" {
-		fmt.Fprintf(out, ": %s", held.Message)
-	}
-	fmt.Fprintln(out)
 }
 
 // stepToApprove is the waiting step to approve (the one named want, when given) and the Held

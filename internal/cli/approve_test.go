@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
@@ -307,13 +306,15 @@ func TestApproveReadsAgainWhenTheWorkflowChanged(t *testing.T) {
 					return cl.Patch(ctx, obj, patch, opts...)
 				},
 			})
-			kind, _ := approvableKind("bondmodeflipplan")
-			var out bytes.Buffer
-			err = approve(ctx, c2, &out, kind, flip.Name, c.step)
+			done, err := Approve(ctx, c2, "bondmodeflipplan", flip.Name, c.step)
 			if c.err == "" && err != nil || c.err != "" && (err == nil || err.Error() != c.err) {
 				t.Fatalf("error %v, want %q", err, c.err)
 			}
-			if out.String() != c.stdout {
+			var out strings.Builder
+			for _, l := range done.Lines() {
+				out.WriteString(l + "\n")
+			}
+			if err == nil && out.String() != c.stdout {
 				t.Errorf("output %q, want %q", out.String(), c.stdout)
 			}
 			if !moved {
