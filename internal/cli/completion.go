@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,4 +150,48 @@ func registerNamespaceCompletion(root *cobra.Command, f *Factory) {
 	_ = root.RegisterFlagCompletionFunc("namespace", func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		return completeNames(f, &corev1.NamespaceList{}, false, toComplete)
 	})
+}
+
+// completeWords completes a flag that takes one of words.
+func completeWords[T ~string](words []T) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		var out []string
+		for _, w := range words {
+			if strings.HasPrefix(strings.ToLower(string(w)), strings.ToLower(toComplete)) {
+				out = append(out, string(w))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeNodeOrder completes the last node of a comma-separated list of nodes (--order) from
+// the cluster's Nodes, read as metadata only, leaving out those the list names already.
+func completeNodeOrder(f *Factory) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		before, last := "", toComplete
+		if i := strings.LastIndex(toComplete, ","); i >= 0 {
+			before, last = toComplete[:i+1], toComplete[i+1:]
+		}
+		named := strings.Split(before, ",")
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+		nodes, directive := completeNames(f, list, false, last)
+		var out []string
+		for _, n := range nodes {
+			if !slices.Contains(named, n) {
+				out = append(out, before+n)
+			}
+		}
+		return out, directive | cobra.ShellCompDirectiveNoSpace
+	}
+}
+
+func completeFlips(f *Factory) cobra.CompletionFunc {
+	return func(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return completeNames(f, &nwv1.BondModeFlipPlanList{}, false, toComplete)
+	}
 }

@@ -12,13 +12,13 @@ import (
 const (
 	// ExitOK: done.
 	ExitOK = 0
-	// ExitFailed: the operation failed or was refused, a check found a problem, or a migration
-	// waited on ended Failed or RolledBack.
+	// ExitFailed: the operation failed or was refused, a check found a problem, or a workflow
+	// waited on (a migration, a flip) ended Failed or RolledBack.
 	ExitFailed = 1
 	// ExitUsage: the command line is wrong (unknown command or flag, wrong arguments, a bad
 	// value, an unreadable input file).
 	ExitUsage = 2
-	// ExitNotFinished: a wait ended before the migration reached a final phase.
+	// ExitNotFinished: a wait ended before the workflow reached a final phase.
 	ExitNotFinished = 3
 )
 

@@ -241,16 +241,7 @@ func renderFrame(snaps []migrationSnapshot, now time.Time) []line {
 	m := snaps[len(snaps)-1].Migration
 	st := m.Status
 	phase := phaseOf(m)
-	out := []line{{text: header(m), style: bold}}
-	status := "Phase: " + string(phase)
-	if st.StartTime != nil {
-		end := now
-		if st.CompletionTime != nil {
-			end = st.CompletionTime.Time
-		}
-		status += "   elapsed " + shortDuration(end.Sub(st.StartTime.Time))
-	}
-	out = append(out, line{text: status, style: phaseLineStyle(phase)}, line{})
+	out := []line{{text: header(m), style: bold}, phaseLine(&st.WorkflowStatus, now), {}}
 	if len(st.Steps) == 0 {
 		out = append(out, line{text: "  (waiting for the operator to start the migration)", style: dim})
 	}
@@ -260,12 +251,7 @@ func renderFrame(snaps []migrationSnapshot, now time.Time) []line {
 	}
 	est, hasProgress := estimateProgress(snaps, now)
 	for _, s := range st.Steps {
-		look := stepIcons[s.State]
-		text := fmt.Sprintf("  %s %-*s  %-10s %6s", look.icon, nameWidth, s.Name, s.State, stepDuration(s, now))
-		if s.Message != "" {
-			text += "  " + oneLine(s.Message)
-		}
-		out = append(out, line{text: strings.TrimRight(text, " "), style: look.style})
+		out = append(out, stepLine("  ", s, nameWidth, now))
 		if s.State == nwv1.StepRunning && hasProgress && isDataStep(s.Name) {
 			out = append(out, line{text: "      " + progressLine(est), style: cyan})
 		}
@@ -360,12 +346,43 @@ func finalLines(m *nwv1.VMVolumeMigration) []line {
 	} else {
 		out = append(out, line{text: "Verified: not reported", style: dim})
 	}
-	result := "Result: " + string(st.Phase)
-	if st.StartTime != nil && st.CompletionTime != nil {
-		result += " after " + shortDuration(st.CompletionTime.Sub(st.StartTime.Time))
-	}
+	result := resultText(&st.WorkflowStatus)
 	if s := meta.FindStatusCondition(st.Conditions, nwv1.ConditionSucceeded); s != nil && s.Message != "" {
 		result += ": " + oneLine(s.Message)
 	}
 	return append(out, line{text: result, style: phaseLineStyle(st.Phase)})
+}
+
+// phaseLine is the workflow's phase and how long it has run, or ran.
+func phaseLine(st *nwv1.WorkflowStatus, now time.Time) line {
+	phase := statusPhase(st)
+	text := "Phase: " + string(phase)
+	if st.StartTime != nil {
+		end := now
+		if st.CompletionTime != nil {
+			end = st.CompletionTime.Time
+		}
+		text += "   elapsed " + shortDuration(end.Sub(st.StartTime.Time))
+	}
+	return line{text: text, style: phaseLineStyle(phase)}
+}
+
+// stepLine is one step of a view: its icon, name, state, duration and message, after indent.
+func stepLine(indent string, s nwv1.WorkflowStep, nameWidth int, now time.Time) line {
+	look := stepIcons[s.State]
+	text := fmt.Sprintf("%s%s %-*s  %-10s %6s", indent, look.icon, nameWidth, s.Name, s.State, stepDuration(s, now))
+	if s.Message != "" {
+		text += "  " + oneLine(s.Message)
+	}
+	return line{text: strings.TrimRight(text, " "), style: look.style}
+}
+
+// resultText starts the line saying how a finished workflow ended: its phase and how long it
+// took.
+func resultText(st *nwv1.WorkflowStatus) string {
+	result := "Result: " + string(st.Phase)
+	if st.StartTime != nil && st.CompletionTime != nil {
+		result += " after " + shortDuration(st.CompletionTime.Sub(st.StartTime.Time))
+	}
+	return result
 }

@@ -1,0 +1,356 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow"
+)
+
+const flipHelp = `Create a BondModeFlipPlan: change the storage bond's mode to MODE on every node, one node at
+a time, with the node's VMs protected and the node brought back to its previous mode if it
+loses its peers (docs/api.md). MODE is a Linux bonding mode: balance-rr, active-backup,
+balance-xor, broadcast, 802.3ad (LACP), balance-tlb or balance-alb.
+
+What is not given is left to the cluster: the API server fills in the VM protection
+(LiveMigrate), the connectivity timeout (60s) and the approval (Automatic); the operator
+takes the bond the site's EdgeProfile names and changes the secondaries and tiebreakers first
+and the primary last. The created line says what was filled in.
+
+The admission webhook refuses a flip while another cluster-wide workflow (a flip or a
+replication upgrade) has not finished, when a node of --order does not exist, and unless
+the cluster is in the Managed mode; the refusal is printed as the webhook wrote it, naming
+the field.
+
+With --approval Manual each node waits before it is changed until a person approves it
+(kubectl nodewright approve bondflip/NAME); "flip watch" says when, and the command to type.
+With --wait the command follows the flip to its end, as "flip watch --wait" does, and its exit
+code says how it ended.
+
+Exit codes: 0 created (with --wait: Succeeded); 1 refused or failed (with --wait: ended Failed
+or RolledBack, or was deleted); 2 usage; 3 --wait ended before the flip did (--timeout, or
+interrupted).`
+
+const flipExamples = `  # Every node to LACP, the operator choosing the order (the primary last)
+  kubectl nodewright flip --to 802.3ad
+
+  # In this order, stopping each node's VMs rather than migrating them, each node approved by a person
+  kubectl nodewright flip --to active-backup --order edge-2,edge-3,edge-1 --vm-protection Stop --approval Manual
+
+  # Only at night on weekends, Berlin time
+  kubectl nodewright flip --to 802.3ad --maintenance-window "Sat,Sun 22:00-04:00 Europe/Berlin"
+
+  # In a script: wait for the result, exit 0 only if it Succeeded
+  kubectl nodewright flip --to 802.3ad --name to-lacp --wait --timeout 2h
+
+  # Follow it later, or list them
+  kubectl nodewright flip watch to-lacp
+  kubectl nodewright flip list`
+
+// bondModes are the modes --to takes, in the API's order (the BondMode enum).
+var bondModes = []nwv1.BondMode{
+	nwv1.BondModeBalanceRR, nwv1.BondModeActiveBackup, nwv1.BondModeBalanceXOR, nwv1.BondModeBroadcast,
+	nwv1.BondMode8023AD, nwv1.BondModeBalanceTLB, nwv1.BondModeBalanceALB,
+}
+
+var (
+	vmProtections = []nwv1.VMProtection{nwv1.VMProtectionLiveMigrate, nwv1.VMProtectionStop, nwv1.VMProtectionNone}
+	approvals     = []nwv1.Approval{nwv1.ApprovalAutomatic, nwv1.ApprovalManual}
+)
+
+// The bounds of spec.connectivityTimeout, as the API's validation has them.
+const (
+	minConnectivityTimeout = 10 * time.Second
+	maxConnectivityTimeout = 10 * time.Minute
+	maxFlipNodes           = 3
+)
+
+// bondInterfacePattern is spec.bondInterface's pattern: a Linux interface name.
+var bondInterfacePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$`)
+
+// flipOptions are the flags of flip.
+type flipOptions struct {
+	to, bond, vmProtection, approval, window, name, output string
+	order                                                  []string
+	connectivityTimeout                                    time.Duration
+	wait                                                   waitOptions
+}
+
+func newFlipCommand(f *Factory) *cobra.Command {
+	o := &flipOptions{}
+	cmd := &cobra.Command{
+		Use:     "flip --to MODE",
+		Short:   "Change the storage bond's mode on every node, one at a time (creates a BondModeFlipPlan); list and watch flips",
+		Long:    flipHelp,
+		Example: flipExamples,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runFlip(cmd, f, o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.to, "to", "", "The bond mode every node ends with (required): "+joinModes(bondModes)+".")
+	fl.StringSliceVar(&o.order, "order", nil, "The nodes in the order they are changed, comma-separated (at most 3). Default: the secondaries and tiebreakers first, the primary last.")
+	fl.StringVar(&o.vmProtection, "vm-protection", "", "What happens to a node's VMs while it is changed: LiveMigrate (the default), Stop or None.")
+	fl.DurationVar(&o.connectivityTimeout, "connectivity-timeout", 0, "How long a node may take to reach its peers again before it is rolled back, 10s to 10m. Default: 60s.")
+	fl.StringVar(&o.bond, "bond", "", "The bond to change (spec.bondInterface). Default: the one the site's EdgeProfile names.")
+	fl.StringVar(&o.approval, "approval", "", "Automatic (the default), or Manual: each node waits until a person approves it (kubectl nodewright approve).")
+	fl.StringVar(&o.window, "maintenance-window", "", `When a node may start being changed: "[DAYS ]HH:MM-HH:MM[ TIMEZONE]", e.g. "Sat,Sun 22:00-04:00 Europe/Berlin" (days comma-separated, every day when none; the time zone IANA, UTC when none; an end not after the start is on the next day).`)
+	fl.StringVar(&o.name, "name", "", "Name of the BondModeFlipPlan. Default: flip-to-MODE- and five random characters (a dot in MODE becomes a dash).")
+	outputFlag(cmd, &o.output, outputTable, outputJSON, outputYAML)
+	o.wait.addFlags(cmd, "flip")
+	_ = cmd.RegisterFlagCompletionFunc("to", completeWords(bondModes))
+	_ = cmd.RegisterFlagCompletionFunc("vm-protection", completeWords(vmProtections))
+	_ = cmd.RegisterFlagCompletionFunc("approval", completeWords(approvals))
+	_ = cmd.RegisterFlagCompletionFunc("order", completeNodeOrder(f))
+
+	cmd.AddCommand(newFlipListCommand(f), newFlipWatchCommand(f))
+	return cmd
+}
+
+func joinModes[T ~string](values []T) string {
+	return strings.Join(mapSlice(values, func(v T) string { return string(v) }), ", ")
+}
+
+// oneOf is the value among values that s names, in any case.
+func oneOf[T ~string](s string, values []T) (T, bool) {
+	for _, v := range values {
+		if strings.EqualFold(s, string(v)) {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// buildFlip turns the flags into the object to create; mistakes in them are usage errors that
+// name the flag.
+func buildFlip(cmd *cobra.Command, o *flipOptions) (*nwv1.BondModeFlipPlan, error) {
+	if o.to == "" {
+		return nil, usageErrorf("--to MODE is required: the bond mode every node ends with (%s)", joinModes(bondModes))
+	}
+	mode, ok := oneOf(o.to, bondModes)
+	if !ok {
+		hint := ""
+		if strings.EqualFold(o.to, "lacp") {
+			hint = " (LACP is 802.3ad)"
+		}
+		return nil, usageErrorf("--to %q: not a bond mode%s: want one of %s", o.to, hint, joinModes(bondModes))
+	}
+	flip := &nwv1.BondModeFlipPlan{Spec: nwv1.BondModeFlipPlanSpec{TargetMode: mode}}
+	s := &flip.Spec
+
+	if len(o.order) > maxFlipNodes {
+		return nil, usageErrorf("--order %s: at most %d nodes, got %d", strings.Join(o.order, ","), maxFlipNodes, len(o.order))
+	}
+	for _, node := range o.order {
+		if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
+			return nil, usageErrorf("--order: %q is not a node name: %s", node, strings.Join(errs, "; "))
+		}
+		if slices.Contains(s.NodeOrder, node) {
+			return nil, usageErrorf("--order: node %s is named twice", node)
+		}
+		s.NodeOrder = append(s.NodeOrder, node)
+	}
+	if o.vmProtection != "" {
+		if s.VMProtection, ok = oneOf(o.vmProtection, vmProtections); !ok {
+			return nil, usageErrorf("--vm-protection %q: want one of %s", o.vmProtection, joinModes(vmProtections))
+		}
+	}
+	if o.approval != "" {
+		if s.Approval, ok = oneOf(o.approval, approvals); !ok {
+			return nil, usageErrorf("--approval %q: want one of %s", o.approval, joinModes(approvals))
+		}
+	}
+	if cmd.Flags().Changed("connectivity-timeout") {
+		d := o.connectivityTimeout
+		if d < minConnectivityTimeout || d > maxConnectivityTimeout {
+			return nil, usageErrorf("--connectivity-timeout %s: must be between %s and %s", d, shortFlagDuration(minConnectivityTimeout), shortFlagDuration(maxConnectivityTimeout))
+		}
+		s.ConnectivityTimeout = metav1.Duration{Duration: d}
+	}
+	if o.bond != "" {
+		if !bondInterfacePattern.MatchString(o.bond) {
+			return nil, usageErrorf("--bond %q: not an interface name (letters, digits, '.', '_' and '-', at most 15 characters, starting with a letter or digit)", o.bond)
+		}
+		s.BondInterface = o.bond
+	}
+	if o.window != "" {
+		w, err := parseMaintenanceWindow(o.window)
+		if err != nil {
+			return nil, usageErrorf("--maintenance-window %q: %w", o.window, err)
+		}
+		s.MaintenanceWindow = w
+	}
+	flip.Name = o.name
+	if flip.Name == "" {
+		flip.Name = defaultFlipName(mode)
+	}
+	if errs := validation.IsDNS1123Subdomain(flip.Name); len(errs) > 0 {
+		return nil, usageErrorf("--name %q: %s", flip.Name, strings.Join(errs, "; "))
+	}
+	return flip, nil
+}
+
+// defaultFlipName is flip-to-MODE- and five random characters; 802.3ad's dot becomes a dash,
+// so that the name is one DNS label like the others.
+func defaultFlipName(mode nwv1.BondMode) string {
+	return "flip-to-" + strings.ReplaceAll(string(mode), ".", "-") + "-" + utilrand.String(5)
+}
+
+// windowTimes is the HH:MM-HH:MM of --maintenance-window.
+var windowTimes = regexp.MustCompile(`^(\d\d:\d\d)-(\d\d:\d\d)$`)
+
+// windowForm is what --maintenance-window looks like, for its errors.
+const windowForm = `want "[DAYS ]HH:MM-HH:MM[ TIMEZONE]", e.g. "Sat,Sun 22:00-04:00 Europe/Berlin"`
+
+// parseMaintenanceWindow reads "[DAYS ]HH:MM-HH:MM[ TIMEZONE]" into spec.maintenanceWindow:
+// DAYS comma-separated day names or their first three letters, in any case; the window is
+// then checked as the admission webhook checks it (workflow.ParseWindow).
+func parseMaintenanceWindow(text string) (*nwv1.MaintenanceWindow, error) {
+	fields := strings.Fields(text)
+	at := slices.IndexFunc(fields, windowTimes.MatchString)
+	if at < 0 || len(fields)-at > 2 {
+		return nil, errors.New(windowForm)
+	}
+	times := windowTimes.FindStringSubmatch(fields[at])
+	w := &nwv1.MaintenanceWindow{Start: times[1], End: times[2]}
+	if at > 0 {
+		// "Sat,Sun" or "Sat, Sun"
+		for _, d := range strings.Split(strings.Join(fields[:at], ""), ",") {
+			if d == "" {
+				continue
+			}
+			day, ok := weekday(d)
+			if !ok {
+				return nil, fmt.Errorf("%q is not a day of the week (Monday or Mon, ...); %s", d, windowForm)
+			}
+			if !slices.Contains(w.Days, day) {
+				w.Days = append(w.Days, day)
+			}
+		}
+	}
+	if at+1 < len(fields) {
+		w.TimeZone = fields[at+1]
+	}
+	if _, err := workflow.ParseWindow(w, "spec.maintenanceWindow"); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+var weekdays = []nwv1.Weekday{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
+
+// weekday is the day s names: its name or its first three letters, in any case.
+func weekday(s string) (nwv1.Weekday, bool) {
+	for _, d := range weekdays {
+		if strings.EqualFold(s, string(d)) || strings.EqualFold(s, string(d)[:3]) {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// describeWindow writes a maintenance window as --maintenance-window takes it, the days in full.
+func describeWindow(w *nwv1.MaintenanceWindow) string {
+	days := "every day"
+	if len(w.Days) > 0 {
+		days = strings.Join(mapSlice(w.Days, func(d nwv1.Weekday) string { return string(d) }), ",")
+	}
+	zone := w.TimeZone
+	if zone == "" {
+		zone = "UTC"
+	}
+	return fmt.Sprintf("%s %s-%s %s", days, w.Start, w.End, zone)
+}
+
+// shortFlagDuration writes d as a duration flag is written: 10s, 1m, 1m30s, 2h.
+func shortFlagDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func runFlip(cmd *cobra.Command, f *Factory, o *flipOptions) error {
+	if err := checkOutput(&o.output, outputTable, outputJSON, outputYAML); err != nil {
+		return err
+	}
+	flip, err := buildFlip(cmd, o)
+	if err != nil {
+		return err
+	}
+	if err := o.wait.check(); err != nil {
+		return err
+	}
+	if o.wait.wait && o.output != outputTable {
+		return usageErrorf("--wait writes the flip's progress; it cannot be combined with --output %s", o.output)
+	}
+	c, err := f.Client()
+	if err != nil {
+		return err
+	}
+	if err := c.Create(cmd.Context(), flip); err != nil {
+		return apiError(err, flipKind, flip.Name)
+	}
+	out := f.Streams().Out
+	if o.output != outputTable {
+		flip.SetGroupVersionKind(nwv1.GroupVersion.WithKind("BondModeFlipPlan"))
+		flip.ManagedFields = nil
+		if err := printData(out, o.output, flip); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(out, "%s/%s created: %s\n", flipKind, flip.Name, describeFlip(flip))
+	}
+	if !o.wait.wait {
+		return nil
+	}
+	return watchFlip(cmd.Context(), f, c, flip.Name, o.wait)
+}
+
+// flipKind is the kind as the messages name it.
+const flipKind = "bondmodeflipplan"
+
+// describeFlip is one line saying what a flip does, with what the API server filled in.
+func describeFlip(flip *nwv1.BondModeFlipPlan) string {
+	s := flip.Spec
+	what := "to " + string(s.TargetMode)
+	if s.BondInterface != "" {
+		what += " on " + s.BondInterface
+	} else {
+		what += " on the profile's bond"
+	}
+	parts := []string{what}
+	if len(s.NodeOrder) > 0 {
+		parts = append(parts, "nodes "+strings.Join(s.NodeOrder, ", ")+" in that order")
+	} else {
+		parts = append(parts, "nodes in the default order (the primary last)")
+	}
+	if s.VMProtection != "" {
+		parts = append(parts, "VM protection "+string(s.VMProtection))
+	}
+	if s.ConnectivityTimeout.Duration > 0 {
+		parts = append(parts, "connectivity timeout "+shortFlagDuration(s.ConnectivityTimeout.Duration))
+	}
+	if s.Approval != "" {
+		parts = append(parts, "approval "+string(s.Approval))
+	}
+	if s.MaintenanceWindow != nil {
+		parts = append(parts, "maintenance window "+describeWindow(s.MaintenanceWindow))
+	}
+	return strings.Join(parts, ", ")
+}
