@@ -72,19 +72,19 @@ func flipTable(items []nwv1.BondModeFlipPlan, f *Factory) *table {
 	for i := range items {
 		flip := &items[i]
 		st := &flip.Status.WorkflowStatus
-		node, step := "-", "-"
-		if s, ok := currentStep(st); ok {
+		p := bondflip.ProgressOf(flip)
+		node, step, heldBy := "-", "-", "-"
+		if s := p.Current; s != nil {
 			step = s.Name
 			if s.State == nwv1.StepWaiting {
 				step += " (waiting)"
 			}
-			if k, _, ok := bondflip.ParseStep(bondflip.Step(s.Name)); ok {
-				node = flipNodeName(flip, k)
+			if p.CurrentPosition > 0 {
+				node = nodeName(p, p.CurrentPosition)
 			}
 		}
-		heldBy := "-"
-		if held := heldCondition(st); held != nil {
-			heldBy = held.Reason
+		if p.Held != nil {
+			heldBy = p.Held.Reason
 		}
 		phase := statusPhase(st)
 		t.add(c(flip.Name), c(string(flip.Spec.TargetMode)), cs(string(phase), phaseLineStyle(phase)),

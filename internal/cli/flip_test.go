@@ -170,7 +170,7 @@ func TestFlipList(t *testing.T) {
 	rolledBack := rolledBackStory(t, "list-rolledback")
 	var waiting, running *nwv1.BondModeFlipPlan
 	for _, s := range manual {
-		if waitingStep(&s.Flip.Status.WorkflowStatus) == "Node2ProtectVMs" && heldCondition(&s.Flip.Status.WorkflowStatus) != nil && waiting == nil {
+		if waitingOn(s.Flip) == "Node2ProtectVMs" && heldCondition(&s.Flip.Status.WorkflowStatus) != nil && waiting == nil {
 			waiting = s.Flip
 		}
 	}

@@ -10,7 +10,6 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
-	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
 // The watch view of a flip is a pure function of the flip as last seen and the clock:
@@ -18,66 +17,26 @@ import (
 // the log a script reads. Unlike a migration's, it has no rate to compute from earlier
 // versions: the nodes' progress is their steps.
 
-// nodeRow is one node of a flip as the view shows it.
-type nodeRow struct {
-	position          int
-	name              string
-	previous, current nwv1.BondMode
-	state             nwv1.NodeFlipState
-}
-
-// flipNodes lists the flip's nodes in their order: each as status.nodes has it (the
-// controller's view of the node's steps and what its agent reported), else named by
-// spec.nodeOrder with its state derived from its steps as the controller derives it.
-func flipNodes(f *nwv1.BondModeFlipPlan) []nodeRow {
-	st := &f.Status.WorkflowStatus
-	n := len(f.Spec.NodeOrder)
-	for _, node := range f.Status.Nodes {
-		n = max(n, int(node.Position))
-	}
-	for _, s := range st.Steps {
-		if k, _, ok := bondflip.ParseStep(bondflip.Step(s.Name)); ok {
-			n = max(n, k)
-		}
-	}
-	rows := make([]nodeRow, n)
-	for i := range rows {
-		rows[i] = nodeRow{position: i + 1, name: "-", state: bondflip.NodeState(st, i+1)}
-		if i < len(f.Spec.NodeOrder) {
-			rows[i].name = f.Spec.NodeOrder[i]
-		}
-	}
-	for _, node := range f.Status.Nodes {
-		if node.Position < 1 || int(node.Position) > n {
-			continue
-		}
-		r := &rows[node.Position-1]
-		r.name, r.previous, r.current, r.state = node.Name, node.PreviousMode, node.CurrentMode, node.State
-	}
-	return rows
-}
-
 // modes is the node's bond mode as its agent last reported it, after the mode it had before
 // the flip when that differs: "active-backup → 802.3ad"; "-" when not reported.
-func (r nodeRow) modes() string {
+func modes(n bondflip.NodeProgress) string {
 	switch {
-	case r.current == "" && r.previous == "":
+	case n.Current == "" && n.Previous == "":
 		return "-"
-	case r.previous == "" || r.previous == r.current:
-		return string(r.current)
-	case r.current == "":
-		return string(r.previous) + " → -"
+	case n.Previous == "" || n.Previous == n.Current:
+		return string(n.Current)
+	case n.Current == "":
+		return string(n.Previous) + " → -"
 	}
-	return string(r.previous) + " → " + string(r.current)
+	return string(n.Previous) + " → " + string(n.Current)
 }
 
-// flipNodeName names the node at position for a message: "edge-2 (2 of 3)".
-func flipNodeName(f *nwv1.BondModeFlipPlan, position int) string {
-	rows := flipNodes(f)
-	if position < 1 || position > len(rows) {
+// nodeName names the node at position for a message: "edge-2 (2 of 3)".
+func nodeName(p bondflip.Progress, position int) string {
+	if position < 1 || position > len(p.Nodes) {
 		return fmt.Sprintf("position %d", position)
 	}
-	return fmt.Sprintf("%s (%d of %d)", rows[position-1].name, position, len(rows))
+	return fmt.Sprintf("%s (%d of %d)", p.Nodes[position-1].Name, position, len(p.Nodes))
 }
 
 var nodeIcons = map[nwv1.NodeFlipState]struct {
@@ -134,21 +93,21 @@ func renderFlipFrame(f *nwv1.BondModeFlipPlan, now time.Time) []line {
 			out = append(out, stepLine("  ", s, stepWidth, now))
 		}
 	}
-	rows := flipNodes(f)
+	p := bondflip.ProgressOf(f)
 	nameWidth, modesWidth := 0, 0
-	for _, r := range rows {
-		nameWidth, modesWidth = max(nameWidth, width(r.name)), max(modesWidth, width(r.modes()))
+	for _, n := range p.Nodes {
+		nameWidth, modesWidth = max(nameWidth, width(n.Name)), max(modesWidth, width(modes(n)))
 	}
-	for _, r := range rows {
-		look := nodeIcons[r.state]
-		text := fmt.Sprintf("  %s %d  %-*s  %s%s  %s", look.icon, r.position, nameWidth, r.name,
-			r.modes(), strings.Repeat(" ", modesWidth-width(r.modes())), r.state)
+	for _, n := range p.Nodes {
+		look := nodeIcons[n.State]
+		text := fmt.Sprintf("  %s %d  %-*s  %s%s  %s", look.icon, n.Position, nameWidth, n.Name,
+			modes(n), strings.Repeat(" ", modesWidth-width(modes(n))), n.State)
 		out = append(out, line{text: text, style: look.style})
-		for _, s := range byNode[r.position] {
+		for _, s := range byNode[n.Position] {
 			out = append(out, stepLine("      ", s, stepWidth, now))
 		}
 	}
-	out = append(out, heldLines(f)...)
+	out = append(out, heldLines(f.Name, p)...)
 	if st.Phase.Finished() {
 		out = append(out, line{})
 		out = append(out, flipFinalLines(f)...)
@@ -165,75 +124,43 @@ func heldCondition(st *nwv1.WorkflowStatus) *metav1.Condition {
 	return held
 }
 
-// waitingStep is the step a gate holds, "" for none.
-func waitingStep(st *nwv1.WorkflowStatus) string {
-	if s, ok := currentStep(st); ok && s.State == nwv1.StepWaiting {
-		return s.Name
-	}
-	return ""
-}
-
-// approveCommand is the command that approves the step a Manual flip waits on, "" when
-// nothing waits for a person: the flip is not Manual, no step waits, the step waiting is not
-// one a person approves (the Preflight), or it is approved already.
-func approveCommand(f *nwv1.BondModeFlipPlan) string {
-	step := waitingStep(&f.Status.WorkflowStatus)
-	if f.Spec.Approval != nwv1.ApprovalManual || step == "" || f.Annotations[nwv1.AnnotationApprove] == step ||
-		!(bondflip.Plan{}).Gates(bondflip.Step(step)).Has(workflow.GateApproval) {
+// approveCommand is the command that approves the step a Manual flip waits on; "" when no
+// step waits for a person.
+func approveCommand(name string, p bondflip.Progress) string {
+	if p.Approvable == "" {
 		return ""
 	}
-	return fmt.Sprintf("kubectl nodewright approve bondflip/%s --step %s", f.Name, step)
+	return fmt.Sprintf("kubectl nodewright approve bondflip/%s --step %s", name, p.Approvable)
 }
 
 // approvedNote says who approved the step waiting, once approved; "" otherwise.
-func approvedNote(f *nwv1.BondModeFlipPlan) string {
-	step := waitingStep(&f.Status.WorkflowStatus)
-	if step == "" || f.Annotations[nwv1.AnnotationApprove] != step {
+func approvedNote(p bondflip.Progress) string {
+	if p.Approved == "" {
 		return ""
 	}
-	note := "step " + step + " is approved"
-	if by := f.Annotations[nwv1.AnnotationApprovedBy]; by != "" {
-		note += " by " + by
+	note := "step " + p.Approved + " is approved"
+	if p.ApprovedBy != "" {
+		note += " by " + p.ApprovedBy
 	}
 	return note
 }
 
 // heldLines say which gate holds the next step and why, and what a person can do about it.
-func heldLines(f *nwv1.BondModeFlipPlan) []line {
+func heldLines(name string, p bondflip.Progress) []line {
 	var out []line
-	if held := heldCondition(&f.Status.WorkflowStatus); held != nil {
+	if held := p.Held; held != nil {
 		text := "  ‖ Held: " + held.Reason
 		if held.Message != "" {
 			text += ": " + oneLine(held.Message)
 		}
 		out = append(out, line{text: text, style: yellow})
 	}
-	if cmd := approveCommand(f); cmd != "" {
+	if cmd := approveCommand(name, p); cmd != "" {
 		out = append(out, line{text: "    Approve it: " + cmd, style: bold})
-	} else if note := approvedNote(f); note != "" {
+	} else if note := approvedNote(p); note != "" {
 		out = append(out, line{text: "    " + note + "; it starts once its other gates open", style: dim})
 	}
 	return out
-}
-
-// flipFailure says where a flip that did not succeed failed: the node and step, and the
-// Succeeded condition's reason; "" when it succeeded or no step failed.
-func flipFailure(f *nwv1.BondModeFlipPlan) string {
-	st := &f.Status.WorkflowStatus
-	if st.Phase != nwv1.WorkflowRolledBack && st.Phase != nwv1.WorkflowFailed {
-		return ""
-	}
-	where := ""
-	for _, s := range st.Steps {
-		if s.State != nwv1.StepFailed && s.State != nwv1.StepCancelled {
-			continue
-		}
-		if k, _, ok := bondflip.ParseStep(bondflip.Step(s.Name)); ok {
-			where = " on node " + flipNodeName(f, k)
-		}
-		break
-	}
-	return where
 }
 
 // flipFinalLines say how a finished flip ended: its phase, how long it took and, when it did
@@ -241,7 +168,10 @@ func flipFailure(f *nwv1.BondModeFlipPlan) string {
 // and message.
 func flipFinalLines(f *nwv1.BondModeFlipPlan) []line {
 	st := &f.Status.WorkflowStatus
-	result := resultText(st) + flipFailure(f)
+	result := resultText(st)
+	if p := bondflip.ProgressOf(f); p.FailedPosition > 0 {
+		result += " on node " + nodeName(p, p.FailedPosition)
+	}
 	if c := meta.FindStatusCondition(st.Conditions, nwv1.ConditionSucceeded); c != nil {
 		if st.Phase != nwv1.WorkflowSucceeded && c.Reason != "" {
 			result += ": " + c.Reason
@@ -261,39 +191,33 @@ func flipChangeLines(prev, cur *nwv1.BondModeFlipPlan, seen time.Time) []line {
 	at := timestamp(seen)
 	var out []line
 	var prevStatus *nwv1.WorkflowStatus
-	before := map[int]nodeRow{}
+	var was bondflip.Progress
 	if prev == nil {
 		out = append(out, line{text: flipHeader(cur), style: bold})
 	} else {
 		prevStatus = &prev.Status.WorkflowStatus
-		for _, r := range flipNodes(prev) {
-			before[r.position] = r
-		}
+		was = bondflip.ProgressOf(prev)
 	}
 	st := &cur.Status.WorkflowStatus
 	out = append(out, statusChangeLines(prevStatus, st, seen)...)
-	for _, r := range flipNodes(cur) {
-		if b, ok := before[r.position]; ok && b == r {
+	p := bondflip.ProgressOf(cur)
+	for _, n := range p.Nodes {
+		if n.Position <= len(was.Nodes) && was.Nodes[n.Position-1] == n {
 			continue
 		}
-		out = append(out, line{text: fmt.Sprintf("%s node %d %s %s (%s)", at, r.position, r.name, r.state, r.modes()), style: nodeIcons[r.state].style})
+		out = append(out, line{text: fmt.Sprintf("%s node %d %s %s (%s)", at, n.Position, n.Name, n.State, modes(n)), style: nodeIcons[n.State].style})
 	}
-	held := heldCondition(st)
-	var prevHeld *metav1.Condition
-	if prevStatus != nil {
-		prevHeld = heldCondition(prevStatus)
-	}
-	if held != nil && (prevHeld == nil || held.Reason != prevHeld.Reason || held.Message != prevHeld.Message) {
+	if held := p.Held; held != nil && (was.Held == nil || held.Reason != was.Held.Reason || held.Message != was.Held.Message) {
 		text := fmt.Sprintf("%s held %s", at, held.Reason)
 		if held.Message != "" {
 			text += ": " + oneLine(held.Message)
 		}
 		out = append(out, line{text: text, style: yellow})
 	}
-	if cmd := approveCommand(cur); cmd != "" && (prev == nil || approveCommand(prev) != cmd) {
+	if cmd := approveCommand(cur.Name, p); cmd != "" && (prev == nil || approveCommand(prev.Name, was) != cmd) {
 		out = append(out, line{text: fmt.Sprintf("%s approve it: %s", at, cmd), style: bold})
 	}
-	if note := approvedNote(cur); note != "" && (prev == nil || approvedNote(prev) != note) {
+	if note := approvedNote(p); note != "" && approvedNote(was) != note {
 		out = append(out, line{text: at + " " + note})
 	}
 	if st.Phase.Finished() {

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
@@ -67,7 +68,7 @@ func TestFlipViewSaysWhatWaitsAndWhy(t *testing.T) {
 	snaps := manualSucceededStory(t, "to-lacp")
 	var waiting *nwv1.BondModeFlipPlan
 	for _, s := range snaps {
-		if s.Flip.Status.Steps != nil && waitingStep(&s.Flip.Status.WorkflowStatus) == "Node2ProtectVMs" && heldCondition(&s.Flip.Status.WorkflowStatus) != nil {
+		if s.Flip.Status.Steps != nil && waitingOn(s.Flip) == "Node2ProtectVMs" && heldCondition(&s.Flip.Status.WorkflowStatus) != nil {
 			waiting = s.Flip
 			break
 		}
@@ -133,4 +134,12 @@ func TestFlipFlagsTakeTheAPIsValues(t *testing.T) {
 			t.Errorf("%s: the flags take %v, the API %v", enum, c.got, c.want)
 		}
 	}
+}
+
+// waitingOn is the step a gate holds in f, "" for none.
+func waitingOn(f *nwv1.BondModeFlipPlan) string {
+	if c := bondflip.ProgressOf(f).Current; c != nil && c.State == nwv1.StepWaiting {
+		return c.Name
+	}
+	return ""
 }
