@@ -1,5 +1,5 @@
 // Command kubectl-nodewright is the kubectl plugin for Nodewright: "kubectl nodewright status",
-// "migrate", "approve", "events", "audit", "profile", "ui". The commands are in internal/cli;
+// "migrate", "flip", "approve", "events", "audit", "profile", "ui". The commands are in internal/cli;
 // see docs/cli.md.
 package main
 
