@@ -201,11 +201,14 @@ func flipChangeLines(prev, cur *nwv1.BondModeFlipPlan, seen time.Time) []line {
 	st := &cur.Status.WorkflowStatus
 	out = append(out, statusChangeLines(prevStatus, st, seen)...)
 	p := bondflip.ProgressOf(cur)
+	nodeText := func(n bondflip.NodeProgress) string {
+		return fmt.Sprintf("node %d %s %s (%s)", n.Position, n.Name, n.State, modes(n))
+	}
 	for _, n := range p.Nodes {
-		if n.Position <= len(was.Nodes) && was.Nodes[n.Position-1] == n {
+		if n.Position <= len(was.Nodes) && nodeText(was.Nodes[n.Position-1]) == nodeText(n) {
 			continue
 		}
-		out = append(out, line{text: fmt.Sprintf("%s node %d %s %s (%s)", at, n.Position, n.Name, n.State, modes(n)), style: nodeIcons[n.State].style})
+		out = append(out, line{text: at + " " + nodeText(n), style: nodeIcons[n.State].style})
 	}
 	if held := p.Held; held != nil && (was.Held == nil || held.Reason != was.Held.Reason || held.Message != was.Held.Message) {
 		text := fmt.Sprintf("%s held %s", at, held.Reason)
