@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/cli"
 )
 
 // migrationRequest is the page's form.
@@ -98,6 +99,44 @@ func (s *server) deleteMigration(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, actionResult{Namespace: m.Namespace, Name: m.Name, Warnings: warnings.list()})
+}
+
+// approveRequest is the page's Approve button: the step the page showed waiting.
+type approveRequest struct {
+	Step string `json:"step"`
+}
+
+// approveResult answers an approval: what it did, in the words approve prints.
+type approveResult struct {
+	Name     string       `json:"name"`
+	Lines    []string     `json:"lines,omitempty"`
+	Warnings []string     `json:"warnings,omitempty"`
+	Errors   []fieldError `json:"errors,omitempty"`
+}
+
+// approveFlip approves, as the user, the step the page showed a Manual flip waiting on, with
+// the code of `kubectl nodewright approve` (cli.Approve): the approve annotation set with the
+// resourceVersion read, the step checked again; the admission webhook stamps the user as the
+// approver. A refusal (the step no longer waits, the user may not update the flip, the
+// webhook) goes back to the page in those words.
+func (s *server) approveFlip(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var req approveRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req); err != nil || req.Step == "" {
+		writeJSON(w, http.StatusBadRequest, approveResult{Name: name, Errors: []fieldError{{Message: "the request names no step to approve"}}})
+		return
+	}
+	ctx, warnings := collectWarnings(r.Context())
+	done, err := cli.Approve(ctx, s.client, "bondmodeflipplan", name, req.Step)
+	if err != nil {
+		status := statusOf(err)
+		if status == http.StatusBadGateway {
+			status = http.StatusConflict // the flip is not where the page showed it
+		}
+		writeJSON(w, status, approveResult{Name: name, Errors: []fieldError{{Message: err.Error()}}, Warnings: warnings.list()})
+		return
+	}
+	writeJSON(w, http.StatusOK, approveResult{Name: name, Lines: done.Lines(), Warnings: warnings.list()})
 }
 
 // generateName is a prefix the API server completes: vm-volume-xxxxx.

@@ -149,11 +149,17 @@ func startUI(t *testing.T, opts ui.Options) string {
 // runUI is startUI that can also be stopped before the test ends.
 func runUI(t *testing.T, opts ui.Options) (url string, stop func()) {
 	t.Helper()
+	return runUIAs(t, userConfig(), opts)
+}
+
+// runUIAs runs the UI with the credentials cfg gives, until the test ends or stop.
+func runUIAs(t *testing.T, cfg *rest.Config, opts ui.Options) (url string, stop func()) {
+	t.Helper()
 	out := &testenv.SyncBuffer{}
 	opts.Out = out
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ui.Run(ctx, userConfig(), opts) }()
+	go func() { done <- ui.Run(ctx, cfg, opts) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

@@ -82,6 +82,7 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 	s.mux.HandleFunc("GET /api/choices", s.choices)
 	s.mux.HandleFunc("POST /api/migrations", s.createMigration)
 	s.mux.HandleFunc("DELETE /api/migrations/{namespace}/{name}", s.deleteMigration)
+	s.mux.HandleFunc("POST /api/flips/{name}/approve", s.approveFlip)
 	return s, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/bridge"
 )
 
@@ -24,7 +25,9 @@ const (
 	kindCluster   = "NodewrightCluster"
 	kindAgent     = "NodewrightAgentStatus"
 	kindMigration = "VMVolumeMigration"
-	kindProfile   = "EdgeProfile"
+	// kindFlip are the BondModeFlipPlans, cluster-scoped: shown whatever the page's namespace.
+	kindFlip    = "BondModeFlipPlan"
+	kindProfile = "EdgeProfile"
 	// kindLegacy is the legacy DaemonSet's ConfigMap: its heartbeats are live, where the
 	// agent statuses record only when freshness changed.
 	kindLegacy = "LegacyConfigMap"
@@ -62,6 +65,8 @@ func (h *hub) startLocked() {
 		{kind: kindProfile, newList: func() client.ObjectList { return &nwv1.EdgeProfileList{} }, example: &nwv1.EdgeProfile{}},
 		{kind: kindMigration, namespace: h.namespace,
 			newList: func() client.ObjectList { return &nwv1.VMVolumeMigrationList{} }, example: &nwv1.VMVolumeMigration{}},
+		{kind: kindFlip, newList: func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} }, example: &nwv1.BondModeFlipPlan{},
+			encode: encodeFlip},
 	}
 	for _, src := range sources {
 		r.wg.Go(func() { h.inform(ctx, r.gen, src) })
@@ -231,4 +236,17 @@ func encodeEvent(o client.Object) any {
 		component = ev.ReportingController
 	}
 	return shownEvent{Type: ev.Type, Reason: ev.Reason, Message: ev.Message, Component: component, Time: at, Count: ev.Count}
+}
+
+// shownFlip is a flip with where it stands (bondflip.ProgressOf), so that the page shows what
+// `kubectl nodewright flip watch` shows without deriving it again.
+type shownFlip struct {
+	*nwv1.BondModeFlipPlan
+	Progress bondflip.Progress `json:"progress"`
+}
+
+func encodeFlip(o client.Object) any {
+	f := o.(*nwv1.BondModeFlipPlan).DeepCopy()
+	f.ManagedFields = nil
+	return shownFlip{BondModeFlipPlan: f, Progress: bondflip.ProgressOf(f)}
 }

@@ -1,11 +1,11 @@
 // Package ui serves the thin web UI behind `kubectl nodewright ui`: a page on 127.0.0.1 that
-// shows the cluster's health, the migrations and the audit trail, live, and can start and
-// cancel a migration.
+// shows the cluster's health, the migrations, the bond-mode flips and the audit trail, live,
+// can start and cancel a migration, and approves the step a Manual flip waits on.
 //
 // It acts with the user's own credentials (the rest.Config from their kubeconfig), never with
 // privileges of its own: what the page shows is what the user may read, and what it does is
-// an ordinary create or delete by the user, which the admission webhooks check and stamp with
-// the user's name. The local server answers its API only to requests that carry the random
+// an ordinary create, delete or patch by the user, which the admission webhooks check and
+// stamp with the user's name. The local server answers its API only to requests that carry the random
 // token of the URL it printed (in the URL's fragment, which the page keeps per tab and sends
 // in a header), addressed to a loopback host name and sent by its own page; so neither another
 // web page open in the same browser nor another web server on 127.0.0.1 can use the user's

@@ -49,7 +49,7 @@ const statePhase = {
 const looks = {
   Bootstrap: ['◐', 'info'], SingleNode: ['●', 'ok'], Upgrading: ['⇧', 'info'], MultiNode: ['✔', 'ok'],
   Degraded: ['▲', 'bad'], Recovering: ['↻', 'info'], Unknown: ['?', 'warn'],
-  Pending: ['○', 'neutral'], Waiting: ['⏸', 'warn'], Running: ['↻', 'info'], Succeeded: ['✔', 'ok'], Failed: ['✖', 'bad'],
+  Pending: ['○', 'neutral'], Waiting: ['‖', 'warn'], Running: ['↻', 'info'], Succeeded: ['✔', 'ok'], Failed: ['✖', 'bad'],
   RollingBack: ['↶', 'warn'], RolledBack: ['↩', 'warn'], Skipped: ['–', 'neutral'], Cancelled: ['■', 'warn'],
   True: ['✔', 'ok'], False: ['✖', 'bad'],
 };
@@ -348,7 +348,8 @@ function short(s, n) {
 const finished = new Set(['Succeeded', 'RolledBack', 'Failed']);
 
 function renderWorkflows() {
-  replace(document.getElementById('workflow-problems'), problemsFor(['VMVolumeMigration']));
+  replace(document.getElementById('workflow-problems'), problemsFor(['BondModeFlipPlan', 'VMVolumeMigration']));
+  renderFlips();
   const el = document.getElementById('migrations');
   const ms = objects('VMVolumeMigration').sort((a, b) =>
     new Date(b.metadata.creationTimestamp) - new Date(a.metadata.creationTimestamp) || a.metadata.name.localeCompare(b.metadata.name));
@@ -445,6 +446,131 @@ async function cancel(m) {
     window.alert(`Could not cancel ${key}: ${errs}`);
   }
   render();
+}
+
+// ---- Bond-mode flips -------------------------------------------------------------------
+
+// The node states of a flip, each with an icon and a tone besides its word.
+const nodeLooks = {
+  Pending: ['○', 'neutral'], InProgress: ['↻', 'info'], Done: ['✔', 'ok'],
+  RollingBack: ['↶', 'warn'], RolledBack: ['↩', 'warn'], Failed: ['✖', 'bad'],
+};
+const flipFeedback = {}; // flip key -> { step, tone, text } of the last approval tried from this page
+
+function renderFlips() {
+  const el = document.getElementById('flips');
+  const fs = objects('BondModeFlipPlan').sort((a, b) =>
+    new Date(b.metadata.creationTimestamp) - new Date(a.metadata.creationTimestamp) || a.metadata.name.localeCompare(b.metadata.name));
+  if (!fs.length) {
+    replace(el, h('p', { class: 'hint' }, store.synced.BondModeFlipPlan
+      ? ['No BondModeFlipPlan. Start one with ', h('code', {}, 'kubectl nodewright flip --to MODE'), '.']
+      : 'Loading…'));
+    return;
+  }
+  replace(el, fs.map(flipCard));
+}
+
+// modesText is the node's bond mode as its agent last reported it, after the mode it had
+// before the flip when that differs (as flip watch writes it).
+function modesText(n) {
+  if (!n.current && !n.previous) return '—';
+  if (!n.previous || n.previous === n.current) return n.current;
+  return `${n.previous} → ${n.current || '—'}`;
+}
+
+function stepItem(s) {
+  return h('div', { class: `step st-${s.state}`, 'data-step': s.name, 'data-state': s.state },
+    h('span', { class: 'step-name' }, s.name), ' ', badge(s.state),
+    s.startedAt && s.finishedAt ? h('span', { class: 'hint' }, ` ${seconds(new Date(s.finishedAt) - new Date(s.startedAt))}`)
+      : s.startedAt && s.state === 'Running' ? h('span', { class: 'hint' }, ' started ', agoEl(s.startedAt)) : '',
+    s.message ? h('span', { class: 'step-msg block' }, s.message) : '');
+}
+
+function flipCard(f) {
+  const name = f.metadata.name;
+  const key = `flip/${name}`;
+  const st = f.status || {};
+  const p = f.progress || { nodes: [] };
+  const phase = st.phase || 'Pending';
+  if (announced[key] && announced[key] !== phase) announce(`Flip ${name} is now ${phase}`);
+  announced[key] = phase;
+  const id = `flip-${name}`;
+  const spec = f.spec || {};
+  const who = f.metadata.annotations && f.metadata.annotations['nodewright.spectrocloud.com/requested-by'];
+  const succeeded = condition(f, 'Succeeded');
+  const preflight = (st.steps || []).find((s) => s.name === 'Preflight');
+  const window = spec.maintenanceWindow;
+  const nodeOf = (position) => p.nodes[position - 1];
+  const failedAt = p.failed ? (p.failedPosition ? `node ${nodeOf(p.failedPosition).name} (${p.failedPosition} of ${p.nodes.length}), ` : '') : '';
+  return h('article', { class: `card migration flip tone-edge-${(looks[phase] || [])[1] || 'neutral'}`, id, 'data-key': key, 'data-phase': phase, 'aria-labelledby': `${id}-title` },
+    h('header', { class: 'card-head' },
+      h('h3', { id: `${id}-title` }, name),
+      badge(phase, { id: `${id}-phase` })),
+    h('p', { class: 'sub' }, 'Bond mode → ', h('strong', {}, spec.targetMode), ' on ', h('strong', {}, spec.bondInterface || 'the profile’s bond'),
+      ` · VM protection ${spec.vmProtection || 'LiveMigrate'} · approval ${spec.approval || 'Automatic'}`,
+      window ? ` · window ${(window.days || []).join(', ') || 'every day'} ${window.start}–${window.end} ${window.timeZone || 'UTC'}` : '',
+      who ? [' · requested by ', h('strong', { class: 'requested-by' }, who)] : ''),
+    preflight ? stepItem(preflight) : null,
+    p.nodes.length ? h('ol', { class: 'flip-nodes', 'aria-label': `Nodes of ${name}, in the order they are changed` }, p.nodes.map((n) => {
+      const [icon, tone] = nodeLooks[n.state] || ['•', 'neutral'];
+      const current = p.current && p.currentPosition === n.position ? p.current : null;
+      const failed = p.failed && p.failedPosition === n.position && (!current || current.name !== p.failed.name) ? p.failed : null;
+      return h('li', { class: `flip-node ns-${n.state}`, 'data-node': n.name, 'data-position': n.position, 'data-state': n.state },
+        h('span', { class: 'pos', 'aria-label': `position ${n.position}` }, n.position),
+        h('span', { class: 'node-name' }, n.name),
+        h('span', { class: 'modes mono' }, modesText(n)),
+        h('span', { class: `badge tone-${tone}`, 'data-phase': n.state }, h('span', { class: 'icon', 'aria-hidden': 'true' }, icon), ' ', n.state),
+        current ? stepItem(current) : null,
+        failed ? stepItem(failed) : null);
+    })) : h('p', { class: 'hint' }, 'The operator names the nodes when the flip starts.'),
+    p.held ? h('p', { class: 'notice tone-warn held' }, h('span', { 'aria-hidden': 'true' }, '‖ '),
+      h('strong', {}, `${p.current ? p.current.name : 'The next step'} waits: `), h('span', { class: 'reason' }, p.held.reason),
+      p.held.message ? ` — ${p.held.message}` : '') : null,
+    approval(f, key, p),
+    finished.has(phase) && phase !== 'Succeeded' && succeeded ? h('p', { class: 'notice tone-bad result' }, h('span', { 'aria-hidden': 'true' }, '✖ '),
+      `${phase} on ${failedAt}${succeeded.reason}: ${succeeded.message}`) : null,
+    phase === 'Succeeded' && succeeded ? h('p', { class: 'notice tone-ok result' }, h('span', { 'aria-hidden': 'true' }, '✔ '), succeeded.message) : null,
+    (st.steps || []).length ? details(`${key}#steps`, `All steps (${st.steps.length})`, steps(st)) : null);
+}
+
+// approval is the Approve button of a Manual flip whose step waits for a person, with the
+// command that does the same, or who approved it; and what the last approval tried said.
+function approval(f, key, p) {
+  const name = f.metadata.name;
+  // What the last approval said, while its step is the flip's current one.
+  const fb = flipFeedback[key] && p.current && p.current.name === flipFeedback[key].step ? flipFeedback[key] : null;
+  const feedback = fb ? h('p', { class: `notice tone-${fb.tone} approve-feedback`, role: fb.tone === 'bad' ? 'alert' : 'status', tabindex: '-1', 'data-key': `${key}#feedback` },
+    h('span', { 'aria-hidden': 'true' }, fb.tone === 'bad' ? '✖ ' : '✔ '), fb.text) : null;
+  if (p.approvable) {
+    return h('div', { class: 'actions approve' },
+      h('button', { type: 'button', class: 'primary', 'data-key': `${key}#approve`, 'data-step': p.approvable, onclick: () => approveStep(f, p.approvable) },
+        `Approve ${p.approvable}`),
+      h('p', { class: 'hint' }, 'Approves as you, as ', h('code', {}, `kubectl nodewright approve bondflip/${name} --step ${p.approvable}`), ' does.'),
+      feedback);
+  }
+  if (p.approved) {
+    return h('div', { class: 'actions approve' },
+      h('p', { class: 'approved' }, h('span', { 'aria-hidden': 'true' }, '✔ '), `Step ${p.approved} approved`,
+        p.approvedBy ? [' by ', h('strong', {}, p.approvedBy)] : '', '; it starts once its other gates open.'),
+      feedback);
+  }
+  return feedback;
+}
+
+async function approveStep(f, step) {
+  const name = f.metadata.name;
+  const key = `flip/${name}`;
+  const res = await api('POST', `/api/flips/${encodeURIComponent(name)}/approve`, { step });
+  if (res.ok) {
+    flipFeedback[key] = { step, tone: 'ok', text: (res.body.lines || []).join(' ') || `Approved step ${step}.` };
+    announce(`Approved step ${step} of flip ${name}`);
+  } else {
+    const errs = (res.body.errors || [{ message: `HTTP ${res.status}` }]).map((e) => e.message).join('; ');
+    flipFeedback[key] = { step, tone: 'bad', text: `Not approved: ${errs}` };
+    announce(`Could not approve step ${step} of flip ${name}: ${errs}`);
+  }
+  render();
+  focusKey(`${key}#feedback`);
 }
 
 // ---- The form ------------------------------------------------------------------------
