@@ -117,7 +117,7 @@ func TestFlipRefusedAndAdmitted(t *testing.T) {
 	managedCluster(t)
 	stdout, stderr, code = plugin(t, kubeconfig, "flip", "--to", "802.3ad", "--name", "to-lacp", "--order", "kn-edge-1", "--approval", "Manual")
 	if want := "bondmodeflipplan/to-lacp created: to 802.3ad on the profile's bond, nodes kn-edge-1 in that order, VM protection LiveMigrate, " +
-		"connectivity timeout 1m, approval Manual\n"; code != 0 || stdout != want {
+		"connectivity timeout 1m00s, approval Manual\n"; code != 0 || stdout != want {
 		t.Fatalf("on a Managed cluster: exit code %d\nstdout %q\nwant   %q\nstderr %q", code, stdout, want, stderr)
 	}
 	got := &nwv1.BondModeFlipPlan{}

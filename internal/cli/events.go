@@ -86,13 +86,7 @@ func newEventsCommand(f *Factory) *cobra.Command {
 			}
 			out := f.Streams().Out
 			if output != outputTable {
-				list := &corev1.EventList{Items: events}
-				list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("EventList"))
-				for i := range list.Items {
-					list.Items[i].SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Event"))
-					list.Items[i].ManagedFields = nil
-				}
-				return printData(out, output, list)
+				return printObjects(out, output, &corev1.EventList{Items: events})
 			}
 			if len(events) == 0 {
 				if all {

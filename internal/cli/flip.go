@@ -174,7 +174,7 @@ func buildFlip(cmd *cobra.Command, o *flipOptions) (*nwv1.BondModeFlipPlan, erro
 	if cmd.Flags().Changed("connectivity-timeout") {
 		d := o.connectivityTimeout
 		if d < minConnectivityTimeout || d > maxConnectivityTimeout {
-			return nil, usageErrorf("--connectivity-timeout %s: must be between %s and %s", d, shortFlagDuration(minConnectivityTimeout), shortFlagDuration(maxConnectivityTimeout))
+			return nil, usageErrorf("--connectivity-timeout %s: must be between 10s and 10m", d)
 		}
 		s.ConnectivityTimeout = metav1.Duration{Duration: d}
 	}
@@ -273,18 +273,6 @@ func describeWindow(w *nwv1.MaintenanceWindow) string {
 	return fmt.Sprintf("%s %s-%s %s", days, w.Start, w.End, zone)
 }
 
-// shortFlagDuration writes d as a duration flag is written: 10s, 1m, 1m30s, 2h.
-func shortFlagDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
 func runFlip(cmd *cobra.Command, f *Factory, o *flipOptions) error {
 	if err := checkOutput(&o.output, outputTable, outputJSON, outputYAML); err != nil {
 		return err
@@ -306,18 +294,8 @@ func runFlip(cmd *cobra.Command, f *Factory, o *flipOptions) error {
 	if err := c.Create(cmd.Context(), flip); err != nil {
 		return apiError(err, flipKind, flip.Name)
 	}
-	out := f.Streams().Out
-	if o.output != outputTable {
-		flip.SetGroupVersionKind(nwv1.GroupVersion.WithKind("BondModeFlipPlan"))
-		flip.ManagedFields = nil
-		if err := printData(out, o.output, flip); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(out, "%s/%s created: %s\n", flipKind, flip.Name, describeFlip(flip))
-	}
-	if !o.wait.wait {
-		return nil
+	if err := printCreated(f.Streams().Out, o.output, flipKind, flip, describeFlip(flip)); err != nil || !o.wait.wait {
+		return err
 	}
 	return watchFlip(cmd.Context(), f, c, flip.Name, o.wait)
 }
@@ -344,7 +322,7 @@ func describeFlip(flip *nwv1.BondModeFlipPlan) string {
 		parts = append(parts, "VM protection "+string(s.VMProtection))
 	}
 	if s.ConnectivityTimeout.Duration > 0 {
-		parts = append(parts, "connectivity timeout "+shortFlagDuration(s.ConnectivityTimeout.Duration))
+		parts = append(parts, "connectivity timeout "+shortDuration(s.ConnectivityTimeout.Duration))
 	}
 	if s.Approval != "" {
 		parts = append(parts, "approval "+string(s.Approval))

@@ -47,13 +47,7 @@ func newFlipListCommand(f *Factory) *cobra.Command {
 			slices.SortFunc(list.Items, func(a, b nwv1.BondModeFlipPlan) int { return strings.Compare(a.Name, b.Name) })
 			out := f.Streams().Out
 			if output != outputTable {
-				list.SetGroupVersionKind(nwv1.GroupVersion.WithKind("BondModeFlipPlanList"))
-				for i := range list.Items {
-					list.Items[i].SetGroupVersionKind(nwv1.GroupVersion.WithKind("BondModeFlipPlan"))
-					list.Items[i].ManagedFields = nil
-				}
-				list.ResourceVersion = ""
-				return printData(out, output, list)
+				return printObjects(out, output, list)
 			}
 			if len(list.Items) == 0 {
 				fmt.Fprintln(f.Streams().ErrOut, "No BondModeFlipPlans found.")

@@ -36,27 +36,13 @@ const flipWatchExamples = `  # The live view
   kubectl nodewright flip watch to-lacp --wait --timeout 2h`
 
 func newFlipWatchCommand(f *Factory) *cobra.Command {
-	var o waitOptions
-	cmd := &cobra.Command{
-		Use:               "watch NAME",
-		Short:             "Follow a flip node by node: modes, steps, the gate that holds it, the result, live",
-		Long:              flipWatchHelp,
-		Example:           flipWatchExamples,
-		Args:              exactArgs(1, "the NAME of a BondModeFlipPlan"),
-		ValidArgsFunction: completeFlips(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.check(); err != nil {
-				return err
-			}
-			c, err := f.Client()
-			if err != nil {
-				return err
-			}
-			return watchFlip(cmd.Context(), f, c, args[0], o)
+	return watchCommand{
+		short: "Follow a flip node by node: modes, steps, the gate that holds it, the result, live", long: flipWatchHelp, example: flipWatchExamples,
+		kind: "BondModeFlipPlan", noun: "flip", complete: completeFlips(f),
+		watch: func(ctx context.Context, c client.WithWatch, name string, o waitOptions) error {
+			return watchFlip(ctx, f, c, name, o)
 		},
-	}
-	o.addFlags(cmd, "flip")
-	return cmd
+	}.build(f)
 }
 
 // watchFlip follows the flip until its phase is final (follow), drawing the live view on a

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,4 +206,35 @@ func rolledBackStory(t *testing.T, name string) []flipSnapshot {
 		s.after(5*time.Second).event(workflow.StepSucceeded, msg)
 	}
 	return s.snaps
+}
+
+// firstVersion is the first of snaps's flips for which is holds; the test fails without one.
+func firstVersion(t *testing.T, snaps []flipSnapshot, what string, is func(*nwv1.BondModeFlipPlan) bool) *nwv1.BondModeFlipPlan {
+	t.Helper()
+	for _, s := range snaps {
+		if is(s.Flip) {
+			return s.Flip.DeepCopy()
+		}
+	}
+	t.Fatalf("the story never has %s", what)
+	return nil
+}
+
+// heldAt is the first version of the story in which a gate holds step.
+func heldAt(t *testing.T, snaps []flipSnapshot, step string) *nwv1.BondModeFlipPlan {
+	t.Helper()
+	return firstVersion(t, snaps, step+" held", func(f *nwv1.BondModeFlipPlan) bool {
+		p := bondflip.ProgressOf(f)
+		return p.Current != nil && p.Current.Name == step && p.Current.State == nwv1.StepWaiting && p.Held != nil
+	})
+}
+
+// wantAll fails the test for each of wants that got (what) does not say.
+func wantAll(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s does not say %q:\n%s", what, want, got)
+		}
+	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
@@ -113,15 +112,6 @@ func renderFlipFrame(f *nwv1.BondModeFlipPlan, now time.Time) []line {
 		out = append(out, flipFinalLines(f)...)
 	}
 	return out
-}
-
-// heldCondition is the Held condition while it is True: a gate holds the next step.
-func heldCondition(st *nwv1.WorkflowStatus) *metav1.Condition {
-	held := meta.FindStatusCondition(st.Conditions, nwv1.ConditionHeld)
-	if held == nil || held.Status != metav1.ConditionTrue {
-		return nil
-	}
-	return held
 }
 
 // approveCommand is the command that approves the step a Manual flip waits on; "" when no

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
@@ -66,28 +65,13 @@ func TestFlipWatchLinesGolden(t *testing.T) {
 // why, the command that approves it, and where a flip that rolled back failed.
 func TestFlipViewSaysWhatWaitsAndWhy(t *testing.T) {
 	snaps := manualSucceededStory(t, "to-lacp")
-	var waiting *nwv1.BondModeFlipPlan
-	for _, s := range snaps {
-		if s.Flip.Status.Steps != nil && waitingOn(s.Flip) == "Node2ProtectVMs" && heldCondition(&s.Flip.Status.WorkflowStatus) != nil {
-			waiting = s.Flip
-			break
-		}
-	}
-	if waiting == nil {
-		t.Fatal("the story never holds Node2ProtectVMs for approval")
-	}
-	frame := frameText(renderFlipFrame(waiting, snaps[len(snaps)-1].At))
-	for _, want := range []string{
+	frame := frameText(renderFlipFrame(heldAt(t, snaps, "Node2ProtectVMs"), snaps[len(snaps)-1].At))
+	wantAll(t, "the frame", frame,
 		"  ✓ 1  edge-1  active-backup → 802.3ad  Done\n",
 		"  · 2  edge-2  active-backup            Pending\n",
 		"      ‖ Node2ProtectVMs  Waiting\n",
 		"  ‖ Held: AwaitingApproval: awaiting approval: kubectl nodewright approve bondmodeflipplan/to-lacp\n",
-		"    Approve it: kubectl nodewright approve bondflip/to-lacp --step Node2ProtectVMs\n",
-	} {
-		if !strings.Contains(frame, want) {
-			t.Errorf("the frame does not say %q:\n%s", want, frame)
-		}
-	}
+		"    Approve it: kubectl nodewright approve bondflip/to-lacp --step Node2ProtectVMs\n")
 
 	rolledBack := rolledBackStory(t, "to-lacp")
 	last := rolledBack[len(rolledBack)-1].Flip
@@ -134,12 +118,4 @@ func TestFlipFlagsTakeTheAPIsValues(t *testing.T) {
 			t.Errorf("%s: the flags take %v, the API %v", enum, c.got, c.want)
 		}
 	}
-}
-
-// waitingOn is the step a gate holds in f, "" for none.
-func waitingOn(f *nwv1.BondModeFlipPlan) string {
-	if c := bondflip.ProgressOf(f).Current; c != nil && c.State == nwv1.StepWaiting {
-		return c.Name
-	}
-	return ""
 }

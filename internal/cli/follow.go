@@ -40,6 +40,40 @@ func (o *waitOptions) check() error {
 	return nil
 }
 
+// watchCommand is the `watch NAME` subcommand of a workflow kind.
+type watchCommand struct {
+	short, long, example string
+	// kind names the workflow kind in the usage error; noun in the flags' help ("migration").
+	kind, noun string
+	complete   cobra.CompletionFunc
+	// watch follows the workflow name with c.
+	watch func(ctx context.Context, c client.WithWatch, name string, o waitOptions) error
+}
+
+func (w watchCommand) build(f *Factory) *cobra.Command {
+	var o waitOptions
+	cmd := &cobra.Command{
+		Use:               "watch NAME",
+		Short:             w.short,
+		Long:              w.long,
+		Example:           w.example,
+		Args:              exactArgs(1, "the NAME of a "+w.kind),
+		ValidArgsFunction: w.complete,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.check(); err != nil {
+				return err
+			}
+			c, err := f.Client()
+			if err != nil {
+				return err
+			}
+			return w.watch(cmd.Context(), c, args[0], o)
+		},
+	}
+	o.addFlags(cmd, w.noun)
+	return cmd
+}
+
 // workflowObject is a workflow a watch can follow: its status embeds the shared
 // WorkflowStatus.
 type workflowObject interface {

@@ -177,18 +177,8 @@ func runMigrate(cmd *cobra.Command, f *Factory, o *migrateOptions, args []string
 	if err := c.Create(cmd.Context(), m); err != nil {
 		return apiError(err, "vmvolumemigration", m.Name)
 	}
-	out := f.Streams().Out
-	if o.output != outputTable {
-		m.SetGroupVersionKind(nwv1.GroupVersion.WithKind("VMVolumeMigration"))
-		m.ManagedFields = nil
-		if err := printData(out, o.output, m); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(out, "vmvolumemigration/%s created: %s\n", m.Name, describeMigration(m))
-	}
-	if !o.wait.wait {
-		return nil
+	if err := printCreated(f.Streams().Out, o.output, "vmvolumemigration", m, describeMigration(m)); err != nil || !o.wait.wait {
+		return err
 	}
 	return watchMigration(cmd.Context(), f, c, namespace, m.Name, o.wait)
 }

@@ -61,13 +61,7 @@ func newMigrateListCommand(f *Factory) *cobra.Command {
 			})
 			out := f.Streams().Out
 			if output != outputTable {
-				list.SetGroupVersionKind(nwv1.GroupVersion.WithKind("VMVolumeMigrationList"))
-				for i := range list.Items {
-					list.Items[i].SetGroupVersionKind(nwv1.GroupVersion.WithKind("VMVolumeMigration"))
-					list.Items[i].ManagedFields = nil
-				}
-				list.ResourceVersion = ""
-				return printData(out, output, list)
+				return printObjects(out, output, list)
 			}
 			if len(list.Items) == 0 {
 				if all {

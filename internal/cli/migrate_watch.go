@@ -33,31 +33,17 @@ const watchExamples = `  # The live view
   kubectl nodewright migrate watch web-root-to-rwx -n apps --wait --timeout 2h`
 
 func newMigrateWatchCommand(f *Factory) *cobra.Command {
-	var o waitOptions
-	cmd := &cobra.Command{
-		Use:               "watch NAME",
-		Short:             "Follow a migration's steps, progress, checksums and result, live",
-		Long:              watchHelp,
-		Example:           watchExamples,
-		Args:              exactArgs(1, "the NAME of a VMVolumeMigration"),
-		ValidArgsFunction: completeMigrations(f),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.check(); err != nil {
-				return err
-			}
+	return watchCommand{
+		short: "Follow a migration's steps, progress, checksums and result, live", long: watchHelp, example: watchExamples,
+		kind: "VMVolumeMigration", noun: "migration", complete: completeMigrations(f),
+		watch: func(ctx context.Context, c client.WithWatch, name string, o waitOptions) error {
 			namespace, _, err := f.Namespace()
 			if err != nil {
 				return err
 			}
-			c, err := f.Client()
-			if err != nil {
-				return err
-			}
-			return watchMigration(cmd.Context(), f, c, namespace, args[0], o)
+			return watchMigration(ctx, f, c, namespace, name, o)
 		},
-	}
-	o.addFlags(cmd, "migration")
-	return cmd
+	}.build(f)
 }
 
 // maxSnapshots bounds what the view keeps: the estimate looks back rateWindow only, and the

@@ -11,6 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 )
 
@@ -163,4 +167,53 @@ func mapSlice[T, U any](in []T, f func(T) U) []U {
 		out[i] = f(v)
 	}
 	return out
+}
+
+// printObject writes obj as data (json, yaml) as the API server returned it, with its kind and
+// without its managedFields.
+func printObject(w io.Writer, format string, obj client.Object) error {
+	obj.SetManagedFields(nil)
+	if err := setKind(obj); err != nil {
+		return err
+	}
+	return printData(w, format, obj)
+}
+
+// printObjects writes list as data (json, yaml): the list and each item with its kind, the
+// items without their managedFields, the list without its resourceVersion.
+func printObjects(w io.Writer, format string, list client.ObjectList) error {
+	err := meta.EachListItem(list, func(o runtime.Object) error {
+		if obj, ok := o.(client.Object); ok {
+			obj.SetManagedFields(nil)
+		}
+		return setKind(o)
+	})
+	if err == nil {
+		err = setKind(list)
+	}
+	if err != nil {
+		return err
+	}
+	list.SetResourceVersion("")
+	return printData(w, format, list)
+}
+
+// setKind fills in o's apiVersion and kind, which a typed client leaves empty.
+func setKind(o runtime.Object) error {
+	gvk, err := apiutil.GVKForObject(o, scheme)
+	if err != nil {
+		return fmt.Errorf("encoding the output: %w", err)
+	}
+	o.GetObjectKind().SetGroupVersionKind(gvk)
+	return nil
+}
+
+// printCreated says what a command created: with -o json or yaml the object (printObject),
+// else the line "kind/name created: what".
+func printCreated(w io.Writer, format, kind string, obj client.Object, what string) error {
+	if format != outputTable {
+		return printObject(w, format, obj)
+	}
+	_, err := fmt.Fprintf(w, "%s/%s created: %s\n", kind, obj.GetName(), what)
+	return err
 }
