@@ -40,9 +40,9 @@ func partOf(s bondflip.Step) string {
 }
 
 // flipProgress writes into f's status what its controller would have written with the first
-// done forward steps succeeded and the next one in state next (Waiting, Running or Failed, or
-// none when done is all of them): the phase, the steps with their times, the nodes' view and,
-// for a Waiting step, the Held condition with reason.
+// done forward steps succeeded and the next one in state next (none when done is all of them):
+// Waiting, with the Held condition's reason; Running; or Failed, the flip rolled back (the
+// rollback steps succeeded). With the phase, the steps' times and the nodes' view.
 func flipProgress(f *nwv1.BondModeFlipPlan, done int, next nwv1.StepState, reason string) {
 	plan, _ := bondflip.NewPlan(len(flipNodes))
 	forward := plan.Forward()
@@ -60,8 +60,22 @@ func flipProgress(f *nwv1.BondModeFlipPlan, done int, next nwv1.StepState, reaso
 			s.State, s.StartedAt, s.Message = next, &at, "waiting for the agent's checkpoint"
 		case i == done && next == nwv1.StepWaiting:
 			s.State = next
+		case i == done && next == nwv1.StepFailed:
+			end := metav1.NewTime(at.Add(time.Minute))
+			s.State, s.StartedAt, s.FinishedAt, s.Message = next, &at, &end, "edge-3 did not reach its peers within 60s"
+		case i > done && next == nwv1.StepFailed:
+			s.State = nwv1.StepSkipped
 		}
 		st.Steps = append(st.Steps, s)
+	}
+	if next == nwv1.StepFailed {
+		end := metav1.NewTime(t0.Add(5 * time.Minute))
+		for _, step := range plan.Rollback(forward[done]) {
+			st.Steps = append(st.Steps, nwv1.WorkflowStep{Name: string(step), State: nwv1.StepSucceeded, StartedAt: &end, FinishedAt: &end})
+		}
+		st.Phase, st.CompletionTime = nwv1.WorkflowRolledBack, &end
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionSucceeded, Status: metav1.ConditionFalse,
+			Reason: string(forward[done]) + "Failed", Message: "step " + string(forward[done]) + " failed: edge-3 did not reach its peers within 60s; " + bondflip.Kind.RolledBack})
 	}
 	if done == len(forward) {
 		st.Phase, st.CompletionTime = nwv1.WorkflowSucceeded, &metav1.Time{Time: t0.Add(5 * time.Minute)}
@@ -192,6 +206,27 @@ func TestFlipOnTheWorkflowsPage(t *testing.T) {
 	p.waitJSFor("the flip Succeeded, every node Done", query(card)+`?.dataset.phase === 'Succeeded' && [...document.querySelectorAll(`+js(card+` .flip-node`)+`)].every((n) => n.dataset.state === 'Done')`, patience)
 	if shown := p.text(card); !contains(shown, bondflip.Kind.Succeeded) {
 		t.Errorf("the finished flip does not say %q:\n%s", bondflip.Kind.Succeeded, shown)
+	}
+
+	// Another flip, rolled back when its second node did not reach its peers: the card says
+	// where and why, each node brought back.
+	back := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "to-rr"},
+		Spec: nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondModeBalanceRR, NodeOrder: flipNodes}}
+	if err := own.Client.Create(ctx, back); err != nil {
+		t.Fatal(err)
+	}
+	flipProgress(back, 10, nwv1.StepFailed, "")
+	if err := own.Client.Status().Update(ctx, back); err != nil {
+		t.Fatal(err)
+	}
+	backCard := `[data-key="flip/to-rr"]`
+	p.waitJS("the rolled back flip, where and why", query(backCard)+`?.dataset.phase === 'RolledBack' && `+
+		query(backCard+` .result`)+`?.innerText.includes('RolledBack on node edge-3 (2 of 3): Node2ConfirmFailed: step Node2Confirm failed: edge-3 did not reach its peers within 60s')`)
+	if states, _ := evaluate[string](p, fmt.Sprintf(`[...document.querySelectorAll(%s)].map((n) => n.dataset.state).join(',')`, js(backCard+` .flip-node`))); states != "RolledBack,RolledBack,Pending" {
+		t.Errorf("the rolled back flip's nodes are %s, want RolledBack,RolledBack,Pending", states)
+	}
+	if failed, _ := evaluate[string](p, query(backCard+` [data-position="2"] [data-step="Node2Confirm"]`)+`?.dataset.state || ''`); failed != "Failed" {
+		t.Errorf("node 2 does not show its failed step (%q)", failed)
 	}
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
 }

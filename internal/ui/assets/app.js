@@ -501,7 +501,7 @@ function flipCard(f) {
   const preflight = (st.steps || []).find((s) => s.name === 'Preflight');
   const window = spec.maintenanceWindow;
   const nodeOf = (position) => p.nodes[position - 1];
-  const failedAt = p.failed ? (p.failedPosition ? `node ${nodeOf(p.failedPosition).name} (${p.failedPosition} of ${p.nodes.length}), ` : '') : '';
+  const failedOn = p.failed && p.failedPosition ? ` on node ${nodeOf(p.failedPosition).name} (${p.failedPosition} of ${p.nodes.length})` : '';
   return h('article', { class: `card migration flip tone-edge-${(looks[phase] || [])[1] || 'neutral'}`, id, 'data-key': key, 'data-phase': phase, 'aria-labelledby': `${id}-title` },
     h('header', { class: 'card-head' },
       h('h3', { id: `${id}-title` }, name),
@@ -528,7 +528,7 @@ function flipCard(f) {
       p.held.message ? ` — ${p.held.message}` : '') : null,
     approval(f, key, p),
     finished.has(phase) && phase !== 'Succeeded' && succeeded ? h('p', { class: 'notice tone-bad result' }, h('span', { 'aria-hidden': 'true' }, '✖ '),
-      `${phase} on ${failedAt}${succeeded.reason}: ${succeeded.message}`) : null,
+      `${phase}${failedOn}: ${succeeded.reason}: ${succeeded.message}`) : null,
     phase === 'Succeeded' && succeeded ? h('p', { class: 'notice tone-ok result' }, h('span', { 'aria-hidden': 'true' }, '✔ '), succeeded.message) : null,
     (st.steps || []).length ? details(`${key}#steps`, `All steps (${st.steps.length})`, steps(st)) : null);
 }
