@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Writes the CRDs of the third-party APIs Nodewright's controllers use into config/thirdparty/,
 # from the Go modules pinned in go.mod:
-#   kubevirt/  VirtualMachine and VirtualMachineInstance. KubeVirt builds its CRD schemas from
-#              the Go types of kubevirt.io/api; so does this script (controller-gen), and
-#              hack/thirdparty-crds sets the names, subresources and columns virt-operator sets.
+#   kubevirt/  VirtualMachine, VirtualMachineInstance and VirtualMachineInstanceMigration. KubeVirt
+#              builds its CRD schemas from the Go types of kubevirt.io/api; so does this script
+#              (controller-gen), and hack/thirdparty-crds sets the names, subresources and columns
+#              virt-operator sets.
 #   snapshot/  VolumeSnapshot, VolumeSnapshotContent and VolumeSnapshotClass, copied as they
 #              ship in github.com/kubernetes-csi/external-snapshotter/client/v8.
 #   monitoring/ the Prometheus Operator's ServiceMonitor, as it ships in

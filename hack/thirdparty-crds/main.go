@@ -47,6 +47,16 @@ var kinds = []kind{
 			{Name: "Ready", Type: "string", JSONPath: ".status.conditions[?(@.type=='Ready')].status"},
 		},
 	},
+	{
+		// The migration controller writes a migration's status through its subresource.
+		file:       "kubevirt.io_virtualmachineinstancemigrations.yaml",
+		shortNames: []string{"vmim", "vmims"},
+		status:     true,
+		columns: []apiextv1.CustomResourceColumnDefinition{
+			{Name: "Phase", Description: "The current phase of VM instance migration", Type: "string", JSONPath: ".status.phase"},
+			{Name: "VMI", Description: "The name of the VMI to perform the migration on", Type: "string", JSONPath: ".spec.vmiName"},
+		},
+	},
 }
 
 func main() {

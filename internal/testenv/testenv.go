@@ -164,8 +164,8 @@ func CRDPaths(root string) []string {
 }
 
 // ThirdPartyCRDPaths lists the folders of the third-party CRDs Nodewright's controllers use:
-// KubeVirt's VirtualMachine and VirtualMachineInstance, and the CSI snapshot API, which
-// hack/thirdparty-crds.sh derives from the pinned Go modules.
+// KubeVirt's VirtualMachine, VirtualMachineInstance and VirtualMachineInstanceMigration, and the
+// CSI snapshot API, which hack/thirdparty-crds.sh derives from the pinned Go modules.
 func ThirdPartyCRDPaths(root string) []string {
 	return []string{
 		filepath.Join(root, "config", "thirdparty", "kubevirt"),

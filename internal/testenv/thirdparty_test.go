@@ -3,10 +3,12 @@ package testenv_test
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,5 +103,45 @@ func TestSnapshotCRDsValidate(t *testing.T) {
 	bad := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "nothing", Namespace: ns}}
 	if err := env.Client.Create(ctx, bad); err == nil {
 		t.Error("a VolumeSnapshot without a source was accepted")
+	}
+}
+
+// TestVirtualMachineInstanceMigrationIsServed creates a migration as a client would and writes
+// its status through the subresource, as KubeVirt's migration controller does; the short name
+// and category are KubeVirt's.
+func TestVirtualMachineInstanceMigrationIsServed(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	vmim := &virtv1.VirtualMachineInstanceMigration{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-away", Namespace: ns},
+		Spec: virtv1.VirtualMachineInstanceMigrationSpec{
+			VMIName: "web", AddedNodeSelector: map[string]string{corev1.LabelHostname: "edge-2"},
+		},
+	}
+	want := vmim.Spec.DeepCopy()
+	if err := env.Client.Create(ctx, vmim); err != nil {
+		t.Fatalf("creating a VirtualMachineInstanceMigration: %v", err)
+	}
+	if !equality.Semantic.DeepEqual(*want, vmim.Spec) {
+		t.Errorf("the API server changed the migration's spec:\nwrote %+v\nread  %+v", *want, vmim.Spec)
+	}
+	vmim.Status.Phase = virtv1.MigrationPending
+	if err := env.Client.Update(ctx, vmim); err != nil {
+		t.Fatal(err)
+	}
+	if vmim.Status.Phase != "" {
+		t.Errorf("an update of the object wrote the status phase %q: the status has no subresource", vmim.Status.Phase)
+	}
+	vmim.Status.Phase = virtv1.MigrationPending
+	if err := env.Client.Status().Update(ctx, vmim); err != nil || vmim.Status.Phase != virtv1.MigrationPending {
+		t.Errorf("status after the update through the subresource: %q (err %v)", vmim.Status.Phase, err)
+	}
+
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "virtualmachineinstancemigrations.kubevirt.io"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if names := crd.Spec.Names; !slices.Equal(names.ShortNames, []string{"vmim", "vmims"}) || !slices.Equal(names.Categories, []string{"all"}) {
+		t.Errorf("short names %v, categories %v", names.ShortNames, names.Categories)
 	}
 }
