@@ -54,6 +54,21 @@ func newFixture(t *testing.T, opts site.Options) *fix {
 	return f
 }
 
+// newNodesFixture is newFixture with a site of n nodes, named after the namespace and
+// numbered from 1; the first is the kubelet's.
+func newNodesFixture(t *testing.T, n int, opts site.Options) *fix {
+	t.Helper()
+	f := bareFixture(t)
+	for i := 1; i <= n; i++ {
+		opts.Nodes = append(opts.Nodes, fmt.Sprintf("%s-%d", f.ns, i))
+	}
+	f.site = site.Start(t, env.Config, f.options(opts))
+	return f
+}
+
+// node is the name of the site's i-th node, from 1.
+func (f *fix) node(i int) string { return f.site.Nodes()[i-1] }
+
 // bareFixture is a fixture whose site the test starts itself.
 func bareFixture(t *testing.T) *fix {
 	t.Helper()
@@ -66,7 +81,9 @@ func bareFixture(t *testing.T) *fix {
 func (f *fix) options(opts site.Options) site.Options {
 	opts.Drivers = []string{driver}
 	opts.CopyBinary = site.BuildCopy(f.t)
-	opts.NodeName = "site-" + f.ns
+	if len(opts.Nodes) == 0 {
+		opts.NodeName = "site-" + f.ns
+	}
 	opts.Namespaces = []string{f.ns}
 	if os.Getenv("SITE_DEBUG") != "" { // the controllers' logs, to see why a test waits
 		opts.Logger = testr.NewWithOptions(f.t, testr.Options{Verbosity: 5})

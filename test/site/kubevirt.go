@@ -34,7 +34,24 @@ func (s *Site) setupKubeVirt() error {
 		// The VMI has the VM's name: a VMI event wakes its VM, even one that is gone.
 		Watches(&virtv1.VirtualMachineInstance{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(inScope)).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(s.vmsOfClaim), builder.WithPredicates(inScope)).
+		// A VMI no node could take waits for one to fit.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(s.startingVMIs)).
 		Complete(reconcile.Func(s.reconcileVM))
+}
+
+// startingVMIs maps a Node's event to the VMIs that wait to be placed.
+func (s *Site) startingVMIs(ctx context.Context, _ client.Object) []reconcile.Request {
+	vmis := &virtv1.VirtualMachineInstanceList{}
+	if err := s.client.List(ctx, vmis); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range vmis.Items {
+		if vmi := &vmis.Items[i]; s.inScope(vmi.Namespace) && starting(vmi) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(vmi)})
+		}
+	}
+	return out
 }
 
 func (s *Site) vmsOfClaim(ctx context.Context, o client.Object) []reconcile.Request {
@@ -223,37 +240,68 @@ func (s *Site) runStandalone(ctx context.Context, vmi *virtv1.VirtualMachineInst
 	return s.startVMI(ctx, nil, vmi, claims)
 }
 
-// startVMI is virt-handler's part: once the VMI's claims are bound it runs, or fails when the
-// FailStart fault says so of its VM. VMIs have no status subresource, so the whole object is
-// updated.
+// startVMI is the scheduler's, virt-controller's and virt-handler's part: once the VMI's claims
+// are bound it is placed on one of the site's nodes (placeOn) and runs there, or fails when
+// the FailStart fault says so of its VM. VMIs have no status subresource, so the whole object
+// is updated.
 func (s *Site) startVMI(ctx context.Context, vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, claims vmClaims) error {
 	before := vmi.DeepCopy()
 	now := metav1.Now()
 	status := &vmi.Status
+	node, unschedulable := "", ""
+	if len(claims.missing) == 0 && len(claims.unbound) == 0 {
+		var err error
+		if node, unschedulable, err = s.placeOn(ctx, vmi.Spec.NodeSelector, vmi.Spec.Tolerations, ""); err != nil {
+			return err
+		}
+	}
 	switch {
 	case len(claims.missing) > 0 || len(claims.unbound) > 0:
 		setVMIPhase(status, virtv1.Scheduling, now)
 		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionFalse, "PodNotExists",
 			"waiting for the claims to be bound", now)
+	case node == "":
+		// virt-controller copies the unschedulable pod's condition.
+		setVMIPhase(status, virtv1.Scheduling, now)
+		setVMICondition(status, vmiPodScheduled, corev1.ConditionFalse, corev1.PodReasonUnschedulable, unschedulable, now)
+		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionFalse, virtv1.PodConditionMissingReason,
+			"virt-launcher pod is missing the Ready condition", now)
 	case vm != nil && s.opts.FailStart != nil && s.opts.FailStart(vm):
 		setVMIPhase(status, virtv1.Failed, now)
-		status.NodeName = s.opts.NodeName
+		placeVMI(vmi, node)
 		status.Reason = "FailStart"
 		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionFalse, "FailStart",
 			"the site's FailStart fault stopped the domain from starting", now)
 	default:
 		setVMIPhase(status, virtv1.Running, now)
-		status.NodeName = s.opts.NodeName
+		placeVMI(vmi, node)
 		status.VolumeStatus = volumeStatus(vmi, claims)
 		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionTrue, "", "", now)
 	}
-	if equality.Semantic.DeepEqual(before.Status, vmi.Status) {
+	if node != "" {
+		removeVMICondition(status, vmiPodScheduled)
+	}
+	if equality.Semantic.DeepEqual(before.Status, vmi.Status) && equality.Semantic.DeepEqual(before.Labels, vmi.Labels) {
 		return nil
 	}
 	if err := ignoreGone(s.client.Update(ctx, vmi)); err != nil {
 		return fmt.Errorf("updating VirtualMachineInstance %s/%s: %w", vmi.Namespace, vmi.Name, err)
 	}
 	return nil
+}
+
+// vmiPodScheduled is the condition virt-controller copies from the VMI's virt-launcher pod
+// while the scheduler cannot place it.
+const vmiPodScheduled = virtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled)
+
+// placeVMI records the VMI's node as virt-controller and virt-handler do: status.nodeName and
+// the label kubevirt.io/nodeName.
+func placeVMI(vmi *virtv1.VirtualMachineInstance, node string) {
+	vmi.Status.NodeName = node
+	if vmi.Labels == nil {
+		vmi.Labels = map[string]string{}
+	}
+	vmi.Labels[virtv1.NodeNameLabel] = node
 }
 
 func setVMIPhase(status *virtv1.VirtualMachineInstanceStatus, phase virtv1.VirtualMachineInstancePhase, now metav1.Time) {
@@ -263,6 +311,10 @@ func setVMIPhase(status *virtv1.VirtualMachineInstanceStatus, phase virtv1.Virtu
 	status.Phase = phase
 	status.PhaseTransitionTimestamps = append(status.PhaseTransitionTimestamps,
 		virtv1.VirtualMachineInstancePhaseTransitionTimestamp{Phase: phase, PhaseTransitionTimestamp: now})
+}
+
+func removeVMICondition(status *virtv1.VirtualMachineInstanceStatus, t virtv1.VirtualMachineInstanceConditionType) {
+	status.Conditions = slices.DeleteFunc(status.Conditions, func(c virtv1.VirtualMachineInstanceCondition) bool { return c.Type == t })
 }
 
 func setVMICondition(status *virtv1.VirtualMachineInstanceStatus, t virtv1.VirtualMachineInstanceConditionType,

@@ -47,6 +47,9 @@ func vmStatus(vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, str
 	case vmi.Status.Phase == virtv1.Succeeded:
 		printable = virtv1.VirtualMachineStatusStopped
 		ready.reason, ready.message = "VMIStopped", "the VMI has stopped"
+	case unschedulable(vmi) != nil:
+		printable = virtv1.VirtualMachineStatusUnschedulable
+		ready.reason, ready.message = corev1.PodReasonUnschedulable, unschedulable(vmi).Message
 	case len(claims.unbound) > 0:
 		printable = virtv1.VirtualMachineStatusWaitingForVolumeBinding
 		ready.reason, ready.message = "PodNotExists", "waiting for PVC "+strings.Join(claims.unbound, ", ")+" to be bound"
@@ -68,6 +71,16 @@ func vmStatus(vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, str
 		status.Conditions = removeVMCondition(status.Conditions, virtv1.VirtualMachineRestartRequired)
 	}
 	return status
+}
+
+// unschedulable returns the VMI's PodScheduled condition when no node can take it, else nil.
+func unschedulable(vmi *virtv1.VirtualMachineInstance) *virtv1.VirtualMachineInstanceCondition {
+	for i := range vmi.Status.Conditions {
+		if c := &vmi.Status.Conditions[i]; c.Type == vmiPodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c
+		}
+	}
+	return nil
 }
 
 type condition struct {

@@ -1,14 +1,17 @@
 package site_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spectrocloud/nodewright/test/site"
 )
@@ -223,4 +226,122 @@ func TestVMIWithoutAVMRunsOnceItsClaimIsBound(t *testing.T) {
 	f.delete(vmi)
 	f.delete(claimRef("root", f.ns))
 	f.nothingLeft()
+}
+
+// pinned is a VM whose template's node selector names node.
+func pinned(vm *virtv1.VirtualMachine, node string) *virtv1.VirtualMachine {
+	vm.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
+	return vm
+}
+
+// vmiCondition returns the VMI's condition of type t, nil if it has none.
+func vmiCondition(vmi *virtv1.VirtualMachineInstance, t virtv1.VirtualMachineInstanceConditionType) *virtv1.VirtualMachineInstanceCondition {
+	for i := range vmi.Status.Conditions {
+		if vmi.Status.Conditions[i].Type == t {
+			return &vmi.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// runsOn waits until the VMI runs on node, as its status and its label say, and returns it.
+func (f *fix) runsOn(name, node string) *virtv1.VirtualMachineInstance {
+	f.t.Helper()
+	vmi := &virtv1.VirtualMachineInstance{}
+	f.eventually(func() string {
+		if err := f.get(name, vmi); err != nil {
+			return err.Error()
+		}
+		if vmi.Status.Phase != virtv1.Running || vmi.Status.NodeName != node || vmi.Labels[virtv1.NodeNameLabel] != node {
+			return fmt.Sprintf("VMI %s is %s on node %q (label %q), want Running on %q",
+				name, vmi.Status.Phase, vmi.Status.NodeName, vmi.Labels[virtv1.NodeNameLabel], node)
+		}
+		return ""
+	})
+	return vmi
+}
+
+func TestSiteRegistersANodePerSiteNode(t *testing.T) {
+	f := newNodesFixture(t, 3, site.Options{})
+	if f.site.NodeName() != f.node(1) {
+		t.Errorf("the kubelet's node is %q, want the first, %q", f.site.NodeName(), f.node(1))
+	}
+	for _, name := range f.site.Nodes() {
+		node := &corev1.Node{}
+		if err := env.Client.Get(f.ctx, client.ObjectKey{Name: name}, node); err != nil {
+			t.Fatalf("Node %s: %v", name, err)
+		}
+		ready := false
+		for _, c := range node.Status.Conditions {
+			ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}
+		if node.Labels[corev1.LabelHostname] != name || !ready {
+			t.Errorf("Node %s: labels %v, conditions %+v", name, node.Labels, node.Status.Conditions)
+		}
+	}
+}
+
+func TestVMIRunsOnTheNodeItsSelectorNames(t *testing.T) {
+	f := newNodesFixture(t, 3, site.Options{})
+	f.volume("root-a", 21)
+	f.volume("root-b", 22)
+	f.volume("root-c", 23)
+	f.create(pinned(f.vm("second", "root-a", virtv1.RunStrategyAlways), f.node(2)))
+	f.create(f.vm("anywhere", "root-b", virtv1.RunStrategyAlways))
+	f.runsOn("second", f.node(2))
+	f.runsOn("anywhere", f.node(1)) // the first node that fits
+
+	// A selector no site node matches: the VMI waits to be scheduled, as KubeVirt's does.
+	f.create(pinned(f.vm("nowhere", "root-c", virtv1.RunStrategyAlways), "elsewhere"))
+	vmi := &virtv1.VirtualMachineInstance{}
+	f.eventually(func() string {
+		if err := f.get("nowhere", vmi); err != nil {
+			return err.Error()
+		}
+		c := vmiCondition(vmi, "PodScheduled")
+		if vmi.Status.Phase != virtv1.Scheduling || c == nil || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
+			return fmt.Sprintf("VMI nowhere is %s with conditions %+v, want Scheduling and unschedulable", vmi.Status.Phase, vmi.Status.Conditions)
+		}
+		return ""
+	})
+	if c := vmiCondition(vmi, "PodScheduled"); c.Message != "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector." {
+		t.Errorf("unschedulable message %q", c.Message)
+	}
+	if vmi.Status.NodeName != "" {
+		t.Errorf("an unscheduled VMI is on node %q", vmi.Status.NodeName)
+	}
+	f.vmIs("nowhere", virtv1.VirtualMachineStatusUnschedulable)
+}
+
+func TestVMIWaitsForACordonedNode(t *testing.T) {
+	f := newNodesFixture(t, 2, site.Options{})
+	cordon(t, f.node(2), true)
+	f.volume("root", 24)
+	f.create(pinned(f.vm("web", "root", virtv1.RunStrategyAlways), f.node(2)))
+	f.eventually(func() string {
+		vmi := &virtv1.VirtualMachineInstance{}
+		if err := f.get("web", vmi); err != nil {
+			return err.Error()
+		}
+		want := "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable."
+		if c := vmiCondition(vmi, "PodScheduled"); c == nil || c.Message != want {
+			return fmt.Sprintf("VMI web is %s with conditions %+v, want PodScheduled saying %q", vmi.Status.Phase, vmi.Status.Conditions, want)
+		}
+		return ""
+	})
+	cordon(t, f.node(2), false)
+	vmi := f.runsOn("web", f.node(2))
+	if c := vmiCondition(vmi, "PodScheduled"); c != nil {
+		t.Errorf("a running VMI keeps %+v", c)
+	}
+}
+
+// cordon marks the Node unschedulable, or schedulable again, as kubectl cordon does.
+func cordon(t *testing.T, name string, unschedulable bool) {
+	t.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	patch := []byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, unschedulable))
+	if err := env.Client.Patch(context.Background(), node, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
 }

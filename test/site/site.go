@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -38,9 +39,16 @@ type Options struct {
 	Drivers []string
 	// CopyBinary is the nodewright-copy executable the kubelet runs (see BuildCopy). Required.
 	CopyBinary string
-	// NodeName is the Node the site registers and binds pods to; DefaultNodeName when empty.
-	// Sites that run at the same time need different names.
+	// NodeName is the Node the site registers and binds pods to, its kubelet's; when empty,
+	// Nodes[0], or DefaultNodeName without Nodes. Sites that run at the same time need
+	// different names.
 	NodeName string
+	// Nodes are the nodes VirtualMachineInstances run on, in the order the site prefers them;
+	// NodeName must be one of them. Empty means NodeName alone. The others have no kubelet: no
+	// pod runs there. The site registers a Node for each one that has none (Ready, labelled
+	// kubernetes.io/hostname with its name) and deletes the Nodes it registered when it stops;
+	// a Node that exists already (a kwok node, say) is used as it is.
+	Nodes []string
 	// Namespaces limits the site to these namespaces, and the cluster-scoped volumes and
 	// snapshot contents to those bound to them; empty means every namespace.
 	Namespaces []string
@@ -65,16 +73,18 @@ type Options struct {
 // Site plays kubelet, the volume, snapshot, Job and garbage-collection controllers, and
 // KubeVirt against an API server. Create it with New and run it with Start.
 type Site struct {
-	opts     Options
-	mgr      manager.Manager
-	client   client.Client
-	files    layout
-	drivers  map[string]bool
-	scope    map[string]bool // namespaces; empty means all
-	kubelet  *kubelet
-	started  chan struct{}
-	startErr error
-	once     sync.Once
+	opts    Options
+	mgr     manager.Manager
+	client  client.Client
+	files   layout
+	drivers map[string]bool
+	scope   map[string]bool // namespaces; empty means all
+	kubelet *kubelet
+	// registered are the Nodes of Options.Nodes the site created, which it deletes when it stops.
+	registered []string
+	started    chan struct{}
+	startErr   error
+	once       sync.Once
 }
 
 // Scheme returns a scheme with the types the site reads and writes: the core Kubernetes
@@ -97,8 +107,8 @@ func New(cfg *rest.Config, opts Options) (*Site, error) {
 	if opts.CopyBinary == "" {
 		return nil, errors.New("site: Options.CopyBinary is required")
 	}
-	if opts.NodeName == "" {
-		opts.NodeName = DefaultNodeName
+	if err := completeNodes(&opts); err != nil {
+		return nil, err
 	}
 	if opts.Logger.GetSink() == nil {
 		// A Logger with no sink would make the manager use controller-runtime's global one,
@@ -157,14 +167,43 @@ func New(cfg *rest.Config, opts Options) (*Site, error) {
 	return s, nil
 }
 
-// NodeName is the Node the site registered.
+// NodeName is the Node of the site's kubelet.
 func (s *Site) NodeName() string { return s.opts.NodeName }
+
+// Nodes are the nodes VirtualMachineInstances run on, NodeName among them.
+func (s *Site) Nodes() []string { return slices.Clone(s.opts.Nodes) }
+
+// completeNodes fills in NodeName and Nodes from each other and checks them.
+func completeNodes(opts *Options) error {
+	switch {
+	case opts.NodeName == "" && len(opts.Nodes) > 0:
+		opts.NodeName = opts.Nodes[0]
+	case opts.NodeName == "":
+		opts.NodeName = DefaultNodeName
+	}
+	if len(opts.Nodes) == 0 {
+		opts.Nodes = []string{opts.NodeName}
+	}
+	opts.Nodes = slices.Clone(opts.Nodes)
+	seen := map[string]bool{}
+	for _, n := range opts.Nodes {
+		if n == "" || seen[n] {
+			return fmt.Errorf("site: Options.Nodes %q: each node needs a name of its own", opts.Nodes)
+		}
+		seen[n] = true
+	}
+	if !seen[opts.NodeName] {
+		return fmt.Errorf("site: Options.Nodes %q does not name NodeName %q", opts.Nodes, opts.NodeName)
+	}
+	return nil
+}
 
 // Dir is the folder that holds the site's files.
 func (s *Site) Dir() string { return s.files.root }
 
-// Start registers the site's Node, serves the kubelet's logs and runs the controllers until
-// ctx ends. It then stops every process it started, waits for them, and deletes the Node.
+// Start registers the site's Nodes, serves the kubelet's logs and runs the controllers until
+// ctx ends. It then stops every process it started, waits for them, and deletes the Nodes it
+// registered.
 // A Site starts once; a new one on the same Dir takes over.
 func (s *Site) Start(ctx context.Context) error {
 	server, err := s.kubelet.serve()
@@ -173,11 +212,12 @@ func (s *Site) Start(ctx context.Context) error {
 		return err
 	}
 	defer server.close()
-	if err := s.registerNode(ctx, server.port); err != nil {
+	// The Nodes registered so far go again even when registering the others fails.
+	defer s.unregisterNodes()
+	if err := s.registerNodes(ctx, server.port); err != nil {
 		s.markStarted(err)
 		return err
 	}
-	defer s.unregisterNode()
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

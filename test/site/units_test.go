@@ -136,6 +136,8 @@ func TestVMStatus(t *testing.T) {
 			virtv1.VirtualMachineStatusRunning, true, true},
 		{"failed to start", vmi(virtv1.Failed, corev1.ConditionFalse, "b"), virtv1.RunStrategyAlways, vmClaims{},
 			virtv1.VirtualMachineStatusCrashLoopBackOff, false, false},
+		{"unschedulable", unschedulableVMI(vmi(virtv1.Scheduling, corev1.ConditionFalse, "b")), virtv1.RunStrategyAlways, vmClaims{},
+			virtv1.VirtualMachineStatusUnschedulable, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -308,4 +310,73 @@ func BenchmarkCopySparse(b *testing.B) {
 		_ = os.Remove(dst)
 		b.StartTimer()
 	}
+}
+
+func TestNodeUnfit(t *testing.T) {
+	ready := corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}
+	node := func(mod func(*corev1.Node)) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"zone": "a"}}, Status: *ready.DeepCopy()}
+		if mod != nil {
+			mod(n)
+		}
+		return n
+	}
+	dedicated := corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}
+	tolerates := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	tests := []struct {
+		name        string
+		node        *corev1.Node
+		selector    map[string]string
+		tolerations []corev1.Toleration
+		want        string
+	}{
+		{"fits", node(nil), map[string]string{"zone": "a"}, nil, ""},
+		{"label differs", node(nil), map[string]string{"zone": "b"}, nil, unfitSelector},
+		{"label missing", node(nil), map[string]string{"rack": "1"}, nil, unfitSelector},
+		{"cordoned", node(func(n *corev1.Node) { n.Spec.Unschedulable = true }), nil, nil, unfitCordoned},
+		{"tainted", node(func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{dedicated} }), nil, nil, unfitTaint},
+		{"taint tolerated", node(func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{dedicated} }), nil, tolerates, ""},
+		{"PreferNoSchedule is no bar", node(func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectPreferNoSchedule}}
+		}), nil, nil, ""},
+		{"not ready", node(func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionUnknown }), nil, nil, unfitNotReady},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := nodeUnfit(tt.node, tt.selector, tt.tolerations); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCompleteNodes(t *testing.T) {
+	tests := []struct {
+		opts      Options
+		node      string
+		nodes     []string
+		wantError bool
+	}{
+		{Options{}, DefaultNodeName, []string{DefaultNodeName}, false},
+		{Options{NodeName: "a"}, "a", []string{"a"}, false},
+		{Options{Nodes: []string{"a", "b"}}, "a", []string{"a", "b"}, false},
+		{Options{NodeName: "b", Nodes: []string{"a", "b"}}, "b", []string{"a", "b"}, false},
+		{Options{NodeName: "c", Nodes: []string{"a", "b"}}, "", nil, true},
+		{Options{Nodes: []string{"a", "a"}}, "", nil, true},
+		{Options{Nodes: []string{"a", ""}}, "", nil, true},
+	}
+	for _, tt := range tests {
+		opts := tt.opts
+		err := completeNodes(&opts)
+		if (err != nil) != tt.wantError || err == nil && (opts.NodeName != tt.node || !slices.Equal(opts.Nodes, tt.nodes)) {
+			t.Errorf("%+v: NodeName %q, Nodes %q, error %v", tt.opts, opts.NodeName, opts.Nodes, err)
+		}
+	}
+}
+
+// unschedulableVMI is vmi with no node to take it.
+func unschedulableVMI(vmi *virtv1.VirtualMachineInstance) *virtv1.VirtualMachineInstance {
+	vmi.Status.Conditions = append(vmi.Status.Conditions, virtv1.VirtualMachineInstanceCondition{
+		Type: vmiPodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available."})
+	return vmi
 }
