@@ -127,6 +127,10 @@ func (s *Site) reconcileVM(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		if err := s.startVMI(ctx, vm, vmi, claims); err != nil {
 			return ctrl.Result{}, err
 		}
+	} else if vmi != nil {
+		if err := s.reportMigratable(ctx, vmi); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	status := vmStatus(vm, vmi, strategy, claims, metav1.Now())
 	if equality.Semantic.DeepEqual(status, vm.Status) {
@@ -231,7 +235,7 @@ func starting(vmi *virtv1.VirtualMachineInstance) bool {
 // runStandalone starts a VMI created without a VM, as virt-handler does for any VMI.
 func (s *Site) runStandalone(ctx context.Context, vmi *virtv1.VirtualMachineInstance) error {
 	if !starting(vmi) {
-		return nil
+		return s.reportMigratable(ctx, vmi)
 	}
 	claims, err := s.observeClaims(ctx, vmi.Namespace, &vmi.Spec)
 	if err != nil {
@@ -277,6 +281,7 @@ func (s *Site) startVMI(ctx context.Context, vm *virtv1.VirtualMachine, vmi *vir
 		placeVMI(vmi, node)
 		status.VolumeStatus = volumeStatus(vmi, claims)
 		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionTrue, "", "", now)
+		setMigratable(vmi, now)
 	}
 	if node != "" {
 		removeVMICondition(status, vmiPodScheduled)
@@ -288,6 +293,39 @@ func (s *Site) startVMI(ctx context.Context, vm *virtv1.VirtualMachine, vmi *vir
 		return fmt.Errorf("updating VirtualMachineInstance %s/%s: %w", vmi.Namespace, vmi.Name, err)
 	}
 	return nil
+}
+
+// reportMigratable keeps a running VMI's LiveMigratable condition and migration method, which
+// virt-handler computes again on every sync (a VMI started by an earlier site has none).
+func (s *Site) reportMigratable(ctx context.Context, vmi *virtv1.VirtualMachineInstance) error {
+	if !vmi.IsRunning() {
+		return nil
+	}
+	return ignoreGone(s.updateVMI(ctx, vmi, func(vmi *virtv1.VirtualMachineInstance) { setMigratable(vmi, metav1.Now()) }))
+}
+
+// updateVMI writes a change of the VMI, if it changes anything; VMIs have no status subresource.
+func (s *Site) updateVMI(ctx context.Context, vmi *virtv1.VirtualMachineInstance, change func(*virtv1.VirtualMachineInstance)) error {
+	next := vmi.DeepCopy()
+	change(next)
+	if equality.Semantic.DeepEqual(vmi, next) {
+		return nil
+	}
+	if err := s.client.Update(ctx, next); err != nil {
+		return fmt.Errorf("updating VirtualMachineInstance %s/%s: %w", vmi.Namespace, vmi.Name, err)
+	}
+	return nil
+}
+
+// setMigratable sets the LiveMigratable condition and the migration method of a running VMI.
+func setMigratable(vmi *virtv1.VirtualMachineInstance, now metav1.Time) {
+	status := &vmi.Status
+	migratable, block := liveMigratable(vmi)
+	setVMICondition(status, virtv1.VirtualMachineInstanceIsMigratable, migratable.status, migratable.reason, migratable.message, now)
+	status.MigrationMethod = virtv1.LiveMigration
+	if block {
+		status.MigrationMethod = virtv1.BlockMigration
+	}
 }
 
 // vmiPodScheduled is the condition virt-controller copies from the VMI's virt-launcher pod
@@ -302,6 +340,49 @@ func placeVMI(vmi *virtv1.VirtualMachineInstance, node string) {
 		vmi.Labels = map[string]string{}
 	}
 	vmi.Labels[virtv1.NodeNameLabel] = node
+}
+
+// liveMigratable is virt-handler's LiveMigratable condition for what the site can know of a
+// VMI, its volumes: every claim must be shared (ReadWriteMany); a non-shared host disk cannot
+// move; other volumes (a container disk, cloud-init...) are copied, which makes it a block
+// migration. The messages are KubeVirt's.
+func liveMigratable(vmi *virtv1.VirtualMachineInstance) (condition, bool) {
+	statuses := map[string]virtv1.VolumeStatus{}
+	for _, st := range vmi.Status.VolumeStatus {
+		statuses[st.Name] = st
+	}
+	block := false
+	for _, v := range vmi.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil || v.DataVolume != nil:
+			claim := ""
+			if v.PersistentVolumeClaim != nil {
+				claim = v.PersistentVolumeClaim.ClaimName
+			} else {
+				claim = v.DataVolume.Name
+			}
+			st, ok := statuses[v.Name]
+			switch {
+			case !ok || st.PersistentVolumeClaimInfo == nil:
+				return notMigratable(fmt.Sprintf("cannot migrate VMI: Unable to determine if PVC %s is shared, "+
+					"live migration requires that all PVCs must be shared (using ReadWriteMany access mode)", claim)), true
+			case !slices.Contains(st.PersistentVolumeClaimInfo.AccessModes, corev1.ReadWriteMany):
+				return notMigratable(fmt.Sprintf("cannot migrate VMI: PVC %s is not shared, "+
+					"live migration requires that all PVCs must be shared (using ReadWriteMany access mode)", claim)), true
+			}
+		case v.HostDisk != nil:
+			if v.HostDisk.Shared == nil || !*v.HostDisk.Shared {
+				return notMigratable("cannot migrate VMI with non-shared HostDisk"), true
+			}
+		default:
+			block = true
+		}
+	}
+	return condition{status: corev1.ConditionTrue}, block
+}
+
+func notMigratable(message string) condition {
+	return condition{status: corev1.ConditionFalse, reason: virtv1.VirtualMachineInstanceReasonDisksNotMigratable, message: message}
 }
 
 func setVMIPhase(status *virtv1.VirtualMachineInstanceStatus, phase virtv1.VirtualMachineInstancePhase, now metav1.Time) {

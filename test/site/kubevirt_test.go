@@ -228,6 +228,15 @@ func TestVMIWithoutAVMRunsOnceItsClaimIsBound(t *testing.T) {
 	f.nothingLeft()
 }
 
+// rwxVolume makes a bound ReadWriteMany claim: a disk a VM can live-migrate with.
+func (f *fix) rwxVolume(name string) {
+	f.t.Helper()
+	pvc := f.claim(name, nil)
+	pvc.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	f.create(pvc)
+	f.bound(name)
+}
+
 // pinned is a VM whose template's node selector names node.
 func pinned(vm *virtv1.VirtualMachine, node string) *virtv1.VirtualMachine {
 	vm.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
@@ -343,5 +352,35 @@ func cordon(t *testing.T, name string, unschedulable bool) {
 	patch := []byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, unschedulable))
 	if err := env.Client.Patch(context.Background(), node, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestLiveMigratableFollowsTheClaimsAccessModes(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	f.rwxVolume("shared")
+	f.volume("local", 25)
+	f.create(f.vm("rwx", "shared", virtv1.RunStrategyAlways))
+	f.create(f.vm("rwo", "local", virtv1.RunStrategyAlways))
+
+	rwx := f.vmiOn("rwx", virtv1.Running, "shared")
+	if c := vmiCondition(rwx, virtv1.VirtualMachineInstanceIsMigratable); c == nil || c.Status != corev1.ConditionTrue {
+		t.Errorf("VMI on a ReadWriteMany claim: LiveMigratable %+v, want True", c)
+	}
+	if rwx.Status.MigrationMethod != virtv1.LiveMigration {
+		t.Errorf("migration method %q", rwx.Status.MigrationMethod)
+	}
+
+	rwo := f.vmiOn("rwo", virtv1.Running, "local")
+	want := virtv1.VirtualMachineInstanceCondition{
+		Type: virtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionFalse, Reason: "DisksNotLiveMigratable",
+		Message: "cannot migrate VMI: PVC local is not shared, live migration requires that all PVCs must be shared (using ReadWriteMany access mode)",
+	}
+	if c := vmiCondition(rwo, virtv1.VirtualMachineInstanceIsMigratable); c == nil || c.Status != want.Status || c.Reason != want.Reason || c.Message != want.Message {
+		t.Errorf("VMI on a ReadWriteOnce claim: LiveMigratable %+v, want %+v", c, want)
+	}
+	for _, vmi := range []*virtv1.VirtualMachineInstance{rwx, rwo} {
+		if c := vmiCondition(vmi, virtv1.VirtualMachineInstanceReady); c == nil || c.Status != corev1.ConditionTrue {
+			t.Errorf("VMI %s: Ready %+v", vmi.Name, c)
+		}
 	}
 }

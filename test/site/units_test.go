@@ -312,6 +312,47 @@ func BenchmarkCopySparse(b *testing.B) {
 	}
 }
 
+func TestLiveMigratable(t *testing.T) {
+	claim := func(name string) virtv1.Volume {
+		return virtv1.Volume{Name: name, VolumeSource: virtv1.VolumeSource{PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: name + "-pvc"}}}}
+	}
+	info := func(name string, modes ...corev1.PersistentVolumeAccessMode) virtv1.VolumeStatus {
+		return virtv1.VolumeStatus{Name: name, PersistentVolumeClaimInfo: &virtv1.PersistentVolumeClaimInfo{AccessModes: modes}}
+	}
+	containerDisk := virtv1.Volume{Name: "boot", VolumeSource: virtv1.VolumeSource{ContainerDisk: &virtv1.ContainerDiskSource{Image: "x"}}}
+	hostDisk := virtv1.Volume{Name: "host", VolumeSource: virtv1.VolumeSource{HostDisk: &virtv1.HostDisk{Path: "/x"}}}
+	const shared = ", live migration requires that all PVCs must be shared (using ReadWriteMany access mode)"
+	tests := []struct {
+		name    string
+		volumes []virtv1.Volume
+		status  []virtv1.VolumeStatus
+		message string // "" for migratable
+		block   bool
+	}{
+		{"shared claims", []virtv1.Volume{claim("a"), claim("b")},
+			[]virtv1.VolumeStatus{info("a", corev1.ReadWriteMany), info("b", corev1.ReadWriteOnce, corev1.ReadWriteMany)}, "", false},
+		{"a claim not shared", []virtv1.Volume{claim("a"), claim("b")},
+			[]virtv1.VolumeStatus{info("a", corev1.ReadWriteMany), info("b", corev1.ReadWriteOnce)}, "cannot migrate VMI: PVC b-pvc is not shared" + shared, true},
+		{"a claim not reported", []virtv1.Volume{claim("a")}, nil, "cannot migrate VMI: Unable to determine if PVC a-pvc is shared" + shared, true},
+		{"a container disk is copied", []virtv1.Volume{containerDisk, claim("a")}, []virtv1.VolumeStatus{info("a", corev1.ReadWriteMany)}, "", true},
+		{"a host disk not shared", []virtv1.Volume{hostDisk}, nil, "cannot migrate VMI with non-shared HostDisk", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vmi := &virtv1.VirtualMachineInstance{Spec: virtv1.VirtualMachineInstanceSpec{Volumes: tt.volumes}, Status: virtv1.VirtualMachineInstanceStatus{VolumeStatus: tt.status}}
+			c, block := liveMigratable(vmi)
+			want := condition{status: corev1.ConditionTrue}
+			if tt.message != "" {
+				want = condition{status: corev1.ConditionFalse, reason: "DisksNotLiveMigratable", message: tt.message}
+			}
+			if c != want || block != tt.block {
+				t.Errorf("got %+v block %t, want %+v block %t", c, block, want, tt.block)
+			}
+		})
+	}
+}
+
 func TestNodeUnfit(t *testing.T) {
 	ready := corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}
 	node := func(mod func(*corev1.Node)) *corev1.Node {
