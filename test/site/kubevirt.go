@@ -113,12 +113,13 @@ func (s *Site) reconcileVM(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 		}
 	}
 	switch {
-	case vmi != nil && strategy == virtv1.RunStrategyHalted:
+	case vmi != nil && (strategy == virtv1.RunStrategyHalted ||
+		strategy == virtv1.RunStrategyRerunOnFailure && vmi.Status.Phase == virtv1.Succeeded):
 		if err := s.deleteVMI(ctx, vmi); err != nil {
 			return ctrl.Result{}, err
 		}
 		vmi = nil
-	case vmi == nil && shouldRun(strategy) && len(claims.missing) == 0:
+	case vmi == nil && shouldStart(vm, strategy) && len(claims.missing) == 0:
 		if vmi, err = s.createVMI(ctx, vm); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -144,12 +145,19 @@ func (s *Site) reconcileVM(ctx context.Context, req ctrl.Request) (ctrl.Result, 
 	return ctrl.Result{}, nil
 }
 
-// shouldRun says whether virt-controller starts a VMI for the strategy on its own. Manual
-// neither starts nor stops one; Once is treated like Always.
-func shouldRun(strategy virtv1.VirtualMachineRunStrategy) bool {
+// shouldStart says whether virt-controller starts a VMI for a VM that has none. Always and
+// Once do; Manual never does (virtctl's start and stop requests are not played); Halted stops
+// the VM. A RerunOnFailure VM starts when it comes to that strategy from another one (or is
+// new); one whose status already records RerunOnFailure was started under it and has stopped
+// since (its VMI succeeded, or was deleted): it stays stopped, as in KubeVirt, until it is
+// switched to another strategy and back. (virt-controller reruns a VMI that failed; the site
+// leaves one that failed to start in place, see Options.FailStart.)
+func shouldStart(vm *virtv1.VirtualMachine, strategy virtv1.VirtualMachineRunStrategy) bool {
 	switch strategy {
-	case virtv1.RunStrategyAlways, virtv1.RunStrategyRerunOnFailure, virtv1.RunStrategyOnce:
+	case virtv1.RunStrategyAlways, virtv1.RunStrategyOnce:
 		return true
+	case virtv1.RunStrategyRerunOnFailure:
+		return vm.Status.RunStrategy != virtv1.RunStrategyRerunOnFailure
 	}
 	return false
 }

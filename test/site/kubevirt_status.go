@@ -16,7 +16,12 @@ import (
 func vmStatus(vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, strategy virtv1.VirtualMachineRunStrategy,
 	claims vmClaims, now metav1.Time) virtv1.VirtualMachineStatus {
 	status := *vm.Status.DeepCopy()
-	status.RunStrategy = strategy
+	// The strategy virt-controller acted on. KubeVirt starts a RerunOnFailure VM's VMI before
+	// its claims exist; the site waits for them, and records the strategy once the VMI is
+	// there, so that a VM coming from another strategy still starts (shouldStart).
+	if strategy != virtv1.RunStrategyRerunOnFailure || vmi != nil {
+		status.RunStrategy = strategy
+	}
 	status.Created = vmi != nil
 	status.Ready = vmi != nil && vmi.Status.Phase == virtv1.Running && vmiReady(vmi)
 	status.DesiredGeneration = vm.Generation
@@ -30,7 +35,7 @@ func vmStatus(vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, str
 	var printable virtv1.VirtualMachinePrintableStatus
 	ready := condition{status: corev1.ConditionFalse}
 	switch {
-	case vmi == nil && shouldRun(strategy) && len(claims.missing) > 0:
+	case vmi == nil && shouldStart(vm, strategy) && len(claims.missing) > 0:
 		printable = virtv1.VirtualMachineStatusPvcNotFound
 		ready.reason, ready.message = "FailedPvcNotFound",
 			fmt.Sprintf("PersistentVolumeClaim %s not found in namespace %s", strings.Join(claims.missing, ", "), vm.Namespace)

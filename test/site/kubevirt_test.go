@@ -237,6 +237,16 @@ func (f *fix) rwxVolume(name string) {
 	f.bound(name)
 }
 
+// patchVM merges patch into the VM's spec, as kubectl patch does: no conflict with the site's
+// writes of its status.
+func (f *fix) patchVM(name, spec string) {
+	f.t.Helper()
+	vm := &virtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}}
+	if err := env.Client.Patch(f.ctx, vm, client.RawPatch(types.MergePatchType, []byte(`{"spec":`+spec+`}`))); err != nil {
+		f.t.Fatalf("patching VM %s with %s: %v", name, spec, err)
+	}
+}
+
 // pinned is a VM whose template's node selector names node.
 func pinned(vm *virtv1.VirtualMachine, node string) *virtv1.VirtualMachine {
 	vm.Spec.Template.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
@@ -382,5 +392,95 @@ func TestLiveMigratableFollowsTheClaimsAccessModes(t *testing.T) {
 		if c := vmiCondition(vmi, virtv1.VirtualMachineInstanceReady); c == nil || c.Status != corev1.ConditionTrue {
 			t.Errorf("VMI %s: Ready %+v", vmi.Name, c)
 		}
+	}
+}
+
+func TestRunStrategyHaltedAndBackRunsOnTheSelectedNode(t *testing.T) {
+	f := newNodesFixture(t, 2, site.Options{})
+	f.volume("root", 26)
+	f.create(pinned(f.vm("web", "root", virtv1.RunStrategyAlways), f.node(2)))
+	first := f.runsOn("web", f.node(2))
+	f.vmIs("web", virtv1.VirtualMachineStatusRunning)
+
+	f.patchVM("web", `{"runStrategy":"Halted"}`)
+	f.noVMI("web")
+	vm := f.vmIs("web", virtv1.VirtualMachineStatusStopped)
+	if vm.Status.Ready || vm.Status.Created || vm.Status.RunStrategy != virtv1.RunStrategyHalted {
+		t.Errorf("halted VM status %+v", vm.Status)
+	}
+
+	f.patchVM("web", `{"runStrategy":"Always"}`)
+	again := f.runsOn("web", f.node(2))
+	if again.UID == first.UID {
+		t.Error("the VM runs on the VMI it had before it was halted")
+	}
+	if vm = f.vmIs("web", virtv1.VirtualMachineStatusRunning); !vm.Status.Ready {
+		t.Errorf("VM status %+v", vm.Status)
+	}
+}
+
+func TestRunStrategyRerunOnFailureDoesNotRestartAStoppedVMI(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	f.volume("root", 27)
+	f.create(f.vm("web", "root", virtv1.RunStrategyRerunOnFailure))
+	vmi := f.vmiOn("web", virtv1.Running, "root")
+	f.vmIs("web", virtv1.VirtualMachineStatusRunning)
+
+	// Stopped from outside, it stays stopped: KubeVirt restarts only a VMI that failed.
+	f.delete(vmi)
+	vm := f.vmIs("web", virtv1.VirtualMachineStatusStopped)
+	if vm.Status.Created || vm.Status.RunStrategy != virtv1.RunStrategyRerunOnFailure {
+		t.Errorf("VM status %+v", vm.Status)
+	}
+	if err := f.get("web", &virtv1.VirtualMachineInstance{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the stopped VM has a VMI again (%v)", err)
+	}
+
+	// Halted and back to RerunOnFailure, as a VM's protection by Stop does: it runs again.
+	f.patchVM("web", `{"runStrategy":"Halted"}`)
+	f.eventually(func() string {
+		if err := f.get("web", vm); err != nil {
+			return err.Error()
+		}
+		if vm.Status.RunStrategy != virtv1.RunStrategyHalted {
+			return fmt.Sprintf("VM status runStrategy %q, want Halted", vm.Status.RunStrategy)
+		}
+		return ""
+	})
+	f.patchVM("web", `{"runStrategy":"RerunOnFailure"}`)
+	f.vmiOn("web", virtv1.Running, "root")
+	f.vmIs("web", virtv1.VirtualMachineStatusRunning)
+}
+
+func TestRunStrategiesManualOnceAndRunning(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	f.volume("root-manual", 28)
+	f.volume("root-once", 29)
+	f.volume("root-running", 30)
+
+	// Manual: nothing starts it but virtctl's start request, which the site does not play.
+	f.create(f.vm("manual", "root-manual", virtv1.RunStrategyManual))
+	vm := f.vmIs("manual", virtv1.VirtualMachineStatusStopped)
+	if vm.Status.RunStrategy != virtv1.RunStrategyManual {
+		t.Errorf("VM status %+v", vm.Status)
+	}
+	if err := f.get("manual", &virtv1.VirtualMachineInstance{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Manual VM got a VMI (%v)", err)
+	}
+
+	f.create(f.vm("once", "root-once", virtv1.RunStrategyOnce))
+	f.vmiOn("once", virtv1.Running, "root-once")
+	f.vmIs("once", virtv1.VirtualMachineStatusRunning)
+
+	// The deprecated spec.running: true runs, false stops.
+	running := f.vm("running", "root-running", "")
+	running.Spec.RunStrategy, running.Spec.Running = nil, ptr.To(true)
+	f.create(running)
+	f.vmiOn("running", virtv1.Running, "root-running")
+	f.vmIs("running", virtv1.VirtualMachineStatusRunning)
+	f.patchVM("running", `{"running":false}`)
+	f.noVMI("running")
+	if vm = f.vmIs("running", virtv1.VirtualMachineStatusStopped); vm.Status.RunStrategy != virtv1.RunStrategyHalted {
+		t.Errorf("VM status %+v", vm.Status)
 	}
 }
