@@ -42,6 +42,9 @@ func vmStatus(vm *virtv1.VirtualMachine, vmi *virtv1.VirtualMachineInstance, str
 	case vmi == nil:
 		printable = virtv1.VirtualMachineStatusStopped
 		ready.reason, ready.message = "VMINotExists", "VMI does not exist"
+	case vmi.Status.Phase == virtv1.Running && migrating(vmi):
+		printable = virtv1.VirtualMachineStatusMigrating
+		ready = condition{status: corev1.ConditionTrue}
 	case vmi.Status.Phase == virtv1.Running:
 		printable = virtv1.VirtualMachineStatusRunning
 		ready = condition{status: corev1.ConditionTrue}
@@ -86,6 +89,12 @@ func unschedulable(vmi *virtv1.VirtualMachineInstance) *virtv1.VirtualMachineIns
 		}
 	}
 	return nil
+}
+
+// migrating says whether a live migration of the VMI has started and not ended.
+func migrating(vmi *virtv1.VirtualMachineInstance) bool {
+	ms := vmi.Status.MigrationState
+	return ms != nil && ms.StartTimestamp != nil && ms.EndTimestamp == nil
 }
 
 type condition struct {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -43,11 +45,11 @@ type Options struct {
 	// Nodes[0], or DefaultNodeName without Nodes. Sites that run at the same time need
 	// different names.
 	NodeName string
-	// Nodes are the nodes VirtualMachineInstances run on, in the order the site prefers them;
-	// NodeName must be one of them. Empty means NodeName alone. The others have no kubelet: no
-	// pod runs there. The site registers a Node for each one that has none (Ready, labelled
-	// kubernetes.io/hostname with its name) and deletes the Nodes it registered when it stops;
-	// a Node that exists already (a kwok node, say) is used as it is.
+	// Nodes are the nodes VirtualMachineInstances run on and migrate between, in the order the
+	// site prefers them; NodeName must be one of them. Empty means NodeName alone. The others
+	// have no kubelet: no pod runs there. The site registers a Node for each one that has none
+	// (Ready, labelled kubernetes.io/hostname with its name) and deletes the Nodes it
+	// registered when it stops; a Node that exists already (a kwok node, say) is used as it is.
 	Nodes []string
 	// Namespaces limits the site to these namespaces, and the cluster-scoped volumes and
 	// snapshot contents to those bound to them; empty means every namespace.
@@ -68,20 +70,44 @@ type Options struct {
 	// HoldCopy, when it returns a channel for a Job, keeps the Job's pod Running, before
 	// nodewright-copy starts, until the channel is closed or the pod is deleted.
 	HoldCopy func(job *batchv1.Job) <-chan struct{}
+
+	// FailMigration, when it returns true for a VMI whose live migration runs (its
+	// status.migrationState names the source and target nodes), fails the migration as the
+	// source node's virt-handler reports a failed one: the VMI stays where it runs, its
+	// migrationState says failed, and the VirtualMachineInstanceMigration goes Failed. It may
+	// be called more than once for one migration.
+	FailMigration func(vmi *virtv1.VirtualMachineInstance) bool
+	// HoldMigration, when it returns a channel for a VMI whose live migration runs, keeps the
+	// migration Running until the channel is closed or the VirtualMachineInstanceMigration is
+	// deleted, which aborts it. It is called once per migration.
+	HoldMigration func(vmi *virtv1.VirtualMachineInstance) <-chan struct{}
+	// MigrationUnschedulableTimeout is how long a live migration that finds no target node
+	// stays in phase Scheduling before it fails, as KubeVirt fails one whose target pod stays
+	// unschedulable (its default is 5 minutes). The migration's annotation
+	// kubevirt.io/migrationUnschedulablePodTimeoutSeconds overrides it, as in KubeVirt. Zero
+	// means DefaultMigrationUnschedulableTimeout.
+	MigrationUnschedulableTimeout time.Duration
 }
+
+// DefaultMigrationUnschedulableTimeout is the site's MigrationUnschedulableTimeout when
+// Options leave it zero: short, so that a test sees a migration without a target fail soon.
+const DefaultMigrationUnschedulableTimeout = 5 * time.Second
 
 // Site plays kubelet, the volume, snapshot, Job and garbage-collection controllers, and
 // KubeVirt against an API server. Create it with New and run it with Start.
 type Site struct {
-	opts    Options
-	mgr     manager.Manager
-	client  client.Client
-	files   layout
-	drivers map[string]bool
-	scope   map[string]bool // namespaces; empty means all
-	kubelet *kubelet
+	opts     Options
+	mgr      manager.Manager
+	client   client.Client
+	files    layout
+	drivers  map[string]bool
+	scope    map[string]bool // namespaces; empty means all
+	kubelet  *kubelet
+	recorder record.EventRecorder
 	// registered are the Nodes of Options.Nodes the site created, which it deletes when it stops.
 	registered []string
+	// migrations plays the migrations' hold hook.
+	migrations *migrationHolds
 	started    chan struct{}
 	startErr   error
 	once       sync.Once
@@ -109,6 +135,9 @@ func New(cfg *rest.Config, opts Options) (*Site, error) {
 	}
 	if err := completeNodes(&opts); err != nil {
 		return nil, err
+	}
+	if opts.MigrationUnschedulableTimeout == 0 {
+		opts.MigrationUnschedulableTimeout = DefaultMigrationUnschedulableTimeout
 	}
 	if opts.Logger.GetSink() == nil {
 		// A Logger with no sink would make the manager use controller-runtime's global one,
@@ -161,6 +190,8 @@ func New(cfg *rest.Config, opts Options) (*Site, error) {
 		s.scope[ns] = true
 	}
 	s.kubelet = newKubelet(s)
+	s.recorder = mgr.GetEventRecorderFor(eventSource)
+	s.migrations = newMigrationHolds()
 	if err := s.setupControllers(); err != nil {
 		return nil, err
 	}
@@ -221,6 +252,7 @@ func (s *Site) Start(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.migrations.done = runCtx.Done()
 	done := make(chan error, 1)
 	go func() { done <- s.mgr.Start(runCtx) }()
 	go s.heartbeat(runCtx)
@@ -263,7 +295,7 @@ func (s *Site) setupControllers() error {
 	setups := []func() error{
 		s.setupProvisioner, s.setupReclaimer,
 		s.setupSnapshots, s.setupSnapshotContents,
-		s.setupKubeVirt,
+		s.setupKubeVirt, s.setupMigrations,
 		s.setupJobs, s.kubelet.setup,
 	}
 	for _, setup := range setups {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -136,6 +137,8 @@ func TestVMStatus(t *testing.T) {
 			virtv1.VirtualMachineStatusRunning, true, true},
 		{"failed to start", vmi(virtv1.Failed, corev1.ConditionFalse, "b"), virtv1.RunStrategyAlways, vmClaims{},
 			virtv1.VirtualMachineStatusCrashLoopBackOff, false, false},
+		{"migrating", migratingVMI(vmi(virtv1.Running, corev1.ConditionTrue, "b")), virtv1.RunStrategyAlways, vmClaims{},
+			virtv1.VirtualMachineStatusMigrating, true, false},
 		{"unschedulable", unschedulableVMI(vmi(virtv1.Scheduling, corev1.ConditionFalse, "b")), virtv1.RunStrategyAlways, vmClaims{},
 			virtv1.VirtualMachineStatusUnschedulable, false, false},
 	}
@@ -391,6 +394,17 @@ func TestNodeUnfit(t *testing.T) {
 	}
 }
 
+func TestMigrationTargetSelectorKeepsTheVMIs(t *testing.T) {
+	got := mergeSelectors(map[string]string{corev1.LabelHostname: "a", "zone": "1"}, map[string]string{corev1.LabelHostname: "b", "rack": "2"})
+	want := map[string]string{corev1.LabelHostname: "a", "zone": "1", "rack": "2"}
+	if !maps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got := mergeSelectors(nil, nil); got == nil || len(got) != 0 {
+		t.Errorf("no selectors: %v", got)
+	}
+}
+
 func TestCompleteNodes(t *testing.T) {
 	tests := []struct {
 		opts      Options
@@ -413,6 +427,12 @@ func TestCompleteNodes(t *testing.T) {
 			t.Errorf("%+v: NodeName %q, Nodes %q, error %v", tt.opts, opts.NodeName, opts.Nodes, err)
 		}
 	}
+}
+
+// migratingVMI is vmi with a live migration started and not ended.
+func migratingVMI(vmi *virtv1.VirtualMachineInstance) *virtv1.VirtualMachineInstance {
+	vmi.Status.MigrationState = &virtv1.VirtualMachineInstanceMigrationState{StartTimestamp: ptr.To(metav1.Now())}
+	return vmi
 }
 
 // unschedulableVMI is vmi with no node to take it.
