@@ -9,7 +9,8 @@
 //     PersistentVolume and a binding. A claim whose data source is a VolumeSnapshot starts as
 //     a byte copy of the snapshot's file, one whose data source is a claim (a CSI clone) as a
 //     byte copy of that claim's file. WaitForFirstConsumer claims are provisioned once a pod on
-//     the site's node or a VirtualMachineInstance uses them, as the scheduler would trigger.
+//     the site's node or a VirtualMachineInstance uses them, as the scheduler would trigger
+//     (the selected-node annotation names the kubelet's node, NodeName, whatever the user).
 //     Released volumes are reclaimed (Delete removes the PV and the file, Retain keeps both).
 //   - the pvc-protection and pv-protection controllers: the finalizers the API server puts on
 //     claims and volumes are removed once no unfinished pod and no unfinished VMI uses the
@@ -19,10 +20,56 @@
 //     status; a missing VolumeSnapshotClass is reported in status.error. Deleting the snapshot
 //     deletes the content and the file (deletionPolicy Delete), unless a pending claim is
 //     still being restored from it.
-//   - virt-controller and virt-handler of KubeVirt: a VirtualMachine that should run gets a
-//     VirtualMachineInstance made from its template as it is at start time, which goes Running
-//     once its claims are bound; one that should not run loses it. A VMI created on its own
-//     runs too. There is no guest, so no guest agent ever connects and nothing runs inside.
+//   - the site's nodes, Options.Nodes: a Node for each, Ready, labelled kubernetes.io/hostname,
+//     its Lease renewed: the kubelet's (NodeName), created or refreshed, and others without a
+//     kubelet, on which no pod runs, created unless a Node of that name exists already (a kwok
+//     node, say), which is then used as it is. Like the node lifecycle controller, the site
+//     removes the node.kubernetes.io/not-ready taint the API server puts on the Nodes it
+//     registers. When the site stops it deletes the Nodes it created and the kubelet's.
+//   - virt-controller and virt-handler of KubeVirt, and the scheduler's placement of the
+//     virt-launcher pods, which do not exist. A VirtualMachine gets a VirtualMachineInstance
+//     made from its template as it is at start time when its run strategy (or spec.running)
+//     says so: Always and Once start one, RerunOnFailure starts one when the VM comes to it
+//     from another strategy (a VMI of a RerunOnFailure VM that is deleted or succeeds is not
+//     started again), Manual never does, Halted deletes it. The VMI runs once its claims are
+//     bound, on the first of Options.Nodes whose Node is Ready, not cordoned, matches the
+//     VMI's spec.nodeSelector and has no NoSchedule or NoExecute taint the VMI does not
+//     tolerate; with none it stays Scheduling with a PodScheduled False condition (reason
+//     Unschedulable, in the scheduler's words) and its VM shows ErrorUnschedulable, until a
+//     node fits. Its status.nodeName and label kubevirt.io/nodeName name its node. Its
+//     LiveMigratable condition is virt-handler's for its volumes: False, reason
+//     DisksNotLiveMigratable with KubeVirt's message, when a claim is not ReadWriteMany (or a
+//     host disk not shared), True otherwise; status.migrationMethod is BlockMigration when a
+//     volume is neither a claim nor a host disk, LiveMigration otherwise. The VM's status
+//     follows (printableStatus Stopped, Starting, WaitingForVolumeBinding, ErrorPvcNotFound,
+//     ErrorUnschedulable, Running, Migrating, CrashLoopBackOff; ready; its Ready and
+//     RestartRequired conditions). A VMI created on its own runs too. There is no guest, so no
+//     guest agent ever connects and nothing runs inside.
+//   - KubeVirt's live migration, virt-controller's migration controller and the source and
+//     target nodes' virt-handlers, for the VirtualMachineInstanceMigrations in scope. A
+//     migration of a running VMI whose LiveMigratable condition is True goes through the phases
+//     Pending, Scheduling, Scheduled, PreparingTarget, TargetReady, Running and Succeeded,
+//     each written on its own and stamped in status.phaseTransitionTimestamps. Its target is
+//     the first of Options.Nodes, never the VMI's own, that fits as above the VMI's node
+//     selector with spec.addedNodeSelector added (the VMI's value wins on a key both set, as
+//     in KubeVirt: a VMI whose selector names its node cannot leave it). The VMI's
+//     status.migrationState (sourceNode, targetNode, migrationUid, targetNodeAddress,
+//     startTimestamp, endTimestamp, mode PreCopy, completed, failed) and its label
+//     kubevirt.io/migrationTargetNodeName follow the phases; at the end its status.nodeName and
+//     kubevirt.io/nodeName name the target, and the migration keeps the final migrationState
+//     in its status. A migration fails, phase Failed with a Warning Event FailedMigration
+//     giving KubeVirt's reason (KubeVirt says why only in Events, or in the VMI's
+//     migrationState.failureReason once the VMI was handed the migration), when its VMI does
+//     not exist or has stopped, is not live-migratable, or is the subject of another
+//     migration not over; a migration of a VMI that is still starting waits in Pending. With no
+//     node to go to, a migration stays in Scheduling, with Warning Events
+//     migrationTargetPodUnschedulable, until one fits or Options.MigrationUnschedulableTimeout
+//     (or the migration's annotation kubevirt.io/migrationUnschedulablePodTimeoutSeconds)
+//     passes, then fails, as KubeVirt fails one whose target pod stays unschedulable. Deleting a
+//     migration that is not over aborts it, as KubeVirt does: condition
+//     migrationAbortRequested, phase Failed, and, when the VMI was handed it, the VMI's
+//     migrationState abortRequested, abortStatus Succeeded and failed; the VMI stays where it
+//     runs and virt-controller's finalizer kubevirt.io/migrationJobFinalize goes.
 //   - the Job controller, the scheduler's binding of the Job's pods to the site's node, and the
 //     kubelet: each Job gets one pod at a time, whose single container must run nodewright-copy;
 //     the kubelet runs the real binary on the backing files behind the container's
@@ -43,10 +90,19 @@
 // It does not play, and tests must not assume: real block devices (volumes are regular files,
 // so nodewright-copy runs on files, with O_DIRECT where the file system allows it, and its
 // JSON result names the backing files' paths where a pod would show its device paths); a guest
-// (no agent, no freeze or thaw, no writes from inside a VM); scheduling beyond binding every
-// pod to the site's one node; container images, restarts (restartPolicy OnFailure behaves like
-// Never), init containers, or any command other than nodewright-copy; filesystem volumes;
-// KubeVirt subresources (virtctl start/stop/restart) and live migration; CDI DataVolumes
+// (no agent, no freeze or thaw, no writes from inside a VM, no memory to copy in a migration);
+// scheduling beyond binding every pod to the kubelet's node, and for VMIs beyond the checks
+// above (no resources, node affinity, topology or priorities); container images, restarts
+// (restartPolicy OnFailure behaves like Never), init containers, or any command other than
+// nodewright-copy; filesystem volumes; KubeVirt's virt-launcher pods, its subresources
+// (virtctl start, stop, restart, migrate) and its admission webhooks (a migration they would
+// refuse at creation, of a VMI that does not exist, has stopped, is not live-migratable or is
+// migrating already, is created and then fails, its Event giving the webhook's refusal), the
+// start-failure backoff (a VMI that failed to start stays Failed rather than being rerun),
+// the other reasons KubeVirt finds a VMI not live-migratable (interfaces, CPU model, host
+// devices...), migration policies, limits on parallel migrations, post-copy, the
+// decentralized migration's spec.sendTo and spec.receive (such a migration is played as a
+// local one), and the garbage collection of finished migrations; CDI DataVolumes
 // (a dataVolume volume is read as the claim of the same name); snapshot groups, pre-provisioned
 // snapshot contents and cross-namespace data sources; the Job features podFailurePolicy,
 // successPolicy, indexed completion, parallelism above one, suspend and ttlSecondsAfterFinished;
@@ -56,6 +112,6 @@
 //
 // Faults are injected through Options, and each one makes the real thing fail for real: a copy
 // gets a target too small for its source and nodewright-copy refuses it with its own result, a
-// clone's file gets one byte flipped, a VMI fails to start. Nothing reports a result that did
-// not happen.
+// clone's file gets one byte flipped, a VMI fails to start, a live migration fails or is held
+// running (FailMigration, HoldMigration). Nothing reports a result that did not happen.
 package site
