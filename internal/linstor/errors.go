@@ -114,15 +114,16 @@ func (e *Error) Is(target error) bool {
 	case ErrNotFound:
 		return e.Status == http.StatusNotFound || e.hasCode(300, 399)
 	case ErrExists:
-		return e.hasCode(500, 599)
+		return e.hasCode(500, 520) || e.hasCode(522, 599)
 	case ErrInUse:
 		return e.hasCode(codeInUse, codeInUse)
 	}
 	return false
 }
 
-// hasCode reports whether an error message's code (without the masks) is within lo..hi. 500
-// to 599 are LINSTOR's "exists" codes, 300 to 399 its "not found" ones.
+// hasCode reports whether an error message's code (without the masks) is within lo..hi. 300
+// to 399 are LINSTOR's "not found" codes, 500 to 599 its "exists" ones (but 521, a storage pool
+// lost).
 func (e *Error) hasCode(lo, hi int64) bool {
 	for _, m := range e.Messages {
 		if code := m.Code & maskBitsCode; m.IsError() && code >= lo && code <= hi {
