@@ -45,6 +45,9 @@ type Options struct {
 	// LegacyNamespace is the operator's --legacy-namespace: the only namespace it reads the
 	// legacy objects in, and the only one a NodewrightCluster may name. Empty: every namespace.
 	LegacyNamespace string
+	// WithoutFlips runs no BondModeFlipPlan controller: the tests write the flips' status
+	// themselves, as it would.
+	WithoutFlips bool
 }
 
 // Operator is the operator Start runs.
@@ -87,7 +90,8 @@ func Start(env *testenv.Env, o Options) (*Operator, error) {
 		interval = time.Minute
 	}
 	op.Options = operator.Options{
-		MetricsAddr: "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
+		WithoutFlips: o.WithoutFlips,
+		MetricsAddr:  "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
 		ProfileKeys: Namespace + "/" + ProfileKeys, LegacyNamespace: o.LegacyNamespace, AgentNamespace: AgentNamespace,
 		Audit: operator.AuditOptions{Dir: op.TrailDir, KeyFile: op.KeyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
 			CheckpointConfigMap: Namespace + "/nodewright-audit-checkpoint", CheckpointInterval: interval},

@@ -60,7 +60,7 @@ var (
 func startOperator(t *testing.T) {
 	t.Helper()
 	startOnce.Do(func() {
-		op, err := operatortest.Start(env, operatortest.Options{TempPrefix: "nodewright-webhook-test-"})
+		op, err := operatortest.Start(env, operatortest.Options{TempPrefix: "nodewright-webhook-test-", WithoutFlips: true})
 		if err != nil {
 			startErr = err
 			return
