@@ -16,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/drbd"
 	"github.com/spectrocloud/nodewright/internal/hostos"
+	"github.com/spectrocloud/nodewright/internal/text"
 )
 
 // BondObserver reads a bond on the host: its mode and its member links (netlink and sysfs on
@@ -102,7 +102,7 @@ func (o *HostObserver) Observe(ctx context.Context) Observation {
 	switch {
 	case len(problems) > 0:
 		hostObserved.Status = metav1.ConditionFalse
-		hostObserved.Message = audit.Shorten(strings.Join(problems, "; "), maxConditionMessage)
+		hostObserved.Message = text.Shorten(strings.Join(problems, "; "), maxConditionMessage)
 	case len(read) == 0:
 		hostObserved.Message = "nothing of the host is to be read"
 	default:
@@ -192,7 +192,7 @@ func (o *HostObserver) storage(ctx context.Context) (*nwv1.DRBDStatus, metav1.Co
 			return DRBDStatus(resources), storageCondition(resources)
 		}
 	}
-	cond.Reason, cond.Message = nwv1.ReasonDRBDUnreadable, audit.Shorten(err.Error(), maxConditionMessage)
+	cond.Reason, cond.Message = nwv1.ReasonDRBDUnreadable, text.Shorten(err.Error(), maxConditionMessage)
 	return nil, cond
 }
 
@@ -206,7 +206,7 @@ func storageCondition(resources []drbd.Resource) metav1.Condition {
 		return cond
 	}
 	cond.Status, cond.Reason = metav1.ConditionFalse, nwv1.ReasonDRBDDegraded
-	cond.Message = audit.Shorten(strings.Join(problems, "; "), maxConditionMessage)
+	cond.Message = text.Shorten(strings.Join(problems, "; "), maxConditionMessage)
 	return cond
 }
 

@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/drbd"
+	"github.com/spectrocloud/nodewright/internal/text"
 )
 
 // An agent performs its node's NodeOperations, each at most once where twice would harm:
@@ -313,7 +313,7 @@ func (o *Operations) finish(ctx context.Context, op *nwv1.NodeOperation, phase n
 	}
 	op.Status.Error = nil
 	if failed != nil {
-		op.Status.Error = &nwv1.OperationError{Reason: failed.Reason, Message: audit.Shorten(failed.Message, 1024)}
+		op.Status.Error = &nwv1.OperationError{Reason: failed.Reason, Message: text.Shorten(failed.Message, 1024)}
 	}
 	// With the resourceVersion read: an operation deleted and made again under the name is
 	// never given this one's outcome. A conflict performs nothing again: the retry finds the

@@ -17,8 +17,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/drbd"
+	"github.com/spectrocloud/nodewright/internal/text"
 )
 
 // Prober checks, after a network change, that the node still reaches what it must: its peers'
@@ -60,7 +60,7 @@ func (p Prober) Probe(ctx context.Context, probes nwv1.BondProbes) []nwv1.ProbeR
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			results[i] = check(cctx)
-			results[i].Message = audit.Shorten(results[i].Message, 256)
+			results[i].Message = text.Shorten(results[i].Message, 256)
 		}()
 	}
 	wg.Wait()
