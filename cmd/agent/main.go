@@ -6,27 +6,26 @@
 package main
 
 import (
-	"errors"
+	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"github.com/go-logr/logr"
+	"k8s.io/klog/v2"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/hostos"
+	"github.com/spectrocloud/nodewright/internal/kubelite"
 	"github.com/spectrocloud/nodewright/internal/netconf"
 )
 
@@ -45,8 +44,9 @@ func osKinds() []string {
 }
 
 func main() {
-	var node, namespace, hostRoot, stateDir, hostOS, network, storageBond string
+	var kubeconfig, node, namespace, hostRoot, stateDir, hostOS, network, storageBond string
 	var interval, reportInterval time.Duration
+	flag.StringVar(&kubeconfig, "kubeconfig", "", "The kubeconfig file to reach the API server with. Default: $KUBECONFIG, else the in-cluster service account, else ~/.kube/config.")
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node this agent runs on and acts for (in a DaemonSet, from the downward API: spec.nodeName). Default: $NODE_NAME.")
 	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The agent's namespace, where its heartbeat Lease and its node's NodeOperations are. Default: $POD_NAMESPACE.")
 	flag.DurationVar(&interval, "heartbeat-interval", agent.RenewInterval, "How often the heartbeat Lease is renewed.")
@@ -56,8 +56,6 @@ func main() {
 	flag.StringVar(&network, "network-backend", "netlink", fmt.Sprintf("How the bond is observed and changed: %s.", strings.Join(slices.Sorted(maps.Keys(backends)), ", ")))
 	flag.StringVar(&storageBond, "storage-bond", "", "The storage bond the agent reports in its node's NodewrightAgentStatus (e.g. bond0, the EdgeProfile's spec.network.bondInterface); none when empty.")
 	flag.DurationVar(&reportInterval, "report-interval", agent.ReportInterval, "How often the host is read for the node's NodewrightAgentStatus (also at once after an operation changed it); the status is written only when what it says changed.")
-	zapOpts := zap.Options{}
-	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: %s [flags]
 
@@ -74,9 +72,11 @@ Flags:
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	log := ctrl.Log.WithName("agent")
-	ctx := ctrl.SetupSignalHandler()
+	// The log: one JSON object a line on standard error (log/slog), durations as "10s".
+	log := logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{ReplaceAttr: durationsAsText})).WithName("agent")
+	klog.SetLogger(log)
+	ctx, stop := signal.NotifyContext(klog.NewContext(context.Background(), log), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 	if node == "" || namespace == "" {
 		fmt.Fprintln(os.Stderr, "--node-name (or $NODE_NAME) and --namespace (or $POD_NAMESPACE) are required")
 		os.Exit(2)
@@ -104,46 +104,26 @@ Flags:
 		fmt.Fprintf(os.Stderr, "--network-backend %s: not one of %s\n", network, strings.Join(slices.Sorted(maps.Keys(backends)), ", "))
 		os.Exit(2)
 	}
-	cfg, err := ctrl.GetConfig()
+	cfg, err := kubelite.Load(kubeconfig)
 	if err != nil {
 		log.Error(err, "Cannot reach a cluster: no usable kubeconfig")
 		os.Exit(1)
 	}
-	clientset, err := kubernetes.NewForConfig(cfg)
+	cfg.UserAgent = agent.FieldManager
+	client, err := kubelite.New(cfg)
 	if err != nil {
-		log.Error(err, "Building the client")
+		log.Error(err, "Building the client", "kubeconfig", cfg.Source)
 		os.Exit(1)
 	}
-	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), nwv1.AddToScheme(scheme)); err != nil {
-		log.Error(err, "Building the scheme")
-		os.Exit(1)
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: scheme,
-		// The agent's cache holds its own node's operations only.
-		Cache:                  agent.CacheOptions(node, namespace),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	})
-	if err != nil {
-		log.Error(err, "Building the manager")
-		os.Exit(1)
-	}
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		log.Error(err, "Building the client")
-		os.Exit(1)
-	}
-	h := &agent.Heartbeat{Client: clientset, Node: node, Namespace: namespace, Interval: interval}
+	h := &agent.Heartbeat{Client: client, Node: node, Namespace: namespace, Interval: interval}
 	net := newBackend()
 	// The reporter reads and writes its node's NodewrightAgentStatus straight from the API
-	// server: the cache holds no NodewrightAgentStatus.
-	reporter := &agent.Reporter{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Node: node, Interval: reportInterval,
+	// server.
+	reporter := &agent.Reporter{Client: client, Node: node, Interval: reportInterval,
 		Observer: &agent.HostObserver{Bond: net, BondName: storageBond, DRBD: agent.DRBDRunner(), OS: provider, Host: host}}
-	ops := &agent.Operations{Client: mgr.GetClient(), Node: node, Recorded: reporter.Trigger}
+	ops := &agent.Operations{Client: client, Node: node, Namespace: namespace, Recorded: reporter.Trigger}
 	bonds := &agent.Bonds{Net: net, OS: provider, HostRoot: hostRoot, StateDir: stateDir, Resolved: ops.Wake,
-		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(httpClient, cfg.Host), DRBD: agent.DRBDRunner()}}
+		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(client.HTTP(), client.URL("")), DRBD: agent.DRBDRunner()}}
 	// Before anything reaches the API server, which may be out of reach: a bond change left
 	// half made is undone, and an expired checkpoint rolled back.
 	if err := bonds.Recover(ctx); err != nil {
@@ -151,17 +131,35 @@ Flags:
 		os.Exit(1)
 	}
 	ops.Executors = agent.Executors(bonds)
-	if err := errors.Join(mgr.Add(manager.RunnableFunc(h.Run)), mgr.Add(manager.RunnableFunc(reporter.Run)), ops.SetupWithManager(mgr)); err != nil {
-		log.Error(err, "Setting up")
-		os.Exit(1)
+	log.Info("Agent starting", "node", node, "namespace", namespace, "server", cfg.Host, "kubeconfig", cfg.Source,
+		"heartbeatInterval", interval, "reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot,
+		"hostOS", provider.Kind())
+	// Each part runs until SIGTERM or SIGINT; one that cannot start stops the agent.
+	failed := make(chan error, 3)
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context) error{h.Run, reporter.Run, ops.Run} {
+		wg.Go(func() {
+			if err := run(ctx); err != nil {
+				failed <- err
+			}
+		})
 	}
-	log.Info("Agent starting", "node", node, "namespace", namespace, "heartbeatInterval", interval,
-		"reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot, "hostOS", provider.Kind())
-	if err := mgr.Start(ctx); err != nil {
+	select {
+	case <-ctx.Done():
+	case err := <-failed:
 		log.Error(err, "Agent stopped")
 		os.Exit(1)
 	}
+	wg.Wait()
 	log.Info("Agent stopped")
+}
+
+// durationsAsText writes a duration as time.Duration.String does, not as nanoseconds.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // hostProvider is the OS --host-os names, or, when it is empty, the one the host's files say.

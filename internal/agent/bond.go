@@ -15,8 +15,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/hostos"
@@ -367,7 +367,7 @@ func (b *Bonds) rollback(ctx context.Context, c *checkpoint, reason, message str
 	b.disarm(c.Operation)
 	c.State, c.Reason, c.Message = checkpointRollingBack, reason, message
 	if err := b.save(c); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Recording a rollback's start", "operation", c.Name)
+		klog.FromContext(ctx).Error(err, "Recording a rollback's start", "operation", c.Name)
 	}
 	var problems []string
 	if err := b.Net.Restore(ctx, c.Previous); err != nil {
@@ -395,7 +395,7 @@ func (b *Bonds) rollback(ctx context.Context, c *checkpoint, reason, message str
 	// Resolved once restored and probed.
 	c.State, c.ResolvedAt = checkpointRolledBack, time.Now()
 	if err := b.save(c); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Recording a rollback", "operation", c.Name)
+		klog.FromContext(ctx).Error(err, "Recording a rollback", "operation", c.Name)
 	}
 	b.tell(c)
 }
@@ -555,7 +555,7 @@ func (b *Bonds) list(ctx context.Context) ([]*checkpoint, error) {
 		c, err := b.load(types.UID(strings.TrimSuffix(strings.TrimPrefix(name, "checkpoint-"), ".json")))
 		if err != nil {
 			path := filepath.Join(b.StateDir, name)
-			ctrl.LoggerFrom(ctx).Error(err, "A bond checkpoint cannot be read; it is set aside, and bond changes are refused until a person removes it", "path", path+".unreadable")
+			klog.FromContext(ctx).Error(err, "A bond checkpoint cannot be read; it is set aside, and bond changes are refused until a person removes it", "path", path+".unreadable")
 			if rerr := os.Rename(path, path+".unreadable"); rerr != nil {
 				return nil, errors.Join(err, rerr)
 			}

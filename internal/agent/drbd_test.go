@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
@@ -54,9 +52,7 @@ func TestDRBDOperationsRunDrbdadm(t *testing.T) {
 	kernel.AddResource(r3, "node-b", "node-c")
 	d.Runner, d.VerifyPoll = kernel, 10*time.Millisecond
 	ns := env.Namespace(t)
-	env.StartManagerWithCache(t, agent.CacheOptions("node-a", ns), func(_ context.Context, mgr manager.Manager) error {
-		return (&agent.Operations{Client: mgr.GetClient(), Node: "node-a", Executors: d.Executors()}).SetupWithManager(mgr)
-	})
+	runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
 	op := func(name string, spec nwv1.NodeOperationSpec) *nwv1.NodeOperation {
 		spec.NodeName, spec.Deadline = "node-a", metav1.NewTime(time.Now().Add(time.Hour))
 		o := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
@@ -92,9 +88,7 @@ func TestDRBDVerifyReportsWhatItFound(t *testing.T) {
 	kernel.Mismatch(r3, 4096)
 	d.Runner, d.VerifyPoll = kernel, 10*time.Millisecond
 	ns := env.Namespace(t)
-	env.StartManagerWithCache(t, agent.CacheOptions("node-a", ns), func(_ context.Context, mgr manager.Manager) error {
-		return (&agent.Operations{Client: mgr.GetClient(), Node: "node-a", Executors: d.Executors()}).SetupWithManager(mgr)
-	})
+	runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
 	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-mismatch"},
 		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
 			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}

@@ -4,28 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/drbd"
+	"github.com/spectrocloud/nodewright/internal/kubelite"
 	"github.com/spectrocloud/nodewright/internal/text"
 )
 
@@ -42,9 +34,9 @@ import (
 //     it is Failed (DeadlineExceeded) instead.
 //   - Succeeded, Failed or RolledBack: never performed again.
 //
-// The agent reads only its own node's operations: its cache lists and watches them with the
-// field selector spec.nodeName=<node> (CacheOptions), as the kubelet does with pods, and it
-// leaves alone, unwritten, one for another node should one reach it anyway. An executor runs
+// The agent reads only its own node's operations: it lists and watches them with the field
+// selector spec.nodeName=<node>, as the kubelet does with pods, and it leaves alone,
+// unwritten, one for another node should one reach it anyway. An executor runs
 // under the operation's deadline; one stopped there is Failed (DeadlineExceeded), saying that
 // what it had done is unknown.
 
@@ -79,11 +71,12 @@ const (
 
 // Operations runs this node's NodeOperations.
 type Operations struct {
-	Client client.Client
-	// APIReader reads each operation from the API server, never from the cache: a cache one
-	// write behind would show a finished operation still Running, started by no one here.
-	APIReader client.Reader
+	// Client reads each operation from the API server, never from a cache (the runner keeps
+	// none): a cache one write behind would show a finished operation still Running, started
+	// by no one here.
+	Client    *kubelite.Client
 	Node      string
+	Namespace string
 	Executors map[nwv1.NodeOperationType]Executor
 	Clock     clock.PassiveClock
 	// Recorded, when set, is called once what an operation did on the host is recorded (its
@@ -95,8 +88,15 @@ type Operations struct {
 	// yet recorded.
 	started map[types.UID]bool
 	done    map[types.UID]*outcome
-	wake    chan event.GenericEvent
+	queue   *queue
 }
+
+// Result says when an operation is to be looked at again, besides its changes: after
+// RequeueAfter, when not zero.
+type Result struct{ RequeueAfter time.Duration }
+
+// NodeOperations is the API's resource of NodeOperations.
+var NodeOperations = kubelite.Resource{Group: nwv1.GroupVersion.Group, Version: nwv1.GroupVersion.Version, Resource: "nodeoperations"}
 
 // Executors are the operations this agent performs: DRBD's pause-sync, resume-sync, adjust and
 // online verify through drbd-utils, and the bond's mode under its checkpoint with bonds (nil:
@@ -117,86 +117,129 @@ func DRBDRunner() drbd.Runner {
 	return drbd.ExecRunner{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}}
 }
 
-// CacheOptions restrict the agent's cache to its own node's operations in its namespace.
-func CacheOptions(node, namespace string) cache.Options {
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&nwv1.NodeOperation{}: {
-			Namespaces: map[string]cache.Config{namespace: {}},
-			Field:      fields.OneTermEqualSelector("spec.nodeName", node),
-		},
-	}}
-}
-
-// SetupWithManager registers the runner; operations run one at a time.
-func (o *Operations) SetupWithManager(mgr ctrl.Manager) error {
+// Run runs the node's operations, one at a time, until ctx ends: it lists and watches them,
+// and looks at each one listed, changed, woken (Wake) or due again.
+func (o *Operations) Run(ctx context.Context) error {
+	if o.Client == nil || o.Node == "" || o.Namespace == "" {
+		return fmt.Errorf("the operation runner needs a client, its node's name and the agent's namespace")
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}
-	if o.APIReader == nil {
-		o.APIReader = mgr.GetAPIReader()
+	q := o.workQueue()
+	defer q.Stop()
+	log := klog.FromContext(ctx).WithValues("node", o.Node)
+	watch := &kubelite.ListWatch{Client: o.Client, Path: NodeOperations.Path(o.Namespace, ""),
+		Options: kubelite.ListOptions{FieldSelector: "spec.nodeName=" + escapeFieldValue(o.Node)},
+		Handle: func(e kubelite.Event) {
+			if m, err := kubelite.MetaOf(e.Object); err == nil {
+				q.Add(types.NamespacedName{Namespace: m.Namespace, Name: m.Name})
+			}
+		}}
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		_ = watch.Run(klog.NewContext(ctx, log))
+	}()
+	defer func() { <-watching }()
+	for {
+		key, ok := q.Get(ctx)
+		if !ok {
+			return nil
+		}
+		o.work(klog.NewContext(ctx, log.WithValues("operation", key)), q, key)
 	}
-	// Failed writes are tried again within 5s at most: an outcome reached while the API
-	// server was out of reach is reported soon after it is back.
-	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, 5*time.Second)
-	return ctrl.NewControllerManagedBy(mgr).Named("nodeoperation").For(&nwv1.NodeOperation{}).
-		WatchesRawSource(source.Channel(o.wakeChannel(), &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1, RateLimiter: limiter}).Complete(o)
 }
 
-func (o *Operations) wakeChannel() chan event.GenericEvent {
+// work reconciles key once, and queues it again as the result says: at once after a
+// failure, then waiting up to 5 s (an outcome reached while the API server was out of reach
+// is reported soon after it is back), or after RequeueAfter.
+func (o *Operations) work(ctx context.Context, q *queue, key types.NamespacedName) {
+	defer q.Done(key)
+	result, err := o.reconcile(ctx, key)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Moving the operation on failed; trying again")
+		}
+		q.AddRateLimited(key)
+	case result.RequeueAfter > 0:
+		q.Forget(key)
+		q.AddAfter(key, result.RequeueAfter)
+	default:
+		q.Forget(key)
+	}
+}
+
+// reconcile is Reconcile, a panic in it an error.
+func (o *Operations) reconcile(ctx context.Context, key types.NamespacedName) (result Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return o.Reconcile(ctx, key)
+}
+
+func (o *Operations) workQueue() *queue {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.wake == nil {
-		o.wake = make(chan event.GenericEvent, 64)
+	if o.queue == nil {
+		o.queue = newQueue(5*time.Millisecond, 5*time.Second)
 	}
-	return o.wake
+	return o.queue
+}
+
+// escapeFieldValue escapes a value for a field selector, as fields.EscapeValue.
+func escapeFieldValue(v string) string {
+	return strings.NewReplacer(`\`, `\\`, `,`, `\,`, `=`, `\=`).Replace(v)
 }
 
 // Reconcile moves one operation one step on.
-func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (o *Operations) Reconcile(ctx context.Context, key types.NamespacedName) (Result, error) {
 	op := &nwv1.NodeOperation{}
-	if err := o.APIReader.Get(ctx, req.NamespacedName, op); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if err := o.Client.Get(ctx, NodeOperations.Path(key.Namespace, key.Name), op); err != nil {
+		return Result{}, kubelite.IgnoreNotFound(err)
 	}
 	now := metav1.NewTime(o.Clock.Now())
 	switch op.Status.Phase {
 	case nwv1.OperationSucceeded, nwv1.OperationFailed, nwv1.OperationRolledBack:
-		return ctrl.Result{}, nil
+		return Result{}, nil
 	}
 	if op.Spec.NodeName != o.Node {
 		// Another node's (a name reused across nodes, say): not this agent's to run or to
 		// write; the admission policy would refuse the write anyway.
-		ctrl.LoggerFrom(ctx).Info("Leaving another node's operation alone", "operation", req.NamespacedName, "node", op.Spec.NodeName)
-		return ctrl.Result{}, nil
+		klog.FromContext(ctx).Info("Leaving another node's operation alone", "operation", key, "node", op.Spec.NodeName)
+		return Result{}, nil
 	}
 	exec, known := o.Executors[op.Spec.Type]
 	switch {
 	case op.Status.Phase == "" || op.Status.Phase == nwv1.OperationPending:
 		if !now.Before(&op.Spec.Deadline) {
-			return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonDeadlineExceeded,
+			return Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonDeadlineExceeded,
 				Message: fmt.Sprintf("not started before its deadline %s", op.Spec.Deadline.UTC().Format(time.RFC3339))}, now)
 		}
 		if !known {
-			return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonUnsupported,
+			return Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonUnsupported,
 				Message: fmt.Sprintf("this agent cannot perform %s operations", op.Spec.Type)}, now)
 		}
 		base := op.DeepCopy()
 		op.Status.Phase, op.Status.StartTime, op.Status.ObservedGeneration = nwv1.OperationRunning, &now, op.Generation
-		if err := o.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, err
+		if err := o.patchStatus(ctx, base, op); err != nil {
+			return Result{}, err
 		}
 		o.markStarted(op.UID)
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		return Result{RequeueAfter: time.Millisecond}, nil
 	case !known:
-		return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonUnsupported,
+		return Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonUnsupported,
 			Message: fmt.Sprintf("this agent cannot perform %s operations", op.Spec.Type)}, now)
 	case !o.startedHere(op.UID) && !exec.Resumable():
-		return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonInterrupted,
+		return Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonInterrupted,
 			Message: "the agent that started it stopped before it finished; it is not run again: what it did is unknown"}, now)
 	}
 	if done := o.outcomeOf(op.UID); done != nil {
 		// Performed already; only its record failed to be written: write it, never run it again.
-		return ctrl.Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
+		return Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
 	}
 	// An operation whose change the host keeps a record of (a bond change under its
 	// checkpoint) ends as that record says, whatever its deadline: the executor knows.
@@ -204,7 +247,7 @@ func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	held := ok && holder.Holds(op)
 	if !held && !now.Before(&op.Spec.Deadline) {
 		// Started, but the agent stopped (or could not reach the API server) until past it.
-		return ctrl.Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonDeadlineExceeded,
+		return Result{}, o.finish(ctx, op, nwv1.OperationFailed, nil, &OperationError{Reason: ReasonDeadlineExceeded,
 			Message: fmt.Sprintf("its deadline %s passed before it could be performed", op.Spec.Deadline.UTC().Format(time.RFC3339))}, now)
 	}
 	o.markStarted(op.UID)
@@ -219,7 +262,7 @@ func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	result, err := run(runCtx, exec, op)
 	if pending := (*Pending)(nil); errors.As(err, &pending) {
 		// Done on the host, waiting (a bond change for its commit): Running, with its result.
-		return ctrl.Result{RequeueAfter: max(time.Until(pending.Until), 10*time.Millisecond)}, o.progress(ctx, op, result)
+		return Result{RequeueAfter: max(time.Until(pending.Until), 10*time.Millisecond)}, o.progress(ctx, op, result)
 	}
 	if runCtx.Err() != nil && ctx.Err() == nil && !held {
 		err = &OperationError{Reason: ReasonDeadlineExceeded, Message: fmt.Sprintf(
@@ -236,11 +279,11 @@ func (o *Operations) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	o.remember(op.UID, done)
-	return ctrl.Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
+	return Result{}, o.finish(ctx, op, done.phase, done.result, done.failed, done.at)
 }
 
 // run performs op with exec; a panic fails it (Panicked) rather than reaching
-// controller-runtime, whose retry would perform it again.
+// the runner, whose retry would perform it again.
 func run(ctx context.Context, exec Executor, op *nwv1.NodeOperation) (result *nwv1.NodeOperationResult, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -272,10 +315,26 @@ func (o *Operations) progress(ctx context.Context, op *nwv1.NodeOperation, resul
 	}
 	base := op.DeepCopy()
 	op.Status.Result = result
-	if err := o.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := o.patchStatus(ctx, base, op); err != nil {
 		return err
 	}
 	o.recorded()
+	return nil
+}
+
+// patchStatus writes the status of op, changed from base, with a merge patch of what changed
+// that carries the resourceVersion read: a Conflict if the operation changed since. op is
+// then the operation as written.
+func (o *Operations) patchStatus(ctx context.Context, base, op *nwv1.NodeOperation) error {
+	patch, err := kubelite.MergePatch(base, op, base.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	written := &nwv1.NodeOperation{}
+	if err := o.Client.MergePatch(ctx, NodeOperations.Path(op.Namespace, op.Name, "status"), patch, written); err != nil {
+		return err
+	}
+	*op = *written
 	return nil
 }
 
@@ -285,15 +344,10 @@ func (o *Operations) recorded() {
 	}
 }
 
-// Wake has the operation called key looked at again at once: its host record changed.
+// Wake has the operation called key looked at again at once: its host record changed. It
+// never blocks; a wake before Run is kept until it runs.
 func (o *Operations) Wake(key types.NamespacedName) {
-	op := &nwv1.NodeOperation{}
-	op.Namespace, op.Name = key.Namespace, key.Name
-	select {
-	case o.wakeChannel() <- event.GenericEvent{Object: op}:
-	default:
-		// Full: it is looked at again at its requeue anyway.
-	}
+	o.workQueue().Add(key)
 }
 
 // outcome is how a performed operation ended, kept until it is recorded.
@@ -318,8 +372,8 @@ func (o *Operations) finish(ctx context.Context, op *nwv1.NodeOperation, phase n
 	// With the resourceVersion read: an operation deleted and made again under the name is
 	// never given this one's outcome. A conflict performs nothing again: the retry finds the
 	// outcome kept for this UID and writes it.
-	err := o.Client.Status().Patch(ctx, op, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	if err == nil || apierrors.IsNotFound(err) {
+	err := o.patchStatus(ctx, base, op)
+	if err == nil || kubelite.IsNotFound(err) {
 		o.forget(op.UID)
 		o.recorded()
 		return nil

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
@@ -62,13 +61,40 @@ func operation(ns, name, node string, deadline time.Time) *nwv1.NodeOperation {
 			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: "pvc-1"}}}
 }
 
-// startAgent runs the operation runner of node in ns, with the agent's own cache.
+// startAgent runs the operation runner of node in ns, as the agent runs it.
 func startAgent(t *testing.T, ns, node string, exec agent.Executor) (stop func()) {
 	t.Helper()
-	return env.StartManagerWithCache(t, agent.CacheOptions(node, ns), func(_ context.Context, mgr manager.Manager) error {
-		return (&agent.Operations{Client: mgr.GetClient(), Node: node,
-			Executors: map[nwv1.NodeOperationType]agent.Executor{nwv1.OperationDRBDVerify: exec}}).SetupWithManager(mgr)
-	})
+	return runOperations(t, &agent.Operations{Node: node, Namespace: ns,
+		Executors: map[nwv1.NodeOperationType]agent.Executor{nwv1.OperationDRBDVerify: exec}})
+}
+
+// runOperations runs ops, with an administrator's client unless it has one, until stop is
+// called or the test ends.
+func runOperations(t *testing.T, ops *agent.Operations) (stop func()) {
+	t.Helper()
+	if ops.Client == nil {
+		ops.Client = env.LiteClient(t)
+	}
+	return run(t, ops.Run)
+}
+
+// run runs fn until stop is called or the test ends, and fails the test if fn fails.
+func run(t *testing.T, fn func(context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("stopped with an error: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func phaseOf(t *testing.T, op *nwv1.NodeOperation, want nwv1.NodeOperationPhase) *nwv1.NodeOperation {

@@ -8,15 +8,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/kubelite"
 )
 
 // FieldManager is the agent's field manager on its node's NodewrightAgentStatus. It owns
@@ -31,14 +29,12 @@ const ReportInterval = 10 * time.Second
 // every Interval and when Trigger is called (after an operation), and writes, with server-side
 // apply under FieldManager, only when what it would write differs from what it last wrote or
 // someone changed that since: at rest it reads its object every Interval and writes nothing.
-// It reads and writes its own node's object only, straight from the API server: the agent's
-// cache holds no NodewrightAgentStatus.
+// It reads and writes its own node's object only, straight from the API server: the agent
+// keeps no cache.
 type Reporter struct {
-	// Client writes; APIReader reads, never from a cache.
-	Client    client.Client
-	APIReader client.Reader
-	Node      string
-	Observer  *HostObserver
+	Client   *kubelite.Client
+	Node     string
+	Observer *HostObserver
 	// Interval between reads of the host; ReportInterval when zero.
 	Interval time.Duration
 	Clock    clock.WithTicker
@@ -77,8 +73,8 @@ func (r *Reporter) init() {
 // Run reports at once, then every interval and on each trigger, until ctx ends. A failed report
 // is logged and tried again at the next one: the agent goes on with its other work.
 func (r *Reporter) Run(ctx context.Context) error {
-	if r.Node == "" || r.Client == nil || r.APIReader == nil || r.Observer == nil {
-		return fmt.Errorf("the reporter needs its node's name, a client, an API reader and an observer")
+	if r.Node == "" || r.Client == nil || r.Observer == nil {
+		return fmt.Errorf("the reporter needs its node's name, a client and an observer")
 	}
 	r.init()
 	if r.Clock == nil {
@@ -115,10 +111,10 @@ func (r *Reporter) Report(ctx context.Context) error {
 
 func (r *Reporter) report(ctx context.Context) (wrote bool, err error) {
 	live := &nwv1.NodewrightAgentStatus{}
-	err = r.APIReader.Get(ctx, client.ObjectKey{Name: r.Node}, live)
-	if apierrors.IsNotFound(err) {
-		live = &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: r.Node}}
-		if err = r.Client.Create(ctx, live); err != nil && !apierrors.IsAlreadyExists(err) {
+	err = r.Client.Get(ctx, AgentStatuses.Path("", r.Node), live)
+	if kubelite.IsNotFound(err) {
+		live = &nwv1.NodewrightAgentStatus{TypeMeta: agentStatusType, ObjectMeta: metav1.ObjectMeta{Name: r.Node}}
+		if err = r.Client.Create(ctx, AgentStatuses.Path("", ""), live, nil); err != nil && !kubelite.IsAlreadyExists(err) {
 			return false, fmt.Errorf("creating the NodewrightAgentStatus of node %s: %w", r.Node, err)
 		}
 		r.applied = nil
@@ -143,21 +139,21 @@ func (r *Reporter) report(ctx context.Context) (wrote bool, err error) {
 // whoever held them before (the bridge, while the legacy DaemonSet reported the node); the
 // agent sends no other field, so it takes nothing else.
 func (r *Reporter) apply(ctx context.Context, fields *agentFields) error {
-	status, err := toMap(fields)
-	if err != nil {
-		return err
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": nwv1.GroupVersion.String(),
-		"kind":       "NodewrightAgentStatus",
-		"metadata":   map[string]any{"name": r.Node},
-		"status":     status,
-	}}
-	if err := r.Client.Status().Patch(ctx, u, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+	applied := struct {
+		metav1.TypeMeta `json:",inline"`
+		Metadata        map[string]string `json:"metadata"`
+		Status          *agentFields      `json:"status"`
+	}{agentStatusType, map[string]string{"name": r.Node}, fields}
+	if err := r.Client.Apply(ctx, AgentStatuses.Path("", r.Node, "status"), applied, FieldManager, true, nil); err != nil {
 		return fmt.Errorf("applying the status of node %s: %w", r.Node, err)
 	}
 	return nil
 }
+
+// AgentStatuses is the API's resource of NodewrightAgentStatuses.
+var AgentStatuses = kubelite.Resource{Group: nwv1.GroupVersion.Group, Version: nwv1.GroupVersion.Version, Resource: "nodewrightagentstatuses"}
+
+var agentStatusType = metav1.TypeMeta{APIVersion: nwv1.GroupVersion.String(), Kind: "NodewrightAgentStatus"}
 
 func toMap(v any) (map[string]any, error) {
 	data, err := json.Marshal(v)

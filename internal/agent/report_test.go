@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
@@ -25,7 +23,7 @@ import (
 func reportedNode(t *testing.T, node string) (*agent.Reporter, *playedBond, *drbdsetupAnswers) {
 	t.Helper()
 	bond, answers := activeBackup(), &drbdsetupAnswers{sample: connectedSample}
-	r := &agent.Reporter{Client: env.Client, APIReader: env.Client, Node: node, Observer: &agent.HostObserver{
+	r := &agent.Reporter{Client: env.LiteClient(t), Node: node, Observer: &agent.HostObserver{
 		Bond: bond, BondName: "bond0", DRBD: answers, ProcDRBD: loadedDRBD(t), OS: hostos.Kairos{}, Host: kairosHost(t)}}
 	t.Cleanup(func() {
 		_ = env.Client.Delete(context.Background(), &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: node}})
@@ -125,7 +123,7 @@ func TestTheReporterWritesOnlyWhatChanged(t *testing.T) {
 	}
 
 	// A restarted agent with nothing changed on the host writes nothing either.
-	again := &agent.Reporter{Client: env.Client, APIReader: env.Client, Node: node, Observer: r.Observer}
+	again := &agent.Reporter{Client: env.LiteClient(t), Node: node, Observer: r.Observer}
 	if _, wrote := report(t, again); wrote {
 		t.Error("a restarted agent rewrote an unchanged status")
 	}
@@ -270,12 +268,9 @@ func TestAFinishedOperationIsReportedAtOnce(t *testing.T) {
 	ns := env.Namespace(t)
 	r, bond, _ := reportedNode(t, node)
 	r.Interval = time.Hour
-	env.StartManagerWithCache(t, agent.CacheOptions(node, ns), func(_ context.Context, mgr manager.Manager) error {
-		r.Client, r.APIReader = mgr.GetClient(), mgr.GetAPIReader()
-		ops := &agent.Operations{Client: mgr.GetClient(), Node: node, Recorded: r.Trigger,
-			Executors: map[nwv1.NodeOperationType]agent.Executor{nwv1.OperationDRBDVerify: bondChanger{bond}}}
-		return errors.Join(mgr.Add(manager.RunnableFunc(r.Run)), ops.SetupWithManager(mgr))
-	})
+	run(t, r.Run)
+	runOperations(t, &agent.Operations{Client: r.Client, Node: node, Namespace: ns, Recorded: r.Trigger,
+		Executors: map[nwv1.NodeOperationType]agent.Executor{nwv1.OperationDRBDVerify: bondChanger{bond}}})
 	testenv.Eventually(t, patience, func() string {
 		if as := getStatusOrNil(node); as == nil || as.Status.Network.Bond == nil || !as.Status.Network.Bond.Members[0].Up {
 			return "the first report, with eth1 up, is not there"

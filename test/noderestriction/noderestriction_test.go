@@ -120,7 +120,7 @@ func TestAgentMayTouchOnlyItsOwnNode(t *testing.T) {
 
 			// The agent's own report, as cmd/agent writes it: a server-side apply of its
 			// fields of the status.
-			reporter := &nwagent.Reporter{Client: a.client, APIReader: a.client, Node: node, Observer: &nwagent.HostObserver{}}
+			reporter := &nwagent.Reporter{Client: a.lite, Node: node, Observer: &nwagent.HostObserver{}}
 			if err := reporter.Report(ctx); err != nil {
 				t.Fatalf("%s reports its node: %v", node, err)
 			}
@@ -177,7 +177,7 @@ func TestAgentMayTouchOnlyItsOwnNode(t *testing.T) {
 			wantPolicyRefusal(t, node+" patches the status of NodewrightAgentStatus "+otherNode, a.client.Status().Patch(ctx, status.DeepCopy(), client.MergeFrom(before)), statusRule(node, otherNode))
 			// An agent told the other node's name (--node-name is not trusted) reports it: its
 			// apply is refused.
-			liar := &nwagent.Reporter{Client: a.client, APIReader: a.client, Node: otherNode, Observer: &nwagent.HostObserver{}}
+			liar := &nwagent.Reporter{Client: a.lite, Node: otherNode, Observer: &nwagent.HostObserver{}}
 			wantPolicyRefusal(t, node+" reports node "+otherNode, liar.Report(ctx), statusRule(node, otherNode))
 
 			l := &coordinationv1.Lease{}

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/kubelite"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
@@ -54,6 +55,8 @@ type agent struct {
 	node   string
 	client client.Client
 	kube   kubernetes.Interface
+	// lite is the agent's own client, as cmd/agent makes its requests.
+	lite *kubelite.Client
 }
 
 // site is a namespace holding the chart's agent RBAC and policy, the two nodes, an agent pod
@@ -218,9 +221,10 @@ func (s *site) crossNodeProbes(a agent) []probe {
 	}
 }
 
-// refusedByPolicy says whether err is the chart's policy refusing a write.
+// refusedByPolicy says whether err is the chart's policy refusing a write (to
+// controller-runtime's client, or to the agent's own).
 func refusedByPolicy(err error) bool {
-	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'")
+	return (apierrors.IsForbidden(err) || kubelite.IsForbidden(err)) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+policyName+"'")
 }
 
 // refusedByRBAC says whether err is the authorizer refusing a request, before admission.
@@ -237,7 +241,7 @@ func newAgent(t *testing.T, node, token string) agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return agent{node: node, client: c, kube: kubernetes.NewForConfigOrDie(cfg)}
+	return agent{node: node, client: c, kube: kubernetes.NewForConfigOrDie(cfg), lite: testenv.LiteClient(t, cfg)}
 }
 
 // whoAmI is the user the API server sees behind the client's credentials.

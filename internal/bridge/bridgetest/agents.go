@@ -10,15 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
-// Agents are node agents' heartbeats, each the agent's own (agent.Heartbeat: the kubelet's
-// lease controller renewing the node's Lease), run in the test's process.
+// Agents are node agents' heartbeats, each the agent's own (agent.Heartbeat, renewing the
+// node's Lease as the kubelet's lease controller does), run in the test's process.
 type Agents struct {
 	t         testing.TB
 	env       *testenv.Env
@@ -67,10 +66,7 @@ func CreateNode(t testing.TB, env *testenv.Env, name string) {
 // Start starts node's heartbeat and waits until its Lease has been renewed.
 func (a *Agents) Start(node string) {
 	a.t.Helper()
-	clientset, err := kubernetes.NewForConfig(a.env.Config)
-	if err != nil {
-		a.t.Fatal(err)
-	}
+	lite := a.env.LiteClient(a.t)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.mu.Lock()
 	if stop, ok := a.running[node]; ok {
@@ -81,7 +77,7 @@ func (a *Agents) Start(node string) {
 	a.done.Add(1)
 	go func() {
 		defer a.done.Done()
-		h := &agent.Heartbeat{Client: clientset, Node: node, Namespace: a.Namespace, Interval: a.interval}
+		h := &agent.Heartbeat{Client: lite, Node: node, Namespace: a.Namespace, Interval: a.interval}
 		_ = h.Run(ctx)
 	}()
 	started := time.Now()

@@ -119,7 +119,7 @@ func nodeAgent(t *testing.T, node string) *nwagent.Reporter {
 	if err := os.WriteFile(procDRBD, []byte("version: 9.2.12\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &nwagent.Reporter{Client: env.Client, APIReader: env.Client, Node: node, Observer: &nwagent.HostObserver{
+	return &nwagent.Reporter{Client: env.LiteClient(t), Node: node, Observer: &nwagent.HostObserver{
 		Bond: hostBond{}, BondName: "bond0", DRBD: drbdsetupAnswer("salt-shaptools-connected.json"), ProcDRBD: procDRBD,
 		OS: hostos.SystemdNetworkd{}, Host: host}}
 }
