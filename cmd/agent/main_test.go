@@ -211,6 +211,16 @@ func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	if theirs.Status.Phase != "" {
 		t.Errorf("the agent of ops-edge-1 touched ops-edge-2's operation: %+v", theirs.Status)
 	}
+	// Its writes are the agent's in managedFields: nodewright-agent, its User-Agent.
+	var writers []string
+	for _, m := range mine.ManagedFields {
+		if m.Subresource == "status" {
+			writers = append(writers, m.Manager+"/"+string(m.Operation))
+		}
+	}
+	if len(writers) != 1 || writers[0] != "nodewright-agent/Update" {
+		t.Errorf("the operation's status was written by %v; want nodewright-agent/Update", writers)
+	}
 }
 
 // TestTheAgentReportsItsNode runs the binary with --host-root on a Kairos node's files: its
