@@ -29,6 +29,12 @@ import (
 	"github.com/spectrocloud/nodewright/internal/netconf"
 )
 
+// hostDRBD is how the agent reaches DRBD: drbd-utils on the host, whose kernel module says
+// whether there is any (/proc/drbd). A build for the local site may play it (--site-drbd-dir).
+var hostDRBD = func(context.Context) (*agent.DRBD, string, error) {
+	return &agent.DRBD{Runner: agent.DRBDRunner()}, "", nil
+}
+
 // backends are the network backends the agent is built with; the site's played bond is one
 // only in a build for the local site (build tag nodewright_site).
 var backends = map[string]func() netconf.Backend{
@@ -116,21 +122,26 @@ Flags:
 		os.Exit(1)
 	}
 	h := &agent.Heartbeat{Client: client, Node: node, Namespace: namespace, Interval: interval}
+	drbd, procDRBD, err := hostDRBD(ctx)
+	if err != nil {
+		log.Error(err, "Reaching DRBD")
+		os.Exit(1)
+	}
 	net := newBackend()
 	// The reporter reads and writes its node's NodewrightAgentStatus straight from the API
 	// server.
 	reporter := &agent.Reporter{Client: client, Node: node, Interval: reportInterval,
-		Observer: &agent.HostObserver{Bond: net, BondName: storageBond, DRBD: agent.DRBDRunner(), OS: provider, Host: host}}
+		Observer: &agent.HostObserver{Bond: net, BondName: storageBond, DRBD: drbd.Runner, ProcDRBD: procDRBD, OS: provider, Host: host}}
 	ops := &agent.Operations{Client: client, Node: node, Namespace: namespace, Recorded: reporter.Trigger}
 	bonds := &agent.Bonds{Net: net, OS: provider, HostRoot: hostRoot, StateDir: stateDir, Resolved: ops.Wake,
-		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(client.HTTP(), client.URL("")), DRBD: agent.DRBDRunner()}}
+		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(client.HTTP(), client.URL("")), DRBD: drbd.Runner}}
 	// Before anything reaches the API server, which may be out of reach: a bond change left
 	// half made is undone, and an expired checkpoint rolled back.
 	if err := bonds.Recover(ctx); err != nil {
 		log.Error(err, "Reading the bond checkpoints", "stateDir", stateDir)
 		os.Exit(1)
 	}
-	ops.Executors = agent.Executors(bonds)
+	ops.Executors = agent.Executors(bonds, drbd)
 	log.Info("Agent starting", "node", node, "namespace", namespace, "server", cfg.Host, "kubeconfig", cfg.Source,
 		"heartbeatInterval", interval, "reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot,
 		"hostOS", provider.Kind())

@@ -3,15 +3,60 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 
+	"github.com/spectrocloud/nodewright/internal/agent"
+	"github.com/spectrocloud/nodewright/internal/drbd"
 	"github.com/spectrocloud/nodewright/internal/netconf"
+	"github.com/spectrocloud/nodewright/test/site/drbdplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 )
 
 // In a build for the local site (go build -tags nodewright_site), the agent can run on the
-// site's played bond (test/site/netsite): --network-backend site --site-bond-dir DIR.
+// site's played bond (test/site/netsite): --network-backend site --site-bond-dir DIR; and on its
+// played DRBD (test/site/drbdplay): --site-drbd-dir DIR, as netsite's PlayDRBD writes it. Then
+// drbdadm is drbd-utils' own, in its dry-run mode on the played resource files, as the node the
+// directory names, and the kernel's state of the resources is played: their connections over
+// the storage network, the resync after a connection is found again, the pause flags.
 func init() {
 	dir := flag.String("site-bond-dir", "", "With --network-backend site: the directory of the node's played bond.")
 	backends["site"] = func() netconf.Backend { return netsite.PlayedBond{Dir: *dir} }
+	drbdDir := flag.String("site-drbd-dir", "", "The directory of the node's played DRBD (test/site/drbdplay); empty: DRBD on the host.")
+	onHost := hostDRBD
+	hostDRBD = func(ctx context.Context) (*agent.DRBD, string, error) {
+		if *drbdDir == "" {
+			return onHost(ctx)
+		}
+		return playedDRBD(ctx, *drbdDir)
+	}
+}
+
+// playedDRBD is the node's played DRBD in dir; its connections are played until ctx ends.
+func playedDRBD(ctx context.Context, dir string) (*agent.DRBD, string, error) {
+	play, err := drbdplay.ReadPlay(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	drbdadm, err := exec.LookPath("drbdadm")
+	if err != nil {
+		drbdadm = "/usr/sbin/drbdadm"
+	}
+	conf := filepath.Join(dir, drbdplay.ConfigFile)
+	real := drbd.ExecRunner{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
+		"DRBD_DRIVER_VERSION_OVERRIDE=9.2.12", "__DRBD_NODE__=" + play.Self, "FAKE_DRBDSETUP_SHOW=" + os.DevNull}}
+	kernel := &drbdplay.Kernel{Real: real, Self: play.Self, FaultDir: dir}
+	kernel.Links = &drbdplay.Links{Self: play.Self, Listen: play.Listen, Peers: play.Peers, Paused: kernel.PausedTowards}
+	peers := slices.Sorted(maps.Keys(play.Peers))
+	for _, r := range play.Resources {
+		kernel.AddResource(r, peers...)
+	}
+	go func() { _ = kernel.Links.Run(ctx) }()
+	// The played configuration stands for /proc/drbd: the module is "loaded" while it is there.
+	return &agent.DRBD{Runner: kernel, Drbdadm: []string{drbdadm, "-d", "-c", conf}}, conf, nil
 }

@@ -99,10 +99,13 @@ type Result struct{ RequeueAfter time.Duration }
 var NodeOperations = kubelite.Resource{Group: nwv1.GroupVersion.Group, Version: nwv1.GroupVersion.Version, Resource: "nodeoperations"}
 
 // Executors are the operations this agent performs: DRBD's pause-sync, resume-sync, adjust and
-// online verify through drbd-utils, and the bond's mode under its checkpoint with bonds (nil:
-// none).
-func Executors(bonds *Bonds) map[nwv1.NodeOperationType]Executor {
-	all := (&DRBD{Runner: DRBDRunner()}).Executors()
+// online verify through drbd-utils as drbd says (nil: on the host), and the bond's mode under its
+// checkpoint with bonds (nil: none).
+func Executors(bonds *Bonds, drbd *DRBD) map[nwv1.NodeOperationType]Executor {
+	if drbd == nil {
+		drbd = &DRBD{Runner: DRBDRunner()}
+	}
+	all := drbd.Executors()
 	if bonds != nil {
 		for t, e := range bonds.Executors() {
 			all[t] = e

@@ -86,6 +86,11 @@
 // network namespaces, veth pairs and a bridge: only the bonding driver (a node's bond is its
 // veth, the mode a file) and the switch's bond configuration (a port carries a set of modes
 // and is taken down while its node runs another) are played there; its doc says exactly how.
+// DRBD's kernel module is played in package drbdplay, inside the agent built for the local site
+// (--site-drbd-dir): drbdadm is drbd-utils' own in its dry-run mode, and the kernel's state of
+// the resources is played, their connections as real TCP connections between the nodes on that
+// network (a peer out of reach is Connecting, a connection found again resynchronises, the
+// pause flags ride the link), with a fault hook that makes a peer StandAlone.
 //
 // It does not play, and tests must not assume: real block devices (volumes are regular files,
 // so nodewright-copy runs on files, with O_DIRECT where the file system allows it, and its

@@ -22,6 +22,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,6 +44,10 @@ type Kernel struct {
 	Links *Links
 	// SyncTime is how long a resynchronisation lasts, paused time not counted; 2 s when zero.
 	SyncTime time.Duration
+	// FaultDir, when set, holds the fault hook StandAloneFile: the peers listed in it, one per
+	// line, are StandAlone (a connection DRBD gave up, as after a split brain) whatever the
+	// network carries.
+	FaultDir string
 
 	mu        sync.Mutex
 	resources map[string]*resource
@@ -126,8 +132,11 @@ func (k *Kernel) Run(ctx context.Context, argv []string) (drbd.Result, error) {
 		}
 		return res, err
 	case "drbdsetup":
-		if len(argv) == 4 && argv[1] == "status" && argv[3] == "--json" {
+		switch {
+		case len(argv) == 4 && argv[1] == "status" && argv[3] == "--json":
 			return k.status(argv[2])
+		case len(argv) == 3 && argv[1] == "status" && argv[2] == "--json":
+			return k.statusAll()
 		}
 	}
 	return drbd.Result{ExitCode: -1}, fmt.Errorf("the played DRBD does not run %q", argv)
@@ -161,10 +170,37 @@ func (k *Kernel) setPaused(name, peer string, paused bool) {
 func (k *Kernel) status(name string) (drbd.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	r := k.resources[name]
-	if r == nil {
-		return drbd.Result{Stdout: []byte("[]\n")}, nil
+	var out []drbd.Resource
+	if r := k.resources[name]; r != nil {
+		out = append(out, k.resourceStatus(name, r))
 	}
+	return marshal(out)
+}
+
+// statusAll prints every resource, by name, as `drbdsetup status --json` does.
+func (k *Kernel) statusAll() (drbd.Result, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := []drbd.Resource{}
+	for _, name := range slices.Sorted(maps.Keys(k.resources)) {
+		out = append(out, k.resourceStatus(name, k.resources[name]))
+	}
+	return marshal(out)
+}
+
+func marshal(out []drbd.Resource) (drbd.Result, error) {
+	if out == nil {
+		out = []drbd.Resource{}
+	}
+	data, err := json.Marshal(out)
+	if err != nil {
+		return drbd.Result{ExitCode: -1}, err
+	}
+	return drbd.Result{Stdout: append(data, '\n')}, nil
+}
+
+// resourceStatus is the resource r's state now; the caller holds k.mu.
+func (k *Kernel) resourceStatus(name string, r *resource) drbd.Resource {
 	state, percent := "Established", (*float64)(nil)
 	if r.verifyLeft > 0 {
 		state = "VerifyS"
@@ -183,6 +219,9 @@ func (k *Kernel) status(name string) (drbd.Result, error) {
 		c := drbd.Connection{PeerNodeID: i + 1, Name: peer, ConnectionState: "Connected", PeerRole: "Secondary",
 			PeerDevices: []drbd.PeerDevice{{Volume: 0, ReplicationState: state, PeerDiskState: "UpToDate", OutOfSyncKiB: oos, ResyncDonePercent: percent}}}
 		switch l := r.links[peer]; {
+		case k.standAlone(peer):
+			c.ConnectionState, c.PeerRole = "StandAlone", "Unknown"
+			c.PeerDevices[0] = drbd.PeerDevice{Volume: 0, ReplicationState: "Off", PeerDiskState: "DUnknown"}
 		case l.down:
 			c.ConnectionState, c.PeerRole = "Connecting", "Unknown"
 			c.PeerDevices[0] = drbd.PeerDevice{Volume: 0, ReplicationState: "Off", PeerDiskState: "DUnknown"}
@@ -203,11 +242,7 @@ func (k *Kernel) status(name string) (drbd.Result, error) {
 		}
 		out.Connections = append(out.Connections, c)
 	}
-	data, err := json.Marshal([]drbd.Resource{out})
-	if err != nil {
-		return drbd.Result{ExitCode: -1}, err
-	}
-	return drbd.Result{Stdout: append(data, '\n')}, nil
+	return out
 }
 
 func (k *Kernel) syncTime() time.Duration {
@@ -262,4 +297,16 @@ func (k *Kernel) playLinks(name string, r *resource) {
 			}
 		}
 	}
+}
+
+// StandAloneFile is the fault hook's file in FaultDir.
+const StandAloneFile = "standalone"
+
+// standAlone reports whether the fault hook makes the connection to peer StandAlone.
+func (k *Kernel) standAlone(peer string) bool {
+	if k.FaultDir == "" {
+		return false
+	}
+	raw, err := os.ReadFile(filepath.Join(k.FaultDir, StandAloneFile))
+	return err == nil && slices.Contains(strings.Fields(string(raw)), peer)
 }
