@@ -240,6 +240,10 @@ type NodeOperationResult struct {
 	// checkpointExpires is when an uncommitted bond change is rolled back by the agent.
 	// +optional
 	CheckpointExpires *metav1.Time `json:"checkpointExpires,omitempty"`
+	// changedAt is when the agent made the bond change that waits for its commit, to the
+	// microsecond: the operator confirms the change from its peers' reports read after it.
+	// +optional
+	ChangedAt *metav1.MicroTime `json:"changedAt,omitempty"`
 	// probes are the probes after the change (after the rollback, when it was rolled back).
 	// +optional
 	// +listType=atomic

@@ -785,6 +785,10 @@ func (in *NodeOperationResult) DeepCopyInto(out *NodeOperationResult) {
 		in, out := &in.CheckpointExpires, &out.CheckpointExpires
 		*out = (*in).DeepCopy()
 	}
+	if in.ChangedAt != nil {
+		in, out := &in.ChangedAt, &out.ChangedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Probes != nil {
 		in, out := &in.Probes, &out.Probes
 		*out = make([]ProbeResult, len(*in))

@@ -349,6 +349,8 @@ func (b *Bonds) outcome(ctx context.Context, c *checkpoint) (*nwv1.NodeOperation
 		return result, &Pending{Until: c.Expires.Add(time.Second)}
 	case checkpointArmed:
 		result.CheckpointExpires = ptr.To(metav1.NewTime(c.Expires))
+		// The checkpoint's timer started when the change was made.
+		result.ChangedAt = ptr.To(metav1.NewMicroTime(c.Expires.Add(-c.Timeout)))
 		return result, &Pending{Until: c.Expires.Add(time.Second)}
 	case checkpointCommitted:
 		return result, nil
