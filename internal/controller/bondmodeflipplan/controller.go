@@ -42,6 +42,9 @@ import (
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstancemigrations,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
+// DefaultReportInterval is the agents' default --report-interval (internal/agent).
+const DefaultReportInterval = 10 * time.Second
+
 // Finalizer holds a flip until a running one is rolled back.
 const Finalizer = "nodewright.spectrocloud.com/bondflip"
 
@@ -64,6 +67,10 @@ type Reconciler struct {
 	// AgentNamespace is where the node agents run their NodeOperations and keep their
 	// heartbeat Leases; without it no flip can start (its Preflight fails saying so).
 	AgentNamespace string
+	// ReportInterval is how often the agents read their host (their --report-interval);
+	// DefaultReportInterval when zero. A node's change is confirmed from its peers' reports
+	// only once they have read their DRBD connections after it.
+	ReportInterval time.Duration
 
 	engine *engine.Engine[*nwv1.BondModeFlipPlan]
 }

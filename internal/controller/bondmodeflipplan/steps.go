@@ -155,7 +155,8 @@ func phaseOf(op *nwv1.NodeOperation) string {
 }
 
 // confirm checks node k from the operator's side, then commits its change: its Lease still
-// renewed and its peers seeing their DRBD connections to it Connected.
+// renewed and its peers seeing their DRBD connections to it Connected, in reports they wrote
+// after reading the host at least once since the change.
 // A node that cannot be confirmed before its checkpoint expires is not committed: its agent
 // restores it, and the step fails.
 func (r *Reconciler) confirm(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
@@ -181,6 +182,13 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 		}
 		return r.waitCheckpoint(s, k, op, "waiting for %s's agent to keep %s (commit %s %s)", node, mode, c.Name, phaseOf(c))
 	}
+	// The peers' reports count only once they have read the host after the change: one report
+	// interval after it (the checkpoint is written just before the change).
+	settled := changedAt(op).Add(r.reportInterval() + reportMargin)
+	if wait := settled.Sub(s.Now.Time); wait > 0 {
+		return engine.Waiting(wait, "confirming %s: waiting until its peers have read their DRBD connections after the change (%s)",
+			node, settled.UTC().Format(time.RFC3339)), nil
+	}
 	missing := s.peersSee(node, false)
 	if missing == "" {
 		l, err := r.lease(ctx, node)
@@ -204,6 +212,31 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 		return engine.Outcome{}, err
 	}
 	return r.waitCheckpoint(s, k, op, "%s confirmed: its Lease renewed and its peers connected; committing (%s %s)", node, c.Name, phaseOf(c))
+}
+
+// reportMargin is what the Confirm waits beyond the agents' report interval after a change.
+const reportMargin = 500 * time.Millisecond
+
+// changedAt is when op's change was made, as its agent says; from an agent that does not say,
+// the latest it can have been: its checkpoint's expiry, kept to the second, less its timeout.
+func changedAt(op *nwv1.NodeOperation) time.Time {
+	res := op.Status.Result
+	switch {
+	case res == nil:
+		return time.Time{}
+	case res.ChangedAt != nil:
+		return res.ChangedAt.Time
+	case res.CheckpointExpires != nil:
+		return res.CheckpointExpires.Add(time.Second - op.Spec.SetBondMode.CheckpointTimeout.Duration)
+	}
+	return time.Time{}
+}
+
+func (r *Reconciler) reportInterval() time.Duration {
+	if r.ReportInterval > 0 {
+		return r.ReportInterval
+	}
+	return DefaultReportInterval
 }
 
 // renewing reports whether the Lease is still renewed: its last renewal within its duration.
