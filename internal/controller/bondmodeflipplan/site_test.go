@@ -25,11 +25,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site/clusterplay"
+	"github.com/spectrocloud/nodewright/test/site/drbdplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 )
 
@@ -146,7 +148,7 @@ func (s *site) cacheOptions() cache.Options {
 
 func (s *site) reconciler(mgr manager.Manager, c client.Client, r client.Reader) *bondmodeflipplan.Reconciler {
 	return &bondmodeflipplan.Reconciler{Client: c, APIReader: r, Recorder: mgr.GetEventRecorderFor("bondflip-test"),
-		LockNamespace: s.lockNS, AgentNamespace: s.ns, Audit: s.trail, Actor: "nodewright-operator"}
+		LockNamespace: s.lockNS, AgentNamespace: s.ns, Audit: s.trail, Actor: "nodewright-operator", ReportInterval: time.Second}
 }
 
 // newSite plays nodes with roles ("edge-1=primary"), every bond in active-backup, every
@@ -176,6 +178,10 @@ func plantSite(t *testing.T, operate bool, hook beforeCreate, nodes ...string) *
 		roles[name] = nwv1.NodeRole(role)
 	}
 	n := netsite.New(t, nwv1.BondModeActiveBackup, names...)
+	// Two DRBD resources replicated on every node, their connections played on the network.
+	if err := n.PlayDRBD(drbdResources...); err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range names {
 		n.Expect(name, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
 	}
@@ -225,7 +231,7 @@ func (s *site) start(binary, node string) {
 	cmd := s.net.Command(node, binary, "--kubeconfig", s.kubeconfig, "--node-name", node, "--namespace", s.ns,
 		"--heartbeat-interval", "1s", "--network-backend", "site", "--site-bond-dir", n.Bond.Dir,
 		"--host-root", n.Root, "--state-dir", s.stateDirs[node], "--host-os", string(nwv1.HostOSSystemdNetworkd),
-		"--storage-bond", netsite.Bond, "--report-interval", "1s")
+		"--storage-bond", netsite.Bond, "--report-interval", "1s", "--site-drbd-dir", n.DRBDDir)
 	log := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -241,7 +247,11 @@ func (s *site) start(binary, node string) {
 	})
 }
 
-// reported waits until node's agent reports its bond in mode, with its address.
+// drbdResources are the DRBD resources every played node replicates.
+var drbdResources = []string{"pvc-flip-one", "pvc-flip-two"}
+
+// reported waits until node's agent reports its bond in mode, with its address, and its DRBD
+// resources connected and UpToDate.
 func (s *site) reported(node string, mode nwv1.BondMode) {
 	s.t.Helper()
 	testenv.Eventually(s.t, patience, func() string {
@@ -252,6 +262,9 @@ func (s *site) reported(node string, mode nwv1.BondMode) {
 		b := as.Status.Network.Bond
 		if as.Status.Reporter != nwv1.ReporterAgent || b == nil || b.Mode != mode || len(b.Addresses) == 0 {
 			return fmt.Sprintf("%s reports %s / %+v; want %s %s with its address", node, as.Status.Reporter, b, netsite.Bond, mode)
+		}
+		if d := as.Status.Storage; d == nil || d.Resources != int32(len(drbdResources)) || d.Connected != d.Resources || d.UpToDate != d.Resources {
+			return fmt.Sprintf("%s reports DRBD %+v; want %d resources connected and UpToDate", node, d, len(drbdResources))
 		}
 		return ""
 	})
@@ -401,7 +414,15 @@ func TestThreeNodesFlipOneAtATimeThePrimaryLast(t *testing.T) {
 			t.Errorf("%s's bond runs %s, want 802.3ad", n, got)
 		}
 	}
-	// Each node's change was committed, after its Lease was renewed since the change.
+	// Each node's peers paused their resync towards it for both resources, and resumed it.
+	for k, node := range []string{"flip3-b", "flip3-c", "flip3-a"} {
+		pause, resume := stepMessage(f, fmt.Sprintf("Node%dPauseResync", k+1)), stepMessage(f, fmt.Sprintf("Node%dResumeResync", k+1))
+		if pause != "resynchronisation towards "+node+" paused on its peers (4 resources)" ||
+			resume != "resynchronisation towards "+node+" resumed (4 resources); its DRBD is UpToDate" {
+			t.Errorf("node %d: %q, %q", k+1, pause, resume)
+		}
+	}
+	// Each node's change was committed.
 	for k := 1; k <= 3; k++ {
 		for _, suffix := range []string{"setmode", "commit"} {
 			op := &nwv1.NodeOperation{}
@@ -764,5 +785,67 @@ func TestANodeThatCannotBeBroughtBackFailsTheFlip(t *testing.T) {
 	}
 	if got := s.mode("flipdead-b"); got != nwv1.BondModeActiveBackup {
 		t.Errorf("flipdead-b runs %s, want active-backup", got)
+	}
+}
+
+// TestDRBDThatDoesNotReconnectRollsTheNodeBack: once the first node's bond is changed, its peer
+// sees their DRBD connections StandAlone (the played fault), though the network carries
+// everything: the operator does not commit, the node's agent restores it at its checkpoint's
+// expiry, and once a person has the connections back the flip ends RolledBack, DRBD whole.
+func TestDRBDThatDoesNotReconnectRollsTheNodeBack(t *testing.T) {
+	var s *site
+	const flip = "flip-standalone"
+	fault := func() string { return filepath.Join(s.net.Node("flipdrbd-a").DRBDDir, drbdplay.StandAloneFile) }
+	s = newSiteWith(t, func(obj client.Object) {
+		if op, ok := obj.(*nwv1.NodeOperation); ok && op.Name == flip+"-n1-setmode" {
+			if err := os.WriteFile(fault(), []byte("flipdrbd-b\n"), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	}, "flipdrbd-a=primary", "flipdrbd-b=secondary")
+	f := s.flip(flip, nwv1.VMProtectionNone)
+	// The Confirm waits, saying why.
+	want := "flipdrbd-a sees flipdrbd-b's connection of pvc-flip-one StandAlone"
+	eventually(t, func() string {
+		got := &nwv1.BondModeFlipPlan{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), got); err != nil {
+			return err.Error()
+		}
+		if msg := stepMessage(got, "Node1Confirm"); !strings.Contains(msg, want) {
+			return fmt.Sprintf("Node1Confirm says %q; want %q", msg, want)
+		}
+		return ""
+	})
+	op := &nwv1.NodeOperation{}
+	eventually(t, func() string {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: flip + "-n1-setmode"}, op); err != nil {
+			return err.Error()
+		}
+		if op.Status.Phase != nwv1.OperationRolledBack {
+			return "flipdrbd-b's change is " + string(op.Status.Phase)
+		}
+		return ""
+	})
+	if op.Status.Error == nil || op.Status.Error.Reason != "NotCommitted" {
+		t.Errorf("flipdrbd-b's change ended %s; want RolledBack, NotCommitted", failure(op))
+	}
+	if err := os.Remove(fault()); err != nil {
+		t.Fatal(err)
+	}
+	f = s.ended(f, nwv1.WorkflowRolledBack)
+	if msg := stepMessage(f, "Node1Confirm"); !strings.Contains(msg, "NotCommitted") {
+		t.Errorf("Node1Confirm says %q; want the agent's NotCommitted", msg)
+	}
+	s.nodesAre(f, "", "", "flipdrbd-b=RolledBack:active-backup", "flipdrbd-a=Pending:active-backup")
+	for _, n := range s.nodes {
+		s.reported(n, nwv1.BondModeActiveBackup)
+	}
+}
+
+// TestTheDefaultReportIntervalIsTheAgents: the Confirm waits for the agents' default report
+// interval.
+func TestTheDefaultReportIntervalIsTheAgents(t *testing.T) {
+	if bondmodeflipplan.DefaultReportInterval != agent.ReportInterval {
+		t.Errorf("DefaultReportInterval %s; the agents report every %s", bondmodeflipplan.DefaultReportInterval, agent.ReportInterval)
 	}
 }

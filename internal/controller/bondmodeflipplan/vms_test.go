@@ -220,3 +220,23 @@ func TestAVMThatDoesNotComeBackRollsTheFlipBack(t *testing.T) {
 		}
 	}
 }
+
+// TestABrokenPortBringsEveryVMBackWhereItWas: the VMs run on the first node changed; the last
+// node's port never carries the new mode. The earlier nodes are flipped back, each with its VMs
+// moved off while it is, and every VM ends on the node it started on.
+func TestABrokenPortBringsEveryVMBackWhereItWas(t *testing.T) {
+	s, ns := vmSite(t, kubevirtsite.Options{}, "flipbv-b=secondary", "flipbv-a=primary", "flipbv-c=secondary")
+	s.net.NeverCarry("flipbv-a", nwv1.BondMode8023AD)
+	if node := runningVM(t, ns, "web", corev1.ReadWriteMany); node != "flipbv-b" {
+		t.Fatalf("VM web runs on %s, want flipbv-b", node)
+	}
+	f := s.ended(s.flip("flip-broken-vms", nwv1.VMProtectionLiveMigrate), nwv1.WorkflowRolledBack)
+	s.nodesAre(f, nwv1.NodeFlipRolledBack, nwv1.BondModeActiveBackup, "flipbv-b", "flipbv-c", "flipbv-a")
+	vmiOn(t, ns, "web", "flipbv-b")
+	got := strings.Join(migrations(t, ns, f.Name), "\n")
+	for _, want := range []string{"n1-out web Succeeded flipbv-b->", "n1-back web Succeeded", "n1-rbout web Succeeded flipbv-b->", "n1-rbback web Succeeded"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the flip's migrations:\n%s\nwant %q", got, want)
+		}
+	}
+}

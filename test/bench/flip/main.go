@@ -6,7 +6,8 @@
 //
 //   - Per node, the orchestration's overhead: from the node's first step started to its last
 //     ended, less the agent's own time on its change (from its SetBondMode seen Running to seen
-//     changed and probed). Target: 2 s per node.
+//     changed and probed). It includes the DRBD pause and resume on the peers and the Confirm's
+//     wait for the peers' reports after the change (one report interval). Target: 2 s per node.
 //   - A broken port: the third node's port never carries the new mode. From its change seen
 //     Running to the flip seen RolledBack, every node back on its old mode. Target:
 //     connectivityTimeout + 5 s per node already flipped.
@@ -45,6 +46,10 @@ import (
 
 // timeout is each change's checkpoint, the least a flip allows.
 const timeout = 10 * time.Second
+
+// reportInterval is how often the agents read their host; the Confirm waits one after each
+// change for the peers' word on DRBD.
+const reportInterval = time.Second
 
 var nodes = []string{"bench-flip-a", "bench-flip-b", "bench-flip-c"}
 
@@ -99,12 +104,15 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if err := n.PlayDRBD("pvc-bench-one", "pvc-bench-two"); err != nil {
+		return err
+	}
 	go n.Run(ctx)
 	nodeKubeconfig := filepath.Join(dir, "kubeconfig-nodes")
 	if err := n.ServeAPI(kubeconfig, nodeKubeconfig); err != nil {
 		return err
 	}
-	for i, name := range nodes {
+	for _, name := range nodes {
 		n.Expect(name, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
 		if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}); err != nil {
 			return err
@@ -113,21 +121,27 @@ func run() error {
 		cmd := n.Command(name, binary, "--kubeconfig", nodeKubeconfig, "--node-name", name, "--namespace", agentNS,
 			"--network-backend", "site", "--site-bond-dir", node.Bond.Dir, "--host-root", node.Root,
 			"--state-dir", filepath.Join(dir, "state-"+name), "--host-os", string(nwv1.HostOSSystemdNetworkd),
-			"--storage-bond", netsite.Bond)
+			"--storage-bond", netsite.Bond, "--report-interval", reportInterval.String(), "--site-drbd-dir", node.DRBDDir)
 		p, err := benchproc.Start(cmd, filepath.Join(dir, "agent-"+name+".log"))
 		if err != nil {
 			return err
 		}
 		defer p.Stop()
+	}
+	// Every node reports its bond, and its DRBD connected to every peer and UpToDate.
+	for i, name := range nodes {
 		if err := wait(ctx, func() (bool, error) {
 			as := &nwv1.NodewrightAgentStatus{}
 			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, as); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
-			b := as.Status.Network.Bond
-			return b != nil && len(b.Addresses) > 0, nil
+			b, d := as.Status.Network.Bond, as.Status.Storage
+			return b != nil && len(b.Addresses) > 0 && d != nil && d.Resources == 2 && d.UpToDate == 2 && d.Connected == 2, nil
 		}); err != nil {
-			return fmt.Errorf("waiting for %s's report: %w", name, err)
+			as := &nwv1.NodewrightAgentStatus{}
+			_ = env.Client.Get(ctx, client.ObjectKey{Name: name}, as)
+			logged, _ := os.ReadFile(filepath.Join(dir, "agent-"+name+".log"))
+			return fmt.Errorf("waiting for %s's report (bond %+v, DRBD %+v): %w\n%s", name, as.Status.Network.Bond, as.Status.Storage, err, logged)
 		}
 		role := nwv1.NodeRoleSecondary
 		if i == 0 {
@@ -153,7 +167,7 @@ func run() error {
 		return err
 	}
 	if err := (&bondmodeflipplan.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("bench-flip"),
-		LockNamespace: lockNS, AgentNamespace: agentNS}).SetupWithManager(mgr); err != nil {
+		LockNamespace: lockNS, AgentNamespace: agentNS, ReportInterval: reportInterval}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()
@@ -162,7 +176,7 @@ func run() error {
 		return err
 	}
 
-	fmt.Printf("A BondModeFlipPlan of three nodes on the played network (connectivityTimeout %s):\n", timeout)
+	fmt.Printf("A BondModeFlipPlan of three nodes on the played network, two DRBD resources (connectivityTimeout %s, agents reporting every %s):\n", timeout, reportInterval)
 	// The flip: every node to 802.3ad.
 	seen, err := flip(ctx, watcher, agentNS, "bench-flip-there", nwv1.BondMode8023AD, nwv1.WorkflowSucceeded)
 	if err != nil {
