@@ -83,6 +83,10 @@ func (r *Reconciler) checkVMs(ctx context.Context, s *scope) (string, error) {
 		vmi := &vmis[i]
 		switch mode {
 		case nwv1.VMProtectionLiveMigrate:
+			if pinned := vmi.Spec.NodeSelector[hostLabel]; pinned != "" && vmi.IsMigratable() {
+				return fmt.Sprintf("spec.vmProtection: VM %s on %s cannot leave it: its spec.nodeSelector pins it to %s=%s; use vmProtection Stop or None, or unpin it",
+					key(vmi), vmi.Status.NodeName, hostLabel, pinned), nil
+			}
 			if vmi.IsMigratable() {
 				continue
 			}

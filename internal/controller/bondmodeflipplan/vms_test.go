@@ -52,7 +52,7 @@ func vmSite(t *testing.T, opts kubevirtsite.Options, nodes ...string) (*site, st
 
 // runningVM starts VM name in ns on a block claim of access mode, and waits until its VMI runs;
 // it returns the VMI's node.
-func runningVM(t *testing.T, ns, name string, mode corev1.PersistentVolumeAccessMode) string {
+func runningVM(t *testing.T, ns, name string, mode corev1.PersistentVolumeAccessMode, selector ...map[string]string) string {
 	t.Helper()
 	ctx := context.Background()
 	class := "flip-rwx"
@@ -68,7 +68,8 @@ func runningVM(t *testing.T, ns, name string, mode corev1.PersistentVolumeAccess
 	vm := &virtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: virtv1.VirtualMachineSpec{
 		RunStrategy: ptr.To(virtv1.RunStrategyAlways),
 		Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
-			Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
+			NodeSelector: first(selector),
+			Domain:       virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
 			Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
 				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name}}}}},
 		}}}}
@@ -76,6 +77,13 @@ func runningVM(t *testing.T, ns, name string, mode corev1.PersistentVolumeAccess
 		t.Fatal(err)
 	}
 	return vmiOn(t, ns, name, "")
+}
+
+func first(selectors []map[string]string) map[string]string {
+	if len(selectors) == 0 {
+		return nil
+	}
+	return selectors[0]
 }
 
 // vmiOn waits until VM name's VMI runs, on node unless empty, and returns its node.
@@ -238,5 +246,18 @@ func TestABrokenPortBringsEveryVMBackWhereItWas(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("the flip's migrations:\n%s\nwant %q", got, want)
 		}
+	}
+}
+
+// TestAVMPinnedToItsNodeIsRefusedAtPreflight: a live-migratable VM whose node selector pins it
+// to its node could not leave it; the Preflight names it.
+func TestAVMPinnedToItsNodeIsRefusedAtPreflight(t *testing.T) {
+	s, ns := vmSite(t, kubevirtsite.Options{}, "flippin-a=primary", "flippin-b=secondary")
+	runningVM(t, ns, "pinned", corev1.ReadWriteMany, map[string]string{"kubernetes.io/hostname": "flippin-a"})
+	vmiOn(t, ns, "pinned", "flippin-a")
+	f := s.ended(s.flip("flip-pinned", nwv1.VMProtectionLiveMigrate), nwv1.WorkflowRolledBack)
+	want := fmt.Sprintf("spec.vmProtection: VM %s/pinned on flippin-a cannot leave it: its spec.nodeSelector pins it to kubernetes.io/hostname=flippin-a", ns)
+	if msg := stepMessage(f, "Preflight"); !strings.Contains(msg, want) {
+		t.Errorf("the Preflight says %q; want %q", msg, want)
 	}
 }
