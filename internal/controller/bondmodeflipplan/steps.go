@@ -183,9 +183,9 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 		return r.waitCheckpoint(s, k, op, "waiting for %s's agent to keep %s (commit %s %s)", node, mode, c.Name, phaseOf(c))
 	}
 	// The peers' reports count only once they have read the host after the change: one report
-	// interval after it (the checkpoint is written just before the change).
+	// interval after it. A node that shares no DRBD resource has nothing for them to report.
 	settled := changedAt(op).Add(r.reportInterval() + reportMargin)
-	if wait := settled.Sub(s.Now.Time); wait > 0 {
+	if wait := settled.Sub(s.Now.Time); wait > 0 && len(s.pairsTowards(node)) > 0 {
 		return engine.Waiting(wait, "confirming %s: waiting until its peers have read their DRBD connections after the change (%s)",
 			node, settled.UTC().Format(time.RFC3339)), nil
 	}

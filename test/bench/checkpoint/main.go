@@ -26,6 +26,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/bench/agentlab"
 	"github.com/spectrocloud/nodewright/test/bench/benchproc"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 )
@@ -46,27 +47,12 @@ func main() {
 func run() error {
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("the played network needs root: it creates network namespaces")
-	}
-	env := testenv.New()
-	if err := env.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = env.Stop() }()
-	dir, err := os.MkdirTemp("", "bench-checkpoint-")
+	lab, err := agentlab.Start("bench-checkpoint-")
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	binary := filepath.Join(dir, "agent")
-	if err := benchproc.Build(env.RepoRoot, "./cmd/agent", binary, "nodewright_site"); err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := env.WriteKubeconfig(kubeconfig); err != nil {
-		return err
-	}
+	defer lab.Close()
+	env, dir, binary, kubeconfig := lab.Env, lab.Dir, lab.Agent, lab.Kubeconfig
 	ctx := context.Background()
 	const ns = "nodewright-system"
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {

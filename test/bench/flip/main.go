@@ -38,7 +38,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/operator"
-	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/bench/agentlab"
 	"github.com/spectrocloud/nodewright/test/bench/benchproc"
 	"github.com/spectrocloud/nodewright/test/site/clusterplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
@@ -67,27 +67,12 @@ func run() error {
 	klog.SetOutput(io.Discard)
 	klog.LogToStderr(false)
 	log.SetLogger(logr.Discard())
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("the played network needs root: it creates network namespaces")
-	}
-	env := testenv.New()
-	if err := env.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = env.Stop() }()
-	dir, err := os.MkdirTemp("", "bench-flip-")
+	lab, err := agentlab.Start("bench-flip-")
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	binary := filepath.Join(dir, "agent")
-	if err := benchproc.Build(env.RepoRoot, "./cmd/agent", binary, "nodewright_site"); err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := env.WriteKubeconfig(kubeconfig); err != nil {
-		return err
-	}
+	defer lab.Close()
+	env, dir, binary, kubeconfig := lab.Env, lab.Dir, lab.Agent, lab.Kubeconfig
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const agentNS, lockNS = "nodewright-agent", "nodewright-system"
