@@ -307,11 +307,14 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 }
 
 // workflowNamespace is where the cluster-wide workflows keep their claim (a Lease): the
-// leader-election namespace, the operator's own; "default" for an operator run outside a
-// cluster without leader election.
+// operator's own namespace, the leader election's, else the trusted keys' ConfigMap's (the
+// chart's release namespace either way); "default" when neither names one.
 func (o Options) workflowNamespace() string {
 	if o.LeaderElectionNamespace != "" {
 		return o.LeaderElectionNamespace
+	}
+	if n, err := splitName(o.ProfileKeys); err == nil && n.Namespace != "" {
+		return n.Namespace
 	}
 	return metav1.NamespaceDefault
 }

@@ -163,7 +163,7 @@ func TestBridgeOnlyReadsTheLegacyObjects(t *testing.T) {
 	bindGeneratedRoles(t, user, map[string]string{"node-init": f.Namespace})
 
 	env.StartManagerAsWithCache(t, env.User(t, user),
-		operator.CacheOptions(operator.Scope{Legacy: f.Namespace, Own: []string{"nodewright-system"}}),
+		operator.CacheOptions(operator.Scope{Legacy: f.Namespace, Own: []string{"nodewright-system"}, Workflows: "nodewright-system"}),
 		operator.SetupControllersReading(f.Namespace))
 	f.SetNodes(f.Node(1), f.Node(2))
 	f.Transition(legacy.SingleNodeReady)
