@@ -295,7 +295,10 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := migrations.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMVolumeMigration controller: %w", err)
 	}
-	if o.WithoutFlips {
+	// A flip changes nodes through their agents: without them (no --agent-namespace, an older
+	// chart's role) it has no controller, and admission refuses it (the cluster cannot be
+	// Managed).
+	if o.WithoutFlips || o.AgentNamespace == "" {
 		return nil
 	}
 	flips := &bondmodeflipplan.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor,

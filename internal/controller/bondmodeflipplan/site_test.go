@@ -752,7 +752,7 @@ func eventually(t *testing.T, check func() string) {
 }
 
 // TestANodeThatCannotBeBroughtBackFailsTheFlip: the second node's port never carries the new
-// mode, and the first node's agent dies for good once that change is asked for. The second
+// mode, and the first node's agent dies for good just as it is asked to change back. The second
 // node restores itself; the first cannot be flipped back: the flip ends Failed, saying what the
 // first node last reported, and each node's view says which mode it runs.
 func TestANodeThatCannotBeBroughtBackFailsTheFlip(t *testing.T) {
@@ -760,7 +760,7 @@ func TestANodeThatCannotBeBroughtBackFailsTheFlip(t *testing.T) {
 	const flip = "flip-dead"
 	var once sync.Once
 	s = newSiteWith(t, func(obj client.Object) {
-		if op, ok := obj.(*nwv1.NodeOperation); ok && op.Name == flip+"-n2-setmode" {
+		if op, ok := obj.(*nwv1.NodeOperation); ok && op.Name == flip+"-n1-rb-setmode" {
 			once.Do(func() {
 				cmd := s.agents["flipdead-a"]
 				_ = cmd.Process.Kill()
