@@ -447,7 +447,7 @@ func CacheOptions(scope Scope) cache.Options {
 			leases.Namespaces[ns] = cache.Config{}
 		}
 	}
-	return cache.Options{
+	opts := cache.Options{
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {UnsafeDisableDeepCopy: ptr.To(true), Namespaces: scope.namespaces(scope.Own...)},
@@ -461,13 +461,18 @@ func CacheOptions(scope Scope) cache.Options {
 			&corev1.Pod{}:                {Label: ours},
 			&snapshotv1.VolumeSnapshot{}: {Label: ours},
 			&coordinationv1.Lease{}:      leases,
-			// Of the NodeOperations only the workflows' own, in the agents' namespace.
-			&nodewrightv1alpha1.NodeOperation{}: {Label: ours, Namespaces: map[string]cache.Config{scope.Agent: {}}},
 			// Read only while a migration waits for an API (servedapis.Explain); without
 			// their schemas, which run to megabytes for KubeVirt's.
 			&apiextensionsv1.CustomResourceDefinition{}: {Transform: servedapis.Lean},
 		},
 	}
+	if scope.Agent != "" {
+		// Of the NodeOperations only the workflows' own, in the agents' namespace. Configured
+		// only with agents: an older chart installs no NodeOperation CRD, and the cache
+		// refuses a kind the API server does not serve.
+		opts.ByObject[&nodewrightv1alpha1.NodeOperation{}] = cache.ByObject{Label: ours, Namespaces: map[string]cache.Config{scope.Agent: {}}}
+	}
+	return opts
 }
 
 // apiServerReachable is ready while the API server answers its own readiness endpoint, so
