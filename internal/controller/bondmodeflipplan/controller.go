@@ -10,6 +10,7 @@ package bondmodeflipplan
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -158,7 +159,7 @@ func (r *Reconciler) Prepare(ctx context.Context, f *nwv1.BondModeFlipPlan) (boo
 	}
 	view := nodeView(f, agents)
 	current, progress := summary(f, view)
-	if equalView(view, f.Status.Nodes) && current == f.Status.CurrentNode && progress == f.Status.Progress {
+	if slices.Equal(view, f.Status.Nodes) && current == f.Status.CurrentNode && progress == f.Status.Progress {
 		return false, ctrl.Result{}, nil
 	}
 	base := f.DeepCopy()

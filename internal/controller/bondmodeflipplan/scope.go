@@ -3,7 +3,6 @@ package bondmodeflipplan
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -179,10 +178,6 @@ func summary(f *nwv1.BondModeFlipPlan, view []nwv1.NodeFlip) (current, progress 
 		progress = fmt.Sprintf("%d/%d", done, len(view))
 	}
 	return current, progress
-}
-
-func equalView(a, b []nwv1.NodeFlip) bool {
-	return slices.Equal(a, b)
 }
 
 // describe names node k for a message: "edge-2 (node 1)".

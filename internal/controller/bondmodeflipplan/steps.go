@@ -267,10 +267,11 @@ func (r *Reconciler) waitCheckpoint(s *scope, k int, op *nwv1.NodeOperation, for
 // the node's DRBD is UpToDate again.
 func (r *Reconciler) resumeResync(ctx context.Context, s *scope, k int, resume string, pauses ...string) (engine.Outcome, error) {
 	node := s.node(k)
-	for i := range pauses {
-		pauses[i] = "n" + strconv.Itoa(k) + "-" + pauses[i]
+	prefixes := make([]string, len(pauses))
+	for i, p := range pauses {
+		prefixes[i] = "n" + strconv.Itoa(k) + "-" + p
 	}
-	pairs := s.pausedPairs(node, pauses...)
+	pairs := s.pausedPairs(node, prefixes...)
 	done, failed, err := r.syncOps(ctx, s, node, "n"+strconv.Itoa(k)+"-"+resume, pairs, true)
 	switch {
 	case err != nil:

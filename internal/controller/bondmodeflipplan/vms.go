@@ -195,9 +195,7 @@ func (r *Reconciler) restoreVMs(ctx context.Context, s *scope, k int) (engine.Ou
 	moved := map[string]*virtv1.VirtualMachineInstanceMigration{}
 	for _, t := range []string{tagOut, tagRbOut} {
 		ms, err := r.migrations(ctx, s, k, t)
-		if meta.IsNoMatchError(err) {
-			return engine.Skipped(noKubeVirt), nil
-		} else if err != nil {
+		if err != nil {
 			return engine.Outcome{}, err
 		}
 		for _, m := range ms {
