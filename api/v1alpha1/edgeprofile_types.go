@@ -55,6 +55,80 @@ type ProfileStorage struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	StorageClassName string `json:"storageClassName,omitempty"`
+
+	// notReadyTaints are the keys of the taints that keep workloads off a node whose storage
+	// is not ready yet: a ReplicationUpgrade removes them from the nodes that joined once
+	// their replicas are synchronised and verified (and puts them back on a rollback).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=316
+	// +kubebuilder:validation:items:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
+	NotReadyTaints []string `json:"notReadyTaints,omitempty"`
+
+	// linstor is how Nodewright reaches the site's LINSTOR controller, when backend is
+	// LINSTOR; the operator's own settings (the chart's linstor values) apply where it is
+	// silent.
+	// +optional
+	LINSTOR *ProfileLINSTOR `json:"linstor,omitempty"`
+}
+
+// LINSTORSatellites says who registers the LINSTOR satellites of nodes that join.
+// +kubebuilder:validation:Enum=Piraeus;Nodewright
+type LINSTORSatellites string
+
+// The satellite registrars.
+const (
+	// SatellitesPiraeus: the Piraeus operator registers a satellite for every node (from its
+	// LinstorSatellite); Nodewright waits for them.
+	SatellitesPiraeus LINSTORSatellites = "Piraeus"
+	// SatellitesNodewright: LINSTOR runs without Piraeus; Nodewright registers the joining
+	// nodes' satellites itself, at the nodes' InternalIP.
+	SatellitesNodewright LINSTORSatellites = "Nodewright"
+)
+
+// OnNoQuorum is what DRBD does with I/O on a resource that lost quorum.
+// +kubebuilder:validation:Enum=suspend-io;io-error
+type OnNoQuorum string
+
+// The policies.
+const (
+	OnNoQuorumSuspendIO OnNoQuorum = "suspend-io"
+	OnNoQuorumIOError   OnNoQuorum = "io-error"
+)
+
+// ProfileLINSTOR is the site's LINSTOR controller and its policies.
+type ProfileLINSTOR struct {
+	// url is the LINSTOR controller's base URL: Piraeus' is
+	// https://linstor-controller.piraeus-datastore.svc:3371 with API TLS,
+	// http://linstor-controller.piraeus-datastore.svc:3370 without.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^https?://[^/?#@ ]+:[0-9]+/?$`
+	URL string `json:"url,omitempty"`
+
+	// clientSecretRef names the kubernetes.io/tls Secret with the client certificate LINSTOR
+	// authenticates Nodewright by (tls.crt, tls.key, and the controller's CA in ca.crt), as
+	// Piraeus' linstor-client-tls is.
+	// +optional
+	ClientSecretRef *NamespacedObjectReference `json:"clientSecretRef,omitempty"`
+
+	// satellites says who registers the joining nodes' satellites.
+	// +optional
+	// +kubebuilder:default=Piraeus
+	Satellites LINSTORSatellites `json:"satellites,omitempty"`
+
+	// onNoQuorum is DRBD's policy for a resource that lost quorum, set when quorum is.
+	// +optional
+	// +kubebuilder:default=suspend-io
+	OnNoQuorum OnNoQuorum `json:"onNoQuorum,omitempty"`
+
+	// storagePool is the storage pool new replicas are placed in on the joining nodes; by
+	// default the pool of the same name as the original replica's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=48
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_-]*$`
+	StoragePool string `json:"storagePool,omitempty"`
 }
 
 // ProfileNetwork names the site's storage network.
