@@ -44,7 +44,9 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/clusterspec"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
+	"github.com/spectrocloud/nodewright/internal/controller/replicationupgrade"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/profiletrust"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 	webhookv1alpha1 "github.com/spectrocloud/nodewright/internal/webhook/v1alpha1"
@@ -64,8 +66,9 @@ const DefaultLeaderElectionID = "nodewright-operator"
 
 // Options are the manager's settings, bound to command-line flags by BindFlags.
 type Options struct {
-	// WithoutFlips leaves BondModeFlipPlans to no controller: for tests of the admission
-	// webhooks that write a flip's status themselves, as its controller would.
+	// WithoutFlips leaves BondModeFlipPlans and ReplicationUpgrades to no controller: for
+	// tests of the admission webhooks that write a workflow's status themselves, as its
+	// controller would.
 	WithoutFlips bool
 
 	MetricsAddr             string
@@ -97,6 +100,10 @@ type Options struct {
 	// AgentNamespace is the node agents' namespace, where each keeps its node's heartbeat
 	// Lease. Empty: no agents are installed, and the switch to Managed is refused.
 	AgentNamespace string
+	// LINSTORURL is the site's LINSTOR controller where the EdgeProfile names none (the
+	// chart's linstor.url); LINSTORClientSecret, namespace/name, its client certificate Secret.
+	LINSTORURL          string
+	LINSTORClientSecret string
 }
 
 // BindFlags registers the options as flags, with their defaults and documentation.
@@ -147,7 +154,20 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Namespace of the node agents (the chart's agent.namespace, set with agent.enabled), where each renews its node's heartbeat Lease; the operator then watches Leases only there. Empty: no agents are installed, and NodewrightCluster spec.management Managed is refused.")
 	fs.StringVar(&o.ClusterSpec, "cluster-spec-configmap", "",
 		"namespace/name of a ConfigMap whose key spec.yaml is the NodewrightCluster spec the operator applies to the singleton, as the Helm chart writes it from its values; empty: the NodewrightCluster is managed by hand.")
+	fs.StringVar(&o.LINSTORURL, "linstor-url", "",
+		"Base URL of the site's LINSTOR controller for ReplicationUpgrades where the EdgeProfile's storage.linstor.url is empty (Piraeus' with API TLS: "+linstor.DefaultURL+"); empty: only the profile's.")
+	fs.StringVar(&o.LINSTORClientSecret, "linstor-client-secret", "",
+		"namespace/name of the kubernetes.io/tls Secret with the client certificate for --linstor-url (tls.crt, tls.key, ca.crt; Piraeus' is "+linstor.DefaultNamespace+"/"+linstor.DefaultClientSecret+"); empty: none.")
 	o.Webhooks.bindFlags(fs)
+}
+
+// linstorConfig is the LINSTOR configuration the flags give.
+func (o Options) linstorConfig() linstor.Config {
+	cfg := linstor.Config{URL: o.LINSTORURL}
+	if n, err := splitName(o.LINSTORClientSecret); err == nil && o.LINSTORClientSecret != "" {
+		cfg.ClientSecret = &linstor.SecretRef{Namespace: n.Namespace, Name: n.Name}
+	}
+	return cfg
 }
 
 // Validate reports settings that cannot work together.
@@ -178,6 +198,18 @@ func (o *Options) Validate() error {
 	}
 	if msgs := validation.IsDNS1123Label(o.AgentNamespace); o.AgentNamespace != "" && len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--agent-namespace %q: %s", o.AgentNamespace, strings.Join(msgs, "; ")))
+	}
+	if o.LINSTORClientSecret != "" {
+		if _, err := splitName(o.LINSTORClientSecret); err != nil {
+			errs = append(errs, fmt.Errorf("--linstor-client-secret: %w", err))
+		} else if o.LINSTORURL == "" {
+			errs = append(errs, errors.New("--linstor-client-secret needs --linstor-url"))
+		}
+	}
+	if o.LINSTORURL != "" {
+		if err := o.linstorConfig().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--linstor-url, --linstor-client-secret: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -295,9 +327,9 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := migrations.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMVolumeMigration controller: %w", err)
 	}
-	// A flip changes nodes through their agents: without them (no --agent-namespace, an older
-	// chart's role) it has no controller, and admission refuses it (the cluster cannot be
-	// Managed).
+	// A flip and an upgrade change nodes through their agents: without them (no
+	// --agent-namespace, an older chart's role) they have no controller, and admission refuses
+	// them (the cluster cannot be Managed).
 	if o.WithoutFlips || o.AgentNamespace == "" {
 		return nil
 	}
@@ -305,6 +337,11 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		LockNamespace: o.workflowNamespace(), AgentNamespace: o.AgentNamespace}
 	if err := flips.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the BondModeFlipPlan controller: %w", err)
+	}
+	upgrades := &replicationupgrade.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor,
+		LockNamespace: o.workflowNamespace(), AgentNamespace: o.AgentNamespace, LINSTOR: o.linstorConfig()}
+	if err := upgrades.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the ReplicationUpgrade controller: %w", err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -113,7 +114,15 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		}), builder.OnlyMetadata, builder.WithPredicates(bridge.NodesComeAndGo)).
 			Watches(&coordinationv1.Lease{}, bridge.LeaseHandler(reader, r.Clock, r.AgentNamespace, func(context.Context, string) []reconcile.Request {
 				return singleton(ctx, nil)
-			}))
+			})).
+			// Which nodes hold DRBD data: SingleNode or MultiNode storage.
+			Watches(&nwv1.NodewrightAgentStatus{}, handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+				return singleton(ctx, nil)
+			}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				before, okBefore := e.ObjectOld.(*nwv1.NodewrightAgentStatus)
+				after, okAfter := e.ObjectNew.(*nwv1.NodewrightAgentStatus)
+				return !okBefore || !okAfter || holdsData(before) != holdsData(after)
+			}}))
 	}
 	return b.Complete(r)
 }
@@ -143,6 +152,9 @@ func (r *Reconciler) observe(ctx context.Context, observedAs *nwv1.NodewrightClu
 	var err error
 	if h.Mode == nwv1.ManagementManaged {
 		o.managed, o.agents = true, h.readiness.Agents
+		if o.holdingData, err = r.holdingData(ctx, o.agents); err != nil {
+			return o, err
+		}
 	} else {
 		if o.configMap, err = bridge.ObserveConfigMap(ctx, r.Client, observedAs); err != nil {
 			return o, err
@@ -226,4 +238,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: deadline.Sub(now)}, nil
+}
+
+// holdingData lists the agents' nodes whose agents report DRBD data on the node.
+func (r *Reconciler) holdingData(ctx context.Context, agents []management.Agent) ([]string, error) {
+	var out []string
+	for _, a := range agents {
+		as := &nwv1.NodewrightAgentStatus{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: a.Node}, as); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		if holdsData(as) {
+			out = append(out, a.Node)
+		}
+	}
+	return out, nil
+}
+
+// holdsData reports whether the agent reports a DRBD resource with a disk on its node (not a
+// diskless client or tiebreaker).
+func holdsData(as *nwv1.NodewrightAgentStatus) bool {
+	if as.Status.Reporter != nwv1.ReporterAgent || as.Status.Storage == nil {
+		return false
+	}
+	for _, res := range as.Status.Storage.ResourceStatuses {
+		for _, v := range res.Volumes {
+			if !v.Client && v.DiskState != "Diskless" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -30,8 +30,11 @@ const maxConditionMessage = 2048
 type observed struct {
 	// managed: the mode in effect is Managed, and the agents report the nodes; configMap and
 	// daemonSet are not read.
-	managed        bool
-	agents         []management.Agent
+	managed bool
+	agents  []management.Agent
+	// holdingData are the nodes whose agents report a DRBD resource with data on the node (a
+	// diskful replica), in Managed.
+	holdingData    []string
 	agentNamespace string
 	configMap      bridge.Observation
 	daemonSet      *appsv1.DaemonSet
@@ -55,7 +58,7 @@ func computeStatus(o observed) (nwv1.NodewrightClusterStatus, []legacy.Anomaly, 
 
 	switch {
 	case o.managed:
-		deadline = rollAgents(&st, o.agents, o.agentNamespace, o.staleAfter)
+		deadline = rollAgents(&st, o.agents, o.holdingData, o.agentNamespace, o.staleAfter)
 	case !o.configMap.Found:
 		st.Phase = nwv1.ClusterUnknown
 		st.LegacyState, st.LegacyStateSince, st.Nodes = "", nil, nwv1.NodeCounts{}
@@ -99,10 +102,12 @@ func computeStatus(o observed) (nwv1.NodewrightClusterStatus, []legacy.Anomaly, 
 // rollAgents is the rollup of the Managed mode, from the agents of the cluster's Nodes: the
 // nodes are the Nodes, a node is ready while its agent reports, and the phase is SingleNode
 // or MultiNode by their number, Degraded while an agent does not report, Unknown without
-// Nodes. The legacy state and the conditions about the legacy objects are not observed any
+// Nodes. Where the agents report DRBD data on exactly one node (holdingData), the storage is
+// not replicated yet whatever the number of Nodes: the phase is SingleNode until a
+// ReplicationUpgrade places the joining nodes' replicas. The legacy state and the conditions about the legacy objects are not observed any
 // more, and go; legacyGeneration stays, so that a switch back to Observe raises no anomaly the
 // bridge already saw. It returns when the next agent goes stale.
-func rollAgents(st *nwv1.NodewrightClusterStatus, agents []management.Agent, namespace string, staleAfter time.Duration) time.Time {
+func rollAgents(st *nwv1.NodewrightClusterStatus, agents []management.Agent, holdingData []string, namespace string, staleAfter time.Duration) time.Time {
 	st.LegacyState, st.LegacyStateSince = "", nil
 	for _, t := range []string{nwv1.ConditionObserved, nwv1.ConditionStateRecognized, nwv1.ConditionDaemonSetAvailable} {
 		meta.RemoveStatusCondition(&st.Conditions, t)
@@ -132,11 +137,15 @@ func rollAgents(st *nwv1.NodewrightClusterStatus, agents []management.Agent, nam
 			audit.Shorten(fmt.Sprintf("no agent heartbeat within %s: %s", staleAfter, strings.Join(silent, ", ")), maxConditionMessage), st.ObservedGeneration)
 	default:
 		st.Phase = nwv1.ClusterMultiNode
-		if len(agents) == 1 {
+		msg := fmt.Sprintf("the agents of all %d nodes renewed their heartbeat Leases within %s", len(agents), staleAfter)
+		switch {
+		case len(agents) == 1:
 			st.Phase = nwv1.ClusterSingleNode
+		case len(holdingData) == 1:
+			st.Phase = nwv1.ClusterSingleNode
+			msg += "; only " + holdingData[0] + " holds DRBD data"
 		}
-		setCondition(st, nwv1.ConditionHeartbeatsFresh, metav1.ConditionTrue, nwv1.ReasonHeartbeatsFresh,
-			fmt.Sprintf("the agents of all %d nodes renewed their heartbeat Leases within %s", len(agents), staleAfter), st.ObservedGeneration)
+		setCondition(st, nwv1.ConditionHeartbeatsFresh, metav1.ConditionTrue, nwv1.ReasonHeartbeatsFresh, msg, st.ObservedGeneration)
 	}
 	return management.NextStale(agents)
 }

@@ -1,0 +1,188 @@
+// Package replicationupgrade is the controller of ReplicationUpgrade: it turns a cluster whose
+// LINSTOR storage lives on one node into a replicated one when peers join. The stages and
+// their rollback come from the pure plan in internal/replupgrade and run on the shared workflow
+// engine; this package talks to LINSTOR (internal/linstor), asks the original node's agent for
+// DRBD's online verify (typed NodeOperations), releases the nodes' not-ready taints, and says
+// what it observed.
+//
+// Everything the upgrade changes outside its own replicas (the balance task, the place counts,
+// the quorum options, the taints) is recorded in status.undo before it is changed, so that a
+// rollback after a crash anywhere puts back exactly what was there. Its own replicas are found
+// again from LINSTOR: every resource of a recorded volume on a joining node.
+package replicationupgrade
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/linstor"
+	"github.com/spectrocloud/nodewright/internal/replupgrade"
+	"github.com/spectrocloud/nodewright/internal/workflow"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+)
+
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=replicationupgrades,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=replicationupgrades/status,verbs=get;patch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=replicationupgrades/finalizers,verbs=update
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,namespace=nodewright-agent,resources=nodeoperations,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=edgeprofiles,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Finalizer holds an upgrade until a running one is rolled back.
+const Finalizer = "nodewright.spectrocloud.com/replicationupgrade"
+
+// The defaults of the Reconciler's tunables.
+const (
+	// DefaultBatchSize is how many replicas one reconcile places (or deletes).
+	DefaultBatchSize = 20
+	// DefaultConcurrency is how many LINSTOR requests of a batch are in flight at once, and
+	// how many online verifies run at once.
+	DefaultConcurrency = 4
+	// DefaultPoll is how often a stage that waits for LINSTOR (a synchronisation, a
+	// deletion, a satellite) reads it again: LINSTOR has no watch.
+	DefaultPoll = 2 * time.Second
+	// defaultSyncTimeout is spec.syncTimeout's default (the CRD's).
+	defaultSyncTimeout = 6 * time.Hour
+	// satelliteTimeout bounds the Preflight's wait for the joining nodes' satellites.
+	satelliteTimeout = 10 * time.Minute
+	// verifyDeadline bounds one volume's online verify on the agent.
+	verifyDeadline = 6 * time.Hour
+)
+
+// Reconciler runs ReplicationUpgrades.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads past the cache: the LINSTOR client Secret.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Clock     clock.PassiveClock
+	// Audit, when set, receives one record per transition; Actor is who the records say did it.
+	Audit audit.Appender
+	Actor string
+	// LockNamespace is where the cluster-wide claim is kept (the operator's namespace).
+	LockNamespace string
+	// AgentNamespace is where the node agents run their NodeOperations; without it no upgrade
+	// can verify (its Preflight fails saying so).
+	AgentNamespace string
+	// LINSTOR is how to reach LINSTOR where the EdgeProfile does not say (the chart's values,
+	// the operator's --linstor-* flags); its ClientSecret is read from the API server.
+	LINSTOR linstor.Config
+	// BatchSize, Concurrency and Poll tune the stages; the defaults above when zero.
+	BatchSize   int
+	Concurrency int
+	Poll        time.Duration
+
+	engine *engine.Engine[*nwv1.ReplicationUpgrade]
+
+	mu      sync.Mutex
+	clients map[string]*linstor.Client
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	r.engine = &engine.Engine[*nwv1.ReplicationUpgrade]{
+		Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Clock: r.Clock,
+		Kind: replupgrade.Kind, Finalizer: Finalizer, Audit: r.Audit, Actor: r.Actor, Workflow: r,
+		// The Preflight needs SingleNode storage (it checks); the stages after it run while the
+		// joining nodes' replicas make the storage MultiNode.
+		Gates: engine.GateConfig{LockNamespace: r.LockNamespace, ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterSingleNode, nwv1.ClusterMultiNode}},
+	}
+	_, err := r.engine.Setup(mgr, "replicationupgrade", func(b *builder.Builder) *builder.Builder {
+		if r.AgentNamespace != "" {
+			b = b.Watches(&nwv1.NodeOperation{}, handler.EnqueueRequestsFromMapFunc(byOwnerLabel))
+		}
+		return b
+	})
+	return err
+}
+
+// byOwnerLabel maps an upgrade's child to the upgrade its labels name.
+func byOwnerLabel(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[replupgrade.LabelName]
+	if name == "" || o.GetLabels()[replupgrade.LabelUID] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
+}
+
+// Reconcile advances one upgrade by at most one action (the workflow engine's loop).
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.engine.Reconcile(ctx, req)
+}
+
+// The upgrade as the engine's workflow: New, NewList, Plan, Act and Finish.
+
+// New is an empty upgrade.
+func (r *Reconciler) New() *nwv1.ReplicationUpgrade { return &nwv1.ReplicationUpgrade{} }
+
+// NewList is an empty list of upgrades.
+func (r *Reconciler) NewList() client.ObjectList { return &nwv1.ReplicationUpgradeList{} }
+
+// Plan is the upgrade's plan.
+func (r *Reconciler) Plan(*nwv1.ReplicationUpgrade) workflow.Plan { return replupgrade.Plan{} }
+
+// Act performs the running step's action.
+func (r *Reconciler) Act(ctx context.Context, run *engine.Run[*nwv1.ReplicationUpgrade]) (engine.Outcome, error) {
+	s, err := r.newScope(ctx, run)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	if s.lin == nil && needsLINSTOR(run.State.Step) {
+		if run.State.Step == replupgrade.Preflight {
+			return engine.Failed("%s", s.linErr), nil
+		}
+		// Whatever changed LINSTOR's configuration may be put right; a person can also
+		// delete the upgrade, whose rollback waits the same way.
+		return engine.Waiting(r.poll(), "waiting for LINSTOR: %s", s.linErr), nil
+	}
+	return r.perform(ctx, s)
+}
+
+// Finish has nothing to tidy: the verify operations are the upgrade's evidence and go with it
+// (they are owned by it).
+func (r *Reconciler) Finish(_ context.Context, run *engine.Run[*nwv1.ReplicationUpgrade]) (engine.Outcome, error) {
+	return engine.Outcome{Release: run.Deleting}, nil
+}
+
+func (r *Reconciler) batchSize() int {
+	if r.BatchSize > 0 {
+		return r.BatchSize
+	}
+	return DefaultBatchSize
+}
+
+func (r *Reconciler) concurrency() int {
+	if r.Concurrency > 0 {
+		return r.Concurrency
+	}
+	return DefaultConcurrency
+}
+
+func (r *Reconciler) poll() time.Duration {
+	if r.Poll > 0 {
+		return r.Poll
+	}
+	return DefaultPoll
+}
