@@ -16,6 +16,9 @@
 // Inconsistent); of two nodes that lost each other, the one with the greater name is the
 // target. The pause flag of the source holds the resync on both sides (the link carries it).
 // Without Links every connection is Connected and in sync.
+//
+// With ConfigDir, the resources follow the resource files there as LINSTOR's satellite writes
+// and removes them (resfiles.go): a replica placed, moved or removed while the node runs.
 package drbdplay
 
 import (
@@ -48,10 +51,15 @@ type Kernel struct {
 	// line, are StandAlone (a connection DRBD gave up, as after a split brain) whatever the
 	// network carries.
 	FaultDir string
+	// ConfigDir, when set, holds the resource files (*.res) the resources follow, read again
+	// before each command (resfiles.go): a file naming Self places its resource here, towards
+	// the other hosts it names. Resources added by AddResource that no file names stay.
+	ConfigDir string
 
 	mu        sync.Mutex
 	resources map[string]*resource
 	mismatch  map[string]uint64
+	files     map[string]*resFile
 }
 
 type resource struct {
@@ -60,6 +68,8 @@ type resource struct {
 	steps      int
 	outOfSync  uint64
 	links      map[string]*link
+	// fromFile: a resource file of ConfigDir placed it, and removing the file drops it.
+	fromFile bool
 }
 
 // link is the played state of a resource's connection to one peer.
@@ -145,6 +155,7 @@ func (k *Kernel) Run(ctx context.Context, argv []string) (drbd.Result, error) {
 func (k *Kernel) startVerify(name string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.syncConfig()
 	r := k.resources[name]
 	if r == nil {
 		return
@@ -160,6 +171,7 @@ func (k *Kernel) startVerify(name string) {
 func (k *Kernel) setPaused(name, peer string, paused bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.syncConfig()
 	if r := k.resources[name]; r != nil && r.links[peer] != nil {
 		r.links[peer].paused = paused
 	}
@@ -170,6 +182,7 @@ func (k *Kernel) setPaused(name, peer string, paused bool) {
 func (k *Kernel) status(name string) (drbd.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.syncConfig()
 	var out []drbd.Resource
 	if r := k.resources[name]; r != nil {
 		out = append(out, k.resourceStatus(name, r))
@@ -181,6 +194,7 @@ func (k *Kernel) status(name string) (drbd.Result, error) {
 func (k *Kernel) statusAll() (drbd.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.syncConfig()
 	out := []drbd.Resource{}
 	for _, name := range slices.Sorted(maps.Keys(k.resources)) {
 		out = append(out, k.resourceStatus(name, k.resources[name]))

@@ -102,16 +102,7 @@ func TestLinksPlayAConnectionLostAndFound(t *testing.T) {
 // node, accepts a pause of each resource towards each peer of the written configuration, and
 // refuses a peer that is not one.
 func TestTheConfigurationIsOneDrbdadmReads(t *testing.T) {
-	path, err := exec.LookPath("drbdadm")
-	if err != nil {
-		path = "/usr/sbin/drbdadm"
-		if _, err := os.Stat(path); err != nil {
-			if os.Getenv("NODEWRIGHT_REQUIRE_DRBD_UTILS") != "" {
-				t.Fatal("drbdadm is not installed and NODEWRIGHT_REQUIRE_DRBD_UTILS is set")
-			}
-			t.Skip("drbdadm is not installed (Debian's drbd-utils; make drbd-utils installs it)")
-		}
-	}
+	path := drbdadmPath(t)
 	dir := t.TempDir()
 	nodes := []Node{{"edge-1", "10.0.0.1"}, {"edge-2", "10.0.0.2"}, {"edge-3", "10.0.0.3"}}
 	if err := WriteConfig(dir, "edge-2", nodes, "pvc-one", "pvc-two"); err != nil {
