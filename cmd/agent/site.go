@@ -23,7 +23,9 @@ import (
 // played DRBD (test/site/drbdplay): --site-drbd-dir DIR, as netsite's PlayDRBD writes it. Then
 // drbdadm is drbd-utils' own, in its dry-run mode on the played resource files, as the node the
 // directory names, and the kernel's state of the resources is played: their connections over
-// the storage network, the resync after a connection is found again, the pause flags.
+// the storage network, the resync after a connection is found again, the pause flags. The
+// played resources follow the directory's resource files, as LINSTOR's satellite writes and
+// removes them (netsite's PlaceDRBD): a replica placed on the node or removed while it runs.
 func init() {
 	dir := flag.String("site-bond-dir", "", "With --network-backend site: the directory of the node's played bond.")
 	backends["site"] = func() netconf.Backend { return netsite.PlayedBond{Dir: *dir} }
@@ -50,8 +52,10 @@ func playedDRBD(ctx context.Context, dir string) (*agent.DRBD, string, error) {
 	conf := filepath.Join(dir, drbdplay.ConfigFile)
 	real := drbd.ExecRunner{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
 		"DRBD_DRIVER_VERSION_OVERRIDE=9.2.12", "__DRBD_NODE__=" + play.Self, "FAKE_DRBDSETUP_SHOW=" + os.DevNull}}
-	kernel := &drbdplay.Kernel{Real: real, Self: play.Self, FaultDir: dir}
+	kernel := &drbdplay.Kernel{Real: real, Self: play.Self, FaultDir: dir, ConfigDir: dir}
 	kernel.Links = &drbdplay.Links{Self: play.Self, Listen: play.Listen, Peers: play.Peers, Paused: kernel.PausedTowards}
+	// The play file's resources are played even without their resource files, as before the
+	// kernel followed the files.
 	peers := slices.Sorted(maps.Keys(play.Peers))
 	for _, r := range play.Resources {
 		kernel.AddResource(r, peers...)
