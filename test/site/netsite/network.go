@@ -3,6 +3,7 @@ package netsite
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -41,6 +42,9 @@ type Network struct {
 	nodes map[string]*Node
 	order []string
 	proxy *proxy
+	// drbdSlots number the played DRBD resources (drbdplay.WriteResource), by name, once
+	// PlayDRBD wrote the nodes' played DRBD (non-nil).
+	drbdSlots map[string]int
 }
 
 // Node is one node of the network.
@@ -54,7 +58,8 @@ type Node struct {
 	Bond PlayedBond
 	// Root stands for the node's root file system (persistent network files).
 	Root string
-	// DRBDDir holds the node's played DRBD once PlayDRBD wrote it (drbdplay.WriteConfig).
+	// DRBDDir holds the node's played DRBD once PlayDRBD wrote it (drbdplay.WriteConfig), and
+	// the resource files PlaceDRBD writes.
 	DRBDDir string
 
 	port   string // the switch's port for the node
@@ -198,21 +203,89 @@ func (n *Network) Peers(name string) []string {
 }
 
 // PlayDRBD writes, for every node, the played DRBD of resources replicated on all of them
-// (drbdplay.WriteConfig, in the node's DRBDDir): an agent built for the local site plays
-// their connections over this network (--site-drbd-dir).
+// (drbdplay.WriteConfig, in the node's DRBDDir), also with no resource: an agent built for the
+// local site plays their connections over this network (--site-drbd-dir). Call it once, before
+// PlaceDRBD: a second call numbers its resources anew, and may give one the number of a
+// resource written before (drbdadm then refuses the node's configuration).
 func (n *Network) PlayDRBD(resources ...string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var nodes []drbdplay.Node
-	for _, name := range n.order {
-		nodes = append(nodes, drbdplay.Node{Name: name, Address: n.nodes[name].Address})
-	}
+	nodes := n.drbdNodes(n.order)
 	for _, name := range n.order {
 		if err := drbdplay.WriteConfig(n.nodes[name].DRBDDir, name, nodes, resources...); err != nil {
 			return err
 		}
 	}
+	if n.drbdSlots == nil {
+		n.drbdSlots = map[string]int{}
+	}
+	for i, r := range resources {
+		n.drbdSlots[r] = i // WriteConfig's
+	}
 	return nil
+}
+
+// placedSlots is where the slots of the resources PlaceDRBD places first start, above those
+// PlayDRBD gives its resources.
+const placedSlots = 1000
+
+// PlaceDRBD places resource's replicas on exactly nodes, as LINSTOR's satellites do: each of
+// them gets the resource's file (drbdplay.WriteResource) naming them all, every other node
+// loses it, and drops it from its play file (so that an agent started again does not play it).
+// No nodes removes the resource everywhere. The played kernels of running agents follow
+// (drbdplay.Kernel.ConfigDir). A resource keeps its minor and port across calls.
+func (n *Network) PlaceDRBD(resource string, nodes ...string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.drbdSlots == nil {
+		return fmt.Errorf("placing DRBD resource %s: PlayDRBD has not written the nodes' played DRBD yet", resource)
+	}
+	for _, name := range nodes {
+		if n.nodes[name] == nil {
+			return fmt.Errorf("placing DRBD resource %s: %s is not a node of the network", resource, name)
+		}
+	}
+	holders := slices.DeleteFunc(slices.Clone(n.order), func(name string) bool { return !slices.Contains(nodes, name) })
+	slot, ok := n.drbdSlots[resource]
+	if !ok {
+		slot = placedSlots
+		for _, s := range n.drbdSlots {
+			slot = max(slot, s+1)
+		}
+		n.drbdSlots[resource] = slot
+	}
+	var errs []error
+	for _, name := range n.order {
+		dir := n.nodes[name].DRBDDir
+		if slices.Contains(holders, name) {
+			errs = append(errs, drbdplay.WriteResource(dir, resource, slot, n.drbdNodes(holders)))
+			continue
+		}
+		errs = append(errs, drbdplay.RemoveResource(dir, resource), unplay(dir, resource))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("placing DRBD resource %s on %v: %w", resource, nodes, err)
+	}
+	return nil
+}
+
+// drbdNodes are the named nodes of the played DRBD; the caller holds n.mu.
+func (n *Network) drbdNodes(names []string) []drbdplay.Node {
+	var out []drbdplay.Node
+	for _, name := range names {
+		out = append(out, drbdplay.Node{Name: name, Address: n.nodes[name].Address})
+	}
+	return out
+}
+
+// unplay drops resource from the play file of dir.
+func unplay(dir, resource string) error {
+	p, err := drbdplay.ReadPlay(dir)
+	if err != nil || !slices.Contains(p.Resources, resource) {
+		return err
+	}
+	p.Resources = slices.DeleteFunc(p.Resources, func(r string) bool { return r == resource })
+	return drbdplay.WritePlay(dir, p)
 }
 
 // Expect sets the modes the switch's port for node carries.
