@@ -39,7 +39,11 @@ func New(cfg Config) (*Client, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = tlsConfig
 	transport.Proxy = nil
-	hc := &http.Client{Transport: recorder{next: transport}}
+	var next http.RoundTripper = transport
+	if cfg.Transport != nil {
+		next = cfg.Transport(next)
+	}
+	hc := &http.Client{Transport: recorder{next: next}}
 	timeout := cfg.RequestTimeout
 	if timeout == 0 {
 		timeout = DefaultRequestTimeout

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -55,6 +56,8 @@ type Config struct {
 	ClientSecret *SecretRef `json:"clientSecret,omitempty"`
 	// RequestTimeout bounds every request; DefaultRequestTimeout when zero.
 	RequestTimeout time.Duration `json:"requestTimeout,omitempty"`
+	// Transport, when set, wraps the HTTP transport: to count or observe the requests.
+	Transport func(http.RoundTripper) http.RoundTripper `json:"-"`
 
 	// secretRead: WithSecret filled the certificates in from ClientSecret.
 	secretRead bool

@@ -156,6 +156,22 @@ func TestTheControllerHandsOverOnlyToReportingAgents(t *testing.T) {
 		}
 		return ""
 	})
+	// Storage on one node only: the agents of both report, but only n1's reports DRBD data
+	// (a diskful replica): SingleNode until n2 holds data too (a ReplicationUpgrade placed it).
+	reportDRBD(t, n1, "UpToDate")
+	reportDRBD(t, n2, "Diskless")
+	expect(f, func(c *nwv1.NodewrightCluster) string {
+		fresh := condition(c, nwv1.ConditionHeartbeatsFresh)
+		if c.Status.Phase != nwv1.ClusterSingleNode || !strings.Contains(fresh.Message, "only "+n1+" holds DRBD data") {
+			return fmt.Sprintf("phase %s, HeartbeatsFresh %q; want SingleNode, only %s holding data", c.Status.Phase, fresh.Message, n1)
+		}
+		return ""
+	})
+	reportDRBD(t, n2, "Inconsistent")
+	expect(f, phaseIs(nwv1.ClusterMultiNode, ""))
+	// The rest of the test has no agent reporting: the bridge's view.
+	reportDRBD(t, n1, "")
+	reportDRBD(t, n2, "")
 	bt.Eventually(t, wait, func() string {
 		records := trail.records(t, string(f.Cluster.UID))
 		if !strings.Contains(records, `"action":"`+nodewrightcluster.ActionManagementSwitched+`","from":"Observe","to":"Managed","reason":"HandedOver"`) ||
@@ -234,4 +250,27 @@ func TestTheControllerHandsOverOnlyToReportingAgents(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// reportDRBD writes, as node's agent does, one DRBD resource whose disk on the node is in
+// diskState (Diskless: a client, no data there); with no diskState, no report at all.
+func reportDRBD(t *testing.T, node, diskState string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		as := &nwv1.NodewrightAgentStatus{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, as); err != nil {
+			return err
+		}
+		as.Status.Reporter, as.Status.Storage = "", nil
+		if diskState == "" {
+			return env.Client.Status().Update(context.Background(), as)
+		}
+		as.Status.Reporter = nwv1.ReporterAgent
+		as.Status.Storage = &nwv1.DRBDStatus{Resources: 1, Connected: 1, ResourceStatuses: []nwv1.DRBDResourceStatus{{Name: "pvc-one",
+			Volumes: []nwv1.DRBDVolumeStatus{{Volume: 0, DiskState: diskState, Client: diskState == "Diskless"}}}}}
+		return env.Client.Status().Update(context.Background(), as)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

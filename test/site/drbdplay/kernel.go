@@ -5,8 +5,8 @@
 // would have done:
 //
 //   - `verify`: the resource's volumes go VerifyS towards every peer, the progress advances by
-//     one step at each status read, and the verification ends with what Mismatch says it found
-//     out of sync (0 by default);
+//     one step at each status read, and the verification ends with what Mismatch (or the file
+//     MismatchFile in FaultDir) says it found out of sync (0 by default);
 //   - `pause-sync` and `resume-sync` of a resource towards a peer: the pause flag.
 //
 // With Links, the connections are played on the storage network (links.go): a peer the node
@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -166,6 +167,35 @@ func (k *Kernel) startVerify(name string) {
 	}
 	r.verifyLeft, r.outOfSync = r.steps, k.mismatch[name]
 	delete(k.mismatch, name)
+	if kib, ok := k.mismatchFile(name); ok {
+		r.outOfSync = kib
+	}
+}
+
+// MismatchFile is the fault hook's file in FaultDir for a process of its own (the agent built
+// for the local site): each line "<resource> <KiB>" makes every verification of the resource
+// find that much out of sync.
+const MismatchFile = "mismatch"
+
+// mismatchFile is what the fault hook's file says a verification of name finds.
+func (k *Kernel) mismatchFile(name string) (uint64, bool) {
+	if k.FaultDir == "" {
+		return 0, false
+	}
+	raw, err := os.ReadFile(filepath.Join(k.FaultDir, MismatchFile))
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(raw)) {
+		f := strings.Fields(line)
+		if len(f) != 2 || f[0] != name {
+			continue
+		}
+		if kib, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+			return kib, true
+		}
+	}
+	return 0, false
 }
 
 func (k *Kernel) setPaused(name, peer string, paused bool) {
@@ -224,7 +254,9 @@ func (k *Kernel) resourceStatus(name string, r *resource) drbd.Resource {
 	}
 	k.playLinks(name, r)
 	out := drbd.Resource{Name: name, NodeID: 0, Role: "Secondary",
-		Devices: []drbd.Device{{Volume: 0, Minor: 1000, DiskState: "UpToDate", Quorum: true}}}
+		Devices: []drbd.Device{{Volume: 0, Minor: 1000, DiskState: "UpToDate", Quorum: true}},
+		// drbdsetup prints an empty list for a resource with no peer, never null.
+		Connections: []drbd.Connection{}}
 	for i, peer := range r.peers {
 		oos := uint64(0)
 		if state == "Established" {
