@@ -63,8 +63,9 @@ func TestCrashAtEveryStageBoundary(t *testing.T) {
 				}
 			}
 			s.transport = nil
-			stop := s.startOperator()
-			defer stop()
+			s.startOperator()
+			// The upgrade goes before the operator stops (its cleanup runs first).
+			s.t.Cleanup(func() { s.deleted(u) })
 			if c.rollback {
 				s.ended(u, nwv1.WorkflowRolledBack)
 				s.sameAsStart()
