@@ -879,12 +879,15 @@ func grantLines(scope string, rule rbacv1.PolicyRule) []string {
 
 // TestRBACReviewed: every grant of every ClusterRole and Role the chart renders (the agent on,
 // so that its roles count too) is in testdata/reviewed-rbac.txt and every line there is still
-// granted; no wildcard; Secrets only by name and only in the release's namespace; only reads in
-// the legacy namespace; bindings only to the chart's roles and ServiceAccounts.
+// granted; no wildcard; Secrets only by name and only in the release's namespace (LINSTOR's
+// client Secret, get only, in its own); only reads in the legacy namespace; bindings only to the chart's roles and ServiceAccounts.
 func TestRBACReviewed(t *testing.T) {
 	root, _ := tools(t)
-	objs := render(t, "--set", "legacy.namespace="+legacyNS, "--set", "agent.enabled=true", "--set", "agent.namespace="+agentNS)
-	scopes := map[string]string{releaseNS: "namespace:release", legacyNS: "namespace:legacy", "default": "namespace:default", agentNS: "namespace:agent"}
+	objs := render(t, "--set", "legacy.namespace="+legacyNS, "--set", "agent.enabled=true", "--set", "agent.namespace="+agentNS,
+		"--set", "linstor.url=https://linstor-controller.piraeus-datastore.svc:3371",
+		"--set", "linstor.clientSecret.namespace=piraeus-datastore", "--set", "linstor.clientSecret.name=linstor-client-tls")
+	scopes := map[string]string{releaseNS: "namespace:release", legacyNS: "namespace:legacy", "default": "namespace:default", agentNS: "namespace:agent",
+		"piraeus-datastore": "namespace:linstor"}
 	granted := map[string]bool{}
 	roles := map[string]bool{}
 	for _, o := range objs {
@@ -923,8 +926,8 @@ func TestRBACReviewed(t *testing.T) {
 			for _, line := range grantLines(scope, rule) {
 				granted[line] = true
 				f := strings.Fields(line)
-				if f[1] == "core" && f[2] == "secrets" && (scope != "namespace:release" || len(f) < 5) {
-					t.Errorf("%s: %q: Secrets may be granted only by name, and only in the release's namespace", o, line)
+				if f[1] == "core" && f[2] == "secrets" && ((scope != "namespace:release" && scope != "namespace:linstor") || len(f) < 5 || (scope == "namespace:linstor" && f[3] != "get")) {
+					t.Errorf("%s: %q: Secrets may be granted only by name, and only in the release's namespace (or, to get LINSTOR's client Secret, in its own)", o, line)
 				}
 				if scope == "namespace:legacy" && f[3] != "get" && f[3] != "list" && f[3] != "watch" {
 					t.Errorf("%s: %q: the legacy namespace is read-only (get, list, watch)", o, line)

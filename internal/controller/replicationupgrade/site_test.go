@@ -39,9 +39,9 @@ import (
 // (test/site/linstorsim, every request and answer checked against LINSTOR's OpenAPI
 // document), and the nodes' agents as real processes (the agent built for the local site),
 // each in its own network namespace on the played storage network. The agents' DRBD is played
-// (test/site/drbdplay) from the resource files the test writes wherever the stand-in holds a
-// resource, as LINSTOR's satellites write them: the original node's agent verifies a volume
-// against its new replicas over the network.
+// (test/site/drbdplay) from the resource files written wherever the stand-in holds a resource
+// (linstorsim.FollowResources), as LINSTOR's satellites write them: the original node's agent
+// verifies a volume against its new replicas over the network.
 
 var env = testenv.New()
 
@@ -152,7 +152,10 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 		must(t, s.sim.AddResource(linstorsim.Resource{Definition: name, Node: nodes[0], Pool: "lvm-thin"}))
 	}
 	s.start = s.sim.State()
-	go s.satellites(ctx)
+	// LINSTOR's satellites: each node's played DRBD has the resource files of what it holds.
+	go s.sim.FollowResources(ctx, 100*time.Millisecond, func(def string, nodes []string) error {
+		return s.net.PlaceDRBD(def, nodes...)
+	})
 
 	kubeconfig := s.net.APIServer(t, env.Kubeconfig(t))
 	binary := buildAgent(t)
@@ -185,39 +188,6 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
-	}
-}
-
-// satellites plays LINSTOR's satellites: wherever the stand-in holds a resource of a volume,
-// the node's played DRBD has its resource file, naming every node that holds it; a resource
-// deleted goes from the files. It looks every 100 ms.
-func (s *site) satellites(ctx context.Context) {
-	written := map[string]string{}
-	for {
-		st := s.sim.State()
-		holders := map[string][]string{}
-		for key, r := range st.Resources {
-			def, node, _ := strings.Cut(key, "/")
-			if !r.Deleting {
-				holders[def] = append(holders[def], node)
-			}
-		}
-		for _, def := range s.volumes {
-			nodes := holders[def]
-			slices.Sort(nodes)
-			if key := strings.Join(nodes, ","); written[def] != key {
-				if err := s.net.PlaceDRBD(def, nodes...); err != nil {
-					s.t.Logf("playing the satellites: %v", err)
-					continue
-				}
-				written[def] = key
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }
 
