@@ -38,15 +38,17 @@ for b in "${what[@]}"; do
       echo
       go run ./test/bench/checkpoint || failed+=(checkpoint) ;;
     flip)
-      # Network namespaces: root, and iproute2.
+      # Network namespaces: root, and iproute2; drbd-utils for the agents' played DRBD.
       hack/control-plane.sh >/dev/null
       hack/iproute2.sh >/dev/null
+      hack/drbd-utils.sh >/dev/null
       echo
       go run ./test/bench/flip || failed+=(flip) ;;
     upgrade)
       # Network namespaces: root, and iproute2; drbd-utils for the agents' played DRBD.
       hack/control-plane.sh >/dev/null
       hack/iproute2.sh >/dev/null
+      hack/drbd-utils.sh >/dev/null
       echo
       go run ./test/bench/upgrade || failed+=(upgrade) ;;
     *) echo "unknown benchmark $b (copy, bridge, audit, migration, agent, checkpoint, flip, upgrade)" >&2; exit 2 ;;

@@ -27,7 +27,8 @@ import (
 // instead of changing this one.
 const EncodingVersion = 1
 
-// The defaults the CRD schema applies (the +kubebuilder:default markers of ProfileThresholds).
+// The defaults the CRD schema applies (the +kubebuilder:default markers of ProfileThresholds;
+// those of storage.linstor, when it is given, are Piraeus and suspend-io).
 // The API server fills them in before any webhook sees the object, so the signer must sign the
 // defaulted spec.
 const (
@@ -36,13 +37,24 @@ const (
 )
 
 // WithDefaults returns spec with the CRD schema's defaults applied: an absent (zero) duration in
-// thresholds takes its default. The spec passed in is not changed.
+// thresholds takes its default, and so do storage.linstor's satellites and onNoQuorum when
+// storage.linstor is given. The spec passed in is not changed.
 func WithDefaults(spec v1alpha1.EdgeProfileSpec) v1alpha1.EdgeProfileSpec {
 	if spec.Thresholds.HeartbeatStaleAfter.Duration == 0 {
 		spec.Thresholds.HeartbeatStaleAfter = metav1.Duration{Duration: DefaultHeartbeatStaleAfter}
 	}
 	if spec.Thresholds.DRBDSyncTimeout.Duration == 0 {
 		spec.Thresholds.DRBDSyncTimeout = metav1.Duration{Duration: DefaultDRBDSyncTimeout}
+	}
+	if l := spec.Storage.LINSTOR; l != nil {
+		l = l.DeepCopy()
+		if l.Satellites == "" {
+			l.Satellites = v1alpha1.SatellitesPiraeus
+		}
+		if l.OnNoQuorum == "" {
+			l.OnNoQuorum = v1alpha1.OnNoQuorumSuspendIO
+		}
+		spec.Storage.LINSTOR = l
 	}
 	return spec
 }

@@ -62,11 +62,20 @@ func TestCanonicalSameForEquivalentSpecs(t *testing.T) {
 	withEmptyOptionals.Network.MemberInterfaces = []string{}
 	withEmptyOptionals.Storage.StorageClassName = ""
 
+	withLINSTOR := func(l v1alpha1.ProfileLINSTOR) v1alpha1.EdgeProfileSpec {
+		s := minimalSpec()
+		s.Storage.LINSTOR = &l
+		return s
+	}
+	url := "https://linstor-controller.piraeus-datastore.svc:3371"
+
 	for _, tc := range []struct {
 		name string
 		a, b v1alpha1.EdgeProfileSpec
 	}{
 		{"absent thresholds are the CRD defaults", minimalSpec(), withThresholds(30*time.Second, 6*time.Hour)},
+		{"absent LINSTOR policies are the CRD defaults", withLINSTOR(v1alpha1.ProfileLINSTOR{URL: url}),
+			withLINSTOR(v1alpha1.ProfileLINSTOR{URL: url, Satellites: v1alpha1.SatellitesPiraeus, OnNoQuorum: v1alpha1.OnNoQuorumSuspendIO})},
 		{"one threshold absent", withThresholds(0, 2*time.Hour), withThresholds(30*time.Second, 2*time.Hour)},
 		{"an empty list is an absent list", minimalSpec(), withEmptyOptionals},
 	} {

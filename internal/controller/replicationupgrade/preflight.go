@@ -78,9 +78,14 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		return out, err
 	}
 	dataNodes := replupgrade.DataNodes(u.Spec)
-	if msg, err := s.roomFor(ctx, original, dataNodes, names, defs, resources); err != nil || msg != "" {
+	if missing, msg, err := s.roomFor(ctx, original, dataNodes, names, defs, resources); err != nil || msg != "" {
 		if err != nil {
 			return s.retryOrFail(err, "")
+		}
+		// A pool comes with its satellite (Piraeus makes both); one that has not come yet
+		// is waited for as the satellite is.
+		if passed, left := s.Deadline(satelliteTimeout); missing && !passed {
+			return engine.Waiting(min(left, r.poll()), "waiting: %s", msg), nil
 		}
 		return engine.Failed("%s", msg), nil
 	}
@@ -232,15 +237,16 @@ func (r *Reconciler) internalIP(ctx context.Context, node string) (string, error
 	return "", nil
 }
 
-// roomFor says which data node's pool has no room for the new replicas, empty when each has.
-func (s *scope) roomFor(ctx context.Context, original string, dataNodes, names []string, defs []linstor.ResourceDefinition, resources []linstor.Resource) (string, error) {
+// roomFor says which data node's pool has no room for the new replicas, empty when each has;
+// missing when the pool is not there at all.
+func (s *scope) roomFor(ctx context.Context, original string, dataNodes, names []string, defs []linstor.ResourceDefinition, resources []linstor.Resource) (missing bool, msg string, err error) {
 	size := map[string]int64{}
 	for _, d := range defs {
 		size[d.Name] = d.SizeKiB()
 	}
 	pools, err := s.lin.StoragePools(ctx, dataNodes...)
 	if err != nil {
-		return "", err
+		return false, "", err
 	}
 	type key struct{ node, pool string }
 	have := map[key]linstor.StoragePool{}
@@ -251,7 +257,7 @@ func (s *scope) roomFor(ctx context.Context, original string, dataNodes, names [
 	for _, name := range names {
 		pool := s.poolFor(name, original, resources)
 		if pool == "" {
-			return fmt.Sprintf("the replica of %s on %s names no storage pool", name, original), nil
+			return false, fmt.Sprintf("the replica of %s on %s names no storage pool", name, original), nil
 		}
 		for _, node := range dataNodes {
 			need[key{node, pool}] += size[name]
@@ -267,14 +273,14 @@ func (s *scope) roomFor(ctx context.Context, original string, dataNodes, names [
 		p, ok := have[k]
 		switch {
 		case !ok:
-			return fmt.Sprintf("%s has no storage pool %s for the new replicas", k.node, k.pool), nil
+			return true, fmt.Sprintf("%s has no storage pool %s for the new replicas", k.node, k.pool), nil
 		case p.Diskless():
-			return fmt.Sprintf("storage pool %s on %s is diskless", k.pool, k.node), nil
+			return false, fmt.Sprintf("storage pool %s on %s is diskless", k.pool, k.node), nil
 		case !p.Fits(need[k]):
-			return fmt.Sprintf("storage pool %s on %s has %d KiB free; the new replicas need %d KiB", k.pool, k.node, p.FreeKiB, need[k]), nil
+			return false, fmt.Sprintf("storage pool %s on %s has %d KiB free; the new replicas need %d KiB", k.pool, k.node, p.FreeKiB, need[k]), nil
 		}
 	}
-	return "", nil
+	return false, "", nil
 }
 
 // poolFor is the pool a new replica of def goes to: the profile's, or the original replica's.

@@ -115,6 +115,11 @@ type siteOptions struct {
 	// mismatch makes the original node's next online verify of the first volume find 4 KiB
 	// out of sync.
 	mismatch bool
+	// unregistered: the last node's satellite runs but LINSTOR does not know it yet, nor its
+	// pool.
+	unregistered bool
+	// linstor is the profile's storage.linstor.
+	linstor *nwv1.ProfileLINSTOR
 }
 
 // newSite plays nodes (the first holds every volume) and starts no operator.
@@ -139,9 +144,12 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 	go s.net.Run(ctx)
 
 	s.sim = linstorsim.Start(t, o.sim)
-	for _, n := range nodes {
-		must(t, s.sim.AddNode(linstorsim.Node{Name: n, Address: s.net.Node(n).Address}))
-		must(t, s.sim.AddStoragePool(linstorsim.Pool{Node: n, Name: "lvm-thin", TotalKiB: 100 << 20, FreeKiB: 100 << 20}))
+	for i, n := range nodes {
+		if o.unregistered && i == len(nodes)-1 {
+			s.sim.AddSatellite(n, s.net.Node(n).Address)
+			continue
+		}
+		s.register(n)
 	}
 	must(t, s.sim.AddResourceGroup(linstorsim.Group{Name: "vm-disks", PlaceCount: 1, StoragePool: "lvm-thin"}))
 	s.sim.SetControllerProp(linstor.PropBalanceResourcesEnabled, "true")
@@ -180,8 +188,20 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 	for _, name := range nodes {
 		s.reports(name, name == nodes[0])
 	}
-	s.cluster()
+	s.cluster(o.linstor)
 	return s
+}
+
+// register registers node's satellite and its pool with LINSTOR, as Piraeus does.
+func (s *site) register(node string) {
+	s.t.Helper()
+	must(s.t, s.sim.AddNode(linstorsim.Node{Name: node, Address: s.net.Node(node).Address}))
+	s.addPool(node)
+}
+
+func (s *site) addPool(node string) {
+	s.t.Helper()
+	must(s.t, s.sim.AddStoragePool(linstorsim.Pool{Node: node, Name: "lvm-thin", TotalKiB: 100 << 20, FreeKiB: 100 << 20}))
 }
 
 func must(t *testing.T, err error) {
@@ -248,8 +268,8 @@ func holdsData(as *nwv1.NodewrightAgentStatus) bool {
 
 // cluster writes the NodewrightCluster as its controller would for a Managed cluster whose
 // storage lives on one node (SingleNode), and an EdgeProfile in force naming the not-ready
-// taint.
-func (s *site) cluster() {
+// taint, with l as its storage.linstor.
+func (s *site) cluster(l *nwv1.ProfileLINSTOR) {
 	s.t.Helper()
 	ctx := context.Background()
 	cleanup, err := clusterplay.Managed(ctx, env.Client, netsite.Bond, nwv1.BondModeActiveBackup)
@@ -259,6 +279,7 @@ func (s *site) cluster() {
 	must(s.t, env.Client.Get(ctx, client.ObjectKey{Name: clusterplay.ProfileName}, p))
 	p.Spec.Version = "1.0.1"
 	p.Spec.Storage.NotReadyTaints = []string{notReady}
+	p.Spec.Storage.LINSTOR = l
 	must(s.t, env.Client.Update(ctx, p))
 	s.setPhase(nwv1.ClusterSingleNode)
 }

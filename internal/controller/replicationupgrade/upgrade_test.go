@@ -297,3 +297,38 @@ func heldReason(u *nwv1.ReplicationUpgrade) string {
 	}
 	return ""
 }
+
+// TestSatellites: a joining node LINSTOR does not know yet. Where Piraeus registers
+// satellites, the Preflight waits, saying so, until it has; where the profile says Nodewright
+// does, the upgrade registers it at the Node's InternalIP, then waits for its pool.
+func TestSatellites(t *testing.T) {
+	t.Run("piraeus", func(t *testing.T) {
+		s := newSite(t, siteOptions{volumes: 2, unregistered: true}, "upsp-a", "upsp-b")
+		s.startOperator()
+		u := s.upgrade("waits-for-piraeus", nwv1.ReplicationUpgradeSpec{PeerNodes: []string{"upsp-b"}, ReplicaCount: 2})
+		s.until(u, func(u *nwv1.ReplicationUpgrade) string {
+			if msg := message(u, replupgrade.Preflight); !strings.Contains(msg, "waiting for the LINSTOR satellites of upsp-b (not registered: Piraeus registers it") {
+				return "the Preflight does not wait for the satellite: " + steps(u)
+			}
+			return ""
+		})
+		s.register("upsp-b")
+		s.ended(u, nwv1.WorkflowSucceeded)
+	})
+	t.Run("nodewright", func(t *testing.T) {
+		s := newSite(t, siteOptions{volumes: 2, unregistered: true, linstor: &nwv1.ProfileLINSTOR{Satellites: nwv1.SatellitesNodewright}}, "upsn-a", "upsn-b")
+		s.startOperator()
+		u := s.upgrade("registers-it", nwv1.ReplicationUpgradeSpec{PeerNodes: []string{"upsn-b"}, ReplicaCount: 2})
+		s.until(u, func(u *nwv1.ReplicationUpgrade) string {
+			if msg := message(u, replupgrade.Preflight); !strings.Contains(msg, "upsn-b has no storage pool lvm-thin") {
+				return "the Preflight does not wait for the registered node's pool: " + steps(u)
+			}
+			return ""
+		})
+		if n, ok := s.sim.State().Nodes["upsn-b"]; !ok || !n.Online {
+			t.Fatalf("upsn-b registered: %t, %+v", ok, n)
+		}
+		s.addPool("upsn-b")
+		s.ended(u, nwv1.WorkflowSucceeded)
+	})
+}
