@@ -163,16 +163,12 @@ func (s *scope) volumes() *nwv1.ReplicationVolumeCounts {
 	return s.u.Status.Volumes
 }
 
-// propChange and apiChange convert between LINSTOR's property change and the status' record.
+// propChange is the status' record of a property change as LINSTOR's.
 func propChange(c *nwv1.PropertyChange) linstor.PropChange {
 	if c == nil {
 		return linstor.PropChange{}
 	}
 	return linstor.PropChange{Set: c.Set, Delete: c.Delete}
-}
-
-func apiChange(c linstor.PropChange) *nwv1.PropertyChange {
-	return &nwv1.PropertyChange{Set: c.Set, Delete: c.Delete}
 }
 
 // refused reports whether err is one retrying cannot mend: refused here, or refused by LINSTOR

@@ -291,6 +291,10 @@ func (r *Reconciler) verify(ctx context.Context, s *scope) (engine.Outcome, erro
 				msg += ", " + e.Reason + ": " + e.Message
 			}
 			return engine.Failed("DRBD's online verify of %s on %s: %s", def, u.Status.OriginalNode, msg), nil
+		case !op.Spec.Deadline.IsZero() && !s.Now.Before(&op.Spec.Deadline):
+			// Its agent would have ended it by then: the agent is gone.
+			return engine.Failed("DRBD's online verify of %s on %s did not end by its deadline %s (phase %q): is the node's agent running?",
+				def, u.Status.OriginalNode, op.Spec.Deadline.UTC().Format(time.RFC3339), op.Status.Phase), nil
 		default:
 			running++
 		}

@@ -42,7 +42,6 @@ func (r *Reconciler) releaseTaints(ctx context.Context, s *scope) (engine.Outcom
 	if recorded {
 		return engine.Waiting(again, "recorded the taints to remove before removing them"), nil
 	}
-	var removed []string
 	for _, name := range s.joining() {
 		n := nodes[name]
 		base := n.DeepCopy()
@@ -53,7 +52,6 @@ func (r *Reconciler) releaseTaints(ctx context.Context, s *scope) (engine.Outcom
 		if err := r.Client.Patch(ctx, n, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return engine.Outcome{}, err
 		}
-		removed = append(removed, name)
 	}
 	if len(undo.Taints) == 0 {
 		return engine.Skipped("no joining node carries a taint of %s", strings.Join(keys, ", ")), nil

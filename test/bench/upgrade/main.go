@@ -24,7 +24,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -262,7 +261,6 @@ type seen struct {
 	start, end time.Time
 	stages     []stage
 	maxStep    int32
-	mu         sync.Mutex
 	// ops are the verify operations' intervals, from seen Running (or created) to seen ended.
 	ops map[string]*[2]time.Time
 }
