@@ -1,9 +1,6 @@
 package bondflip
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 )
@@ -14,25 +11,14 @@ import (
 type Progress struct {
 	// Nodes are the flip's nodes in their order.
 	Nodes []NodeProgress `json:"nodes"`
-	// Current is the step now running, else the one a gate holds (Waiting); nil for none.
-	Current *nwv1.WorkflowStep `json:"current,omitempty"`
+	// Gating is the step that runs or waits, the gate that holds it, what a person may
+	// approve and the step that failed. Approvable is a node's first step: the one the
+	// approval gate holds.
+	workflow.Gating
 	// CurrentPosition is the position of Current's node; 0 for the Preflight or none.
 	CurrentPosition int `json:"currentPosition,omitempty"`
-	// Held is the Held condition while it is True and the flip has not ended: which gate holds
-	// the next step, and why.
-	Held *metav1.Condition `json:"held,omitempty"`
-	// Approvable is the step waiting that a person may approve: the flip is Manual, the step
-	// is one the approval gate holds (a node's first), and it is not approved yet; "" when
-	// there is none.
-	Approvable string `json:"approvable,omitempty"`
-	// Approved is the step waiting once it is approved, and ApprovedBy who approved it, as
-	// the admission webhook stamped them ("" when it did not).
-	Approved   string `json:"approved,omitempty"`
-	ApprovedBy string `json:"approvedBy,omitempty"`
-	// Failed is the forward step whose failure (or cancellation) started the rollback of a
-	// flip that rolled back or failed, and FailedPosition its node (0 for the Preflight).
-	Failed         *nwv1.WorkflowStep `json:"failed,omitempty"`
-	FailedPosition int                `json:"failedPosition,omitempty"`
+	// FailedPosition is the position of Failed's node (0 for the Preflight).
+	FailedPosition int `json:"failedPosition,omitempty"`
 }
 
 // NodeProgress is one node of a flip.
@@ -74,33 +60,12 @@ func ProgressOf(f *nwv1.BondModeFlipPlan) Progress {
 		}
 	}
 
-	for _, state := range []nwv1.StepState{nwv1.StepRunning, nwv1.StepWaiting} {
-		for i := range st.Steps {
-			if p.Current == nil && st.Steps[i].State == state {
-				p.Current = st.Steps[i].DeepCopy()
-				p.CurrentPosition, _, _ = ParseStep(Step(p.Current.Name))
-			}
-		}
+	p.Gating = workflow.GatingOf(Plan{}, f.Spec.Approval, f.Annotations, st)
+	if p.Current != nil {
+		p.CurrentPosition, _, _ = ParseStep(Step(p.Current.Name))
 	}
-	if held := meta.FindStatusCondition(st.Conditions, nwv1.ConditionHeld); held != nil && held.Status == metav1.ConditionTrue && !st.Phase.Finished() {
-		p.Held = held.DeepCopy()
-	}
-	if c := p.Current; c != nil && c.State == nwv1.StepWaiting && f.Spec.Approval == nwv1.ApprovalManual &&
-		(Plan{}).Gates(Step(c.Name)).Has(workflow.GateApproval) {
-		if f.Annotations[nwv1.AnnotationApprove] == c.Name {
-			p.Approved, p.ApprovedBy = c.Name, f.Annotations[nwv1.AnnotationApprovedBy]
-		} else {
-			p.Approvable = c.Name
-		}
-	}
-	if st.Phase == nwv1.WorkflowRolledBack || st.Phase == nwv1.WorkflowFailed || st.Phase == nwv1.WorkflowRollingBack {
-		for i := range st.Steps {
-			if s := st.Steps[i]; s.State == nwv1.StepFailed || s.State == nwv1.StepCancelled {
-				p.Failed = s.DeepCopy()
-				p.FailedPosition, _, _ = ParseStep(Step(s.Name))
-				break
-			}
-		}
+	if p.Failed != nil {
+		p.FailedPosition, _, _ = ParseStep(Step(p.Failed.Name))
 	}
 	return p
 }
