@@ -187,11 +187,13 @@ func completeNodeOrder(f *Factory) cobra.CompletionFunc {
 	}
 }
 
-func completeFlips(f *Factory) cobra.CompletionFunc {
+// completeClusterNames completes the one argument, the name of a cluster-scoped object of the
+// kind newList lists.
+func completeClusterNames(f *Factory, newList func() client.ObjectList) cobra.CompletionFunc {
 	return func(_ *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		return completeNames(f, &nwv1.BondModeFlipPlanList{}, false, toComplete)
+		return completeNames(f, newList(), false, toComplete)
 	}
 }

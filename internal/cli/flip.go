@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"errors"
-	"fmt"
+	"context"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
 const flipHelp = `Create a BondModeFlipPlan: change the storage bond's mode to MODE on every node, one node at
@@ -65,7 +63,6 @@ var bondModes = []nwv1.BondMode{
 
 var (
 	vmProtections = []nwv1.VMProtection{nwv1.VMProtectionLiveMigrate, nwv1.VMProtectionStop, nwv1.VMProtectionNone}
-	approvals     = []nwv1.Approval{nwv1.ApprovalAutomatic, nwv1.ApprovalManual}
 )
 
 // The bounds of spec.connectivityTimeout, as the API's validation has them.
@@ -80,10 +77,11 @@ var bondInterfacePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,14}$
 
 // flipOptions are the flags of flip.
 type flipOptions struct {
-	to, bond, vmProtection, approval, window, name, output string
-	order                                                  []string
-	connectivityTimeout                                    time.Duration
-	wait                                                   waitOptions
+	to, bond, vmProtection, name, output string
+	order                                []string
+	connectivityTimeout                  time.Duration
+	gates                                gateOptions
+	wait                                 waitOptions
 }
 
 func newFlipCommand(f *Factory) *cobra.Command {
@@ -104,14 +102,12 @@ func newFlipCommand(f *Factory) *cobra.Command {
 	fl.StringVar(&o.vmProtection, "vm-protection", "", "What happens to a node's VMs while it is changed: LiveMigrate (the default), Stop or None.")
 	fl.DurationVar(&o.connectivityTimeout, "connectivity-timeout", 0, "How long a node may take to reach its peers again before it is rolled back, 10s to 10m. Default: 60s.")
 	fl.StringVar(&o.bond, "bond", "", "The bond to change (spec.bondInterface). Default: the one the site's EdgeProfile names.")
-	fl.StringVar(&o.approval, "approval", "", "Automatic (the default), or Manual: each node waits until a person approves it (kubectl nodewright approve).")
-	fl.StringVar(&o.window, "maintenance-window", "", `When a node may start being changed: "[DAYS ]HH:MM-HH:MM[ TIMEZONE]", e.g. "Sat,Sun 22:00-04:00 Europe/Berlin" (days comma-separated, every day when none; the time zone IANA, UTC when none; an end not after the start is on the next day).`)
+	o.gates.addFlags(cmd, "each node waits", "a node may start being changed")
 	fl.StringVar(&o.name, "name", "", "Name of the BondModeFlipPlan. Default: flip-to-MODE- and five random characters (a dot in MODE becomes a dash).")
 	outputFlag(cmd, &o.output, outputTable, outputJSON, outputYAML)
 	o.wait.addFlags(cmd, "flip")
 	_ = cmd.RegisterFlagCompletionFunc("to", completeWords(bondModes))
 	_ = cmd.RegisterFlagCompletionFunc("vm-protection", completeWords(vmProtections))
-	_ = cmd.RegisterFlagCompletionFunc("approval", completeWords(approvals))
 	_ = cmd.RegisterFlagCompletionFunc("order", completeNodeOrder(f))
 
 	cmd.AddCommand(newFlipListCommand(f), newFlipWatchCommand(f))
@@ -149,26 +145,13 @@ func buildFlip(cmd *cobra.Command, o *flipOptions) (*nwv1.BondModeFlipPlan, erro
 	flip := &nwv1.BondModeFlipPlan{Spec: nwv1.BondModeFlipPlanSpec{TargetMode: mode}}
 	s := &flip.Spec
 
-	if len(o.order) > maxFlipNodes {
-		return nil, usageErrorf("--order %s: at most %d nodes, got %d", strings.Join(o.order, ","), maxFlipNodes, len(o.order))
-	}
-	for _, node := range o.order {
-		if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
-			return nil, usageErrorf("--order: %q is not a node name: %s", node, strings.Join(errs, "; "))
-		}
-		if slices.Contains(s.NodeOrder, node) {
-			return nil, usageErrorf("--order: node %s is named twice", node)
-		}
-		s.NodeOrder = append(s.NodeOrder, node)
+	var err error
+	if s.NodeOrder, err = nodeNames("--order", o.order, maxFlipNodes); err != nil {
+		return nil, err
 	}
 	if o.vmProtection != "" {
 		if s.VMProtection, ok = oneOf(o.vmProtection, vmProtections); !ok {
 			return nil, usageErrorf("--vm-protection %q: want one of %s", o.vmProtection, joinModes(vmProtections))
-		}
-	}
-	if o.approval != "" {
-		if s.Approval, ok = oneOf(o.approval, approvals); !ok {
-			return nil, usageErrorf("--approval %q: want one of %s", o.approval, joinModes(approvals))
 		}
 	}
 	if cmd.Flags().Changed("connectivity-timeout") {
@@ -184,12 +167,8 @@ func buildFlip(cmd *cobra.Command, o *flipOptions) (*nwv1.BondModeFlipPlan, erro
 		}
 		s.BondInterface = o.bond
 	}
-	if o.window != "" {
-		w, err := parseMaintenanceWindow(o.window)
-		if err != nil {
-			return nil, usageErrorf("--maintenance-window %q: %w", o.window, err)
-		}
-		s.MaintenanceWindow = w
+	if s.Approval, s.MaintenanceWindow, err = o.gates.build(); err != nil {
+		return nil, err
 	}
 	flip.Name = o.name
 	if flip.Name == "" {
@@ -207,72 +186,6 @@ func defaultFlipName(mode nwv1.BondMode) string {
 	return "flip-to-" + strings.ReplaceAll(string(mode), ".", "-") + "-" + utilrand.String(5)
 }
 
-// windowTimes is the HH:MM-HH:MM of --maintenance-window.
-var windowTimes = regexp.MustCompile(`^(\d\d:\d\d)-(\d\d:\d\d)$`)
-
-// windowForm is what --maintenance-window looks like, for its errors.
-const windowForm = `want "[DAYS ]HH:MM-HH:MM[ TIMEZONE]", e.g. "Sat,Sun 22:00-04:00 Europe/Berlin"`
-
-// parseMaintenanceWindow reads "[DAYS ]HH:MM-HH:MM[ TIMEZONE]" into spec.maintenanceWindow:
-// DAYS comma-separated day names or their first three letters, in any case; the window is
-// then checked as the admission webhook checks it (workflow.ParseWindow).
-func parseMaintenanceWindow(text string) (*nwv1.MaintenanceWindow, error) {
-	fields := strings.Fields(text)
-	at := slices.IndexFunc(fields, windowTimes.MatchString)
-	if at < 0 || len(fields)-at > 2 {
-		return nil, errors.New(windowForm)
-	}
-	times := windowTimes.FindStringSubmatch(fields[at])
-	w := &nwv1.MaintenanceWindow{Start: times[1], End: times[2]}
-	if at > 0 {
-		// "Sat,Sun" or "Sat, Sun"
-		for _, d := range strings.Split(strings.Join(fields[:at], ""), ",") {
-			if d == "" {
-				continue
-			}
-			day, ok := weekday(d)
-			if !ok {
-				return nil, fmt.Errorf("%q is not a day of the week (Monday or Mon, ...); %s", d, windowForm)
-			}
-			if !slices.Contains(w.Days, day) {
-				w.Days = append(w.Days, day)
-			}
-		}
-	}
-	if at+1 < len(fields) {
-		w.TimeZone = fields[at+1]
-	}
-	if _, err := workflow.ParseWindow(w, "spec.maintenanceWindow"); err != nil {
-		return nil, err
-	}
-	return w, nil
-}
-
-var weekdays = []nwv1.Weekday{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}
-
-// weekday is the day s names: its name or its first three letters, in any case.
-func weekday(s string) (nwv1.Weekday, bool) {
-	for _, d := range weekdays {
-		if strings.EqualFold(s, string(d)) || strings.EqualFold(s, string(d)[:3]) {
-			return d, true
-		}
-	}
-	return "", false
-}
-
-// describeWindow writes a maintenance window as --maintenance-window takes it, the days in full.
-func describeWindow(w *nwv1.MaintenanceWindow) string {
-	days := "every day"
-	if len(w.Days) > 0 {
-		days = strings.Join(mapSlice(w.Days, func(d nwv1.Weekday) string { return string(d) }), ",")
-	}
-	zone := w.TimeZone
-	if zone == "" {
-		zone = "UTC"
-	}
-	return fmt.Sprintf("%s %s-%s %s", days, w.Start, w.End, zone)
-}
-
 func runFlip(cmd *cobra.Command, f *Factory, o *flipOptions) error {
 	if err := checkOutput(&o.output, outputTable, outputJSON, outputYAML); err != nil {
 		return err
@@ -281,23 +194,8 @@ func runFlip(cmd *cobra.Command, f *Factory, o *flipOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := o.wait.check(); err != nil {
-		return err
-	}
-	if o.wait.wait && o.output != outputTable {
-		return usageErrorf("--wait writes the flip's progress; it cannot be combined with --output %s", o.output)
-	}
-	c, err := f.Client()
-	if err != nil {
-		return err
-	}
-	if err := c.Create(cmd.Context(), flip); err != nil {
-		return apiError(err, flipKind, flip.Name)
-	}
-	if err := printCreated(f.Streams().Out, o.output, flipKind, flip, describeFlip(flip)); err != nil || !o.wait.wait {
-		return err
-	}
-	return watchFlip(cmd.Context(), f, c, flip.Name, o.wait)
+	return createAndFollow(cmd.Context(), f, flip, flipKind, "flip", o.output, o.wait, func() string { return describeFlip(flip) },
+		func(ctx context.Context, c client.WithWatch) error { return flips.follow(ctx, f, c, flip.Name, o.wait) })
 }
 
 // flipKind is the kind as the messages name it.
@@ -324,11 +222,5 @@ func describeFlip(flip *nwv1.BondModeFlipPlan) string {
 	if s.ConnectivityTimeout.Duration > 0 {
 		parts = append(parts, "connectivity timeout "+shortDuration(s.ConnectivityTimeout.Duration))
 	}
-	if s.Approval != "" {
-		parts = append(parts, "approval "+string(s.Approval))
-	}
-	if s.MaintenanceWindow != nil {
-		parts = append(parts, "maintenance window "+describeWindow(s.MaintenanceWindow))
-	}
-	return strings.Join(parts, ", ")
+	return strings.Join(append(parts, describeGates(s.Approval, s.MaintenanceWindow)...), ", ")
 }

@@ -1,11 +1,10 @@
 package cli
 
 import (
-	"fmt"
-	"slices"
-	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
@@ -24,45 +23,18 @@ const flipListExamples = `  kubectl nodewright flip list
   kubectl nodewright flip list -o json | jq -r '.items[] | select(.status.conditions[]? | .type == "Held" and .reason == "AwaitingApproval") | .metadata.name'`
 
 func newFlipListCommand(f *Factory) *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
-		Use:     "list",
-		Aliases: []string{"ls"},
-		Short:   "List the flips: target mode, phase, node and step, what holds it, age",
-		Long:    flipListHelp,
-		Example: flipListExamples,
-		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutput(&output, outputTable, outputJSON, outputYAML); err != nil {
-				return err
-			}
-			c, err := f.Client()
-			if err != nil {
-				return err
-			}
-			list := &nwv1.BondModeFlipPlanList{}
-			if err := c.List(cmd.Context(), list); err != nil {
-				return apiError(err, "bondmodeflipplans", "")
-			}
-			slices.SortFunc(list.Items, func(a, b nwv1.BondModeFlipPlan) int { return strings.Compare(a.Name, b.Name) })
-			out := f.Streams().Out
-			if output != outputTable {
-				return printObjects(out, output, list)
-			}
-			if len(list.Items) == 0 {
-				fmt.Fprintln(f.Streams().ErrOut, "No BondModeFlipPlans found.")
-				return nil
-			}
-			return flipTable(list.Items, f).write(out, palette{on: f.Color(out)})
+	return clusterListCommand{
+		short: "List the flips: target mode, phase, node and step, what holds it, age", long: flipListHelp, example: flipListExamples,
+		kind:    "BondModeFlipPlan",
+		newList: func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} },
+		table: func(list client.ObjectList, now time.Time) *table {
+			return flipTable(list.(*nwv1.BondModeFlipPlanList).Items, now)
 		},
-	}
-	outputFlag(cmd, &output, outputTable, outputJSON, outputYAML)
-	return cmd
+	}.build(f)
 }
 
-func flipTable(items []nwv1.BondModeFlipPlan, f *Factory) *table {
+func flipTable(items []nwv1.BondModeFlipPlan, now time.Time) *table {
 	t := &table{header: []string{"NAME", "TARGET", "PHASE", "NODE", "STEP", "HELD BY", "AGE"}}
-	now := f.Now()
 	for i := range items {
 		flip := &items[i]
 		st := &flip.Status.WorkflowStatus

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -27,12 +25,7 @@ import (
 // deleteFlipWhenDone deletes the flip name when the test ends.
 func deleteFlipWhenDone(t *testing.T, name string) {
 	t.Helper()
-	t.Cleanup(func() {
-		err := env.Client.Delete(context.Background(), &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: name}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Error(err)
-		}
-	})
+	deleteWhenDone(t, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: name}})
 }
 
 func getFlip(t *testing.T, name string) *nwv1.BondModeFlipPlan {
@@ -96,14 +89,7 @@ func TestFlipCreatesTheFlip(t *testing.T) {
 
 // Each mistake is a usage error that names the flag and says what it wants; nothing is created.
 func TestFlipUsageErrors(t *testing.T) {
-	before := &nwv1.BondModeFlipPlanList{}
-	if err := env.Client.List(context.Background(), before); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	wantUsageErrors(t, func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} }, []usageCase{
 		{[]string{"flip"}, "Error: --to MODE is required: the bond mode every node ends with (balance-rr, active-backup, balance-xor, broadcast, 802.3ad, balance-tlb, balance-alb)"},
 		{[]string{"flip", "--to", "lacp"}, `Error: --to "lacp": not a bond mode (LACP is 802.3ad): want one of balance-rr, active-backup, balance-xor, broadcast, 802.3ad, balance-tlb, balance-alb`},
 		{[]string{"flip", "--to", "4"}, `Error: --to "4": not a bond mode: want one of`},
@@ -126,45 +112,11 @@ func TestFlipUsageErrors(t *testing.T) {
 		{[]string{"flip", "somewhere"}, `Error: unknown command "somewhere" for "kubectl nodewright flip"`},
 		{[]string{"flip", "watch"}, "Error: kubectl nodewright flip watch wants the NAME of a BondModeFlipPlan, got 0 arguments"},
 		{[]string{"flip", "list", "extra"}, `Error: unknown command "extra" for "kubectl nodewright flip list"`},
-	} {
-		r := plugin(t, runOpts{}, c.args...)
-		r.wantCode(t, ExitUsage)
-		if !strings.HasPrefix(r.stderr, c.want) || !strings.Contains(r.stderr, "--help' for usage.") {
-			t.Errorf("%v: stderr %q, want it to start with %q and point at --help", c.args, r.stderr, c.want)
-		}
-	}
-	after := &nwv1.BondModeFlipPlanList{}
-	if err := env.Client.List(context.Background(), after); err != nil || len(after.Items) != len(before.Items) {
-		t.Fatalf("a usage error created something: %v %d flips, %d before", err, len(after.Items), len(before.Items))
-	}
-}
-
-// storeFlip stores the flip of a story's version with its status (and annotations), as the
-// operator and the webhook would have written them, and deletes it when the test ends.
-func storeFlip(t *testing.T, v *nwv1.BondModeFlipPlan) *nwv1.BondModeFlipPlan {
-	t.Helper()
-	ctx := context.Background()
-	f := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Annotations: v.Annotations}, Spec: v.Spec}
-	if err := env.Client.Create(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	deleteFlipWhenDone(t, v.Name)
-	f.Status = *v.Status.DeepCopy()
-	if err := env.Client.Status().Update(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	})
 }
 
 func TestFlipList(t *testing.T) {
-	// None: nothing on standard output, a note on standard error, exit code 0.
-	if list := (&nwv1.BondModeFlipPlanList{}); env.Client.List(context.Background(), list) == nil && len(list.Items) == 0 {
-		r := plugin(t, runOpts{}, "flip", "list")
-		r.wantCode(t, ExitOK)
-		if r.stdout != "" || r.stderr != "No BondModeFlipPlans found.\n" {
-			t.Errorf("stdout %q stderr %q", r.stdout, r.stderr)
-		}
-	}
+	wantNoneListed(t, func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} }, "No BondModeFlipPlans found.", "flip", "list")
 
 	manual := manualSucceededStory(t, "list-manual")
 	rolledBack := rolledBackStory(t, "list-rolledback")
@@ -174,17 +126,16 @@ func TestFlipList(t *testing.T) {
 		return ok && st.Name == "Node2Confirm"
 	})
 	running.Name = "list-running"
-	storeFlip(t, waiting)
-	storeFlip(t, running)
-	storeFlip(t, rolledBack[len(rolledBack)-1].Flip)
-	pending := manual[0].Flip.DeepCopy()
+	storeWorkflow(t, waiting)
+	storeWorkflow(t, running)
+	storeWorkflow(t, rolledBack[len(rolledBack)-1].Obj)
+	pending := manual[0].Obj.DeepCopy()
 	pending.Name, pending.Status = "list-pending", nwv1.BondModeFlipPlanStatus{}
-	storeFlip(t, pending)
+	storeWorkflow(t, pending)
 
 	r := plugin(t, runOpts{}, "flip", "list")
 	r.wantCode(t, ExitOK)
-	got := regexp.MustCompile(`(?m)   \d+s$`).ReplaceAllString(r.stdout, "   AGE")
-	wantAll(t, "flip list", got,
+	wantAll(t, "flip list", ages.ReplaceAllString(r.stdout, "   AGE"),
 		"NAME              TARGET    PHASE        NODE              STEP                        HELD BY            AGE\n",
 		"list-manual       802.3ad   Running      edge-2 (2 of 2)   Node2ProtectVMs (waiting)   AwaitingApproval   AGE\n",
 		"list-pending      802.3ad   Pending      -                 -                           -                  AGE\n",
@@ -211,40 +162,6 @@ func TestFlipList(t *testing.T) {
 	}
 }
 
-// replayFlip stores the first version of a story's flip and, once the watch has shown it,
-// writes each later version: its annotations as the approve command and the webhook would,
-// its status through the status subresource as the operator would. The test waits for the
-// returned channel before it ends.
-func replayFlip(t *testing.T, snaps []flipSnapshot, shown func()) <-chan struct{} {
-	t.Helper()
-	ctx := context.Background()
-	f := storeFlip(t, snaps[0].Flip)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		shown()
-		prev := snaps[0].Flip
-		for i, s := range snaps[1:] {
-			if !equality.Semantic.DeepEqual(prev.Annotations, s.Flip.Annotations) {
-				f.Annotations = s.Flip.Annotations
-				if err := env.Client.Update(ctx, f); err != nil {
-					t.Errorf("writing the annotations of version %d: %v", i+2, err)
-					return
-				}
-			}
-			if !equality.Semantic.DeepEqual(prev.Status, s.Flip.Status) {
-				f.Status = *s.Flip.Status.DeepCopy()
-				if err := env.Client.Status().Update(ctx, f); err != nil {
-					t.Errorf("writing version %d: %v", i+2, err)
-					return
-				}
-			}
-			prev = s.Flip
-		}
-	}()
-	return done
-}
-
 // flip watch, driven by the API server's watch as the story's versions are written, writes
 // exactly the log of the golden file (times aside), and --wait gives the outcome's exit code.
 func TestFlipWatchFollowsTheAPIServer(t *testing.T) {
@@ -258,25 +175,8 @@ func TestFlipWatchFollowsTheAPIServer(t *testing.T) {
 		{"flip-rolledback", nil, ExitOK}, // without --wait, ending is all that counts
 	} {
 		t.Run(c.story+strings.Join(c.args, ""), func(t *testing.T) {
-			name := "watch-" + strings.TrimPrefix(c.story, "flip-") + strings.Join(c.args, "")
-			name = strings.ReplaceAll(name, "--", "-")
-			snaps := flipStories[c.story](t, name)
-			out := &testenv.SyncBuffer{}
-			replayed := replayFlip(t, snaps, func() { waitForOutput(out, "phase Pending") })
-			r := plugin(t, runOpts{stdout: out}, append([]string{"flip", "watch", name}, c.args...)...)
-			<-replayed
-			r.wantCode(t, c.code)
-			want, err := os.ReadFile(filepath.Join("testdata", c.story+".lines.golden"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			expected := strings.ReplaceAll(timestamps.ReplaceAllString(string(want), "T "), "to-lacp", name)
-			if got := timestamps.ReplaceAllString(r.stdout, "T "); got != expected {
-				t.Errorf("watch log:\n%s\nwant:\n%s", got, expected)
-			}
-			if r.stderr != "" {
-				t.Errorf("stderr %q", r.stderr)
-			}
+			name := "watch-" + strings.TrimPrefix(c.story, "flip-") + strings.ReplaceAll(strings.Join(c.args, ""), "--", "-")
+			watchReplay(t, "flip", flipStories[c.story](t, name), c.story+".lines.golden", "to-lacp", c.args, c.code)
 		})
 	}
 }
@@ -284,43 +184,19 @@ func TestFlipWatchFollowsTheAPIServer(t *testing.T) {
 // On a terminal the view is redrawn in place, with the command that approves the waiting step.
 func TestFlipWatchOnATerminal(t *testing.T) {
 	snaps := manualSucceededStory(t, "watch-terminal")
-	storeFlip(t, heldAt(t, snaps, "Node1ProtectVMs"))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := &testenv.SyncBuffer{}
-	done := make(chan invocation, 1)
-	go func() {
-		done <- plugin(t, runOpts{ctx: ctx, stdout: out, terminal: true}, "flip", "watch", "watch-terminal")
-	}()
-	waitForOutput(out, "Approve it: kubectl nodewright approve bondflip/watch-terminal --step Node1ProtectVMs")
-	ctx2 := context.Background()
-	f := getFlip(t, "watch-terminal")
-	f.Annotations = map[string]string{nwv1.AnnotationApprove: "Node1ProtectVMs", nwv1.AnnotationApprovedBy: "ada@example.com"}
-	if err := env.Client.Update(ctx2, f); err != nil {
-		t.Fatal(err)
-	}
-	waitForOutput(out, "step Node1ProtectVMs is approved by ada@example.com")
-	cancel()
-	r := <-done
-	r.wantCode(t, ExitNotFinished) // interrupted, as migrate watch
+	r := approvedOnATerminal(t, "flip", heldAt(t, snaps, "Node1ProtectVMs"), "bondflip/watch-terminal", "Node1ProtectVMs")
 	if !strings.Contains(r.stdout, "\x1b[9A\x1b[J") {
 		t.Errorf("the second frame does not move back over the first:\n%q", r.stdout)
-	}
-	if !strings.Contains(r.stdout, "step Node1ProtectVMs is approved by ada@example.com") {
-		t.Errorf("the approval is not shown:\n%s", r.stdout)
 	}
 }
 
 func TestFlipWaitEndsEarly(t *testing.T) {
 	manual := manualSucceededStory(t, "slow-flip")
-	storeFlip(t, manual[2].Flip) // the Preflight runs
+	storeWorkflow(t, manual[2].Obj) // the Preflight runs
 
 	// --timeout: exit code 3, saying where it stood.
-	r := plugin(t, runOpts{}, "flip", "watch", "slow-flip", "--wait", "--timeout", "1s")
-	r.wantCode(t, ExitNotFinished)
-	if want := "Error: timed out after 1s waiting for bondmodeflipplan/slow-flip: phase Running, step Preflight\n"; r.stderr != want {
-		t.Errorf("stderr %q, want %q", r.stderr, want)
-	}
+	wantError(t, ExitNotFinished, "Error: timed out after 1s waiting for bondmodeflipplan/slow-flip: phase Running, step Preflight\n",
+		"flip", "watch", "slow-flip", "--wait", "--timeout", "1s")
 
 	// Deleted while waited on: 1.
 	out := &testenv.SyncBuffer{}
@@ -328,18 +204,14 @@ func TestFlipWaitEndsEarly(t *testing.T) {
 		waitForOutput(out, "step Preflight Running")
 		_ = env.Client.Delete(context.Background(), &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "slow-flip"}})
 	}()
-	r = plugin(t, runOpts{stdout: out}, "flip", "watch", "slow-flip", "--wait")
+	r := plugin(t, runOpts{stdout: out}, "flip", "watch", "slow-flip", "--wait")
 	r.wantCode(t, ExitFailed)
 	if want := "Error: bondmodeflipplan/slow-flip was deleted before it finished (phase Running)\n"; r.stderr != want {
 		t.Errorf("stderr %q, want %q", r.stderr, want)
 	}
 
 	// Not there at all: 1 at once.
-	r = plugin(t, runOpts{}, "flip", "watch", "nope", "--wait")
-	r.wantCode(t, ExitFailed)
-	if want := "Error: bondmodeflipplan/nope not found\n"; r.stderr != want {
-		t.Errorf("stderr %q, want %q", r.stderr, want)
-	}
+	wantError(t, ExitFailed, "Error: bondmodeflipplan/nope not found\n", "flip", "watch", "nope", "--wait")
 }
 
 // flip --wait creates the flip and follows it like flip watch --wait: 0 when it Succeeded,
@@ -354,27 +226,10 @@ func TestFlipWait(t *testing.T) {
 	} {
 		t.Run(c.story, func(t *testing.T) {
 			name := "wait-" + strings.TrimPrefix(c.story, "flip-")
-			deleteFlipWhenDone(t, name)
 			snaps := flipStories[c.story](t, name)
-			last := snaps[len(snaps)-1].Flip
-			out := &testenv.SyncBuffer{}
-			written := make(chan struct{})
-			go func() {
-				defer close(written)
-				waitForOutput(out, "phase Pending")
-				f := &nwv1.BondModeFlipPlan{}
-				if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, f); err != nil {
-					t.Error(err)
-					return
-				}
-				f.Status = *last.Status.DeepCopy()
-				if err := env.Client.Status().Update(context.Background(), f); err != nil {
-					t.Error(err)
-				}
-			}()
-			args := []string{"flip", "--to", string(last.Spec.TargetMode), "--name", name, "--order", strings.Join(last.Spec.NodeOrder, ","), "--wait", "--timeout", "2m"}
-			r := plugin(t, runOpts{stdout: out}, args...)
-			<-written
+			last := snaps[len(snaps)-1].Obj
+			r := createAndEnd(t, func() *nwv1.BondModeFlipPlan { return &nwv1.BondModeFlipPlan{} }, last,
+				"flip", "--to", string(last.Spec.TargetMode), "--name", name, "--order", strings.Join(last.Spec.NodeOrder, ","), "--wait", "--timeout", "2m")
 			r.wantCode(t, c.code)
 			wantAll(t, "stdout", r.stdout, "bondmodeflipplan/"+name+" created: ", "phase "+string(last.Status.Phase)+"\n", c.result)
 		})
@@ -391,11 +246,8 @@ func TestFlipCompletion(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
 	}
-	storeFlip(t, manualSucceededStory(t, "cmpl-flip")[0].Flip)
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
+	storeWorkflow(t, manualSucceededStory(t, "cmpl-flip")[0].Obj)
+	wantCompletions(t, []completionCase{
 		{[]string{"flip", "--to", "8"}, "802.3ad\n:4\n"},
 		{[]string{"flip", "--to", "balance-"}, "balance-rr\nbalance-xor\nbalance-tlb\nbalance-alb\n:4\n"},
 		{[]string{"flip", "--vm-protection", "l"}, "LiveMigrate\n:4\n"},
@@ -403,10 +255,5 @@ func TestFlipCompletion(t *testing.T) {
 		{[]string{"flip", "--order", "cmpl-"}, "cmpl-edge-1\ncmpl-edge-2\n:6\n"},
 		{[]string{"flip", "--order", "cmpl-edge-2,cmpl-"}, "cmpl-edge-2,cmpl-edge-1\n:6\n"},
 		{[]string{"flip", "watch", "cmpl-"}, "cmpl-flip\n:4\n"},
-	} {
-		r := plugin(t, runOpts{}, append([]string{"__complete"}, c.args...)...)
-		if !strings.HasPrefix(r.stdout, c.want) {
-			t.Errorf("completing %v: %q, want %q", c.args, r.stdout, c.want)
-		}
-	}
+	})
 }

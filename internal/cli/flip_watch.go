@@ -1,10 +1,6 @@
 package cli
 
 import (
-	"context"
-	"io"
-	"time"
-
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,50 +31,12 @@ const flipWatchExamples = `  # The live view
   # In a script: block until it ends, fail unless it Succeeded, give up after two hours
   kubectl nodewright flip watch to-lacp --wait --timeout 2h`
 
+// flips are the BondModeFlipPlans, as flip watch shows them.
+var flips = gatedKind[*nwv1.BondModeFlipPlan]{kind: flipKind, apiKind: "BondModeFlipPlan", noun: "flip",
+	newObject: func() *nwv1.BondModeFlipPlan { return &nwv1.BondModeFlipPlan{} },
+	newList:   func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} },
+	frame:     renderFlipFrame, changes: flipChangeLines}
+
 func newFlipWatchCommand(f *Factory) *cobra.Command {
-	return watchCommand{
-		short: "Follow a flip node by node: modes, steps, the gate that holds it, the result, live", long: flipWatchHelp, example: flipWatchExamples,
-		kind: "BondModeFlipPlan", noun: "flip", complete: completeFlips(f),
-		watch: func(ctx context.Context, c client.WithWatch, name string, o waitOptions) error {
-			return watchFlip(ctx, f, c, name, o)
-		},
-	}.build(f)
-}
-
-// watchFlip follows the flip until its phase is final (follow), drawing the live view on a
-// terminal or writing the change log elsewhere.
-func watchFlip(ctx context.Context, f *Factory, c client.WithWatch, name string, o waitOptions) error {
-	out := f.Streams().Out
-	view := newFlipView(out, f.IsTerminal(out), palette{on: f.Color(out)}, terminalWidth(out))
-	target := followTarget[*nwv1.BondModeFlipPlan]{kind: flipKind, name: name,
-		newObject: func() *nwv1.BondModeFlipPlan { return &nwv1.BondModeFlipPlan{} },
-		newList:   func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} }}
-	return follow(ctx, f, c, target, view, o)
-}
-
-// flipView writes the view of a flip: redrawn in place on a terminal, or as a log of changes.
-type flipView struct {
-	terminalView
-	last *nwv1.BondModeFlipPlan
-}
-
-func newFlipView(w io.Writer, live bool, pal palette, width int) *flipView {
-	return &flipView{terminalView: terminalView{w: w, inPlace: live, pal: pal, width: width}}
-}
-
-func (v *flipView) show(flip *nwv1.BondModeFlipPlan, _ bool, at time.Time) {
-	prev := v.last
-	v.last = flip.DeepCopy()
-	if v.inPlace {
-		v.redraw(at)
-		return
-	}
-	v.print(flipChangeLines(prev, v.last, at))
-}
-
-func (v *flipView) redraw(now time.Time) {
-	if !v.inPlace || v.last == nil {
-		return
-	}
-	v.replace(renderFlipFrame(v.last, now))
+	return flips.watchCommand(f, "Follow a flip node by node: modes, steps, the gate that holds it, the result, live", flipWatchHelp, flipWatchExamples)
 }

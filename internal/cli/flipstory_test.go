@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -15,142 +12,40 @@ import (
 )
 
 // flipSnapshot is a version of a flip and when it arrived.
-type flipSnapshot struct {
-	At   time.Time
-	Flip *nwv1.BondModeFlipPlan
-}
+type flipSnapshot = storySnapshot[*nwv1.BondModeFlipPlan]
 
-// flipStory writes the versions of a flip's status as its controller would: the transitions
-// through the shared workflow machine and status code (internal/workflow) on the flip's plan
-// (internal/bondflip), the Held condition of the gates, the approval as the webhook stamps it,
-// and status.nodes derived from the steps as the controller derives it; each version is kept
-// with the time it arrived.
-type flipStory struct {
-	t     *testing.T
-	plan  bondflip.Plan
-	flip  *nwv1.BondModeFlipPlan
-	state workflow.State
-	now   time.Time
-	snaps []flipSnapshot
-}
-
-// newFlipStory starts the story of flip, whose nodes (spec.nodeOrder) run modes, at t0. The
-// first version is the flip as created: no status.
-func newFlipStory(t *testing.T, flip *nwv1.BondModeFlipPlan, modes []nwv1.BondMode, t0 time.Time) *flipStory {
+// newFlipStory starts the story (gatedStory) of flip, whose nodes (spec.nodeOrder) run modes,
+// at t0: the first version is the flip as created, no status. With each transition
+// status.nodes is derived from the steps as the controller derives it, with what the node's
+// agent reports.
+func newFlipStory(t *testing.T, flip *nwv1.BondModeFlipPlan, modes []nwv1.BondMode, t0 time.Time) *gatedStory[*nwv1.BondModeFlipPlan] {
 	t.Helper()
 	plan, err := bondflip.NewPlan(len(flip.Spec.NodeOrder))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &flipStory{t: t, plan: plan, flip: flip.DeepCopy(), state: workflow.Pending, now: t0}
-	s.flip.CreationTimestamp = metav1.NewTime(t0)
+	flip = flip.DeepCopy()
 	for i, name := range flip.Spec.NodeOrder {
-		s.flip.Status.Nodes = append(s.flip.Status.Nodes, nwv1.NodeFlip{Name: name, Position: int32(i + 1), CurrentMode: modes[i], State: nwv1.NodeFlipPending})
+		flip.Status.Nodes = append(flip.Status.Nodes, nwv1.NodeFlip{Name: name, Position: int32(i + 1), CurrentMode: modes[i], State: nwv1.NodeFlipPending})
 	}
-	s.snap()
-	return s
-}
-
-func (s *flipStory) after(d time.Duration) *flipStory {
-	s.now = s.now.Add(d)
-	return s
-}
-
-func (s *flipStory) snap() {
-	s.snaps = append(s.snaps, flipSnapshot{At: s.now, Flip: s.flip.DeepCopy()})
-}
-
-func (s *flipStory) node(position int) *nwv1.NodeFlip {
-	return &s.flip.Status.Nodes[position-1]
-}
-
-// event moves the machine on by e (the running step ending with message), records what the
-// node's agent reports, and derives the nodes' states. A step it leaves Waiting is held, or
-// admitted, by the gates' next check (held, admit).
-func (s *flipStory) event(e workflow.Event, message string) *flipStory {
-	s.t.Helper()
-	next, err := workflow.Next(s.plan, s.state, e)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	st := &s.flip.Status.WorkflowStatus
-	workflow.Transition(st, s.plan, bondflip.Kind, 1, s.state, next, e, message, false, metav1.NewTime(s.now))
-	if k, part, ok := bondflip.ParseStep(s.state.Step); ok && e == workflow.StepSucceeded {
-		switch part {
-		case bondflip.SetBondMode:
-			s.node(k).CurrentMode = s.flip.Spec.TargetMode
-		case bondflip.RollbackBondMode:
-			s.node(k).CurrentMode = s.node(k).PreviousMode
+	node := func(position int) *nwv1.NodeFlip { return &flip.Status.Nodes[position-1] }
+	derive := func(from, to workflow.State, e workflow.Event) {
+		if k, part, ok := bondflip.ParseStep(from.Step); ok && e == workflow.StepSucceeded {
+			switch part {
+			case bondflip.SetBondMode:
+				node(k).CurrentMode = flip.Spec.TargetMode
+			case bondflip.RollbackBondMode:
+				node(k).CurrentMode = node(k).PreviousMode
+			}
+		}
+		if k, part, ok := bondflip.ParseStep(to.Step); ok && part == bondflip.ProtectVMs && e != "" {
+			node(k).PreviousMode = node(k).CurrentMode // recorded before the node is changed
+		}
+		for i := range flip.Status.Nodes {
+			flip.Status.Nodes[i].State = bondflip.NodeState(&flip.Status.WorkflowStatus, i+1)
 		}
 	}
-	if k, part, ok := bondflip.ParseStep(next.Step); ok && part == bondflip.ProtectVMs {
-		s.node(k).PreviousMode = s.node(k).CurrentMode // recorded before the node is changed
-	}
-	s.state = next
-	s.nodes()
-	s.snap()
-	return s
-}
-
-func (s *flipStory) nodes() {
-	for i := range s.flip.Status.Nodes {
-		s.flip.Status.Nodes[i].State = bondflip.NodeState(&s.flip.Status.WorkflowStatus, i+1)
-	}
-}
-
-func (s *flipStory) setHeld(status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&s.flip.Status.Conditions, metav1.Condition{Type: nwv1.ConditionHeld, Status: status,
-		Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(s.now), ObservedGeneration: 1})
-}
-
-// held has a gate hold the waiting step, as the engine says.
-func (s *flipStory) held(reason, message string) *flipStory {
-	s.setHeld(metav1.ConditionTrue, reason, message)
-	s.snap()
-	return s
-}
-
-// awaitingApproval holds the waiting step for a person, with the engine's message.
-func (s *flipStory) awaitingApproval() *flipStory {
-	return s.held(nwv1.ReasonAwaitingApproval, fmt.Sprintf("awaiting approval: kubectl nodewright approve bondmodeflipplan/%s", s.flip.Name))
-}
-
-// approve sets the approve annotation to the waiting step, stamped with by, as approve and
-// the admission webhook do.
-func (s *flipStory) approve(by string) *flipStory {
-	s.flip.Annotations = map[string]string{nwv1.AnnotationApprove: string(s.state.Step), nwv1.AnnotationApprovedBy: by}
-	s.snap()
-	return s
-}
-
-// admit starts the waiting step, its gates open.
-func (s *flipStory) admit() *flipStory {
-	st := &s.flip.Status.WorkflowStatus
-	by := ""
-	if s.flip.Annotations[nwv1.AnnotationApprove] == string(s.state.Step) {
-		by = s.flip.Annotations[nwv1.AnnotationApprovedBy]
-	}
-	workflow.Admit(st, s.state.Step, by, metav1.NewTime(s.now))
-	s.setHeld(metav1.ConditionFalse, nwv1.ReasonGatesOpen, "no gate holds the next step")
-	s.nodes()
-	s.snap()
-	return s
-}
-
-// says sets the running step's message.
-func (s *flipStory) says(message string) *flipStory {
-	workflow.StepMessage(&s.flip.Status.WorkflowStatus, s.state.Step, message)
-	s.snap()
-	return s
-}
-
-// succeed ends the running step and, when the next waits at gates that are open, admits it.
-func (s *flipStory) succeed(message string) *flipStory {
-	s.event(workflow.StepSucceeded, message)
-	if workflow.Waiting(&s.flip.Status.WorkflowStatus, s.state.Step) && s.flip.Spec.Approval != nwv1.ApprovalManual {
-		s.after(time.Second).admit()
-	}
-	return s
+	return newGatedStory(t, plan, bondflip.Kind, flip, t0, derive)
 }
 
 // manualSucceededStory is a Manual flip of two nodes from active-backup to 802.3ad: each node
@@ -208,18 +103,6 @@ func rolledBackStory(t *testing.T, name string) []flipSnapshot {
 	return s.snaps
 }
 
-// firstVersion is the first of snaps's flips for which is holds; the test fails without one.
-func firstVersion(t *testing.T, snaps []flipSnapshot, what string, is func(*nwv1.BondModeFlipPlan) bool) *nwv1.BondModeFlipPlan {
-	t.Helper()
-	for _, s := range snaps {
-		if is(s.Flip) {
-			return s.Flip.DeepCopy()
-		}
-	}
-	t.Fatalf("the story never has %s", what)
-	return nil
-}
-
 // heldAt is the first version of the story in which a gate holds step.
 func heldAt(t *testing.T, snaps []flipSnapshot, step string) *nwv1.BondModeFlipPlan {
 	t.Helper()
@@ -227,14 +110,4 @@ func heldAt(t *testing.T, snaps []flipSnapshot, step string) *nwv1.BondModeFlipP
 		p := bondflip.ProgressOf(f)
 		return p.Current != nil && p.Current.Name == step && p.Current.State == nwv1.StepWaiting && p.Held != nil
 	})
-}
-
-// wantAll fails the test for each of wants that got (what) does not say.
-func wantAll(t *testing.T, what, got string, wants ...string) {
-	t.Helper()
-	for _, want := range wants {
-		if !strings.Contains(got, want) {
-			t.Errorf("%s does not say %q:\n%s", what, want, got)
-		}
-	}
 }

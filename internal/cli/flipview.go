@@ -5,8 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 )
@@ -49,6 +47,9 @@ var nodeIcons = map[nwv1.NodeFlipState]struct {
 	nwv1.NodeFlipRolledBack:  {"↩", yellow},
 	nwv1.NodeFlipFailed:      {"✗", red},
 }
+
+// flipRef names a flip as approve takes it.
+func flipRef(name string) string { return "bondflip/" + name }
 
 // flipHeader names the flip and what it does.
 func flipHeader(f *nwv1.BondModeFlipPlan) string {
@@ -106,49 +107,10 @@ func renderFlipFrame(f *nwv1.BondModeFlipPlan, now time.Time) []line {
 			out = append(out, stepLine("      ", s, stepWidth, now))
 		}
 	}
-	out = append(out, heldLines(f.Name, p)...)
+	out = append(out, heldLines(flipRef(f.Name), p.Gating)...)
 	if st.Phase.Finished() {
 		out = append(out, line{})
 		out = append(out, flipFinalLines(f)...)
-	}
-	return out
-}
-
-// approveCommand is the command that approves the step a Manual flip waits on; "" when no
-// step waits for a person.
-func approveCommand(name string, p bondflip.Progress) string {
-	if p.Approvable == "" {
-		return ""
-	}
-	return fmt.Sprintf("kubectl nodewright approve bondflip/%s --step %s", name, p.Approvable)
-}
-
-// approvedNote says who approved the step waiting, once approved; "" otherwise.
-func approvedNote(p bondflip.Progress) string {
-	if p.Approved == "" {
-		return ""
-	}
-	note := "step " + p.Approved + " is approved"
-	if p.ApprovedBy != "" {
-		note += " by " + p.ApprovedBy
-	}
-	return note
-}
-
-// heldLines say which gate holds the next step and why, and what a person can do about it.
-func heldLines(name string, p bondflip.Progress) []line {
-	var out []line
-	if held := p.Held; held != nil {
-		text := "  ‖ Held: " + held.Reason
-		if held.Message != "" {
-			text += ": " + oneLine(held.Message)
-		}
-		out = append(out, line{text: text, style: yellow})
-	}
-	if cmd := approveCommand(name, p); cmd != "" {
-		out = append(out, line{text: "    Approve it: " + cmd, style: bold})
-	} else if note := approvedNote(p); note != "" {
-		out = append(out, line{text: "    " + note + "; it starts once its other gates open", style: dim})
 	}
 	return out
 }
@@ -162,14 +124,7 @@ func flipFinalLines(f *nwv1.BondModeFlipPlan) []line {
 	if p := bondflip.ProgressOf(f); p.FailedPosition > 0 {
 		result += " on node " + nodeName(p, p.FailedPosition)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, nwv1.ConditionSucceeded); c != nil {
-		if st.Phase != nwv1.WorkflowSucceeded && c.Reason != "" {
-			result += ": " + c.Reason
-		}
-		if c.Message != "" {
-			result += ": " + oneLine(c.Message)
-		}
-	}
+	result += succeededText(st)
 	return []line{{text: result, style: phaseLineStyle(st.Phase)}}
 }
 
@@ -200,19 +155,7 @@ func flipChangeLines(prev, cur *nwv1.BondModeFlipPlan, seen time.Time) []line {
 		}
 		out = append(out, line{text: at + " " + nodeText(n), style: nodeIcons[n.State].style})
 	}
-	if held := p.Held; held != nil && (was.Held == nil || held.Reason != was.Held.Reason || held.Message != was.Held.Message) {
-		text := fmt.Sprintf("%s held %s", at, held.Reason)
-		if held.Message != "" {
-			text += ": " + oneLine(held.Message)
-		}
-		out = append(out, line{text: text, style: yellow})
-	}
-	if cmd := approveCommand(cur.Name, p); cmd != "" && (prev == nil || approveCommand(prev.Name, was) != cmd) {
-		out = append(out, line{text: fmt.Sprintf("%s approve it: %s", at, cmd), style: bold})
-	}
-	if note := approvedNote(p); note != "" && approvedNote(was) != note {
-		out = append(out, line{text: at + " " + note})
-	}
+	out = append(out, gatingChangeLines(flipRef(cur.Name), was.Gating, p.Gating, at)...)
 	if st.Phase.Finished() {
 		out = append(out, flipFinalLines(cur)...)
 	}

@@ -25,40 +25,43 @@ var flipStories = map[string]func(*testing.T, string) []flipSnapshot{
 	"flip-rolledback":       rolledBackStory,
 }
 
-// The live view, frame by frame: at each version's arrival, and five seconds later while the
-// next is later still (the once-a-second redraw: the running step's duration moves on).
-func TestFlipWatchFramesGolden(t *testing.T) {
+// The live view, frame by frame, and the log a script reads (goldenViews).
+func TestFlipWatchGolden(t *testing.T) {
 	for name, story := range flipStories {
-		t.Run(name, func(t *testing.T) {
-			snaps := story(t, "to-lacp")
-			var b strings.Builder
-			for i, s := range snaps {
-				clocks := []time.Time{s.At}
-				if i+1 < len(snaps) && snaps[i+1].At.Sub(s.At) > 5*time.Second {
-					clocks = append(clocks, s.At.Add(5*time.Second))
-				}
-				for _, now := range clocks {
-					fmt.Fprintf(&b, "=== %s (version %d)\n", now.Format("15:04:05"), i+1)
-					b.WriteString(frameText(renderFlipFrame(s.Flip, now)))
-				}
-			}
-			golden(t, name+".frames.golden", b.String())
-		})
+		t.Run(name, func(t *testing.T) { goldenViews(t, name, story(t, "to-lacp"), flips) })
 	}
 }
 
-// The log a script reads: one line per phase, step, node or gate change, then the result.
-func TestFlipWatchLinesGolden(t *testing.T) {
-	for name, story := range flipStories {
-		t.Run(name, func(t *testing.T) {
-			var out bytes.Buffer
-			view := newFlipView(&out, false, palette{}, 0)
-			for _, s := range story(t, "to-lacp") {
-				view.show(s.Flip, false, s.At)
-			}
-			golden(t, name+".lines.golden", out.String())
-		})
+// goldenViews compares the views of a story's workflow with the golden files name.frames.golden
+// and name.lines.golden. The live view, frame by frame: at each version's arrival, and five
+// seconds later while the next is later still (the once-a-second redraw: the running step's
+// duration moves on). The log a script reads: one line per change, then the result.
+func goldenViews[O gatedWorkflow](t *testing.T, name string, snaps []storySnapshot[O], kind gatedKind[O]) {
+	t.Helper()
+	golden(t, name+".frames.golden", storyFrames(snaps, kind.frame))
+	var out bytes.Buffer
+	view := kind.view(&out, false, palette{}, 0)
+	for _, s := range snaps {
+		view.show(s.Obj, false, s.At)
 	}
+	golden(t, name+".lines.golden", out.String())
+}
+
+// storyFrames are the frames render draws of a story: at each version's arrival, and five
+// seconds later while the next is later still.
+func storyFrames[O gatedWorkflow](snaps []storySnapshot[O], render func(O, time.Time) []line) string {
+	var b strings.Builder
+	for i, s := range snaps {
+		clocks := []time.Time{s.At}
+		if i+1 < len(snaps) && snaps[i+1].At.Sub(s.At) > 5*time.Second {
+			clocks = append(clocks, s.At.Add(5*time.Second))
+		}
+		for _, now := range clocks {
+			fmt.Fprintf(&b, "=== %s (version %d)\n", now.Format("15:04:05"), i+1)
+			b.WriteString(frameText(render(s.Obj, now)))
+		}
+	}
+	return b.String()
 }
 
 // What a person must know is in the view: each node's modes and state, the step waiting and
@@ -74,7 +77,7 @@ func TestFlipViewSaysWhatWaitsAndWhy(t *testing.T) {
 		"    Approve it: kubectl nodewright approve bondflip/to-lacp --step Node2ProtectVMs\n")
 
 	rolledBack := rolledBackStory(t, "to-lacp")
-	last := rolledBack[len(rolledBack)-1].Flip
+	last := rolledBack[len(rolledBack)-1].Obj
 	end := frameText(flipFinalLines(last))
 	if want := "Result: RolledBack after 3m11s on node edge-3 (2 of 3): Node2ConfirmFailed: step Node2Confirm failed: edge-3 did not reach its peers within 60s; its agent restored active-backup; rolled back: every node runs the bond mode it had before the flip\n"; end != want {
 		t.Errorf("the result:\n%q\nwant\n%q", end, want)

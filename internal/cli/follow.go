@@ -40,6 +40,30 @@ func (o *waitOptions) check() error {
 	return nil
 }
 
+// createAndFollow creates obj (kind as messages name it: bondmodeflipplan), says what it
+// created (printCreated: the line with describe's words, or the object as -o output asks),
+// and with --wait follows it to its end with follow. noun names it in the messages ("flip").
+func createAndFollow(ctx context.Context, f *Factory, obj client.Object, kind, noun, output string, wait waitOptions,
+	describe func() string, follow func(context.Context, client.WithWatch) error) error {
+	if err := wait.check(); err != nil {
+		return err
+	}
+	if wait.wait && output != outputTable {
+		return usageErrorf("--wait writes the %s's progress; it cannot be combined with --output %s", noun, output)
+	}
+	c, err := f.Client()
+	if err != nil {
+		return err
+	}
+	if err := c.Create(ctx, obj); err != nil {
+		return apiError(err, kind, obj.GetName())
+	}
+	if err := printCreated(f.Streams().Out, output, kind, obj, describe()); err != nil || !wait.wait {
+		return err
+	}
+	return follow(ctx, c)
+}
+
 // watchCommand is the `watch NAME` subcommand of a workflow kind.
 type watchCommand struct {
 	short, long, example string

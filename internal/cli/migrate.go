@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
@@ -164,23 +166,10 @@ func runMigrate(cmd *cobra.Command, f *Factory, o *migrateOptions, args []string
 	if err != nil {
 		return err
 	}
-	if err := o.wait.check(); err != nil {
-		return err
-	}
-	if o.wait.wait && o.output != outputTable {
-		return usageErrorf("--wait writes the migration's progress; it cannot be combined with --output %s", o.output)
-	}
-	c, err := f.Client()
-	if err != nil {
-		return err
-	}
-	if err := c.Create(cmd.Context(), m); err != nil {
-		return apiError(err, "vmvolumemigration", m.Name)
-	}
-	if err := printCreated(f.Streams().Out, o.output, "vmvolumemigration", m, describeMigration(m)); err != nil || !o.wait.wait {
-		return err
-	}
-	return watchMigration(cmd.Context(), f, c, namespace, m.Name, o.wait)
+	return createAndFollow(cmd.Context(), f, m, "vmvolumemigration", "migration", o.output, o.wait, func() string { return describeMigration(m) },
+		func(ctx context.Context, c client.WithWatch) error {
+			return watchMigration(ctx, f, c, namespace, m.Name, o.wait)
+		})
 }
 
 // describeMigration is one line saying what a migration does, with the defaults the webhook

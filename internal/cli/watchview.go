@@ -159,12 +159,15 @@ func phaseOf(m *nwv1.VMVolumeMigration) nwv1.WorkflowPhase {
 const barWidth = 30
 
 // progressBar draws done of total as a bar of barWidth cells.
-func progressBar(done, total int64) string {
+func progressBar(done, total int64) string { return bar(done, total, barWidth) }
+
+// bar draws done of total as a bar of cells.
+func bar(done, total int64, cells int) string {
 	filled := 0
 	if total > 0 {
-		filled = int(math.Min(float64(barWidth), float64(done)*barWidth/float64(total)))
+		filled = int(math.Min(float64(cells), float64(done)*float64(cells)/float64(total)))
 	}
-	return "[" + strings.Repeat("█", filled) + strings.Repeat("░", barWidth-filled) + "]"
+	return "[" + strings.Repeat("█", filled) + strings.Repeat("░", cells-filled) + "]"
 }
 
 // progressLine is the bar, the bytes, the rate and the ETA, or how long nothing moved.
