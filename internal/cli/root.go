@@ -1,5 +1,5 @@
 // Package cli is kubectl-nodewright, the kubectl plugin: cobra commands that read and drive
-// Nodewright's objects (status, migrate, flip, approve, events) and wrap its offline tools (audit,
+// Nodewright's objects (status, migrate, flip, upgrade, approve, events) and wrap its offline tools (audit,
 // profile). cmd/kubectl-nodewright only wires it to the process.
 //
 // Every command writes to the IOStreams it was given and reports its outcome as an error that
@@ -25,8 +25,8 @@ import (
 // command keeps.
 const rootHelp = `kubectl nodewright shows and drives Nodewright, the operator of small edge storage
 clusters: the cluster's health rolled up from the legacy DaemonSet, VM volume migrations,
-bond-mode flips and the approval of their steps, the events of both, the audit trail and
-signed EdgeProfiles.
+bond-mode flips and replication upgrades and the approval of their steps, the events, the
+audit trail and signed EdgeProfiles.
 
 It reads the same kubeconfig, context and namespace flags as kubectl (--kubeconfig,
 --context, -n/--namespace, --as, ...).
@@ -36,12 +36,13 @@ Exit codes, the same for every command:
   1  the operation failed or was refused (the API server's refusal is printed as the
      admission webhook wrote it; approve: nothing to approve, or no right to), or a check
      found a problem (audit verify, profile verify),
-     or a migration or flip waited on ended Failed or RolledBack, or the folder audit tail
-     reads cannot be read
+     or a migration, flip or upgrade waited on ended Failed or RolledBack, or the folder
+     audit tail reads cannot be read
   2  usage error: an unknown command or flag, a wrong number of arguments, a bad value,
      an unreadable file
-  3  migrate --wait / migrate watch --wait / flip --wait / flip watch --wait: the wait ended
-     before the workflow finished (--timeout passed, or it was interrupted)`
+  3  migrate --wait / migrate watch --wait / flip --wait / flip watch --wait /
+     upgrade --wait / upgrade watch --wait: the wait ended before the workflow finished
+     (--timeout passed, or it was interrupted)`
 
 const rootExamples = `  # The cluster's phase and why, its nodes, profile and recent warnings
   kubectl nodewright status
@@ -52,6 +53,10 @@ const rootExamples = `  # The cluster's phase and why, its nodes, profile and re
   # Move every node's storage bond to LACP, one node at a time, and follow it
   kubectl nodewright flip --to 802.3ad --name to-lacp --approval Manual
   kubectl nodewright flip watch to-lacp
+
+  # Replicate the single-node storage onto edge-2, each stage approved by a person
+  kubectl nodewright upgrade --peer edge-2 --approval Manual to-two
+  kubectl nodewright upgrade watch to-two
 
   # Approve the step a Manual bond-mode flip waits on
   kubectl nodewright approve bondmodeflipplan/to-lacp
@@ -122,7 +127,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	root := &cobra.Command{
 		Use:     "kubectl-nodewright",
-		Short:   "Show and drive Nodewright: cluster status, volume migrations, bond-mode flips, approvals, events, audit trail, profiles",
+		Short:   "Show and drive Nodewright: cluster status, volume migrations, bond-mode flips, replication upgrades, approvals, events, audit trail, profiles",
 		Long:    rootHelp,
 		Example: rootExamples,
 		Annotations: map[string]string{
@@ -148,6 +153,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newStatusCommand,
 		newMigrateCommand,
 		newFlipCommand,
+		newUpgradeCommand,
 		newApproveCommand,
 		newEventsCommand,
 		newAuditCommand,
