@@ -114,29 +114,32 @@ type approveResult struct {
 	Errors   []fieldError `json:"errors,omitempty"`
 }
 
-// approveFlip approves, as the user, the step the page showed a Manual flip waiting on, with
-// the code of `kubectl nodewright approve` (cli.Approve): the approve annotation set with the
+// approve is the handler that approves, as the user, the step the page showed a Manual
+// workflow of kind (bondmodeflipplan, replicationupgrade) waiting on, with the code of
+// `kubectl nodewright approve` (cli.Approve): the approve annotation set with the
 // resourceVersion read, the step checked again; the admission webhook stamps the user as the
-// approver. A refusal (the step no longer waits, the user may not update the flip, the
+// approver. A refusal (the step no longer waits, the user may not update the workflow, the
 // webhook) goes back to the page in those words.
-func (s *server) approveFlip(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	var req approveRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req); err != nil || req.Step == "" {
-		writeJSON(w, http.StatusBadRequest, approveResult{Name: name, Errors: []fieldError{{Message: "the request names no step to approve"}}})
-		return
-	}
-	ctx, warnings := collectWarnings(r.Context())
-	done, err := cli.Approve(ctx, s.client, "bondmodeflipplan", name, req.Step)
-	if err != nil {
-		status := statusOf(err)
-		if status == http.StatusBadGateway {
-			status = http.StatusConflict // the flip is not where the page showed it
+func (s *server) approve(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		var req approveRequest
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10)).Decode(&req); err != nil || req.Step == "" {
+			writeJSON(w, http.StatusBadRequest, approveResult{Name: name, Errors: []fieldError{{Message: "the request names no step to approve"}}})
+			return
 		}
-		writeJSON(w, status, approveResult{Name: name, Errors: []fieldError{{Message: err.Error()}}, Warnings: warnings.list()})
-		return
+		ctx, warnings := collectWarnings(r.Context())
+		done, err := cli.Approve(ctx, s.client, kind, name, req.Step)
+		if err != nil {
+			status := statusOf(err)
+			if status == http.StatusBadGateway {
+				status = http.StatusConflict // the workflow is not where the page showed it
+			}
+			writeJSON(w, status, approveResult{Name: name, Errors: []fieldError{{Message: err.Error()}}, Warnings: warnings.list()})
+			return
+		}
+		writeJSON(w, http.StatusOK, approveResult{Name: name, Lines: done.Lines(), Warnings: warnings.list()})
 	}
-	writeJSON(w, http.StatusOK, approveResult{Name: name, Lines: done.Lines(), Warnings: warnings.list()})
 }
 
 // generateName is a prefix the API server completes: vm-volume-xxxxx.

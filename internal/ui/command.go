@@ -14,9 +14,10 @@ func NewCommand(f *cli.Factory) *cobra.Command {
 		Use:   "ui",
 		Short: "Serve the Nodewright web UI on 127.0.0.1, with your own credentials",
 		Long: `Serves a local web page that shows the cluster (phase, legacy state timeline, nodes),
-the bond-mode flips (node by node, what waits and why), the volume migrations (steps,
-progress, checksums, live) and an audit trail; it starts or cancels migrations and approves
-the step a Manual flip waits on. It talks to the API server with your kubeconfig's credentials, so it can do
+the replication upgrades (stage by stage, the synchronisation replica by replica, what waits
+and why), the bond-mode flips (node by node, what waits and why), the volume migrations
+(steps, progress, checksums, live) and an audit trail; it starts or cancels migrations and
+approves the step a Manual flip or upgrade waits on. It talks to the API server with your kubeconfig's credentials, so it can do
 exactly what you can with kubectl and nothing more; the page's URL carries a secret token and
 the server answers only on the loopback address.
 

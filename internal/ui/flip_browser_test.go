@@ -18,6 +18,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/internal/ui"
+	"github.com/spectrocloud/nodewright/internal/workflow"
 )
 
 // flipNodes are the test flip's nodes, in its order.
@@ -39,54 +40,19 @@ func partOf(s bondflip.Step) string {
 	return part
 }
 
-// flipProgress writes into f's status what its controller would have written with the first
-// done forward steps succeeded and the next one in state next (none when done is all of them):
-// Waiting, with the Held condition's reason; Running; or Failed, the flip rolled back (the
-// rollback steps succeeded). With the phase, the steps' times and the nodes' view.
+// flipWords are what a flip's steps say.
+var flipWords = stepWords{
+	done:    func(s workflow.Step) string { return stepMessages[partOf(s)] },
+	running: "waiting for the agent's checkpoint",
+	failed:  "edge-3 did not reach its peers within 60s",
+}
+
+// flipProgress writes into f's status what its controller would have written (writeProgress),
+// and the nodes' view.
 func flipProgress(f *nwv1.BondModeFlipPlan, done int, next nwv1.StepState, reason string) {
 	plan, _ := bondflip.NewPlan(len(flipNodes))
-	forward := plan.Forward()
-	t0 := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
 	st := &f.Status
-	st.Phase, st.StartTime, st.Steps = nwv1.WorkflowRunning, &metav1.Time{Time: t0}, nil
-	for i, step := range forward {
-		s := nwv1.WorkflowStep{Name: string(step), State: nwv1.StepPending}
-		at := metav1.NewTime(t0.Add(time.Duration(i) * 10 * time.Second))
-		switch {
-		case i < done:
-			end := metav1.NewTime(at.Add(7 * time.Second))
-			s.State, s.StartedAt, s.FinishedAt, s.Message = nwv1.StepSucceeded, &at, &end, stepMessages[partOf(step)]
-		case i == done && next == nwv1.StepRunning:
-			s.State, s.StartedAt, s.Message = next, &at, "waiting for the agent's checkpoint"
-		case i == done && next == nwv1.StepWaiting:
-			s.State = next
-		case i == done && next == nwv1.StepFailed:
-			end := metav1.NewTime(at.Add(time.Minute))
-			s.State, s.StartedAt, s.FinishedAt, s.Message = next, &at, &end, "edge-3 did not reach its peers within 60s"
-		case i > done && next == nwv1.StepFailed:
-			s.State = nwv1.StepSkipped
-		}
-		st.Steps = append(st.Steps, s)
-	}
-	if next == nwv1.StepFailed {
-		end := metav1.NewTime(t0.Add(5 * time.Minute))
-		for _, step := range plan.Rollback(forward[done]) {
-			st.Steps = append(st.Steps, nwv1.WorkflowStep{Name: string(step), State: nwv1.StepSucceeded, StartedAt: &end, FinishedAt: &end})
-		}
-		st.Phase, st.CompletionTime = nwv1.WorkflowRolledBack, &end
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionSucceeded, Status: metav1.ConditionFalse,
-			Reason: string(forward[done]) + "Failed", Message: "step " + string(forward[done]) + " failed: edge-3 did not reach its peers within 60s; " + bondflip.Kind.RolledBack})
-	}
-	if done == len(forward) {
-		st.Phase, st.CompletionTime = nwv1.WorkflowSucceeded, &metav1.Time{Time: t0.Add(5 * time.Minute)}
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionSucceeded, Status: metav1.ConditionTrue,
-			Reason: nwv1.ReasonSucceeded, Message: bondflip.Kind.Succeeded})
-	}
-	held := metav1.Condition{Type: nwv1.ConditionHeld, Status: metav1.ConditionFalse, Reason: nwv1.ReasonGatesOpen, Message: "no gate holds the next step"}
-	if next == nwv1.StepWaiting {
-		held.Status, held.Reason, held.Message = metav1.ConditionTrue, reason, "awaiting approval: kubectl nodewright approve bondmodeflipplan/"+f.Name
-	}
-	meta.SetStatusCondition(&st.Conditions, held)
+	writeProgress(&st.WorkflowStatus, plan, bondflip.Kind, "bondmodeflipplan/"+f.Name, done, next, reason, flipWords)
 	st.Nodes = nil
 	for i, name := range flipNodes {
 		node := nwv1.NodeFlip{Name: name, Position: int32(i + 1), CurrentMode: nwv1.BondModeActiveBackup,
@@ -133,16 +99,7 @@ func TestFlipOnTheWorkflowsPage(t *testing.T) {
 	}
 	write := func(done int, next nwv1.StepState, reason string) {
 		t.Helper()
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			if err := own.Client.Get(ctx, client.ObjectKeyFromObject(flip), flip); err != nil {
-				return err
-			}
-			flipProgress(flip, done, next, reason)
-			return own.Client.Status().Update(ctx, flip)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		writeStatus(t, own, flip, func() { flipProgress(flip, done, next, reason) })
 	}
 	// The Preflight passed; the first node's first step waits for a person.
 	write(1, nwv1.StepWaiting, nwv1.ReasonAwaitingApproval)
@@ -255,11 +212,85 @@ func as(e *testenv.Env, user string) *rest.Config {
 	return cfg
 }
 
-func annotationsOf(t *testing.T, e *testenv.Env, f *nwv1.BondModeFlipPlan) map[string]string {
+func annotationsOf(t *testing.T, e *testenv.Env, obj client.Object) map[string]string {
 	t.Helper()
-	got := &nwv1.BondModeFlipPlan{}
-	if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(f), got); err != nil {
+	got := obj.DeepCopyObject().(client.Object)
+	if err := e.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), got); err != nil {
 		t.Fatal(err)
 	}
-	return got.Annotations
+	return got.GetAnnotations()
+}
+
+// writeStatus reads obj afresh, changes it and writes its status, as its controller would,
+// again when another write came in between.
+func writeStatus(t *testing.T, e *testenv.Env, obj client.Object, change func()) {
+	t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return e.Client.Status().Update(ctx, obj)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stepWords are what a workflow's steps say: done, the message of a step that succeeded;
+// running, the running one's; failed, the one that failed.
+type stepWords struct {
+	done            func(workflow.Step) string
+	running, failed string
+}
+
+// writeProgress writes into st what a cluster-wide workflow's controller would have written
+// with the first done forward steps of plan succeeded and the next one in state next (none
+// when done is all of them): Waiting, with the Held condition's reason; Running; or Failed,
+// the workflow rolled back (the rollback steps succeeded). With the phase, the steps' times and
+// the Succeeded condition as kind words it; ref names the workflow as approve takes it
+// (bondmodeflipplan/NAME).
+func writeProgress(st *nwv1.WorkflowStatus, plan workflow.Plan, kind workflow.Kind, ref string, done int, next nwv1.StepState, reason string, words stepWords) {
+	forward := plan.Forward()
+	t0 := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	st.Phase, st.StartTime, st.Steps = nwv1.WorkflowRunning, &metav1.Time{Time: t0}, nil
+	for i, step := range forward {
+		s := nwv1.WorkflowStep{Name: string(step), State: nwv1.StepPending}
+		at := metav1.NewTime(t0.Add(time.Duration(i) * 10 * time.Second))
+		switch {
+		case i < done:
+			end := metav1.NewTime(at.Add(7 * time.Second))
+			s.State, s.StartedAt, s.FinishedAt, s.Message = nwv1.StepSucceeded, &at, &end, words.done(step)
+		case i == done && next == nwv1.StepRunning:
+			s.State, s.StartedAt, s.Message = next, &at, words.running
+		case i == done && next == nwv1.StepWaiting:
+			s.State = next
+		case i == done && next == nwv1.StepFailed:
+			end := metav1.NewTime(at.Add(time.Minute))
+			s.State, s.StartedAt, s.FinishedAt, s.Message = next, &at, &end, words.failed
+		case i > done && next == nwv1.StepFailed:
+			s.State = nwv1.StepSkipped
+		}
+		st.Steps = append(st.Steps, s)
+	}
+	if next == nwv1.StepFailed {
+		end := metav1.NewTime(t0.Add(5 * time.Minute))
+		for _, step := range plan.Rollback(forward[done]) {
+			st.Steps = append(st.Steps, nwv1.WorkflowStep{Name: string(step), State: nwv1.StepSucceeded, StartedAt: &end, FinishedAt: &end})
+		}
+		st.Phase, st.CompletionTime = nwv1.WorkflowRolledBack, &end
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionSucceeded, Status: metav1.ConditionFalse,
+			Reason: string(forward[done]) + "Failed", Message: "step " + string(forward[done]) + " failed: " + words.failed + "; " + kind.RolledBack})
+	}
+	if done == len(forward) {
+		st.Phase, st.CompletionTime = nwv1.WorkflowSucceeded, &metav1.Time{Time: t0.Add(5 * time.Minute)}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionSucceeded, Status: metav1.ConditionTrue,
+			Reason: nwv1.ReasonSucceeded, Message: kind.Succeeded})
+	}
+	held := metav1.Condition{Type: nwv1.ConditionHeld, Status: metav1.ConditionFalse, Reason: nwv1.ReasonGatesOpen, Message: "no gate holds the next step"}
+	if next == nwv1.StepWaiting {
+		held.Status, held.Reason, held.Message = metav1.ConditionTrue, reason, "awaiting approval: kubectl nodewright approve "+ref
+	}
+	meta.SetStatusCondition(&st.Conditions, held)
 }

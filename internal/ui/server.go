@@ -82,7 +82,8 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 	s.mux.HandleFunc("GET /api/choices", s.choices)
 	s.mux.HandleFunc("POST /api/migrations", s.createMigration)
 	s.mux.HandleFunc("DELETE /api/migrations/{namespace}/{name}", s.deleteMigration)
-	s.mux.HandleFunc("POST /api/flips/{name}/approve", s.approveFlip)
+	s.mux.HandleFunc("POST /api/flips/{name}/approve", s.approve("bondmodeflipplan"))
+	s.mux.HandleFunc("POST /api/upgrades/{name}/approve", s.approve("replicationupgrade"))
 	return s, nil
 }
 

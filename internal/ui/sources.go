@@ -18,6 +18,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/bridge"
+	"github.com/spectrocloud/nodewright/internal/replupgrade"
 )
 
 // The kinds the page knows, as it names them.
@@ -25,8 +26,10 @@ const (
 	kindCluster   = "NodewrightCluster"
 	kindAgent     = "NodewrightAgentStatus"
 	kindMigration = "VMVolumeMigration"
-	// kindFlip are the BondModeFlipPlans, cluster-scoped: shown whatever the page's namespace.
+	// kindFlip are the BondModeFlipPlans and kindUpgrade the ReplicationUpgrades,
+	// cluster-scoped: shown whatever the page's namespace.
 	kindFlip    = "BondModeFlipPlan"
+	kindUpgrade = "ReplicationUpgrade"
 	kindProfile = "EdgeProfile"
 	// kindLegacy is the legacy DaemonSet's ConfigMap: its heartbeats are live, where the
 	// agent statuses record only when freshness changed.
@@ -67,6 +70,8 @@ func (h *hub) startLocked() {
 			newList: func() client.ObjectList { return &nwv1.VMVolumeMigrationList{} }, example: &nwv1.VMVolumeMigration{}},
 		{kind: kindFlip, newList: func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} }, example: &nwv1.BondModeFlipPlan{},
 			encode: encodeFlip},
+		{kind: kindUpgrade, newList: func() client.ObjectList { return &nwv1.ReplicationUpgradeList{} }, example: &nwv1.ReplicationUpgrade{},
+			encode: encodeUpgrade},
 	}
 	for _, src := range sources {
 		r.wg.Go(func() { h.inform(ctx, r.gen, src) })
@@ -249,4 +254,17 @@ func encodeFlip(o client.Object) any {
 	f := o.(*nwv1.BondModeFlipPlan).DeepCopy()
 	f.ManagedFields = nil
 	return shownFlip{BondModeFlipPlan: f, Progress: bondflip.ProgressOf(f)}
+}
+
+// shownUpgrade is an upgrade with where it stands (replupgrade.ProgressOf), so that the page
+// shows what `kubectl nodewright upgrade watch` shows without deriving it again.
+type shownUpgrade struct {
+	*nwv1.ReplicationUpgrade
+	Progress replupgrade.Progress `json:"progress"`
+}
+
+func encodeUpgrade(o client.Object) any {
+	u := o.(*nwv1.ReplicationUpgrade).DeepCopy()
+	u.ManagedFields = nil
+	return shownUpgrade{ReplicationUpgrade: u, Progress: replupgrade.ProgressOf(u)}
 }

@@ -1,6 +1,7 @@
 // Package ui serves the thin web UI behind `kubectl nodewright ui`: a page on 127.0.0.1 that
-// shows the cluster's health, the migrations, the bond-mode flips and the audit trail, live,
-// can start and cancel a migration, and approves the step a Manual flip waits on.
+// shows the cluster's health, the migrations, the replication upgrades, the bond-mode flips
+// and the audit trail, live, can start and cancel a migration, and approves the step a Manual
+// flip or upgrade waits on.
 //
 // It acts with the user's own credentials (the rest.Config from their kubeconfig), never with
 // privileges of its own: what the page shows is what the user may read, and what it does is

@@ -348,7 +348,8 @@ function short(s, n) {
 const finished = new Set(['Succeeded', 'RolledBack', 'Failed']);
 
 function renderWorkflows() {
-  replace(document.getElementById('workflow-problems'), problemsFor(['BondModeFlipPlan', 'VMVolumeMigration']));
+  replace(document.getElementById('workflow-problems'), problemsFor(['ReplicationUpgrade', 'BondModeFlipPlan', 'VMVolumeMigration']));
+  renderUpgrades();
   renderFlips();
   const el = document.getElementById('migrations');
   const ms = objects('VMVolumeMigration').sort((a, b) =>
@@ -455,19 +456,30 @@ const nodeLooks = {
   Pending: ['○', 'neutral'], InProgress: ['↻', 'info'], Done: ['✔', 'ok'],
   RollingBack: ['↶', 'warn'], RolledBack: ['↩', 'warn'], Failed: ['✖', 'bad'],
 };
-const flipFeedback = {}; // flip key -> { step, tone, text } of the last approval tried from this page
+// The cluster-wide workflow kinds whose steps a person approves: where the page approves,
+// what the command says, and the word for one.
+const gatedKinds = {
+  flip: { api: 'flips', ref: 'bondflip', noun: 'flip' },
+  upgrade: { api: 'upgrades', ref: 'rupg', noun: 'upgrade' },
+};
+const approveFeedback = {}; // workflow key -> { step, tone, text } of the last approval tried from this page
 
 function renderFlips() {
-  const el = document.getElementById('flips');
-  const fs = objects('BondModeFlipPlan').sort((a, b) =>
+  renderCards('flips', 'BondModeFlipPlan', flipCard,
+    ['No BondModeFlipPlan. Start one with ', h('code', {}, 'kubectl nodewright flip --to MODE'), '.']);
+}
+
+// renderCards shows the objects of a cluster-scoped kind in the element elId, newest first,
+// each as card makes it; empty says there are none.
+function renderCards(elId, kind, card, empty) {
+  const el = document.getElementById(elId);
+  const list = objects(kind).sort((a, b) =>
     new Date(b.metadata.creationTimestamp) - new Date(a.metadata.creationTimestamp) || a.metadata.name.localeCompare(b.metadata.name));
-  if (!fs.length) {
-    replace(el, h('p', { class: 'hint' }, store.synced.BondModeFlipPlan
-      ? ['No BondModeFlipPlan. Start one with ', h('code', {}, 'kubectl nodewright flip --to MODE'), '.']
-      : 'Loading…'));
+  if (!list.length) {
+    replace(el, h('p', { class: 'hint' }, store.synced[kind] ? empty : 'Loading…'));
     return;
   }
-  replace(el, fs.map(flipCard));
+  replace(el, list.map(card));
 }
 
 // modesText is the node's bond mode as its agent last reported it, after the mode it had
@@ -499,7 +511,6 @@ function flipCard(f) {
   const who = f.metadata.annotations && f.metadata.annotations['nodewright.spectrocloud.com/requested-by'];
   const succeeded = condition(f, 'Succeeded');
   const preflight = (st.steps || []).find((s) => s.name === 'Preflight');
-  const window = spec.maintenanceWindow;
   const nodeOf = (position) => p.nodes[position - 1];
   const failedOn = p.failed && p.failedPosition ? ` on node ${nodeOf(p.failedPosition).name} (${p.failedPosition} of ${p.nodes.length})` : '';
   return h('article', { class: `card migration flip tone-edge-${(looks[phase] || [])[1] || 'neutral'}`, id, 'data-key': key, 'data-phase': phase, 'aria-labelledby': `${id}-title` },
@@ -508,7 +519,7 @@ function flipCard(f) {
       badge(phase, { id: `${id}-phase` })),
     h('p', { class: 'sub' }, 'Bond mode → ', h('strong', {}, spec.targetMode), ' on ', h('strong', {}, spec.bondInterface || 'the profile’s bond'),
       ` · VM protection ${spec.vmProtection || 'LiveMigrate'} · approval ${spec.approval || 'Automatic'}`,
-      window ? ` · window ${(window.days || []).join(', ') || 'every day'} ${window.start}–${window.end} ${window.timeZone || 'UTC'}` : '',
+      windowText(spec.maintenanceWindow),
       who ? [' · requested by ', h('strong', { class: 'requested-by' }, who)] : ''),
     preflight ? stepItem(preflight) : null,
     p.nodes.length ? h('ol', { class: 'flip-nodes', 'aria-label': `Nodes of ${name}, in the order they are changed` }, p.nodes.map((n) => {
@@ -523,29 +534,50 @@ function flipCard(f) {
         current ? stepItem(current) : null,
         failed ? stepItem(failed) : null);
     })) : h('p', { class: 'hint' }, 'The operator names the nodes when the flip starts.'),
-    p.held ? h('p', { class: 'notice tone-warn held' }, h('span', { 'aria-hidden': 'true' }, '‖ '),
-      h('strong', {}, `${p.current ? p.current.name : 'The next step'} waits: `), h('span', { class: 'reason' }, p.held.reason),
-      p.held.message ? ` — ${p.held.message}` : '') : null,
-    approval(f, key, p),
-    finished.has(phase) && phase !== 'Succeeded' && succeeded ? h('p', { class: 'notice tone-bad result' }, h('span', { 'aria-hidden': 'true' }, '✖ '),
-      `${phase}${failedOn}: ${succeeded.reason}: ${succeeded.message}`) : null,
-    phase === 'Succeeded' && succeeded ? h('p', { class: 'notice tone-ok result' }, h('span', { 'aria-hidden': 'true' }, '✔ '), succeeded.message) : null,
+    heldNotice(p),
+    approval(gatedKinds.flip, f, key, p),
+    resultNotice(phase, succeeded, failedOn),
     (st.steps || []).length ? details(`${key}#steps`, `All steps (${st.steps.length})`, steps(st)) : null);
 }
 
-// approval is the Approve button of a Manual flip whose step waits for a person, with the
-// command that does the same, or who approved it; and what the last approval tried said.
-function approval(f, key, p) {
-  const name = f.metadata.name;
-  // What the last approval said, while its step is the flip's current one.
-  const fb = flipFeedback[key] && p.current && p.current.name === flipFeedback[key].step ? flipFeedback[key] : null;
+// heldNotice says which gate holds the next step of a cluster-wide workflow, and why.
+function heldNotice(p) {
+  if (!p.held) return null;
+  return h('p', { class: 'notice tone-warn held' }, h('span', { 'aria-hidden': 'true' }, '‖ '),
+    h('strong', {}, `${p.current ? p.current.name : 'The next step'} waits: `), h('span', { class: 'reason' }, p.held.reason),
+    p.held.message ? ` — ${p.held.message}` : '');
+}
+
+// resultNotice says how a finished workflow ended: the Succeeded condition's message, and for
+// one that did not succeed its phase, where (failedOn) and the reason.
+function resultNotice(phase, succeeded, failedOn) {
+  if (!finished.has(phase) || !succeeded) return null;
+  if (phase === 'Succeeded') {
+    return h('p', { class: 'notice tone-ok result' }, h('span', { 'aria-hidden': 'true' }, '✔ '), succeeded.message);
+  }
+  return h('p', { class: 'notice tone-bad result' }, h('span', { 'aria-hidden': 'true' }, '✖ '),
+    `${phase}${failedOn}: ${succeeded.reason}: ${succeeded.message}`);
+}
+
+// windowText is a maintenance window as the page words it.
+function windowText(w) {
+  return w ? ` · window ${(w.days || []).join(', ') || 'every day'} ${w.start}–${w.end} ${w.timeZone || 'UTC'}` : '';
+}
+
+// approval is the Approve button of a Manual workflow (of kind, one of gatedKinds) whose step
+// waits for a person, with the command that does the same, or who approved it; and what the
+// last approval tried said.
+function approval(kind, obj, key, p) {
+  const name = obj.metadata.name;
+  // What the last approval said, while its step is the workflow's current one.
+  const fb = approveFeedback[key] && p.current && p.current.name === approveFeedback[key].step ? approveFeedback[key] : null;
   const feedback = fb ? h('p', { class: `notice tone-${fb.tone} approve-feedback`, role: fb.tone === 'bad' ? 'alert' : 'status', tabindex: '-1', 'data-key': `${key}#feedback` },
     h('span', { 'aria-hidden': 'true' }, fb.tone === 'bad' ? '✖ ' : '✔ '), fb.text) : null;
   if (p.approvable) {
     return h('div', { class: 'actions approve' },
-      h('button', { type: 'button', class: 'primary', 'data-key': `${key}#approve`, 'data-step': p.approvable, onclick: () => approveStep(f, p.approvable) },
+      h('button', { type: 'button', class: 'primary', 'data-key': `${key}#approve`, 'data-step': p.approvable, onclick: () => approveStep(kind, name, key, p.approvable) },
         `Approve ${p.approvable}`),
-      h('p', { class: 'hint' }, 'Approves as you, as ', h('code', {}, `kubectl nodewright approve bondflip/${name} --step ${p.approvable}`), ' does.'),
+      h('p', { class: 'hint' }, 'Approves as you, as ', h('code', {}, `kubectl nodewright approve ${kind.ref}/${name} --step ${p.approvable}`), ' does.'),
       feedback);
   }
   if (p.approved) {
@@ -557,20 +589,96 @@ function approval(f, key, p) {
   return feedback;
 }
 
-async function approveStep(f, step) {
-  const name = f.metadata.name;
-  const key = `flip/${name}`;
-  const res = await api('POST', `/api/flips/${encodeURIComponent(name)}/approve`, { step });
+async function approveStep(kind, name, key, step) {
+  const res = await api('POST', `/api/${kind.api}/${encodeURIComponent(name)}/approve`, { step });
   if (res.ok) {
-    flipFeedback[key] = { step, tone: 'ok', text: (res.body.lines || []).join(' ') || `Approved step ${step}.` };
-    announce(`Approved step ${step} of flip ${name}`);
+    approveFeedback[key] = { step, tone: 'ok', text: (res.body.lines || []).join(' ') || `Approved step ${step}.` };
+    announce(`Approved step ${step} of ${kind.noun} ${name}`);
   } else {
     const errs = (res.body.errors || [{ message: `HTTP ${res.status}` }]).map((e) => e.message).join('; ');
-    flipFeedback[key] = { step, tone: 'bad', text: `Not approved: ${errs}` };
-    announce(`Could not approve step ${step} of flip ${name}: ${errs}`);
+    approveFeedback[key] = { step, tone: 'bad', text: `Not approved: ${errs}` };
+    announce(`Could not approve step ${step} of ${kind.noun} ${name}: ${errs}`);
   }
   render();
   focusKey(`${key}#feedback`);
+}
+
+// ---- Replication upgrades ------------------------------------------------------------
+
+function renderUpgrades() {
+  renderCards('upgrades', 'ReplicationUpgrade', upgradeCard,
+    ['No ReplicationUpgrade. Start one with ', h('code', {}, 'kubectl nodewright upgrade --peer NODE'), '.']);
+}
+
+// stepsList lists steps (the six stages, or the rollback steps) in order, with the progress
+// the operator writes under the one running.
+function stepsList(list, progressText, cls, label) {
+  return h('ol', { class: `steps ${cls}`, 'aria-label': label }, list.map((s) => h('li', { class: `step st-${s.state}`, 'data-step': s.name, 'data-state': s.state },
+    h('span', { class: 'step-name' }, s.name), ' ', badge(s.state),
+    s.startedAt && s.finishedAt ? h('span', { class: 'hint' }, ` ${seconds(new Date(s.finishedAt) - new Date(s.startedAt))}`)
+      : s.startedAt && s.state === 'Running' ? h('span', { class: 'hint' }, ' started ', agoEl(s.startedAt)) : '',
+    s.message ? h('span', { class: 'step-msg block' }, s.message) : '',
+    s.state === 'Running' && progressText ? h('span', { class: 'stage-progress block' }, progressText) : '')));
+}
+
+// syncView is the initial synchronisation over every new replica, and the replicas still
+// synchronising, the least done first.
+function syncView(st, id) {
+  if (st.syncPercent === undefined && !(st.syncing || []).length) return null;
+  return h('div', { class: 'sync' },
+    st.syncPercent !== undefined ? h('div', { class: 'progress' },
+      h('label', { for: `${id}-sync` }, 'Synchronised'),
+      h('progress', { id: `${id}-sync`, max: 100, value: st.syncPercent }, `${st.syncPercent} %`),
+      h('span', { class: 'sync-percent' }, `${st.syncPercent} %`)) : null,
+    (st.syncing || []).length ? h('table', { class: 'syncing' },
+      h('caption', {}, `Replicas still synchronising, the least done first (${st.syncing.length})`),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, 'Volume'), h('th', { scope: 'col' }, 'Node'), h('th', { scope: 'col' }, 'Synchronised'))),
+      h('tbody', {}, st.syncing.map((r) => h('tr', { 'data-resource': r.resource, 'data-node': r.node, 'data-percent': r.percent },
+        h('td', { class: 'mono' }, r.resource), h('td', {}, r.node),
+        h('td', { class: 'replica-sync' }, h('progress', { max: 100, value: r.percent, 'aria-label': `${r.resource} on ${r.node}` }), ` ${r.percent} %`))))) : null);
+}
+
+// goDuration shortens a duration as Go writes it: 6h0m0s is 6h, 10m0s 10m.
+function goDuration(d) {
+  return d.replace(/([hm])0s$/, '$1').replace(/h0m$/, 'h');
+}
+
+function upgradeCard(u) {
+  const name = u.metadata.name;
+  const key = `upgrade/${name}`;
+  const st = u.status || {};
+  const p = u.progress || { stages: [] };
+  const phase = st.phase || 'Pending';
+  if (announced[key] && announced[key] !== phase) announce(`Upgrade ${name} is now ${phase}`);
+  announced[key] = phase;
+  const id = `upgrade-${name}`;
+  const spec = u.spec || {};
+  const who = u.metadata.annotations && u.metadata.annotations['nodewright.spectrocloud.com/requested-by'];
+  const v = st.volumes;
+  const failedIn = p.failed && p.failedStage ? ` in stage ${p.failed.name} (${p.failedStage} of ${p.stages.length})` : '';
+  const rollback = p.rollback || [];
+  return h('article', { class: `card migration upgrade tone-edge-${(looks[phase] || [])[1] || 'neutral'}`, id, 'data-key': key, 'data-phase': phase, 'aria-labelledby': `${id}-title` },
+    h('header', { class: 'card-head' },
+      h('h3', { id: `${id}-title` }, name),
+      badge(phase, { id: `${id}-phase` })),
+    h('p', { class: 'sub' }, 'Peers ', h('strong', {}, (spec.peerNodes || []).join(', ')),
+      spec.tiebreakerNode ? [' (', h('strong', {}, spec.tiebreakerNode), ' the tiebreaker, without data)'] : '',
+      ` · ${spec.replicaCount || 2} replicas of each volume · sync timeout ${goDuration(spec.syncTimeout || '6h')} · approval ${spec.approval || 'Automatic'}`,
+      windowText(spec.maintenanceWindow),
+      who ? [' · requested by ', h('strong', { class: 'requested-by' }, who)] : ''),
+    stepsList(p.stages, st.progress, 'stages', `Stages of ${name}, in order`),
+    rollback.length ? [h('p', { class: 'rollback-title' }, h('span', { 'aria-hidden': 'true' }, '↶ '), 'Rollback'),
+      stepsList(rollback, st.progress, 'rollback-steps', `Rollback steps of ${name}`)] : null,
+    v ? h('dl', { class: 'facts volumes' },
+      h('dt', {}, 'Volumes'), h('dd', {}, `${v.total}`, st.originalNode ? [' of ', h('strong', {}, st.originalNode)] : '',
+        (st.dataNodes || []).length ? [', new replicas on ', h('strong', {}, st.dataNodes.join(', '))] : ''),
+      h('dt', {}, 'Replicas placed'), h('dd', { 'data-count': 'placed' }, `${v.placed} of ${v.replicas}`),
+      h('dt', {}, 'Up to date'), h('dd', { 'data-count': 'upToDate' }, `${v.upToDate} of ${v.total}`),
+      h('dt', {}, 'Verified'), h('dd', { 'data-count': 'verified' }, `${v.verified} of ${v.total}`)) : null,
+    syncView(st, id),
+    heldNotice(p),
+    approval(gatedKinds.upgrade, u, key, p),
+    resultNotice(phase, condition(u, 'Succeeded'), failedIn));
 }
 
 // ---- The form ------------------------------------------------------------------------
