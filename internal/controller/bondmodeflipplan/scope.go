@@ -65,7 +65,7 @@ func (s *scope) node(k int) string { return s.order[k-1] }
 
 // bond is the bond the flip changes: the spec's, or the one the site's EdgeProfile names.
 func (r *Reconciler) bond(ctx context.Context, f *nwv1.BondModeFlipPlan) (string, *nwv1.EdgeProfile, error) {
-	profile, err := r.profile(ctx)
+	profile, err := engine.ProfileInForce(ctx, r.Client)
 	if err != nil {
 		return "", nil, err
 	}
@@ -76,27 +76,6 @@ func (r *Reconciler) bond(ctx context.Context, f *nwv1.BondModeFlipPlan) (string
 		return "", nil, nil
 	}
 	return profile.Spec.Network.BondInterface, profile, nil
-}
-
-// profile is the EdgeProfile in force (the one the NodewrightCluster verified), nil when none
-// is.
-func (r *Reconciler) profile(ctx context.Context) (*nwv1.EdgeProfile, error) {
-	nwc := &nwv1.NodewrightCluster{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, nwc); apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	if nwc.Status.Profile == nil {
-		return nil, nil
-	}
-	p := &nwv1.EdgeProfile{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: nwc.Status.Profile.Name}, p); apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	return p, nil
 }
 
 // lease is node's heartbeat Lease, nil when there is none.

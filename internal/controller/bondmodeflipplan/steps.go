@@ -299,7 +299,7 @@ func (r *Reconciler) resumeResync(ctx context.Context, s *scope, k int, resume s
 
 // syncTimeout is the site's drbdSyncTimeout.
 func (r *Reconciler) syncTimeout(ctx context.Context) time.Duration {
-	if p, err := r.profile(ctx); err == nil && p != nil && p.Spec.Thresholds.DRBDSyncTimeout.Duration > 0 {
+	if p, err := engine.ProfileInForce(ctx, r.Client); err == nil && p != nil && p.Spec.Thresholds.DRBDSyncTimeout.Duration > 0 {
 		return p.Spec.Thresholds.DRBDSyncTimeout.Duration
 	}
 	return defaultSyncTimeout

@@ -31,7 +31,7 @@ func (r *Reconciler) newScope(ctx context.Context, run *engine.Run[*nwv1.Replica
 	u := run.Object
 	s := &scope{Run: run, u: u, ops: map[string]*nwv1.NodeOperation{}}
 	var err error
-	if s.profile, err = r.profile(ctx); err != nil {
+	if s.profile, err = engine.ProfileInForce(ctx, r.Client); err != nil {
 		return nil, err
 	}
 	if s.lin, s.linErr, err = r.linstorClient(ctx, s.profile); err != nil {
@@ -47,27 +47,6 @@ func (r *Reconciler) newScope(ctx context.Context, run *engine.Run[*nwv1.Replica
 		}
 	}
 	return s, nil
-}
-
-// profile is the EdgeProfile in force (the one the NodewrightCluster verified), nil when none
-// is.
-func (r *Reconciler) profile(ctx context.Context) (*nwv1.EdgeProfile, error) {
-	nwc := &nwv1.NodewrightCluster{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, nwc); apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	if nwc.Status.Profile == nil {
-		return nil, nil
-	}
-	p := &nwv1.EdgeProfile{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: nwc.Status.Profile.Name}, p); apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	return p, nil
 }
 
 // linstorConfig is how to reach LINSTOR: the profile's settings where it gives them, the
