@@ -27,12 +27,14 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/audit/audittest"
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site/clusterplay"
 	"github.com/spectrocloud/nodewright/test/site/drbdplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
+	"github.com/spectrocloud/nodewright/test/site/siteagent"
 )
 
 // The flip's tests run the controller against a real API server and the nodes' agents as real
@@ -44,41 +46,12 @@ var env = testenv.New()
 
 func TestMain(m *testing.M) {
 	code := env.Run(m)
-	if agentBinary.path != "" {
-		_ = os.RemoveAll(filepath.Dir(agentBinary.path))
-	}
+	siteagent.Remove()
 	os.Exit(code)
 }
 
 // patience bounds every wait: only a stuck test reaches it.
 const patience = 3 * time.Minute
-
-// agentBinary is the agent built for the local site once for the package's tests.
-var agentBinary struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func buildAgent(t *testing.T) string {
-	t.Helper()
-	agentBinary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "nodewright-agent-flip-")
-		if err != nil {
-			agentBinary.err = err
-			return
-		}
-		agentBinary.path = filepath.Join(dir, "agent")
-		cmd := exec.Command("go", "build", "-tags", "nodewright_site", "-o", agentBinary.path, "github.com/spectrocloud/nodewright/cmd/agent")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			agentBinary.err = fmt.Errorf("building the agent: %w\n%s", err, out)
-		}
-	})
-	if agentBinary.err != nil {
-		t.Fatal(agentBinary.err)
-	}
-	return agentBinary.path
-}
 
 // site is a played cluster: its storage network, its nodes' agents, the operator's flip
 // controller, and the NodewrightCluster and EdgeProfile a flip reads.
@@ -91,39 +64,7 @@ type site struct {
 	stateDirs  map[string]string
 	agents     map[string]*exec.Cmd
 	lockNS     string
-	trail      *trail
-}
-
-// trail keeps the audit records the controller appends.
-type trail struct {
-	mu      sync.Mutex
-	records []audit.Record
-}
-
-func (tr *trail) Append(_ context.Context, records ...audit.Record) ([]audit.Appended, error) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	out := make([]audit.Appended, len(records))
-	for i, r := range records {
-		dup := slices.ContainsFunc(tr.records, func(x audit.Record) bool { return x.ID == r.ID })
-		if !dup {
-			tr.records = append(tr.records, r)
-		}
-		out[i] = audit.Appended{Seq: uint64(len(tr.records)), Duplicate: dup}
-	}
-	return out, nil
-}
-
-// find is the record of subject's transition to a state that starts with to.
-func (tr *trail) find(subject, to string) *audit.Record {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	for i, r := range tr.records {
-		if r.Subject.Name == subject && strings.HasPrefix(r.To, to) {
-			return &tr.records[i]
-		}
-	}
-	return nil
+	trail      *audittest.Memory
 }
 
 // startOperator runs the flip controller until the test ends or stop is called, with hook
@@ -188,9 +129,8 @@ func plantSite(t *testing.T, operate bool, hook beforeCreate, nodes ...string) *
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go n.Run(ctx)
-	s := &site{t: t, net: n, ns: env.Namespace(t), nodes: names, stateDirs: map[string]string{}, agents: map[string]*exec.Cmd{}, trail: &trail{}}
+	s := &site{t: t, net: n, ns: env.Namespace(t), nodes: names, stateDirs: map[string]string{}, agents: map[string]*exec.Cmd{}, trail: &audittest.Memory{}}
 	s.kubeconfig = n.APIServer(t, env.Kubeconfig(t))
-	binary := buildAgent(t)
 	for _, name := range names {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
 		if err := env.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -201,7 +141,7 @@ func plantSite(t *testing.T, operate bool, hook beforeCreate, nodes ...string) *
 			_ = env.Client.Delete(context.Background(), &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: name}})
 		})
 		s.stateDirs[name] = t.TempDir()
-		s.start(binary, name)
+		s.start(name)
 	}
 	for _, name := range names {
 		s.reported(name, nwv1.BondModeActiveBackup)
@@ -224,27 +164,9 @@ func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (
 }
 
 // start runs node's agent in node's namespace; it is killed at the test's end.
-func (s *site) start(binary, node string) {
+func (s *site) start(node string) {
 	s.t.Helper()
-	t := s.t
-	n := s.net.Node(node)
-	cmd := s.net.Command(node, binary, "--kubeconfig", s.kubeconfig, "--node-name", node, "--namespace", s.ns,
-		"--heartbeat-interval", "1s", "--network-backend", "site", "--site-bond-dir", n.Bond.Dir,
-		"--host-root", n.Root, "--state-dir", s.stateDirs[node], "--host-os", string(nwv1.HostOSSystemdNetworkd),
-		"--storage-bond", netsite.Bond, "--report-interval", "1s", "--site-drbd-dir", n.DRBDDir)
-	log := &testenv.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s.agents[node] = cmd
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("agent %s:\n%s", node, log)
-		}
-	})
+	s.agents[node] = siteagent.Start(s.t, s.net, node, siteagent.Options{Kubeconfig: s.kubeconfig, Namespace: s.ns, StateDir: s.stateDirs[node]})
 }
 
 // drbdResources are the DRBD resources every played node replicates.
@@ -571,7 +493,7 @@ func TestAnAgentKilledBeforeItsCommitKeepsItsChange(t *testing.T) {
 	case <-time.After(patience):
 		t.Fatalf("the operator never committed flipkill-b's change; steps %s", steps(f))
 	}
-	s.start(buildAgent(t), "flipkill-b")
+	s.start("flipkill-b")
 	f = s.ended(f, nwv1.WorkflowSucceeded)
 	s.nodesAre(f, nwv1.NodeFlipDone, nwv1.BondMode8023AD, "flipkill-a", "flipkill-b")
 	if got, n := s.mode("flipkill-b"), s.changes("flipkill-b"); got != nwv1.BondMode8023AD || n != 1 {
@@ -651,7 +573,7 @@ func TestApprovalAndAWindowThatClosesMidFlip(t *testing.T) {
 	}
 	// The audit trail names who asked and who approved the node's change.
 	eventually(t, func() string {
-		start, node := s.trail.find("flip-gates", "Running/Preflight"), s.trail.find("flip-gates", "Running/Node1PauseResync")
+		start, node := s.trail.Find("flip-gates", "Running/Preflight"), s.trail.Find("flip-gates", "Running/Node1PauseResync")
 		switch {
 		case start == nil || !slices.Contains(start.Details, audit.Detail{Name: "requestedBy", Value: "bob"}):
 			return fmt.Sprintf("the start's record %+v does not name bob", start)

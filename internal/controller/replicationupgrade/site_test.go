@@ -6,12 +6,10 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/audit/audittest"
 	"github.com/spectrocloud/nodewright/internal/controller/replicationupgrade"
 	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/operator"
@@ -33,6 +31,7 @@ import (
 	"github.com/spectrocloud/nodewright/test/site/drbdplay"
 	"github.com/spectrocloud/nodewright/test/site/linstorsim"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
+	"github.com/spectrocloud/nodewright/test/site/siteagent"
 )
 
 // The upgrade's tests run the controller against a real API server, LINSTOR's stand-in
@@ -47,9 +46,7 @@ var env = testenv.New()
 
 func TestMain(m *testing.M) {
 	code := env.Run(m)
-	if agentBinary.path != "" {
-		_ = os.RemoveAll(filepath.Dir(agentBinary.path))
-	}
+	siteagent.Remove()
 	os.Exit(code)
 }
 
@@ -65,32 +62,6 @@ func init() {
 // notReady is the not-ready taint the played profile names.
 const notReady = "storage.nodewright.spectrocloud.com/not-ready"
 
-var agentBinary struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-func buildAgent(t *testing.T) string {
-	t.Helper()
-	agentBinary.once.Do(func() {
-		dir, err := os.MkdirTemp("", "nodewright-agent-upgrade-")
-		if err != nil {
-			agentBinary.err = err
-			return
-		}
-		agentBinary.path = filepath.Join(dir, "agent")
-		cmd := exec.Command("go", "build", "-tags", "nodewright_site", "-o", agentBinary.path, "github.com/spectrocloud/nodewright/cmd/agent")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			agentBinary.err = fmt.Errorf("building the agent: %w\n%s", err, out)
-		}
-	})
-	if agentBinary.err != nil {
-		t.Fatal(agentBinary.err)
-	}
-	return agentBinary.path
-}
-
 // site is a played single-node storage cluster with peers that joined: the nodes' agents,
 // LINSTOR's stand-in holding every volume on the first node, and the NodewrightCluster
 // (Managed, SingleNode) and EdgeProfile an upgrade reads.
@@ -102,7 +73,7 @@ type site struct {
 	lockNS  string
 	nodes   []string
 	volumes []string
-	trail   *trail
+	trail   *audittest.Memory
 	// start is what LINSTOR held before any upgrade.
 	start linstorsim.State
 	// transport wraps the operator's LINSTOR transport (a crash, a count); nil: none.
@@ -133,7 +104,7 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := &site{t: t, nodes: nodes, ns: env.Namespace(t), lockNS: env.Namespace(t), trail: &trail{}}
+	s := &site{t: t, nodes: nodes, ns: env.Namespace(t), lockNS: env.Namespace(t), trail: &audittest.Memory{}}
 	s.net = netsite.New(t, nwv1.BondModeActiveBackup, nodes...)
 	if err := s.net.PlayDRBD(); err != nil {
 		t.Fatal(err)
@@ -166,7 +137,6 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 	})
 
 	kubeconfig := s.net.APIServer(t, env.Kubeconfig(t))
-	binary := buildAgent(t)
 	for i, name := range nodes {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
 		if i > 0 {
@@ -183,7 +153,7 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 		if o.mismatch && i == 0 {
 			must(t, os.WriteFile(filepath.Join(s.net.Node(name).DRBDDir, drbdplay.MismatchFile), []byte(s.volumes[0]+" 4\n"), 0o644))
 		}
-		s.startAgent(binary, kubeconfig, name)
+		siteagent.Start(t, s.net, name, siteagent.Options{Kubeconfig: kubeconfig, Namespace: s.ns})
 	}
 	for _, name := range nodes {
 		s.reports(name, name == nodes[0])
@@ -209,27 +179,6 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// startAgent runs node's agent in node's namespace until the test ends.
-func (s *site) startAgent(binary, kubeconfig, node string) {
-	s.t.Helper()
-	t := s.t
-	n := s.net.Node(node)
-	cmd := s.net.Command(node, binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", s.ns,
-		"--heartbeat-interval", "1s", "--network-backend", "site", "--site-bond-dir", n.Bond.Dir,
-		"--host-root", n.Root, "--state-dir", t.TempDir(), "--host-os", string(nwv1.HostOSSystemdNetworkd),
-		"--storage-bond", netsite.Bond, "--report-interval", "1s", "--site-drbd-dir", n.DRBDDir)
-	log := &testenv.SyncBuffer{}
-	cmd.Stdout, cmd.Stderr = log, log
-	must(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("agent %s:\n%s", node, log)
-		}
-	})
 }
 
 // reports waits until node's agent reports, with DRBD data on the node exactly when data.
@@ -438,39 +387,6 @@ func taints(t *testing.T, node string) []string {
 	var out []string
 	for _, x := range n.Spec.Taints {
 		out = append(out, x.Key)
-	}
-	return out
-}
-
-// trail keeps the audit records the controller appends.
-type trail struct {
-	mu      sync.Mutex
-	records []audit.Record
-}
-
-func (tr *trail) Append(_ context.Context, records ...audit.Record) ([]audit.Appended, error) {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	out := make([]audit.Appended, len(records))
-	for i, r := range records {
-		dup := slices.ContainsFunc(tr.records, func(x audit.Record) bool { return x.ID == r.ID })
-		if !dup {
-			tr.records = append(tr.records, r)
-		}
-		out[i] = audit.Appended{Seq: uint64(len(tr.records)), Duplicate: dup}
-	}
-	return out, nil
-}
-
-// transitions lists the audited transitions of subject: "from->to".
-func (tr *trail) transitions(subject string) []string {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	var out []string
-	for _, r := range tr.records {
-		if r.Subject.Name == subject {
-			out = append(out, r.From+"->"+r.To)
-		}
 	}
 	return out
 }

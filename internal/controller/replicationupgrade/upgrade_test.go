@@ -71,7 +71,7 @@ func TestOneToTwoNodes(t *testing.T) {
 	}
 	// The Managed rollup reads the agents: both nodes now hold data (MultiNode).
 	s.reports("up2-b", true)
-	if tr := s.trail.transitions("one-to-two"); len(tr) == 0 || !strings.HasSuffix(tr[len(tr)-1], "Succeeded") {
+	if tr := s.trail.Transitions("one-to-two"); len(tr) == 0 || !strings.HasSuffix(tr[len(tr)-1], "Succeeded") {
 		t.Errorf("audited transitions %v; want the last to Succeeded", tr)
 	}
 }

@@ -1,0 +1,90 @@
+// Package siteagent builds the node agent for the local site (the nodewright_site build, which
+// plays bonds and DRBD) once per test binary, and runs it as a real process for a node of a
+// played storage network (test/site/netsite), in the node's network namespace.
+package siteagent
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/netsite"
+)
+
+var binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Build builds the agent for the local site once for the test binary and returns its path.
+// Remove removes it: call it from TestMain once the tests ran.
+func Build(t testing.TB) string {
+	t.Helper()
+	binary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "nodewright-site-agent-")
+		if err != nil {
+			binary.err = err
+			return
+		}
+		binary.path = filepath.Join(dir, "agent")
+		cmd := exec.Command("go", "build", "-tags", "nodewright_site", "-o", binary.path, "github.com/spectrocloud/nodewright/cmd/agent")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("building the agent: %w\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// Remove removes the agent Build built, if it did.
+func Remove() {
+	if binary.path != "" {
+		_ = os.RemoveAll(filepath.Dir(binary.path))
+	}
+}
+
+// Options are one agent's settings.
+type Options struct {
+	// Kubeconfig reaches the API server from the node's namespace (netsite's APIServer).
+	Kubeconfig string
+	// Namespace is the agents' namespace.
+	Namespace string
+	// StateDir is the agent's state folder; a new one of the test's when empty.
+	StateDir string
+}
+
+// Start runs node's agent in node's network namespace of n, its heartbeat and report every
+// second, its bond and DRBD played from the node's folders, until the test ends (its output
+// logged when the test failed). It returns the process, for a test to kill it sooner.
+func Start(t testing.TB, n *netsite.Network, node string, o Options) *exec.Cmd {
+	t.Helper()
+	nd := n.Node(node)
+	if o.StateDir == "" {
+		o.StateDir = t.TempDir()
+	}
+	cmd := n.Command(node, Build(t), "--kubeconfig", o.Kubeconfig, "--node-name", node, "--namespace", o.Namespace,
+		"--heartbeat-interval", "1s", "--network-backend", "site", "--site-bond-dir", nd.Bond.Dir,
+		"--host-root", nd.Root, "--state-dir", o.StateDir, "--host-os", string(nwv1.HostOSSystemdNetworkd),
+		"--storage-bond", netsite.Bond, "--report-interval", "1s", "--site-drbd-dir", nd.DRBDDir)
+	log := &testenv.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("agent %s:\n%s", node, log)
+		}
+	})
+	return cmd
+}
