@@ -132,8 +132,8 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 	}
 	s.start = s.sim.State()
 	// LINSTOR's satellites: each node's played DRBD has the resource files of what it holds.
-	go s.sim.FollowResources(ctx, 100*time.Millisecond, func(def string, nodes []string) error {
-		return s.net.PlaceDRBD(def, nodes...)
+	go s.sim.FollowResources(ctx, 100*time.Millisecond, func(def string, diskful, diskless []string) error {
+		return s.net.PlaceDRBDDiskless(def, diskful, diskless)
 	})
 
 	kubeconfig := s.net.APIServer(t, env.Kubeconfig(t))

@@ -18,14 +18,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
@@ -72,42 +70,21 @@ func run() error {
 		return err
 	}
 	defer lab.Close()
-	env, dir, binary, kubeconfig := lab.Env, lab.Dir, lab.Agent, lab.Kubeconfig
+	env := lab.Env
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const agentNS, lockNS = "nodewright-agent", "nodewright-system"
-	for _, ns := range []string{agentNS, lockNS} {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-
-	n, err := netsite.Start(filepath.Join(dir, "net"), nwv1.BondModeActiveBackup, nodes...)
-	if n != nil {
-		defer n.Close()
-	}
+	const agentNS, lockNS = agentlab.AgentNamespace, agentlab.WorkflowNamespace
+	n, err := lab.Site(ctx, nwv1.BondModeActiveBackup, nodes, "pvc-bench-one", "pvc-bench-two")
 	if err != nil {
 		return err
 	}
-	if err := n.PlayDRBD("pvc-bench-one", "pvc-bench-two"); err != nil {
-		return err
-	}
-	go n.Run(ctx)
-	nodeKubeconfig := filepath.Join(dir, "kubeconfig-nodes")
-	if err := n.ServeAPI(kubeconfig, nodeKubeconfig); err != nil {
-		return err
-	}
+	defer n.Close()
 	for _, name := range nodes {
 		n.Expect(name, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
 		if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}); err != nil {
 			return err
 		}
-		node := n.Node(name)
-		cmd := n.Command(name, binary, "--kubeconfig", nodeKubeconfig, "--node-name", name, "--namespace", agentNS,
-			"--network-backend", "site", "--site-bond-dir", node.Bond.Dir, "--host-root", node.Root,
-			"--state-dir", filepath.Join(dir, "state-"+name), "--host-os", string(nwv1.HostOSSystemdNetworkd),
-			"--storage-bond", netsite.Bond, "--report-interval", reportInterval.String(), "--site-drbd-dir", node.DRBDDir)
-		p, err := benchproc.Start(cmd, filepath.Join(dir, "agent-"+name+".log"))
+		p, err := n.StartAgent(name, reportInterval.String())
 		if err != nil {
 			return err
 		}
@@ -125,7 +102,7 @@ func run() error {
 		}); err != nil {
 			as := &nwv1.NodewrightAgentStatus{}
 			_ = env.Client.Get(ctx, client.ObjectKey{Name: name}, as)
-			logged, _ := os.ReadFile(filepath.Join(dir, "agent-"+name+".log"))
+			logged, _ := os.ReadFile(n.AgentLog(name))
 			return fmt.Errorf("waiting for %s's report (bond %+v, DRBD %+v): %w\n%s", name, as.Status.Network.Bond, as.Status.Storage, err, logged)
 		}
 		role := nwv1.NodeRoleSecondary

@@ -21,7 +21,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -29,7 +28,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
@@ -78,27 +76,15 @@ func run() error {
 		return err
 	}
 	defer lab.Close()
-	env, dir, binary, kubeconfig := lab.Env, lab.Dir, lab.Agent, lab.Kubeconfig
+	env := lab.Env
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const agentNS, lockNS = "nodewright-agent", "nodewright-system"
-	for _, ns := range []string{agentNS, lockNS} {
-		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-
-	n, err := netsite.Start(filepath.Join(dir, "net"), nwv1.BondModeActiveBackup, nodes...)
-	if n != nil {
-		defer n.Close()
-	}
+	const agentNS, lockNS = agentlab.AgentNamespace, agentlab.WorkflowNamespace
+	n, err := lab.Site(ctx, nwv1.BondModeActiveBackup, nodes)
 	if err != nil {
 		return err
 	}
-	if err := n.PlayDRBD(); err != nil {
-		return err
-	}
-	go n.Run(ctx)
+	defer n.Close()
 
 	sim, err := linstorsim.New(linstorsim.Options{SyncTime: syncTime})
 	if err != nil {
@@ -125,14 +111,10 @@ func run() error {
 			return err
 		}
 	}
-	go sim.FollowResources(ctx, 100*time.Millisecond, func(def string, holders []string) error {
-		return n.PlaceDRBD(def, holders...)
+	go sim.FollowResources(ctx, 100*time.Millisecond, func(def string, diskful, diskless []string) error {
+		return n.PlaceDRBDDiskless(def, diskful, diskless)
 	})
 
-	nodeKubeconfig := filepath.Join(dir, "kubeconfig-nodes")
-	if err := n.ServeAPI(kubeconfig, nodeKubeconfig); err != nil {
-		return err
-	}
 	for _, name := range nodes {
 		n.Expect(name, nwv1.BondModeActiveBackup)
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
@@ -143,12 +125,7 @@ func run() error {
 		if err := env.Client.Status().Update(ctx, node); err != nil {
 			return err
 		}
-		nd := n.Node(name)
-		cmd := n.Command(name, binary, "--kubeconfig", nodeKubeconfig, "--node-name", name, "--namespace", agentNS,
-			"--network-backend", "site", "--site-bond-dir", nd.Bond.Dir, "--host-root", nd.Root,
-			"--state-dir", filepath.Join(dir, "state-"+name), "--host-os", string(nwv1.HostOSSystemdNetworkd),
-			"--storage-bond", netsite.Bond, "--report-interval", "1s", "--site-drbd-dir", nd.DRBDDir)
-		p, err := benchproc.Start(cmd, filepath.Join(dir, "agent-"+name+".log"))
+		p, err := n.StartAgent(name, "1s")
 		if err != nil {
 			return err
 		}

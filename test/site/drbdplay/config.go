@@ -30,8 +30,12 @@ type Play struct {
 	Resources []string          `json:"resources"`
 }
 
-// Node is a node of the played resources: its name and storage address.
-type Node struct{ Name, Address string }
+// Node is a node of the played resources: its name and storage address, and whether it holds
+// the resource diskless (no data: a DRBD client or a tiebreaker).
+type Node struct {
+	Name, Address string
+	Diskless      bool
+}
 
 // WriteConfig writes, in dir, self's played DRBD: resources replicated on every node of nodes,
 // in the shape of LINSTOR's resource files (WriteResource, the i-th resource in slot i), for
@@ -93,7 +97,12 @@ func WriteResource(dir, name string, slot int, nodes []Node) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Played for the local site in the shape of LINSTOR's resource files.\nresource %q\n{\n", name)
 	for id, n := range nodes {
-		fmt.Fprintf(&b, "    on %q\n    {\n        volume 0\n        {\n            disk        /dev/null;\n            meta-disk   internal;\n            device      minor %d;\n        }\n        node-id    %d;\n    }\n", n.Name, minorBase+slot, id)
+		disk := "disk        /dev/null;\n            meta-disk   internal;"
+		if n.Diskless {
+			// LINSTOR's file of a diskless resource (a client, a tiebreaker).
+			disk = "disk        none;"
+		}
+		fmt.Fprintf(&b, "    on %q\n    {\n        volume 0\n        {\n            %s\n            device      minor %d;\n        }\n        node-id    %d;\n    }\n", n.Name, disk, minorBase+slot, id)
 	}
 	for a := range nodes {
 		for z := a + 1; z < len(nodes); z++ {

@@ -71,6 +71,8 @@ type resource struct {
 	links      map[string]*link
 	// fromFile: a resource file of ConfigDir placed it, and removing the file drops it.
 	fromFile bool
+	// diskless are the hosts, this one or peers, that hold it without a disk.
+	diskless map[string]bool
 }
 
 // link is the played state of a resource's connection to one peer.
@@ -286,7 +288,14 @@ func (k *Kernel) resourceStatus(name string, r *resource) drbd.Resource {
 				pd.ReplicationState = strings.Replace(pd.ReplicationState, "PausedTarget", "PausedSyncT", 1)
 			}
 		}
+		if r.diskless[peer] && c.ConnectionState == "Connected" {
+			// A diskless peer has no disk to resynchronise or verify.
+			c.PeerDevices[0] = drbd.PeerDevice{Volume: 0, ReplicationState: "Established", PeerDiskState: "Diskless", PeerClient: true}
+		}
 		out.Connections = append(out.Connections, c)
+	}
+	if r.diskless[k.Self] {
+		out.Devices[0].DiskState, out.Devices[0].Client = "Diskless", true
 	}
 	return out
 }

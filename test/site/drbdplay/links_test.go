@@ -104,7 +104,7 @@ func TestLinksPlayAConnectionLostAndFound(t *testing.T) {
 func TestTheConfigurationIsOneDrbdadmReads(t *testing.T) {
 	path := drbdadmPath(t)
 	dir := t.TempDir()
-	nodes := []Node{{"edge-1", "10.0.0.1"}, {"edge-2", "10.0.0.2"}, {"edge-3", "10.0.0.3"}}
+	nodes := edges
 	if err := WriteConfig(dir, "edge-2", nodes, "pvc-one", "pvc-two"); err != nil {
 		t.Fatal(err)
 	}

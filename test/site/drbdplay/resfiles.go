@@ -23,6 +23,8 @@ type resFile struct {
 	// parsed.
 	read  time.Time
 	hosts []string
+	// diskless are the hosts whose volumes have no disk (disk none).
+	diskless []string
 }
 
 // racyWindow is how long after a file's modification time a read of it is not trusted to
@@ -61,7 +63,7 @@ func (k *Kernel) syncConfig() {
 		switch {
 		case f.hosts == nil:
 		case slices.Contains(f.hosts, k.Self):
-			k.placeFromFile(name, f.hosts)
+			k.placeFromFile(name, f.hosts, f.diskless)
 		default:
 			k.dropFromFile(name)
 		}
@@ -85,14 +87,15 @@ func (k *Kernel) readResFile(name string, e os.DirEntry) *resFile {
 	}
 	f := &resFile{mod: info.ModTime(), size: info.Size(), read: time.Now()}
 	if raw, err := os.ReadFile(filepath.Join(k.ConfigDir, e.Name())); err == nil {
-		f.hosts, _ = onHosts(raw)
+		f.hosts, f.diskless, _ = onSections(raw)
 	}
 	k.files[name] = f
 	return f
 }
 
-// placeFromFile holds the resource name here, with the peers hosts but Self.
-func (k *Kernel) placeFromFile(name string, hosts []string) {
+// placeFromFile holds the resource name here, with the peers hosts but Self, those of diskless
+// without a disk.
+func (k *Kernel) placeFromFile(name string, hosts, diskless []string) {
 	if k.resources == nil {
 		k.resources = map[string]*resource{}
 	}
@@ -102,6 +105,10 @@ func (k *Kernel) placeFromFile(name string, hosts []string) {
 		k.resources[name] = r
 	}
 	r.fromFile = true
+	r.diskless = map[string]bool{}
+	for _, h := range diskless {
+		r.diskless[h] = true
+	}
 	want := slices.DeleteFunc(slices.Clone(hosts), func(h string) bool { return h == k.Self })
 	slices.Sort(want)
 	want = slices.Compact(want)
@@ -128,45 +135,54 @@ func (k *Kernel) dropFromFile(name string) {
 	}
 }
 
-// onHosts lists the hosts of a resource file's on sections (`on "<host>" {` as LINSTOR writes
-// them, or any form drbd.conf(5) allows: unquoted, several hosts). A file cut short (its braces
-// or quotes unbalanced) or naming no host is an error.
-func onHosts(raw []byte) ([]string, error) {
+// onSections lists the hosts of a resource file's on sections (`on "<host>" {` as LINSTOR
+// writes them, or any form drbd.conf(5) allows: unquoted, several hosts), and those of them
+// whose section gives a volume no disk (`disk none;`). A file cut short (its braces or quotes
+// unbalanced) or naming no host is an error.
+func onSections(raw []byte) (hosts, diskless []string, err error) {
 	toks, err := tokens(string(raw))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var hosts []string
 	depth := 0
+	// section are the hosts of the on section the tokens are in, nil outside one.
+	var section []string
 	for i := 0; i < len(toks); i++ {
 		switch t := toks[i]; {
 		case t.is("{"):
 			depth++
 		case t.is("}"):
 			if depth--; depth < 0 {
-				return nil, errors.New("a } closes no section")
+				return nil, nil, errors.New("a } closes no section")
 			}
+			if depth == 1 {
+				section = nil
+			}
+		case t.is("disk") && section != nil && i+1 < len(toks) && toks[i+1].is("none"):
+			diskless = append(diskless, section...)
 		case t.is("on") && depth == 1 && (i == 0 || toks[i-1].is("{") || toks[i-1].is("}") || toks[i-1].is(";")):
 			j := i + 1
+			var names []string
 			for ; j < len(toks) && !toks[j].is("{"); j++ {
 				if toks[j].is("}") || toks[j].is(";") || toks[j].text == "" {
-					return nil, fmt.Errorf("an on section is cut short at %q", toks[j].text)
+					return nil, nil, fmt.Errorf("an on section is cut short at %q", toks[j].text)
 				}
-				hosts = append(hosts, toks[j].text)
+				names = append(names, toks[j].text)
 			}
 			if j == i+1 || j == len(toks) {
-				return nil, errors.New("an on section names no host or has no body")
+				return nil, nil, errors.New("an on section names no host or has no body")
 			}
+			hosts, section = append(hosts, names...), names
 			i = j - 1
 		}
 	}
 	if depth != 0 {
-		return nil, errors.New("the file ends inside a section")
+		return nil, nil, errors.New("the file ends inside a section")
 	}
 	if len(hosts) == 0 {
-		return nil, errors.New("no on section names a host")
+		return nil, nil, errors.New("no on section names a host")
 	}
-	return hosts, nil
+	return hosts, slices.Compact(diskless), nil
 }
 
 // token is a word of the configuration: a quoted string, a brace, a semicolon, or a run of

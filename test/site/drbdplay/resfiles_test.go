@@ -14,7 +14,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/drbd"
 )
 
-var edges = []Node{{"edge-1", "10.0.0.1"}, {"edge-2", "10.0.0.2"}, {"edge-3", "10.0.0.3"}}
+var edges = []Node{{Name: "edge-1", Address: "10.0.0.1"}, {Name: "edge-2", Address: "10.0.0.2"}, {Name: "edge-3", Address: "10.0.0.3"}}
 
 // drbdadmPath is drbd-utils' own drbdadm; the test skips without it unless
 // NODEWRIGHT_REQUIRE_DRBD_UTILS is set.
@@ -125,7 +125,7 @@ func TestTheKernelFollowsTheResourceFiles(t *testing.T) {
 	// are coarse): only the contents say that the replica on edge-1 moved to edge-4.
 	before, err := os.Stat(filepath.Join(dir, "pvc-a.res"))
 	must(t, err)
-	must(t, WriteResource(dir, "pvc-a", 1, []Node{{"edge-4", "10.0.0.4"}, edges[1], edges[2]}))
+	must(t, WriteResource(dir, "pvc-a", 1, []Node{{Name: "edge-4", Address: "10.0.0.4"}, edges[1], edges[2]}))
 	must(t, os.Chtimes(filepath.Join(dir, "pvc-a.res"), before.ModTime(), before.ModTime()))
 	n.want("edge-1 moved to edge-4", map[string][]string{"pvc-a": {up("edge-3"), up("edge-4")}, "pvc-played": {up("edge-1")}})
 	if got := n.kernel.PausedTowards("edge-1"); len(got) != 0 {
@@ -229,9 +229,9 @@ func TestOnHostsReadsWhatWriteResourceWrites(t *testing.T) {
 		{"resource r { } }", nil},
 		{string(raw[:len(raw)-3]), nil},
 	} {
-		got, err := onHosts([]byte(tc.conf))
+		got, _, err := onSections([]byte(tc.conf))
 		if !slices.Equal(got, tc.want) || (err == nil) != (tc.want != nil) {
-			t.Errorf("onHosts(%q) = %q, %v; want %q", tc.conf, got, err, tc.want)
+			t.Errorf("onSections(%q) = %q, %v; want %q", tc.conf, got, err, tc.want)
 		}
 	}
 }
@@ -241,9 +241,51 @@ func FuzzOnHosts(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		hosts, err := onHosts(raw)
+		hosts, _, err := onSections(raw)
 		if err == nil && (len(hosts) == 0 || slices.Contains(hosts, "")) {
-			t.Errorf("onHosts(%q) = %q without error", raw, hosts)
+			t.Errorf("onSections(%q) = %q without error", raw, hosts)
 		}
 	})
+}
+
+// TestADisklessHostHasNoDisk: a resource file that gives a host no disk (disk none, as LINSTOR
+// writes a tiebreaker's or a client's) plays that host diskless: its own volume Diskless and a
+// client, and its peers see it so; drbdadm takes the file.
+func TestADisklessHostHasNoDisk(t *testing.T) {
+	dir := t.TempDir()
+	must(t, WriteConfig(dir, "edge-3", edges))
+	nodes := []Node{edges[0], {Name: "edge-3", Address: "10.0.0.3", Diskless: true}}
+	must(t, WriteResource(dir, "pvc-tie", 7, nodes))
+	n := newSiteNode(t, "edge-3", dir)
+	must(t, n.run("adjust", "pvc-tie"))
+	status := func(k *Kernel) drbd.Resource {
+		t.Helper()
+		res, err := k.Run(context.Background(), []string{"drbdsetup", "status", "pvc-tie", "--json"})
+		must(t, err)
+		var out []drbd.Resource
+		must(t, json.Unmarshal(res.Stdout, &out))
+		if len(out) != 1 {
+			t.Fatalf("status of pvc-tie: %s", res.Stdout)
+		}
+		return out[0]
+	}
+	if r := status(n.kernel); r.Devices[0].DiskState != "Diskless" || !r.Devices[0].Client {
+		t.Errorf("edge-3's own volume %+v; want Diskless, a client", r.Devices[0])
+	}
+	peer := &Kernel{Real: n.kernel.Real, Self: "edge-1", ConfigDir: dir}
+	r := status(peer)
+	if pd := r.Connections[0].PeerDevices[0]; r.Devices[0].DiskState != "UpToDate" || pd.PeerDiskState != "Diskless" || !pd.PeerClient {
+		t.Errorf("edge-1 sees its own disk %s and edge-3's %+v; want UpToDate, and Diskless, a client", r.Devices[0].DiskState, pd)
+	}
+	hosts, diskless, err := onSections(mustRead(t, filepath.Join(dir, "pvc-tie"+ResourceSuffix)))
+	if err != nil || !slices.Equal(hosts, []string{"edge-1", "edge-3"}) || !slices.Equal(diskless, []string{"edge-3"}) {
+		t.Errorf("onSections = %v, %v, %v; want edge-1 and edge-3, edge-3 diskless", hosts, diskless, err)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	must(t, err)
+	return raw
 }

@@ -235,6 +235,13 @@ const placedSlots = 1000
 // No nodes removes the resource everywhere. The played kernels of running agents follow
 // (drbdplay.Kernel.ConfigDir). A resource keeps its minor and port across calls.
 func (n *Network) PlaceDRBD(resource string, nodes ...string) error {
+	return n.PlaceDRBDDiskless(resource, nodes, nil)
+}
+
+// PlaceDRBDDiskless is PlaceDRBD with some nodes holding the resource without a disk (a
+// tiebreaker, a client): diskful hold it with data, diskless without.
+func (n *Network) PlaceDRBDDiskless(resource string, diskful, diskless []string) error {
+	nodes := append(slices.Clone(diskful), diskless...)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.drbdSlots == nil {
@@ -258,7 +265,11 @@ func (n *Network) PlaceDRBD(resource string, nodes ...string) error {
 	for _, name := range n.order {
 		dir := n.nodes[name].DRBDDir
 		if slices.Contains(holders, name) {
-			errs = append(errs, drbdplay.WriteResource(dir, resource, slot, n.drbdNodes(holders)))
+			held := n.drbdNodes(holders)
+			for i := range held {
+				held[i].Diskless = slices.Contains(diskless, held[i].Name)
+			}
+			errs = append(errs, drbdplay.WriteResource(dir, resource, slot, held))
 			continue
 		}
 		errs = append(errs, drbdplay.RemoveResource(dir, resource), unplay(dir, resource))
