@@ -91,7 +91,9 @@ control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into b
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones), RBAC, webhooks, the chart's generated parts and docs/capabilities.md.
 	$(CONTROLLER_GEN) object paths=./api/...
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
+	# The fleet hub's CRDs go on the hub only, never in the member chart (which ships config/crd/bases).
+	$(CONTROLLER_GEN) crd paths=./api/fleet/... output:crd:artifacts:config=config/crd/fleet
 	$(CONTROLLER_GEN) rbac:roleName=nodewright-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
 	sed -i -e 's/name: mutating-webhook-configuration/name: nodewright-mutating-webhook/' \

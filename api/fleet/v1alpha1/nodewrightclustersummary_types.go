@@ -1,0 +1,211 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RegistrationSource names the hub provider a member cluster came from.
+// +kubebuilder:validation:Enum=KubeconfigSecret;ClusterProfile
+type RegistrationSource string
+
+// The registration sources.
+const (
+	// FromKubeconfigSecret: a labelled Secret on the hub holding a kubeconfig.
+	FromKubeconfigSecret RegistrationSource = "KubeconfigSecret"
+	// FromClusterProfile: a ClusterProfile (sigs.k8s.io/cluster-inventory-api, KEP-4322).
+	FromClusterProfile RegistrationSource = "ClusterProfile"
+)
+
+// Condition types and reasons of a NodewrightClusterSummary.
+const (
+	// ConditionReachable is True while the member's API server answers the hub's health
+	// check with the hub's credentials.
+	ConditionReachable = "Reachable"
+	// ConditionCheckpointConsistent is True when the checkpoint the member publishes is the
+	// one the hub recorded or a later one.
+	ConditionCheckpointConsistent = "CheckpointConsistent"
+
+	ReasonAnswering        = "Answering"
+	ReasonNotAnswering     = "NotAnswering"
+	ReasonUnauthorized     = "Unauthorized"
+	ReasonCheckpointOK     = "Consistent"
+	ReasonNoCheckpoint     = "NoCheckpoint"
+	ReasonCheckpointBehind = "PublishedBehindRecorded"
+	ReasonCheckpointForked = "PublishedDiffersFromRecorded"
+	ReasonCheckpointBad    = "PublishedUnreadable"
+)
+
+// Registration says where the hub found the member.
+type Registration struct {
+	// source is the provider that registered the member.
+	// +required
+	Source RegistrationSource `json:"source"`
+	// namespace of the registering object on the hub.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// name of the registering object (the Secret or the ClusterProfile) on the hub.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// NodewrightClusterSummarySpec identifies the member; the hub sets it when it creates the
+// summary.
+type NodewrightClusterSummarySpec struct {
+	// registration is the hub object the member came from.
+	// +required
+	Registration Registration `json:"registration"`
+}
+
+// MemberNodes counts the member's nodes, as its NodewrightCluster does.
+type MemberNodes struct {
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
+	// +optional
+	Total int32 `json:"total,omitempty"`
+}
+
+// MemberWorkflow is one cluster-wide workflow that is not finished on the member.
+type MemberWorkflow struct {
+	// kind: BondModeFlipPlan or ReplicationUpgrade.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Kind string `json:"kind"`
+	// name of the workflow object on the member.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// phase of the workflow.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Phase string `json:"phase,omitempty"`
+	// step is the step that runs, or else the latest one that started.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Step string `json:"step,omitempty"`
+	// progress as the workflow reports it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Progress string `json:"progress,omitempty"`
+}
+
+// MemberProfile is the EdgeProfile in force on the member.
+type MemberProfile struct {
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
+}
+
+// AuditCheckpoint is one signed audit checkpoint: the chain had sequence entries and the
+// last of them hashed to hash.
+type AuditCheckpoint struct {
+	// sequence is the checkpoint's size: the entries it covers.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Sequence int64 `json:"sequence"`
+	// hash is the hex SHA-256 of the last entry the checkpoint covers.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Hash string `json:"hash"`
+	// time the checkpoint was signed.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}
+
+// NodewrightClusterSummaryStatus is the member's state as the hub last saw it.
+type NodewrightClusterSummaryStatus struct {
+	// phase of the member's NodewrightCluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Phase string `json:"phase,omitempty"`
+	// nodes of the member's NodewrightCluster.
+	// +optional
+	Nodes MemberNodes `json:"nodes,omitempty"`
+	// management mode in effect on the member.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Management string `json:"management,omitempty"`
+	// workflows are the member's cluster-wide workflows that are not finished.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Workflows []MemberWorkflow `json:"workflows,omitempty"`
+	// workflow sums up workflows for kubectl get: "ReplicationUpgrade/u1 Place 120/400", and
+	// "(+N)" when more run.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Workflow string `json:"workflow,omitempty"`
+	// profile in force on the member.
+	// +optional
+	Profile *MemberProfile `json:"profile,omitempty"`
+	// kubernetesVersion is the member API server's version (discovery), read once per
+	// engagement.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// nodewrightVersion is the app.kubernetes.io/version label of the member's
+	// nodewright-operator Deployment, as the chart sets it; empty when there is none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	NodewrightVersion string `json:"nodewrightVersion,omitempty"`
+	// checkpoint is the latest audit checkpoint the hub recorded from the member. It only
+	// moves forward: a published checkpoint behind it or different from it at the same
+	// sequence is kept out (publishedCheckpoint shows it) and CheckpointConsistent is False.
+	// +optional
+	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
+	// publishedCheckpoint is what the member publishes, set only while it does not match
+	// checkpoint.
+	// +optional
+	PublishedCheckpoint *AuditCheckpoint `json:"publishedCheckpoint,omitempty"`
+	// conditions: Reachable and CheckpointConsistent.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NodewrightClusterSummary is one member cluster's health as the fleet hub sees it: read from
+// the member's NodewrightCluster, workflows and audit checkpoint through watches, and
+// written only when something changed. Its name is the member's name on the hub.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=nwcs,categories=nodewright-fleet
+// +kubebuilder:printcolumn:name="Reachable",type=string,JSONPath=`.status.conditions[?(@.type=="Reachable")].status`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.nodes.ready`,description="Nodes with a fresh heartbeat"
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes.total`
+// +kubebuilder:printcolumn:name="Management",type=string,JSONPath=`.status.management`
+// +kubebuilder:printcolumn:name="Workflow",type=string,JSONPath=`.status.workflow`
+// +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.status.profile.version`,description="Version of the EdgeProfile in force"
+// +kubebuilder:printcolumn:name="Checkpoint OK",type=string,JSONPath=`.status.conditions[?(@.type=="CheckpointConsistent")].status`
+// +kubebuilder:printcolumn:name="Kubernetes",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
+// +kubebuilder:printcolumn:name="Nodewright",type=string,JSONPath=`.status.nodewrightVersion`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodewrightClusterSummary struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec NodewrightClusterSummarySpec `json:"spec"`
+	// +optional
+	Status NodewrightClusterSummaryStatus `json:"status,omitempty"`
+}
+
+// NodewrightClusterSummaryList is a list of NodewrightClusterSummary.
+//
+// +kubebuilder:object:root=true
+type NodewrightClusterSummaryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodewrightClusterSummary `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NodewrightClusterSummary{}, &NodewrightClusterSummaryList{})
+}
