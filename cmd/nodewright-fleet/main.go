@@ -1,0 +1,73 @@
+// Command nodewright-fleet runs the fleet hub: one NodewrightClusterSummary per member
+// cluster, read-only on the members (docs/fleet.md).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
+
+	"github.com/spectrocloud/nodewright/internal/fleet"
+)
+
+func main() {
+	opts := fleet.Options{Health: fleet.DefaultHealthOptions}
+	var providerFile, metricsAddr, probeAddr string
+	var leaderElect bool
+	flag.StringVar(&opts.Namespace, "namespace", "nodewright-fleet", "The hub's namespace: its kubeconfig Secrets (label sigs.k8s.io/multicluster-runtime-kubeconfig=true, key kubeconfig) and the Secret Reader's token Secrets.")
+	flag.StringVar(&opts.ClusterProfileNamespace, "clusterprofile-namespace", "", "The namespace of the ClusterProfiles to engage; empty reads every namespace.")
+	flag.StringVar(&providerFile, "clusterprofile-provider-file", "", "The cluster-inventory-api credential provider file (exec plugins per access provider name); the Secret Reader (\"secretreader\") needs none.")
+	flag.StringVar(&opts.MemberNamespace, "member-namespace", "nodewright-system", "The Nodewright namespace on the members.")
+	flag.DurationVar(&opts.Health.Interval, "health-interval", opts.Health.Interval, "How often each member's API server is checked.")
+	flag.DurationVar(&opts.Health.Timeout, "health-timeout", opts.Health.Timeout, "How long one check waits.")
+	flag.IntVar(&opts.Health.FailureThreshold, "health-failure-threshold", opts.Health.FailureThreshold, "Failed checks in a row before Reachable turns False.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The metrics endpoint's address; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The health probes' address.")
+	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect one active hub through a Lease.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nRuns the Nodewright fleet hub.\n\nFlags:\n", os.Args[0])
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("setup")
+	if providerFile != "" {
+		creds, err := credentials.NewFromFile(providerFile)
+		if err != nil {
+			log.Error(err, "Cannot read the credential provider file")
+			os.Exit(1)
+		}
+		opts.Credentials = creds
+	}
+	opts.Manager = manager.Options{
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "nodewright-fleet",
+		LeaderElectionNamespace: opts.Namespace,
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error(err, "Cannot reach the hub: no usable kubeconfig")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := fleet.New(ctx, cfg, opts)
+	if err != nil {
+		log.Error(err, "Cannot set the hub up")
+		os.Exit(1)
+	}
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "The hub stopped")
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,171 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+)
+
+// HealthOptions bound how fast the hub notices a member that stopped answering: Reachable
+// turns False at most FailureThreshold × (Interval + Timeout) after the member's last answer
+// (20s with the defaults), and True again at the first answer after that.
+type HealthOptions struct {
+	// Interval between two checks of one member.
+	Interval time.Duration
+	// Timeout of one check.
+	Timeout time.Duration
+	// FailureThreshold is how many checks in a row must fail before Reachable turns False,
+	// so that one slow answer on a busy link does not flap it.
+	FailureThreshold int
+}
+
+// DefaultHealthOptions are the hub's defaults.
+var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 * time.Second, FailureThreshold: 2}
+
+// Checker checks each engaged member's API server: GET /readyz with the hub's credentials,
+// which answers 401 to a credential the member no longer accepts. It reads no object: the
+// summary's content comes from watches only. A change of a member's health is sent on
+// Events, which the summary controller watches. It also reads the member's Kubernetes
+// version, once per engagement.
+//
+// A watch alone cannot tell: an informer whose API server vanished retries quietly, and a
+// watch over a link that silently drops packets sees nothing for minutes.
+type Checker struct {
+	opts   HealthOptions
+	events chan event.TypedGenericEvent[string]
+
+	mu      sync.Mutex
+	members map[string]*memberHealth
+}
+
+type memberHealth struct {
+	health Health
+}
+
+// NewChecker returns a Checker; the manager must Add it to engage it with each member.
+func NewChecker(opts HealthOptions) *Checker {
+	if opts.Interval <= 0 {
+		opts.Interval = DefaultHealthOptions.Interval
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultHealthOptions.Timeout
+	}
+	if opts.FailureThreshold <= 0 {
+		opts.FailureThreshold = DefaultHealthOptions.FailureThreshold
+	}
+	return &Checker{opts: opts, events: make(chan event.TypedGenericEvent[string], 64), members: map[string]*memberHealth{}}
+}
+
+// Events carries the name of each member whose health changed.
+func (c *Checker) Events() <-chan event.TypedGenericEvent[string] { return c.events }
+
+// Health is the latest finding for the member.
+func (c *Checker) Health(member string) Health {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.members[member]; ok {
+		return m.health
+	}
+	return Health{}
+}
+
+// Start waits for the manager to stop; the checks run per engagement.
+func (c *Checker) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Engage checks the member until ctx ends (the member is removed or its credentials
+// rotated, which engages it anew).
+func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cl.GetConfig())
+	if err != nil {
+		return fmt.Errorf("member %s: %w", name, err)
+	}
+	m := &memberHealth{}
+	c.mu.Lock()
+	c.members[name] = m
+	c.mu.Unlock()
+	go c.run(ctx, name, m, dc)
+	return nil
+}
+
+func (c *Checker) run(ctx context.Context, name string, m *memberHealth, dc *discovery.DiscoveryClient) {
+	log := ctrllog.FromContext(ctx).WithValues("member", name)
+	defer func() {
+		c.mu.Lock()
+		if c.members[name] == m { // a newer engagement replaced it otherwise
+			delete(c.members, name)
+		}
+		c.mu.Unlock()
+	}()
+	failures := 0
+	ticker := time.NewTicker(c.opts.Interval)
+	defer ticker.Stop()
+	for {
+		h := c.check(ctx, dc, m)
+		if h.Reachable {
+			failures = 0
+		} else {
+			failures++
+		}
+		c.mu.Lock()
+		prev := m.health
+		if h.Reachable || failures >= c.opts.FailureThreshold || !prev.Known {
+			if !h.Reachable && !prev.Known && failures < c.opts.FailureThreshold {
+				h = Health{} // not known until the threshold is reached
+			}
+			if h.KubernetesVersion == "" {
+				h.KubernetesVersion = prev.KubernetesVersion
+			}
+			m.health = h
+		}
+		changed := m.health != prev
+		c.mu.Unlock()
+		if changed {
+			log.V(1).Info("Member health changed", "reachable", h.Reachable, "reason", h.Reason)
+			select {
+			case c.events <- event.TypedGenericEvent[string]{Object: name}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// check asks the member's /readyz, and its version until it was read once.
+func (c *Checker) check(ctx context.Context, dc *discovery.DiscoveryClient, m *memberHealth) Health {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	err := dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+	switch {
+	case apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err):
+		return Health{Known: true, Reason: fleetv1alpha1.ReasonUnauthorized, Message: "The member refuses the hub's credentials: " + err.Error()}
+	case err != nil:
+		return Health{Known: true, Reason: fleetv1alpha1.ReasonNotAnswering, Message: "The member's API server does not answer: " + err.Error()}
+	}
+	h := Health{Known: true, Reachable: true, Reason: fleetv1alpha1.ReasonAnswering, Message: "The member's API server answers"}
+	c.mu.Lock()
+	version := m.health.KubernetesVersion
+	c.mu.Unlock()
+	if version == "" {
+		if v, err := dc.ServerVersion(); err == nil {
+			h.KubernetesVersion = v.GitVersion
+		}
+	}
+	return h
+}

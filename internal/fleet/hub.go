@@ -1,0 +1,121 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
+
+	clusterinventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
+	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// Options configure the hub.
+type Options struct {
+	// Namespace is the hub's own namespace: the kubeconfig Secrets (labelled
+	// sigs.k8s.io/multicluster-runtime-kubeconfig=true, key "kubeconfig") and the Secret
+	// Reader's token Secrets are there.
+	Namespace string
+	// ClusterProfileNamespace holds the ClusterProfiles; "" reads every namespace.
+	ClusterProfileNamespace string
+	// Credentials are the exec plugins for ClusterProfile access providers; may be nil.
+	Credentials *credentials.CredentialsProvider
+	// MemberNamespace is the Nodewright namespace on the members.
+	MemberNamespace string
+	Health          HealthOptions
+	// Manager are the hub manager's options; Scheme and the Secrets' cache are set here.
+	Manager manager.Options
+}
+
+// Scheme has what the hub reads and writes, on the hub and on the members.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, nodewrightv1alpha1.AddToScheme, fleetv1alpha1.AddToScheme, clusterinventoryv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// memberClusterOptions confine each member's cache to what the hub reads: the Nodewright
+// kinds, and in the Nodewright namespace only the checkpoint ConfigMap and the operator's
+// Deployment, which is all the read-only ClusterRole and Role of the member chart allow.
+func memberClusterOptions(scheme *runtime.Scheme, memberNamespace string) []cluster.Option {
+	return []cluster.Option{func(o *cluster.Options) {
+		o.Scheme = scheme
+		o.Cache.ByObject = map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}:  {Namespaces: map[string]cache.Config{memberNamespace: {}}},
+			&appsv1.Deployment{}: {Namespaces: map[string]cache.Config{memberNamespace: {}}},
+		}
+	}}
+}
+
+// New builds the hub: a multicluster-runtime manager whose members come from the kubeconfig
+// Secrets (multicluster-runtime's kubeconfig provider) and the ClusterProfiles (this
+// package's provider), with the summary, health and membership controllers.
+func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
+	if opts.MemberNamespace == "" {
+		opts.MemberNamespace = "nodewright-system"
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	mopts := opts.Manager
+	mopts.Scheme = scheme
+	mopts.Cache.ByObject = map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+	}
+	if opts.ClusterProfileNamespace != "" {
+		mopts.Cache.ByObject[&clusterinventoryv1alpha1.ClusterProfile{}] = cache.ByObject{Namespaces: map[string]cache.Config{opts.ClusterProfileNamespace: {}}}
+	}
+	clusterOpts := memberClusterOptions(scheme, opts.MemberNamespace)
+	kubeconfigs := kubeconfig.New(kubeconfig.Options{Namespace: opts.Namespace, ClusterOptions: clusterOpts})
+	profiles := NewClusterProfileProvider(ClusterProfileOptions{Namespace: opts.ClusterProfileNamespace, ConsumerNamespace: opts.Namespace,
+		Credentials: opts.Credentials, ClusterOptions: clusterOpts})
+	mgr, err := mcmanager.New(cfg, &Providers{Kubeconfig: kubeconfigs, ClusterProfile: profiles}, mopts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the hub manager: %w", err)
+	}
+	if err := kubeconfigs.SetupWithManager(ctx, prefixed{mgr, kubeconfigPrefix}); err != nil {
+		return nil, err
+	}
+	if err := profiles.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	local := mgr.GetLocalManager()
+	if err := local.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		profiles.Stop()
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	checker := NewChecker(opts.Health)
+	if err := mgr.Add(checker); err != nil {
+		return nil, err
+	}
+	summaries := &SummaryReconciler{Manager: mgr, Hub: local.GetClient(), Checker: checker,
+		KubeconfigNamespace: opts.Namespace, MemberNamespace: opts.MemberNamespace}
+	if err := summaries.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if err := (&MembershipReconciler{Hub: local.GetClient()}).SetupWithManager(local); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

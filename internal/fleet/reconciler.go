@@ -1,0 +1,187 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/operator"
+)
+
+// The member objects the hub reads besides the NodewrightCluster and the workflows, all in
+// the member's Nodewright namespace.
+const (
+	CheckpointConfigMap = "nodewright-audit-checkpoint"
+	OperatorDeployment  = "nodewright-operator"
+	versionLabel        = "app.kubernetes.io/version"
+	// clusterName is the NodewrightCluster singleton's name; every member event maps to it.
+	clusterName = "nodewright"
+)
+
+// SummaryReconciler keeps one member's NodewrightClusterSummary.
+type SummaryReconciler struct {
+	Manager mcmanager.Manager
+	// Hub reads and writes the summaries (the hub manager's client).
+	Hub     client.Client
+	Checker *Checker
+	// KubeconfigNamespace is where the kubeconfig Secrets are, to name a member's registration.
+	KubeconfigNamespace string
+	// MemberNamespace is the Nodewright namespace on the members.
+	MemberNamespace string
+}
+
+// SetupWithManager watches every member's Nodewright objects and the members' health.
+func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
+	toCluster := mchandler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: clusterName}}}
+	})
+	inNamespace := func(name string) mcbuilder.WatchesOption {
+		return mcbuilder.WithPredicates(namedIn(r.MemberNamespace, name))
+	}
+	health := crsource.TypedChannel(r.Checker.Events(), handler.TypedFuncs[string, mcreconcile.Request]{
+		GenericFunc: func(_ context.Context, e eventString, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+			q.Add(mcreconcile.Request{ClusterName: e.Object, Request: reconcile.Request{NamespacedName: types.NamespacedName{Name: clusterName}}})
+		},
+	})
+	return mcbuilder.ControllerManagedBy(mgr).Named("nodewrightclustersummary").
+		For(&nodewrightv1alpha1.NodewrightCluster{}, mcbuilder.WithEngageWithLocalCluster(false)).
+		Watches(&nodewrightv1alpha1.BondModeFlipPlan{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false)).
+		Watches(&nodewrightv1alpha1.ReplicationUpgrade{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false)).
+		Watches(&corev1.ConfigMap{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false), inNamespace(CheckpointConfigMap)).
+		Watches(&appsv1.Deployment{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false), inNamespace(OperatorDeployment)).
+		WatchesRawSource(health).
+		Complete(r)
+}
+
+// Reconcile writes the member's summary when what the hub sees of it changed.
+func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+	reg, ok := registrationOf(req.ClusterName, r.KubeconfigNamespace)
+	if !ok {
+		return ctrl.Result{}, nil
+	}
+	cl, err := r.Manager.GetCluster(ctx, req.ClusterName)
+	if errors.Is(err, multicluster.ErrClusterNotFound) {
+		return ctrl.Result{}, nil // removed: the summary's own controller deletes it
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	observed, err := r.observe(ctx, cl)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	summary, err := r.summary(ctx, reg)
+	if err != nil || summary == nil {
+		return ctrl.Result{}, err
+	}
+	status := summary.Status.DeepCopy()
+	setObserved(status, observed)
+	setCheckpoint(status, observed.Published)
+	setHealth(status, r.Checker.Health(req.ClusterName))
+	if equality.Semantic.DeepEqual(*status, summary.Status) {
+		return ctrl.Result{}, nil
+	}
+	patch := client.MergeFromWithOptions(summary.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	summary.Status = *status
+	if err := r.Hub.Status().Patch(ctx, summary, patch); err != nil {
+		return ctrl.Result{}, fmt.Errorf("writing the summary %s: %w", summary.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// summary gets the member's summary, creating it while its registration exists. It returns
+// nil when the registration is gone, or when another registration owns the name.
+func (r *SummaryReconciler) summary(ctx context.Context, reg fleetv1alpha1.Registration) (*fleetv1alpha1.NodewrightClusterSummary, error) {
+	var s fleetv1alpha1.NodewrightClusterSummary
+	err := r.Hub.Get(ctx, types.NamespacedName{Name: reg.Name}, &s)
+	if err == nil {
+		if s.Spec.Registration != reg {
+			ctrl.LoggerFrom(ctx).Info("Another registration owns the summary's name; not written", "summary", reg.Name, "owner", s.Spec.Registration)
+			return nil, nil
+		}
+		return &s, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if exists, err := registered(ctx, r.Hub, reg); err != nil || !exists {
+		return nil, err
+	}
+	s = fleetv1alpha1.NodewrightClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: reg.Name},
+		Spec: fleetv1alpha1.NodewrightClusterSummarySpec{Registration: reg}}
+	if err := r.Hub.Create(ctx, &s); err != nil {
+		return nil, fmt.Errorf("creating the summary %s: %w", reg.Name, err)
+	}
+	return &s, nil
+}
+
+// observe reads the member's objects from its cache.
+func (r *SummaryReconciler) observe(ctx context.Context, cl cluster.Cluster) (Observed, error) {
+	var o Observed
+	c := cl.GetClient()
+	var nwc nodewrightv1alpha1.NodewrightCluster
+	switch err := c.Get(ctx, types.NamespacedName{Name: clusterName}, &nwc); {
+	case err == nil:
+		o.Cluster = &nwc
+	case !apierrors.IsNotFound(err):
+		return o, err
+	}
+	var flips nodewrightv1alpha1.BondModeFlipPlanList
+	if err := c.List(ctx, &flips); err != nil {
+		return o, err
+	}
+	o.Flips = flips.Items
+	var upgrades nodewrightv1alpha1.ReplicationUpgradeList
+	if err := c.List(ctx, &upgrades); err != nil {
+		return o, err
+	}
+	o.Upgrades = upgrades.Items
+	var cm corev1.ConfigMap
+	switch err := c.Get(ctx, types.NamespacedName{Namespace: r.MemberNamespace, Name: CheckpointConfigMap}, &cm); {
+	case err == nil:
+		line, ok := cm.Data[operator.CheckpointKey]
+		o.Published = Published{Found: ok && line != "", Line: line}
+	case !apierrors.IsNotFound(err):
+		return o, err
+	}
+	var dep appsv1.Deployment
+	switch err := c.Get(ctx, types.NamespacedName{Namespace: r.MemberNamespace, Name: OperatorDeployment}, &dep); {
+	case err == nil:
+		o.NodewrightVersion = dep.Labels[versionLabel]
+	case !apierrors.IsNotFound(err):
+		return o, err
+	}
+	return o, nil
+}
+
+type eventString = event.TypedGenericEvent[string]
+
+// namedIn lets through the one object namespace/name.
+func namedIn(namespace, name string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetNamespace() == namespace && o.GetName() == name
+	})
+}

@@ -1,0 +1,189 @@
+// Package fleet is the fleet hub: it engages every member cluster that a kubeconfig Secret
+// or a ClusterProfile registers (sigs.k8s.io/multicluster-runtime), watches each member's
+// NodewrightCluster, cluster-wide workflows and audit checkpoint, and keeps one
+// NodewrightClusterSummary per member on the hub. It never writes to a member.
+package fleet
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+)
+
+// Observed is what the hub read from one member's cache.
+type Observed struct {
+	// Cluster is the member's NodewrightCluster; nil when it has none.
+	Cluster   *nodewrightv1alpha1.NodewrightCluster
+	Flips     []nodewrightv1alpha1.BondModeFlipPlan
+	Upgrades  []nodewrightv1alpha1.ReplicationUpgrade
+	Published Published
+	// NodewrightVersion is the operator Deployment's app.kubernetes.io/version label.
+	NodewrightVersion string
+}
+
+// Published is the checkpoint line the member publishes in its checkpoint ConfigMap.
+type Published struct {
+	// Found is false when there is no ConfigMap or no line in it.
+	Found bool
+	Line  string
+}
+
+// Health is what the hub's health check of a member found.
+type Health struct {
+	// Known is false until the first check finished.
+	Known             bool
+	Reachable         bool
+	Reason, Message   string
+	KubernetesVersion string
+}
+
+// setObserved fills status from the member's objects.
+func setObserved(status *fleetv1alpha1.NodewrightClusterSummaryStatus, o Observed) {
+	status.Phase, status.Management, status.Nodes, status.Profile = "", "", fleetv1alpha1.MemberNodes{}, nil
+	if c := o.Cluster; c != nil {
+		status.Phase = string(c.Status.Phase)
+		status.Management = string(c.Status.Management)
+		status.Nodes = fleetv1alpha1.MemberNodes{Ready: c.Status.Nodes.Ready, Total: c.Status.Nodes.Total}
+		if p := c.Status.Profile; p != nil {
+			status.Profile = &fleetv1alpha1.MemberProfile{Name: p.Name, Version: p.Version}
+		}
+	}
+	status.Workflows = nil
+	for _, f := range o.Flips {
+		if unfinished(f.Status.Phase) {
+			status.Workflows = append(status.Workflows, workflow("BondModeFlipPlan", f.Name, f.Status.WorkflowStatus, f.Status.Progress))
+		}
+	}
+	for _, u := range o.Upgrades {
+		if unfinished(u.Status.Phase) {
+			status.Workflows = append(status.Workflows, workflow("ReplicationUpgrade", u.Name, u.Status.WorkflowStatus, u.Status.Progress))
+		}
+	}
+	if len(status.Workflows) > 32 {
+		status.Workflows = status.Workflows[:32]
+	}
+	status.Workflow = workflowColumn(status.Workflows)
+	status.NodewrightVersion = o.NodewrightVersion
+}
+
+func unfinished(p nodewrightv1alpha1.WorkflowPhase) bool {
+	switch p {
+	case nodewrightv1alpha1.WorkflowSucceeded, nodewrightv1alpha1.WorkflowFailed, nodewrightv1alpha1.WorkflowRolledBack:
+		return false
+	}
+	return true
+}
+
+// workflow summarises one workflow: its running step, or else the latest one that started.
+func workflow(kind, name string, s nodewrightv1alpha1.WorkflowStatus, progress string) fleetv1alpha1.MemberWorkflow {
+	w := fleetv1alpha1.MemberWorkflow{Kind: kind, Name: name, Phase: string(s.Phase), Progress: progress}
+	for _, step := range s.Steps {
+		if step.State == nodewrightv1alpha1.StepRunning {
+			w.Step = step.Name
+			break
+		}
+		if step.State != nodewrightv1alpha1.StepWaiting {
+			w.Step = step.Name
+		}
+	}
+	return w
+}
+
+// workflowColumn is the Workflow column: the first workflow, and how many more run.
+func workflowColumn(ws []fleetv1alpha1.MemberWorkflow) string {
+	if len(ws) == 0 {
+		return ""
+	}
+	w := ws[0]
+	parts := []string{w.Kind + "/" + w.Name}
+	for _, p := range []string{w.Step, w.Progress} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	s := strings.Join(parts, " ")
+	if len(ws) > 1 {
+		s += fmt.Sprintf(" (+%d)", len(ws)-1)
+	}
+	if len(s) > 512 {
+		s = s[:512]
+	}
+	return s
+}
+
+// setHealth sets Reachable and the Kubernetes version from the latest health check; before
+// the first one it leaves both as they were.
+func setHealth(status *fleetv1alpha1.NodewrightClusterSummaryStatus, h Health) {
+	if !h.Known {
+		return
+	}
+	cond := metav1.Condition{Type: fleetv1alpha1.ConditionReachable, Status: metav1.ConditionFalse, Reason: h.Reason, Message: h.Message}
+	if h.Reachable {
+		cond.Status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+	if h.KubernetesVersion != "" {
+		status.KubernetesVersion = h.KubernetesVersion
+	}
+}
+
+// setCheckpoint checks the published checkpoint against the one the hub recorded. The hub
+// is a witness: the recorded checkpoint only moves forward, to a published one with a higher
+// sequence. One behind it, or different from it at the same sequence, means the member's
+// trail was rewritten or its ConfigMap replaced: CheckpointConsistent turns False and the
+// recorded one stays. The hub cannot tell whether a later checkpoint extends the recorded
+// one (that needs the trail itself: nodewright-audit verify); it records it.
+func setCheckpoint(status *fleetv1alpha1.NodewrightClusterSummaryStatus, p Published) {
+	cond := metav1.Condition{Type: fleetv1alpha1.ConditionCheckpointConsistent}
+	recorded := status.Checkpoint
+	status.PublishedCheckpoint = nil
+	published, err := parseCheckpoint(p)
+	switch {
+	case !p.Found && recorded == nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonNoCheckpoint, "The member publishes no audit checkpoint yet"
+	case !p.Found:
+		cond.Status, cond.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNoCheckpoint
+		cond.Message = fmt.Sprintf("The member no longer publishes a checkpoint; the hub recorded sequence %d", recorded.Sequence)
+	case err != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonCheckpointBad, err.Error()
+	case recorded == nil || published.Sequence > recorded.Sequence:
+		status.Checkpoint = published
+		cond.Status, cond.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonCheckpointOK
+		cond.Message = fmt.Sprintf("Sequence %d recorded", published.Sequence)
+	case published.Sequence == recorded.Sequence && published.Hash == recorded.Hash:
+		cond.Status, cond.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonCheckpointOK
+		cond.Message = fmt.Sprintf("Sequence %d recorded", published.Sequence)
+	case published.Sequence == recorded.Sequence:
+		status.PublishedCheckpoint = published
+		cond.Status, cond.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonCheckpointForked
+		cond.Message = fmt.Sprintf("The published checkpoint at sequence %d hashes to %s, the recorded one to %s", published.Sequence, published.Hash, recorded.Hash)
+	default:
+		status.PublishedCheckpoint = published
+		cond.Status, cond.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonCheckpointBehind
+		cond.Message = fmt.Sprintf("The published checkpoint is at sequence %d, behind the recorded %d", published.Sequence, recorded.Sequence)
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+}
+
+// parseCheckpoint reads the published line as the operator writes it (internal/operator:
+// one canonical checkpoint entry, newline-terminated).
+func parseCheckpoint(p Published) (*fleetv1alpha1.AuditCheckpoint, error) {
+	if !p.Found {
+		return nil, nil
+	}
+	e, err := audit.ParseLine([]byte(strings.TrimSpace(p.Line)))
+	if err != nil {
+		return nil, fmt.Errorf("the published checkpoint does not parse: %w", err)
+	}
+	if e.Checkpoint == nil {
+		return nil, fmt.Errorf("the published line is a record, not a checkpoint")
+	}
+	t := metav1.NewTime(e.Checkpoint.Time)
+	return &fleetv1alpha1.AuditCheckpoint{Sequence: int64(e.Checkpoint.Size), Hash: e.Checkpoint.Head.String(), Time: &t}, nil
+}
