@@ -84,7 +84,13 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	}
 	cl, err := r.Manager.GetCluster(ctx, req.ClusterName)
 	if errors.Is(err, multicluster.ErrClusterNotFound) {
-		return ctrl.Result{}, nil // removed: the summary's own controller deletes it
+		// A provider lists a member only once it is engaged, after the first events of its
+		// watches: retry while the registration exists. A removed member's summary is the
+		// membership controller's.
+		if exists, err := registered(ctx, r.Hub, reg); err != nil || exists {
+			return ctrl.Result{}, errors.Join(err, fmt.Errorf("member %s is not engaged yet", req.ClusterName))
+		}
+		return ctrl.Result{}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err

@@ -1,0 +1,175 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
+
+	clusterinventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+const patience = 3 * time.Minute
+
+// TestFleet runs a hub and two members, each its own kube-apiserver on one etcd: one member
+// registered by a kubeconfig Secret, one by a ClusterProfile.
+func TestFleet(t *testing.T) {
+	root, bin := assets(t)
+	etcd := startEtcd(t, bin)
+	hub := startAPIServer(t, bin, etcd, "/hub", filepath.Join(root, "config", "crd", "fleet"), clusterProfileCRDs(t))
+	crds := filepath.Join(root, "config", "crd", "bases")
+	m1 := startAPIServer(t, bin, etcd, "/m1", crds)
+	m2 := startAPIServer(t, bin, etcd, "/m2", crds)
+	ctx := context.Background()
+
+	const hubNS = "nodewright-fleet"
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := New(ctx, hub.Admin, Options{Namespace: hubNS, ClusterProfileNamespace: hubNS,
+		Health:  HealthOptions{Interval: 300 * time.Millisecond, Timeout: 5 * time.Second, FailureThreshold: 2},
+		Manager: manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+
+	for _, m := range []*apiServer{m1, m2} {
+		nwc := &nodewrightv1alpha1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: "nodewright"},
+			Spec: nodewrightv1alpha1.NodewrightClusterSpec{Legacy: nodewrightv1alpha1.LegacySource{
+				ConfigMapRef:   nodewrightv1alpha1.NamespacedObjectReference{Namespace: "kube-system", Name: "node-state"},
+				DaemonSetRef:   nodewrightv1alpha1.NamespacedObjectReference{Namespace: "kube-system", Name: "node-init"},
+				EventComponent: "node-init"}}}
+		if err := m.Client.Create(ctx, nwc); err != nil {
+			t.Fatal(err)
+		}
+		nwc.Status.Phase = "MultiNode"
+		nwc.Status.Nodes = nodewrightv1alpha1.NodeCounts{Ready: 2, Total: 3}
+		nwc.Status.Management = nodewrightv1alpha1.ManagementMode("Observe")
+		if err := m.Client.Status().Update(ctx, nwc); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// m1 through a kubeconfig Secret.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "site-a",
+		Labels: map[string]string{kubeconfig.DefaultKubeconfigSecretLabel: "true"}},
+		Data: map[string][]byte{"kubeconfig": m1.kubeconfig(t, m1.hubToken(t, "hub"))}}
+	if err := hub.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	// m2 through a ClusterProfile served by the Secret Reader.
+	if err := hub.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "site-b"},
+		Data: map[string][]byte{"token": []byte(m2.hubToken(t, "hub"))}}); err != nil {
+		t.Fatal(err)
+	}
+	cp := &clusterinventoryv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "site-b"},
+		Spec: clusterinventoryv1alpha1.ClusterProfileSpec{ClusterManager: clusterinventoryv1alpha1.ClusterManager{Name: "test"}}}
+	if err := hub.Client.Create(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	cp.Status.AccessProviders = []clusterinventoryv1alpha1.AccessProvider{{Name: SecretReaderProvider,
+		Cluster: clientcmdv1.Cluster{Server: m2.Admin.Host, CertificateAuthorityData: m2.Admin.CAData}}}
+	if err := hub.Client.Status().Update(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, name := range []string{"site-a", "site-b"} {
+		waitSummary(t, hub.Client, name, func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+			if s.Status.Phase != "MultiNode" || s.Status.Nodes.Ready != 2 || s.Status.Nodes.Total != 3 || s.Status.Management != "Observe" {
+				return fmt.Sprintf("status %+v", s.Status)
+			}
+			if !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionReachable) || s.Status.KubernetesVersion == "" {
+				return fmt.Sprintf("not reachable or no version: %+v", s.Status)
+			}
+			return ""
+		})
+	}
+
+	// A change on the member reaches the summary through the watch.
+	var nwc nodewrightv1alpha1.NodewrightCluster
+	if err := m2.Client.Get(ctx, types.NamespacedName{Name: "nodewright"}, &nwc); err != nil {
+		t.Fatal(err)
+	}
+	nwc.Status.Nodes.Ready = 3
+	if err := m2.Client.Status().Update(ctx, &nwc); err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, hub.Client, "site-b", func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+		if s.Status.Nodes.Ready != 3 {
+			return fmt.Sprintf("nodes %+v", s.Status.Nodes)
+		}
+		return ""
+	})
+
+	// m1 stops answering: Reachable turns False, the summary stays; it comes back.
+	m1.stop(t)
+	waitSummary(t, hub.Client, "site-a", func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+		c := meta.FindStatusCondition(s.Status.Conditions, fleetv1alpha1.ConditionReachable)
+		if c == nil || c.Status != metav1.ConditionFalse || s.Status.Phase != "MultiNode" {
+			return fmt.Sprintf("reachable %+v, phase %q", c, s.Status.Phase)
+		}
+		return ""
+	})
+	m1.start(t)
+	waitSummary(t, hub.Client, "site-a", func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+		if !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionReachable) {
+			return fmt.Sprintf("conditions %+v", s.Status.Conditions)
+		}
+		return ""
+	})
+
+	// Removing the registrations removes the summaries.
+	if err := hub.Client.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Client.Delete(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"site-a", "site-b"} {
+		testenv.Eventually(t, patience, func() string {
+			var s fleetv1alpha1.NodewrightClusterSummary
+			if err := hub.Client.Get(ctx, types.NamespacedName{Name: name}, &s); err == nil {
+				return name + " still exists"
+			}
+			return ""
+		})
+	}
+}
+
+func waitSummary(t *testing.T, hub client.Client, name string, check func(*fleetv1alpha1.NodewrightClusterSummary) string) {
+	t.Helper()
+	testenv.Eventually(t, patience, func() string {
+		var s fleetv1alpha1.NodewrightClusterSummary
+		if err := hub.Get(context.Background(), types.NamespacedName{Name: name}, &s); err != nil {
+			return err.Error()
+		}
+		if msg := check(&s); msg != "" {
+			return name + ": " + msg
+		}
+		return ""
+	})
+}
