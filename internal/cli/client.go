@@ -8,14 +8,16 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
 
-// scheme knows the core Kubernetes kinds and Nodewright's.
+// scheme knows the core Kubernetes kinds, Nodewright's and the fleet hub's.
 var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(nwv1.AddToScheme(s))
+	utilruntime.Must(fleetv1alpha1.AddToScheme(s))
 	return s
 }()
 

@@ -26,7 +26,7 @@ import (
 const rootHelp = `kubectl nodewright shows and drives Nodewright, the operator of small edge storage
 clusters: the cluster's health rolled up from the legacy DaemonSet, VM volume migrations,
 bond-mode flips and replication upgrades and the approval of their steps, the events, the
-audit trail and signed EdgeProfiles.
+audit trail and signed EdgeProfiles; against a fleet hub, its member clusters (fleet).
 
 It reads the same kubeconfig, context and namespace flags as kubectl (--kubeconfig,
 --context, -n/--namespace, --as, ...).
@@ -63,6 +63,9 @@ const rootExamples = `  # The cluster's phase and why, its nodes, profile and re
 
   # The legacy DaemonSet's Events and Nodewright's, merged, newest last
   kubectl nodewright events -A --warnings-only
+
+  # A fleet hub's member clusters, degraded first, and the context to act on each with
+  kubectl nodewright fleet --context hub
 
   # Shell completion
   source <(kubectl-nodewright completion bash)`
@@ -156,6 +159,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newUpgradeCommand,
 		newApproveCommand,
 		newEventsCommand,
+		newFleetCommand,
 		newAuditCommand,
 		newProfileCommand,
 		newCompletionCommand,

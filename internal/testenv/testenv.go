@@ -47,6 +47,7 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	virtv1 "kubevirt.io/api/core/v1"
 
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
 
@@ -56,7 +57,7 @@ type Env struct {
 	Config *rest.Config
 	// Client is a direct (uncached) client with the types of Scheme.
 	Client client.Client
-	// Scheme has the core, Nodewright, KubeVirt (kubevirt.io/v1), CSI snapshot and
+	// Scheme has the core, Nodewright, fleet hub, KubeVirt (kubevirt.io/v1), CSI snapshot and
 	// CustomResourceDefinition types registered.
 	Scheme *runtime.Scheme
 	// RepoRoot is the repository's top folder.
@@ -173,6 +174,12 @@ func ThirdPartyCRDPaths(root string) []string {
 	}
 }
 
+// FleetCRDPaths lists the folder of the fleet hub's CRD (NodewrightClusterSummary), which only a
+// hub serves: Start does not install it; a test that plays the hub adds it with InstallCRDs.
+func FleetCRDPaths(root string) []string {
+	return []string{filepath.Join(root, "config", "crd", "fleet")}
+}
+
 // InstallCRDs installs the CRDs of the files or folders paths and waits until the API server
 // serves them.
 func (e *Env) InstallCRDs(paths ...string) error {
@@ -195,7 +202,7 @@ func (e *Env) Start() error {
 	if err := clientgoscheme.AddToScheme(e.Scheme); err != nil {
 		return err
 	}
-	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, fleetv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(e.Scheme); err != nil {
 			return err
 		}

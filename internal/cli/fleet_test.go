@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+// TestFleet runs kubectl nodewright fleet against an API server that is not a hub (a clear
+// error), then against one that serves the fleet CRD and holds five members' summaries: the
+// table, degraded first, and each member's command, with every filter, is the golden file
+// testdata/fleet.golden (ages aside); -o json and yaml print the summaries kept.
+func TestFleet(t *testing.T) {
+	ctx := context.Background()
+	if err := env.Client.List(ctx, &fleetv1alpha1.NodewrightClusterSummaryList{}); meta.IsNoMatchError(err) {
+		r := plugin(t, runOpts{}, "fleet")
+		r.wantCode(t, ExitFailed)
+		want := "Error: this API server does not serve NodewrightClusterSummary (fleet.nodewright.spectrocloud.com/v1alpha1): it is not a fleet hub; point --kubeconfig/--context at the hub"
+		if !strings.HasPrefix(r.stderr, want) || r.stdout != "" {
+			t.Errorf("against a member: stdout %q, stderr %q, want it to start with %q", r.stdout, r.stderr, want)
+		}
+	} // else another run of the test installed the CRD already
+	if err := env.InstallCRDs(testenv.FleetCRDPaths(env.RepoRoot)...); err != nil {
+		t.Fatal(err)
+	}
+
+	r := plugin(t, runOpts{}, "fleet")
+	r.wantCode(t, ExitOK)
+	if r.stdout != "" || r.stderr != "No member clusters found.\n" {
+		t.Errorf("an empty hub: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+
+	for _, s := range testenv.FleetMembers() {
+		testenv.StoreSummary(t, env.Client, s)
+	}
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"fleet"},
+		{"fleet", "--degraded"},
+		{"fleet", "--profile", "edge-standard"},
+		{"fleet", "--workflow", "ReplicationUpgrade"},
+		{"fleet", "--workflow", "bondmodeflipplan/to-lacp"},
+		{"fleet", "--workflow", "any", "--degraded"},
+		{"fleet", "--profile", "edge-standard", "--degraded"},
+	} {
+		r := plugin(t, runOpts{}, args...)
+		r.wantCode(t, ExitOK)
+		fmt.Fprintf(&b, "=== kubectl nodewright %s\n%s", strings.Join(args, " "), ages.ReplaceAllString(r.stdout, "   AGE"))
+		if r.stderr != "" {
+			fmt.Fprintf(&b, "(stderr) %s", r.stderr)
+		}
+	}
+	golden(t, "fleet.golden", b.String())
+
+	r = plugin(t, runOpts{}, "fleet", "--degraded", "-o", "json")
+	r.wantCode(t, ExitOK)
+	var list fleetv1alpha1.NodewrightClusterSummaryList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	var names []string
+	for _, s := range list.Items {
+		names = append(names, s.Name)
+		if s.Kind != "NodewrightClusterSummary" || s.ManagedFields != nil {
+			t.Errorf("-o json: item %s has kind %q, managed fields %v", s.Name, s.Kind, s.ManagedFields != nil)
+		}
+	}
+	if list.Kind != "NodewrightClusterSummaryList" || strings.Join(names, ",") != "site-c,site-d,site-e" {
+		t.Errorf("-o json --degraded: %s %v", list.Kind, names)
+	}
+	r = plugin(t, runOpts{}, "fleet", "--workflow", "ReplicationUpgrade/u1", "-o", "yaml")
+	r.wantCode(t, ExitOK)
+	if !strings.Contains(r.stdout, "kind: NodewrightClusterSummaryList\n") || !strings.Contains(r.stdout, "name: site-d\n") || strings.Contains(r.stdout, "name: site-b\n") {
+		t.Errorf("-o yaml --workflow ReplicationUpgrade/u1:\n%s", r.stdout)
+	}
+
+	for _, c := range []usageCase{
+		{[]string{"fleet", "--workflow", "Migration"}, `Error: --workflow "Migration": want any, KIND or KIND/NAME, KIND one of BondModeFlipPlan, ReplicationUpgrade`},
+		{[]string{"fleet", "--workflow", "ReplicationUpgrade/"}, `Error: --workflow "ReplicationUpgrade/": want KIND/NAME with a name`},
+		{[]string{"fleet", "-o", "wide"}, `Error: --output "wide": want one of table, json, yaml`},
+		{[]string{"fleet", "site-a"}, `Error: unknown command "site-a" for "kubectl nodewright fleet"`},
+	} {
+		r := plugin(t, runOpts{}, c.args...)
+		r.wantCode(t, ExitUsage)
+		if !strings.HasPrefix(r.stderr, c.want) {
+			t.Errorf("%v: stderr %q, want it to start with %q", c.args, r.stderr, c.want)
+		}
+	}
+}
