@@ -21,6 +21,10 @@ approves the step a Manual flip or upgrade waits on. It talks to the API server 
 exactly what you can with kubectl and nothing more; the page's URL carries a secret token and
 the server answers only on the loopback address.
 
+With --fleet, pointed at a fleet hub (where nodewright-fleet runs), it shows the hub's member
+clusters instead, degraded first, with filters and, for each, the command to act on it with
+its own kubeconfig context; that page only reads.
+
 Without -n it shows the migrations of every namespace you may list, and the form starts with
 your kubeconfig context's namespace; with -n, that namespace only.
 
@@ -34,7 +38,10 @@ kubeconfig is unusable); 2 usage error.`,
 
   # Only namespace demo, on a fixed port, with the local site's audit trail verified
   kubectl nodewright ui -n demo --addr 127.0.0.1:8765 --no-browser \
-    --trail-dir .demo/audit --trail-key .demo/audit-key.pub`,
+    --trail-dir .demo/audit --trail-key .demo/audit-key.pub
+
+  # A fleet hub's member clusters
+  kubectl nodewright ui --context hub --fleet`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.RESTConfig()
@@ -58,6 +65,7 @@ kubeconfig is unusable); 2 usage error.`,
 	}
 	cmd.Flags().StringVar(&opts.Addr, "addr", DefaultAddr, "Loopback address and port to serve on; port 0 takes a free one.")
 	cmd.Flags().BoolVar(&noBrowser, "no-browser", false, "Print the URL without opening a browser.")
+	cmd.Flags().BoolVar(&opts.Fleet, "fleet", false, "The kubeconfig context is a fleet hub's: show its member clusters (read-only), with the command to act on each.")
 	cmd.Flags().StringVar(&opts.TrailDir, "trail-dir", "", "A local folder holding an audit trail (such as the local site's .demo/audit) to show.")
 	cmd.Flags().StringSliceVar(&opts.TrailKeys, "trail-key", nil, "Public key file(s) to verify the trail's checkpoints with (repeatable).")
 	return cmd

@@ -18,6 +18,8 @@ type hello struct {
 	// DefaultNamespace is the form's first namespace.
 	DefaultNamespace string `json:"defaultNamespace"`
 	TrailGiven       bool   `json:"trailGiven"`
+	// Fleet: the page shows a fleet hub's members, and nothing else.
+	Fleet bool `json:"fleet"`
 }
 
 // events streams the hub's changes to one page as server-sent events.
@@ -39,7 +41,7 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 
 	first := newEvent("hello", hello{User: s.whoAmI(r.Context()), Namespace: s.opts.Namespace,
-		DefaultNamespace: s.opts.DefaultNamespace, TrailGiven: s.trail.given()})
+		DefaultNamespace: s.opts.DefaultNamespace, TrailGiven: s.trail.given(), Fleet: s.opts.Fleet})
 	if writeEvent(w, first) != nil {
 		return
 	}

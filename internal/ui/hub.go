@@ -44,8 +44,10 @@ type subscriber struct {
 type hub struct {
 	client    client.WithWatch
 	namespace string
-	trail     *trail
-	log       io.Writer
+	// fleet: the API server is a fleet hub, and only its member summaries are watched.
+	fleet bool
+	trail *trail
+	log   io.Writer
 
 	mu        sync.Mutex
 	subs      map[*subscriber]struct{}

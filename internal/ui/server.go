@@ -16,6 +16,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
 
@@ -46,7 +47,7 @@ type server struct {
 
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, nwv1.AddToScheme, virtv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, nwv1.AddToScheme, fleetv1alpha1.AddToScheme, virtv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -71,6 +72,7 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 	}
 	s := &server{opts: opts, client: c, trail: tr, mux: http.NewServeMux()}
 	s.hub = newHub(c, opts.Namespace, tr, opts.Log)
+	s.hub.fleet = opts.Fleet
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
@@ -79,6 +81,11 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 	s.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.mux.HandleFunc("GET /api/trail", s.trailRecords)
+	if opts.Fleet {
+		// The fleet page only reads: the hub never acts on a member, and the page has no
+		// action to take on the hub either.
+		return s, nil
+	}
 	s.mux.HandleFunc("GET /api/choices", s.choices)
 	s.mux.HandleFunc("POST /api/migrations", s.createMigration)
 	s.mux.HandleFunc("DELETE /api/migrations/{namespace}/{name}", s.deleteMigration)

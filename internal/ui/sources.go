@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,7 +61,25 @@ func (h *hub) startLocked() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &run{gen: h.runs, ctx: ctx, cancel: cancel}
 	h.run = r
-	sources := []source{
+	sources := h.memberSources()
+	if h.fleet {
+		sources = fleetSources()
+	}
+	for _, src := range sources {
+		r.wg.Go(func() { h.inform(ctx, r.gen, src) })
+	}
+	if h.trail.given() {
+		// The files may have changed while nothing watched them.
+		h.trail.invalidate()
+		r.wg.Go(func() {
+			h.trail.watch(ctx, func() { h.trailChanged(r.gen) }, func(msg string) { h.trailProblem(r.gen, msg) })
+		})
+	}
+}
+
+// memberSources are the watches of a page pointed at a Nodewright cluster.
+func (h *hub) memberSources() []source {
+	return []source{
 		{kind: kindCluster, fields: fields.OneTermEqualSelector("metadata.name", nwv1.NodewrightClusterName),
 			newList: func() client.ObjectList { return &nwv1.NodewrightClusterList{} }, example: &nwv1.NodewrightCluster{},
 			observe: h.observeCluster},
@@ -72,16 +91,6 @@ func (h *hub) startLocked() {
 			encode: encodeFlip},
 		{kind: kindUpgrade, newList: func() client.ObjectList { return &nwv1.ReplicationUpgradeList{} }, example: &nwv1.ReplicationUpgrade{},
 			encode: encodeUpgrade},
-	}
-	for _, src := range sources {
-		r.wg.Go(func() { h.inform(ctx, r.gen, src) })
-	}
-	if h.trail.given() {
-		// The files may have changed while nothing watched them.
-		h.trail.invalidate()
-		r.wg.Go(func() {
-			h.trail.watch(ctx, func() { h.trailChanged(r.gen) }, func(msg string) { h.trailProblem(r.gen, msg) })
-		})
 	}
 }
 
@@ -163,6 +172,8 @@ func describeWatchError(src source, err error) string {
 		where = "in namespace " + src.namespace
 	}
 	switch {
+	case src.kind == kindMember && (meta.IsNoMatchError(err) || apierrors.IsNotFound(err)):
+		return fmt.Sprintf("this cluster does not serve %s: it is not a fleet hub (start the UI with --fleet against the hub's kubeconfig context, where nodewright-fleet runs): %v", src.kind, err)
 	case apierrors.IsForbidden(err):
 		return fmt.Sprintf("your kubeconfig's user may not list or watch %s %s: %v", src.kind, where, err)
 	case apierrors.IsNotFound(err):

@@ -59,6 +59,10 @@ type Options struct {
 	// with (PEM, or the 32 bytes raw, hex or base64); without one the records are shown
 	// unverified, and the page says so.
 	TrailKeys []string
+	// Fleet points the UI at a fleet hub: the page shows the hub's member clusters (its
+	// NodewrightClusterSummaries) and, for each, the command to act on it with; it only reads,
+	// and offers no action (the hub never acts on a member).
+	Fleet bool
 	// Token is the secret the page's URL carries; empty makes a random one. Tests set it.
 	Token string
 	// Log receives what goes wrong while the UI runs (a trail folder it cannot watch, say);

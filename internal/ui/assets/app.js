@@ -842,6 +842,82 @@ function renderRecords() {
   }));
 }
 
+// ---- Fleet page (ui --fleet: the API server is a fleet hub) ----------------------------
+
+let fleetMode = false;
+const fleetFilter = { degraded: false, profile: '', workflow: '' };
+
+// fleetKeeps applies the filters, as kubectl nodewright fleet's flags do.
+function fleetKeeps(m) {
+  const s = m.status || {};
+  if (fleetFilter.degraded && !m.view.degraded) return false;
+  if (fleetFilter.profile && (!s.profile || s.profile.name !== fleetFilter.profile)) return false;
+  const w = fleetFilter.workflow;
+  if (!w) return true;
+  return (s.workflows || []).some((x) => w === 'any' || x.kind === w);
+}
+
+// fleetProfiles keeps the profile filter's choices to the profiles the members have, and the
+// one chosen even when no member has it any more.
+function fleetProfiles(members) {
+  const names = new Set(members.map((m) => m.status && m.status.profile && m.status.profile.name).filter(Boolean));
+  if (fleetFilter.profile) names.add(fleetFilter.profile);
+  const want = ['', ...[...names].sort()];
+  const sel = document.getElementById('fleet-profile');
+  const have = [...sel.options].map((o) => o.value);
+  if (want.join('\n') !== have.join('\n')) {
+    replace(sel, want.map((n) => h('option', { value: n }, n || 'Any')));
+  }
+  sel.value = fleetFilter.profile;
+}
+
+function memberRow(m) {
+  const s = m.status || {};
+  const v = m.view;
+  const checkpoint = {
+    ok: badge('ok', { tone: 'ok', label: 'ok' }),
+    mismatch: badge('mismatch', { tone: 'bad', label: 'mismatch' }),
+  }[v.checkpoint] || h('span', { class: 'hint' }, 'none yet');
+  return h('tr', { 'data-member': m.metadata.name, 'data-degraded': String(v.degraded), class: v.degraded ? 'member degraded' : 'member' },
+    h('th', { scope: 'row' }, h('strong', { class: 'member-name' }, m.metadata.name),
+      v.degraded ? [' ', badge('Degraded', { label: 'Degraded' })] : '',
+      v.degraded ? h('span', { class: 'why block' }, v.why.join(' · ')) : '',
+      h('span', { class: 'act-with block' }, h('span', { class: 'hint' }, 'Act with '), h('code', { class: 'act', 'data-context': v.context }, v.command)),
+      h('span', { class: 'hint block' }, [s.kubernetesVersion && `Kubernetes ${s.kubernetesVersion} · `, s.nodewrightVersion && `Nodewright ${s.nodewrightVersion} · `].filter(Boolean),
+        'registered ', agoEl(m.metadata.creationTimestamp))),
+    h('td', { 'data-col': 'reachable' }, badge(v.reachable), v.reachable !== 'True' ? h('span', { class: 'hint block' }, (condition(m, 'Reachable') || {}).reason || 'not checked yet') : ''),
+    h('td', { 'data-col': 'phase' }, s.phase ? badge(s.phase) : h('span', { class: 'hint' }, 'none seen')),
+    h('td', { 'data-col': 'nodes' }, v.nodes),
+    h('td', { 'data-col': 'management' }, s.management || '–'),
+    h('td', { 'data-col': 'workflows' }, (s.workflows || []).length ? h('ul', { class: 'plain' }, s.workflows.map((w) => h('li', {},
+      h('span', { class: 'nowrap' }, `${w.kind}/${w.name}`), [w.step, w.progress].filter(Boolean).map((x) => ` ${x}`)))) : '–'),
+    h('td', { 'data-col': 'profile' }, v.profile),
+    h('td', { 'data-col': 'checkpoint' }, checkpoint,
+      s.checkpoint ? h('span', { class: 'hint block' }, `recorded #${s.checkpoint.sequence}`) : ''));
+}
+
+function renderFleet() {
+  replace(document.getElementById('fleet-problems'), problemsFor(['NodewrightClusterSummary']));
+  const members = objects('NodewrightClusterSummary');
+  fleetProfiles(members);
+  members.sort((a, b) => (b.view.degraded - a.view.degraded) || a.metadata.name.localeCompare(b.metadata.name));
+  const shown = members.filter(fleetKeeps);
+  const degraded = members.filter((m) => m.view.degraded).length;
+  const count = document.getElementById('fleet-count');
+  const body = document.getElementById('fleet-members');
+  if (!store.synced.NodewrightClusterSummary) {
+    replace(count, 'Loading…');
+    replace(body);
+    return;
+  }
+  replace(count, `${members.length} member(s), ${degraded} degraded`, shown.length !== members.length ? `; showing ${shown.length}` : '', '.');
+  if (!shown.length) {
+    replace(body, h('tr', {}, h('td', { colspan: 8, class: 'empty-row' }, members.length ? 'No member matches the filters.' : 'The hub has no member clusters.')));
+    return;
+  }
+  replace(body, shown.map(memberRow));
+}
+
 // ---- Plumbing ------------------------------------------------------------------------
 
 async function api(method, url, body) {
@@ -870,9 +946,13 @@ function render() {
   renderQueued = false;
   // Keep the keyboard focus on the same control across a re-render.
   const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.key : undefined;
-  renderCluster();
-  renderWorkflows();
-  renderAudit();
+  if (fleetMode) {
+    renderFleet();
+  } else {
+    renderCluster();
+    renderWorkflows();
+    renderAudit();
+  }
   if (focused) {
     const el = document.querySelector(`[data-key="${CSS.escape(focused)}"]`);
     if (el && el !== document.activeElement) el.focus();
@@ -887,16 +967,17 @@ function queueRender() {
 }
 
 function showPage() {
-  const page = (location.hash || '#cluster').slice(1);
-  const known = ['cluster', 'workflows', 'audit'].includes(page) ? page : 'cluster';
-  for (const p of ['cluster', 'workflows', 'audit']) {
+  const pages = fleetMode ? ['fleet'] : ['cluster', 'workflows', 'audit'];
+  const page = (location.hash || `#${pages[0]}`).slice(1);
+  const known = pages.includes(page) ? page : pages[0];
+  for (const p of ['cluster', 'workflows', 'audit', 'fleet']) {
     document.getElementById(`page-${p}`).hidden = p !== known;
   }
   for (const a of document.querySelectorAll('nav a')) {
     if (a.dataset.page === known) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  document.title = `${{ cluster: 'Cluster', workflows: 'Workflows', audit: 'Audit trail' }[known]} · Nodewright`;
+  document.title = `${{ cluster: 'Cluster', workflows: 'Workflows', audit: 'Audit trail', fleet: 'Fleet' }[known]} · Nodewright`;
   if (known === 'workflows' && !choices && helloSeen) loadChoices();
 }
 
@@ -910,6 +991,14 @@ function setConn(live, text) {
 function applyHello(d) {
   const first = !helloSeen;
   helloSeen = true;
+  if (Boolean(d.fleet) !== fleetMode) {
+    fleetMode = Boolean(d.fleet);
+    for (const li of document.querySelectorAll('nav .nav-member')) li.hidden = fleetMode;
+    for (const li of document.querySelectorAll('nav .nav-fleet')) li.hidden = !fleetMode;
+    document.getElementById('who-verb').textContent = fleetMode ? 'Reading the hub as' : 'Acting as';
+    showPage();
+  }
+  if (fleetMode) return;
   fixedNamespace = d.namespace || '';
   const nsInput = document.getElementById('f-namespace');
   if (fixedNamespace) {
@@ -1020,6 +1109,9 @@ document.addEventListener('DOMContentLoaded', () => {
   document.getElementById('f-vm').addEventListener('input', updateVolumes);
   document.getElementById('start-form').addEventListener('submit', submitForm);
   document.getElementById('trail-filter').addEventListener('input', renderRecords);
+  document.getElementById('fleet-degraded').addEventListener('change', (ev) => { fleetFilter.degraded = ev.target.checked; render(); });
+  document.getElementById('fleet-profile').addEventListener('change', (ev) => { fleetFilter.profile = ev.target.value; render(); });
+  document.getElementById('fleet-workflow').addEventListener('change', (ev) => { fleetFilter.workflow = ev.target.value; render(); });
   window.addEventListener('hashchange', () => { showPage(); document.getElementById('main').focus(); });
   showPage();
   connect();

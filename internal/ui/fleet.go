@@ -1,0 +1,50 @@
+package ui
+
+import (
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/fleetview"
+)
+
+// kindMember are the fleet hub's NodewrightClusterSummaries, one per member cluster: the only
+// kind a page started with --fleet shows.
+const kindMember = "NodewrightClusterSummary"
+
+// fleetSources are the watches of a page pointed at a fleet hub.
+func fleetSources() []source {
+	return []source{{kind: kindMember, newList: func() client.ObjectList { return &fleetv1alpha1.NodewrightClusterSummaryList{} },
+		example: &fleetv1alpha1.NodewrightClusterSummary{}, encode: encodeMember}}
+}
+
+// memberView is what `kubectl nodewright fleet` shows of a member, derived by the same rules
+// (internal/fleetview), so that the page does not derive it again.
+type memberView struct {
+	Degraded   bool     `json:"degraded"`
+	Why        []string `json:"why"`
+	Reachable  string   `json:"reachable"`
+	Nodes      string   `json:"nodes"`
+	Profile    string   `json:"profile"`
+	Checkpoint string   `json:"checkpoint"`
+	Context    string   `json:"context"`
+	Command    string   `json:"command"`
+}
+
+// shownMember is a summary with its view.
+type shownMember struct {
+	*fleetv1alpha1.NodewrightClusterSummary
+	View memberView `json:"view"`
+}
+
+func encodeMember(o client.Object) any {
+	s := o.(*fleetv1alpha1.NodewrightClusterSummary).DeepCopy()
+	s.ManagedFields = nil
+	v := memberView{Why: fleetview.Why(s), Reachable: string(fleetview.Reachable(s)), Nodes: fleetview.Nodes(s),
+		Profile: fleetview.Profile(s), Checkpoint: fleetview.Checkpoint(s),
+		Context: fleetview.Context(s), Command: fleetview.Command(s)}
+	v.Degraded = len(v.Why) > 0
+	if v.Why == nil {
+		v.Why = []string{}
+	}
+	return shownMember{NodewrightClusterSummary: s, View: v}
+}
