@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -51,15 +52,18 @@ func Scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// memberClusterOptions confine each member's cache to what the hub reads: the Nodewright
+// memberClusterOptions confine each member's cache to what the hub reads, which is all the
+// read-only ClusterRole and Role of the member chart (fleet.hubReader) allow: the Nodewright
 // kinds, and in the Nodewright namespace only the checkpoint ConfigMap and the operator's
-// Deployment, which is all the read-only ClusterRole and Role of the member chart allow.
+// Deployment. Those two are listed and watched by name (a metadata.name field selector), which
+// is what lets the Role grant them by name.
 func memberClusterOptions(scheme *runtime.Scheme, memberNamespace string) []cluster.Option {
+	named := func(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
 	return []cluster.Option{func(o *cluster.Options) {
 		o.Scheme = scheme
 		o.Cache.ByObject = map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}:  {Namespaces: map[string]cache.Config{memberNamespace: {}}},
-			&appsv1.Deployment{}: {Namespaces: map[string]cache.Config{memberNamespace: {}}},
+			&corev1.ConfigMap{}:  {Namespaces: map[string]cache.Config{memberNamespace: {}}, Field: named(CheckpointConfigMap)},
+			&appsv1.Deployment{}: {Namespaces: map[string]cache.Config{memberNamespace: {}}, Field: named(OperatorDeployment)},
 		}
 	}}
 }

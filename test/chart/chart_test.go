@@ -304,6 +304,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{[]string{"imagePullSecrets[0].secret=regcred"}, "at '/imagePullSecrets/0'"},
 		{[]string{"webhook.enabled=yes please"}, "at '/webhook/enabled'"},
 		{[]string{"podDisruptionBudget.maxUnavailable=2"}, "at '/podDisruptionBudget': additional properties 'maxUnavailable' not allowed"},
+		{[]string{"fleet.hubReader.serviceAccount.name=Fleet_Hub"}, "at '/fleet/hubReader/serviceAccount/name'"},
+		{[]string{"fleet.hubReader.enabled=yes"}, "at '/fleet/hubReader/enabled'"},
 	} {
 		t.Run(strings.Join(tc.set, ","), func(t *testing.T) {
 			t.Parallel()
@@ -329,6 +331,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{[]string{"audit.enabled=true", "replicas=1"}, "audit.keySecret: required"},
 		{[]string{"cluster.profileRef=site"}, "cluster.profileRef:"},
 		{[]string{"agent.enabled=true", "agent.namespace=" + releaseNS}, "agent.namespace:"},
+		{[]string{"fleet.hubReader.enabled=true"}, "fleet.hubReader: enabled with no identity"},
 		// The operator refuses to start with these (operator.Options.Validate).
 		{[]string{"leaderElection.leaseDuration=5s"}, "leaderElection.renewDeadline: 10s must be shorter than leaderElection.leaseDuration (5s)"},
 		{[]string{"leaderElection.retryPeriod=10s"}, "leaderElection.retryPeriod: 10s must be shorter than leaderElection.renewDeadline (10s)"},
@@ -369,6 +372,8 @@ func TestSchemaAcceptsGoodValues(t *testing.T) {
 		{"metrics.serviceMonitor.interval=1m30s"},
 		{"legacy.namespace=kube-system", "legacy.configMapName=node-init.state"},
 		{"agent.hostOS=Talos", "agent.drbd.enabled=false"},
+		{"fleet.hubReader.enabled=true", "fleet.hubReader.user=system:fleet:hub"},
+		{"fleet.hubReader.enabled=true", "fleet.hubReader.serviceAccount.name=fleet-hub"},
 		{"agent.hostOS=Kairos", "agent.privileged=true", "agent.terminationGracePeriodSeconds=120"},
 	} {
 		t.Run(strings.Join(set, ","), func(t *testing.T) {
@@ -877,15 +882,25 @@ func grantLines(scope string, rule rbacv1.PolicyRule) []string {
 	return lines
 }
 
-// TestRBACReviewed: every grant of every ClusterRole and Role the chart renders (the agent on,
-// so that its roles count too) is in testdata/reviewed-rbac.txt and every line there is still
-// granted; no wildcard; Secrets only by name and only in the release's namespace (LINSTOR's
-// client Secret, get only, in its own); only reads in the legacy namespace; bindings only to the chart's roles and ServiceAccounts.
+// TestRBACReviewed: every grant of every ClusterRole and Role the chart renders (the agent, the
+// LINSTOR client Secret and the fleet hub's reader on, so that their roles count too) is in
+// testdata/reviewed-rbac.txt and every line there is still granted; no wildcard; Secrets only
+// by name and only in the release's namespace (LINSTOR's client Secret, get only, in its own);
+// only reads in the legacy namespace and for the fleet hub; bindings only to the chart's roles,
+// and only to the chart's ServiceAccounts or, for the fleet hub's reader, the identity the
+// values name.
 func TestRBACReviewed(t *testing.T) {
 	root, _ := tools(t)
 	objs := render(t, "--set", "legacy.namespace="+legacyNS, "--set", "agent.enabled=true", "--set", "agent.namespace="+agentNS,
 		"--set", "linstor.url=https://linstor-controller.piraeus-datastore.svc:3371",
-		"--set", "linstor.clientSecret.namespace=piraeus-datastore", "--set", "linstor.clientSecret.name=linstor-client-tls")
+		"--set", "linstor.clientSecret.namespace=piraeus-datastore", "--set", "linstor.clientSecret.name=linstor-client-tls",
+		"--set", "fleet.hubReader.enabled=true", "--set", "fleet.hubReader.user=fleet-hub", "--set", "fleet.hubReader.group=fleet-hubs",
+		"--set", "fleet.hubReader.serviceAccount.namespace=fleet-hub-ns", "--set", "fleet.hubReader.serviceAccount.name=fleet-hub")
+	// The fleet hub's reader (templates/fleet-hub-reader.yaml) grants another identity than the
+	// operator's: its lines carry the prefix fleet-hub: before their scope.
+	const hubReader = "nodewright-fleet-hub-reader"
+	hubSubjects := []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "fleet-hub"},
+		{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "fleet-hubs"}, {Kind: "ServiceAccount", Namespace: "fleet-hub-ns", Name: "fleet-hub"}}
 	scopes := map[string]string{releaseNS: "namespace:release", legacyNS: "namespace:legacy", "default": "namespace:default", agentNS: "namespace:agent",
 		"piraeus-datastore": "namespace:linstor"}
 	granted := map[string]bool{}
@@ -915,6 +930,9 @@ func TestRBACReviewed(t *testing.T) {
 		default:
 			continue
 		}
+		if o.Metadata.Name == hubReader {
+			scope = "fleet-hub:" + scope
+		}
 		for _, rule := range rules {
 			for _, field := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs, rule.ResourceNames, rule.NonResourceURLs} {
 				for _, s := range field {
@@ -931,6 +949,9 @@ func TestRBACReviewed(t *testing.T) {
 				}
 				if scope == "namespace:legacy" && f[3] != "get" && f[3] != "list" && f[3] != "watch" {
 					t.Errorf("%s: %q: the legacy namespace is read-only (get, list, watch)", o, line)
+				}
+				if strings.HasPrefix(scope, "fleet-hub:") && f[3] != "get" && f[3] != "list" && f[3] != "watch" {
+					t.Errorf("%s: %q: the fleet hub is read-only (get, list, watch)", o, line)
 				}
 			}
 		}
@@ -956,6 +977,12 @@ func TestRBACReviewed(t *testing.T) {
 				t.Errorf("%s binds %s %s, which the chart does not render in its namespace", o, ref.Kind, ref.Name)
 			}
 		default:
+			continue
+		}
+		if o.Metadata.Name == hubReader {
+			if ref.Name != hubReader || !reflect.DeepEqual(subjects, hubSubjects) {
+				t.Errorf("%s binds %s %s to %+v; want %s to the values' identity %+v", o, ref.Kind, ref.Name, subjects, hubReader, hubSubjects)
+			}
 			continue
 		}
 		for _, s := range subjects {

@@ -75,6 +75,11 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/nodewright-webhook
 {{- fail (printf "podLabels: %s is the chart's own selector label; choose another" $k) -}}
 {{- end -}}
 {{- end -}}
+{{- with .Values.fleet.hubReader -}}
+{{- if and .enabled (not (or .user .group .serviceAccount.name)) -}}
+{{- fail "fleet.hubReader: enabled with no identity to grant; set user, group or serviceAccount.name (the fleet hub's identity on this cluster)" -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.agent.enabled (eq .Values.agent.namespace .Release.Namespace) -}}
 {{- fail (printf "agent.namespace: %q is the operator's namespace; the agent's privileged namespace must be another" .Values.agent.namespace) -}}
 {{- end -}}
