@@ -81,14 +81,17 @@ func unfinished(p nodewrightv1alpha1.WorkflowPhase) bool {
 }
 
 // workflow summarises one workflow: its running step, or else the latest one that started.
+// The workflows list every planned step from the start, Pending until it starts (Waiting
+// while a gate holds it), so neither counts as started.
 func workflow(kind, name string, s nodewrightv1alpha1.WorkflowStatus, progress string) fleetv1alpha1.MemberWorkflow {
 	w := fleetv1alpha1.MemberWorkflow{Kind: kind, Name: name, Phase: string(s.Phase), Progress: progress}
 	for _, step := range s.Steps {
-		if step.State == nodewrightv1alpha1.StepRunning {
+		switch step.State {
+		case nodewrightv1alpha1.StepRunning:
 			w.Step = step.Name
-			break
-		}
-		if step.State != nodewrightv1alpha1.StepWaiting {
+			return w
+		case nodewrightv1alpha1.StepPending, nodewrightv1alpha1.StepWaiting:
+		default:
 			w.Step = step.Name
 		}
 	}
