@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -27,75 +28,17 @@ import (
 const patience = 3 * time.Minute
 
 // TestFleet runs a hub and two members, each its own kube-apiserver on one etcd: one member
-// registered by a kubeconfig Secret, one by a ClusterProfile.
+// registered by a kubeconfig Secret, one by a ClusterProfile, both with the member chart's
+// read-only roles for the hub.
 func TestFleet(t *testing.T) {
-	root, bin := assets(t)
-	etcd := startEtcd(t, bin)
-	hub := startAPIServer(t, bin, etcd, "/hub", filepath.Join(root, "config", "crd", "fleet"), clusterProfileCRDs(t))
-	crds := filepath.Join(root, "config", "crd", "bases")
-	m1 := startAPIServer(t, bin, etcd, "/m1", crds)
-	m2 := startAPIServer(t, bin, etcd, "/m2", crds)
+	hub, members := startFleet(t, 2)
+	m1, m2 := members[0], members[1]
 	ctx := context.Background()
-
-	const hubNS = "nodewright-fleet"
-	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}); err != nil {
-		t.Fatal(err)
+	for _, m := range members {
+		createCluster(t, m)
 	}
-	mgr, err := New(ctx, hub.Admin, Options{Namespace: hubNS, ClusterProfileNamespace: hubNS,
-		Health:  HealthOptions{Interval: 300 * time.Millisecond, Timeout: 5 * time.Second, FailureThreshold: 2},
-		Manager: manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-
-	for _, m := range []*apiServer{m1, m2} {
-		nwc := &nodewrightv1alpha1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: "nodewright"},
-			Spec: nodewrightv1alpha1.NodewrightClusterSpec{Legacy: nodewrightv1alpha1.LegacySource{
-				ConfigMapRef:   nodewrightv1alpha1.NamespacedObjectReference{Namespace: "kube-system", Name: "node-state"},
-				DaemonSetRef:   nodewrightv1alpha1.NamespacedObjectReference{Namespace: "kube-system", Name: "node-init"},
-				EventComponent: "node-init"}}}
-		if err := m.Client.Create(ctx, nwc); err != nil {
-			t.Fatal(err)
-		}
-		nwc.Status.Phase = "MultiNode"
-		nwc.Status.Nodes = nodewrightv1alpha1.NodeCounts{Ready: 2, Total: 3}
-		nwc.Status.Management = nodewrightv1alpha1.ManagementMode("Observe")
-		if err := m.Client.Status().Update(ctx, nwc); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// m1 through a kubeconfig Secret.
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "site-a",
-		Labels: map[string]string{kubeconfig.DefaultKubeconfigSecretLabel: "true"}},
-		Data: map[string][]byte{"kubeconfig": m1.kubeconfig(t, m1.hubToken(t, "hub"))}}
-	if err := hub.Client.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	// m2 through a ClusterProfile served by the Secret Reader.
-	if err := hub.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "site-b"},
-		Data: map[string][]byte{"token": []byte(m2.hubToken(t, "hub"))}}); err != nil {
-		t.Fatal(err)
-	}
-	cp := &clusterinventoryv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "site-b"},
-		Spec: clusterinventoryv1alpha1.ClusterProfileSpec{ClusterManager: clusterinventoryv1alpha1.ClusterManager{Name: "test"}}}
-	if err := hub.Client.Create(ctx, cp); err != nil {
-		t.Fatal(err)
-	}
-	cp.Status.AccessProviders = []clusterinventoryv1alpha1.AccessProvider{{Name: SecretReaderProvider,
-		Cluster: clientcmdv1.Cluster{Server: m2.Admin.Host, CertificateAuthorityData: m2.Admin.CAData}}}
-	if err := hub.Client.Status().Update(ctx, cp); err != nil {
-		t.Fatal(err)
-	}
+	secret := registerKubeconfig(t, hub, "site-a", m1, bearer(m1.hubToken(t, "hub-credential")))
+	cp := registerProfile(t, hub, "site-b", m2, m2.hubToken(t, "hub-credential"))
 
 	for _, name := range []string{"site-a", "site-b"} {
 		waitSummary(t, hub.Client, name, func(s *fleetv1alpha1.NodewrightClusterSummary) string {
@@ -110,14 +53,7 @@ func TestFleet(t *testing.T) {
 	}
 
 	// A change on the member reaches the summary through the watch.
-	var nwc nodewrightv1alpha1.NodewrightCluster
-	if err := m2.Client.Get(ctx, types.NamespacedName{Name: "nodewright"}, &nwc); err != nil {
-		t.Fatal(err)
-	}
-	nwc.Status.Nodes.Ready = 3
-	if err := m2.Client.Status().Update(ctx, &nwc); err != nil {
-		t.Fatal(err)
-	}
+	setReadyNodes(t, m2, 3)
 	waitSummary(t, hub.Client, "site-b", func(s *fleetv1alpha1.NodewrightClusterSummary) string {
 		if s.Status.Nodes.Ready != 3 {
 			return fmt.Sprintf("nodes %+v", s.Status.Nodes)
@@ -158,6 +94,112 @@ func TestFleet(t *testing.T) {
 			return ""
 		})
 	}
+}
+
+const hubNS = "nodewright-fleet"
+
+// startFleet starts an etcd, the hub's kube-apiserver and the members', each under its own
+// etcd prefix, and the hub on its own API server; the hub's health checks run every 300ms.
+func startFleet(t *testing.T, members int) (*apiServer, []*apiServer) {
+	t.Helper()
+	root, bin := assets(t)
+	etcd := startEtcd(t, bin)
+	hub := startAPIServer(t, bin, etcd, "/hub", filepath.Join(root, "config", "crd", "fleet"), clusterProfileCRDs(t))
+	var ms []*apiServer
+	for i := range members {
+		ms = append(ms, startAPIServer(t, bin, etcd, fmt.Sprintf("/m%d", i+1), filepath.Join(root, "config", "crd", "bases")))
+	}
+	ctx := context.Background()
+	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := New(ctx, hub.Admin, Options{Namespace: hubNS, ClusterProfileNamespace: hubNS, MemberNamespace: memberNS,
+		Health:  HealthOptions{Interval: 300 * time.Millisecond, Timeout: 5 * time.Second, FailureThreshold: 2},
+		Manager: manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	return hub, ms
+}
+
+// createCluster creates the member's NodewrightCluster: MultiNode, 2 of 3 nodes ready, Observe.
+func createCluster(t *testing.T, m *apiServer) {
+	t.Helper()
+	ctx := context.Background()
+	nwc := &nodewrightv1alpha1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: "nodewright"},
+		Spec: nodewrightv1alpha1.NodewrightClusterSpec{Legacy: nodewrightv1alpha1.LegacySource{
+			ConfigMapRef:   nodewrightv1alpha1.NamespacedObjectReference{Namespace: "kube-system", Name: "node-state"},
+			DaemonSetRef:   nodewrightv1alpha1.NamespacedObjectReference{Namespace: "kube-system", Name: "node-init"},
+			EventComponent: "node-init"}}}
+	if err := m.Client.Create(ctx, nwc); err != nil {
+		t.Fatal(err)
+	}
+	nwc.Status.Phase = "MultiNode"
+	nwc.Status.Nodes = nodewrightv1alpha1.NodeCounts{Ready: 2, Total: 3}
+	nwc.Status.Management = nodewrightv1alpha1.ManagementMode("Observe")
+	if err := m.Client.Status().Update(ctx, nwc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setReadyNodes changes the member's NodewrightCluster's ready nodes.
+func setReadyNodes(t *testing.T, m *apiServer, ready int32) {
+	t.Helper()
+	ctx := context.Background()
+	var nwc nodewrightv1alpha1.NodewrightCluster
+	if err := m.Client.Get(ctx, types.NamespacedName{Name: "nodewright"}, &nwc); err != nil {
+		t.Fatal(err)
+	}
+	nwc.Status.Nodes.Ready = ready
+	if err := m.Client.Status().Update(ctx, &nwc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func bearer(token string) *rest.Config { return &rest.Config{BearerToken: token} }
+
+// registerKubeconfig registers the member on the hub through a kubeconfig Secret with the
+// credentials of cfg.
+func registerKubeconfig(t *testing.T, hub *apiServer, name string, m *apiServer, cfg *rest.Config) *corev1.Secret {
+	t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: name,
+		Labels: map[string]string{kubeconfig.DefaultKubeconfigSecretLabel: "true"}},
+		Data: map[string][]byte{"kubeconfig": m.kubeconfig(t, cfg)}}
+	if err := hub.Client.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+// registerProfile registers the member on the hub through a ClusterProfile served by the
+// Secret Reader, with the token.
+func registerProfile(t *testing.T, hub *apiServer, name string, m *apiServer, token string) *clusterinventoryv1alpha1.ClusterProfile {
+	t.Helper()
+	ctx := context.Background()
+	if err := hub.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: name},
+		Data: map[string][]byte{"token": []byte(token)}}); err != nil {
+		t.Fatal(err)
+	}
+	cp := &clusterinventoryv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: name},
+		Spec: clusterinventoryv1alpha1.ClusterProfileSpec{ClusterManager: clusterinventoryv1alpha1.ClusterManager{Name: "test"}}}
+	if err := hub.Client.Create(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	cp.Status.AccessProviders = []clusterinventoryv1alpha1.AccessProvider{{Name: SecretReaderProvider,
+		Cluster: clientcmdv1.Cluster{Server: m.Admin.Host, CertificateAuthorityData: m.Admin.CAData}}}
+	if err := hub.Client.Status().Update(ctx, cp); err != nil {
+		t.Fatal(err)
+	}
+	return cp
 }
 
 func waitSummary(t *testing.T, hub client.Client, name string, check func(*fleetv1alpha1.NodewrightClusterSummary) string) {

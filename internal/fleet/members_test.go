@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -30,6 +31,8 @@ type apiServer struct {
 	// Admin is a system:masters client certificate.
 	Admin  *rest.Config
 	Client client.Client
+	// hubReader is set once the chart's read-only roles for the hub are installed.
+	hubReader bool
 }
 
 func startEtcd(t *testing.T, assets string) *envtest.Etcd {
@@ -95,63 +98,116 @@ func (a *apiServer) start(t *testing.T) {
 	}
 }
 
-// hubReaderRules are what the member chart grants the hub (fleet.hubReader).
-var hubReaderRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{"nodewright.spectrocloud.com"}, Resources: []string{"nodewrightclusters", "bondmodeflipplans", "replicationupgrades"}, Verbs: []string{"get", "list", "watch"}},
-}
+// The hub's identity on the members: the user of its client certificates and the
+// ServiceAccount of its tokens, both in the Nodewright namespace the hub reads.
+const (
+	memberNS = "nodewright-system"
+	hubUser  = "nodewright-fleet-hub"
+	hubSA    = "nodewright-fleet-hub"
+)
 
-var hubReaderNamespaceRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}},
-}
-
-// hubToken makes a ServiceAccount sa in nodewright-system bound to the hub's read-only
-// roles and returns a token for it.
-func (a *apiServer) hubToken(t *testing.T, sa string) string {
+// hubReader renders the member chart's read-only roles for the hub (fleet.hubReader, as
+// the chart's user would install it) bound to hubUser and the ServiceAccount hubSA.
+func hubReader(t *testing.T) []testenv.ChartObject {
 	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := testenv.RenderChart(t, root, memberNS, "--show-only", "templates/fleet-hub-reader.yaml",
+		"--set", "fleet.hubReader.enabled=true", "--set", "fleet.hubReader.user="+hubUser, "--set", "fleet.hubReader.serviceAccount.name="+hubSA)
+	if len(objs) != 4 {
+		t.Fatalf("the chart's fleet.hubReader renders %d objects, want a ClusterRole, a Role and their bindings", len(objs))
+	}
+	return objs
+}
+
+// installHubReader creates the Nodewright namespace, the hub's ServiceAccount and the member
+// chart's read-only roles for the hub, once.
+func (a *apiServer) installHubReader(t *testing.T) {
+	t.Helper()
+	if a.hubReader {
+		return
+	}
 	ctx := context.Background()
-	ns := "nodewright-system"
-	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "nodewright-fleet-hub-reader"}, Rules: hubReaderRules},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nodewright-fleet-hub-reader"}, Rules: hubReaderNamespaceRules},
-	} {
-		if err := a.Client.Create(ctx, o); err != nil && !strings.Contains(err.Error(), "already exists") {
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: memberNS}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: memberNS, Name: hubSA}}}
+	for _, o := range hubReader(t) {
+		objs = append(objs, o.Unstructured)
+	}
+	for _, o := range objs {
+		if err := a.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
 	}
-	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: sa}}
-	for _, o := range []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleet-" + sa}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "nodewright-fleet-hub-reader"}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-" + sa}, Subjects: subject,
-			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "nodewright-fleet-hub-reader"}},
-	} {
-		if err := a.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+	a.hubReader = true
+}
+
+// hubToken returns a token of the hub's ServiceAccount, bound to a Secret named boundTo that
+// it creates: deleting the Secret revokes the token.
+func (a *apiServer) hubToken(t *testing.T, boundTo string) string {
+	t.Helper()
+	a.installHubReader(t)
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: memberNS, Name: boundTo}}
+	if err := a.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
 	}
 	cs, err := kubernetes.NewForConfig(a.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	tr, err := cs.CoreV1().ServiceAccounts(memberNS).CreateToken(ctx, hubSA, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: ptr.To[int64](3600),
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: boundTo, UID: secret.UID}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tr.Status.Token
 }
 
-// kubeconfig is a kubeconfig reaching the API server with token.
-func (a *apiServer) kubeconfig(t *testing.T, token string) []byte {
+// hubCertificate returns a client certificate of hubUser, signed by the API server's client CA.
+func (a *apiServer) hubCertificate(t *testing.T) *rest.Config {
 	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["m"] = &clientcmdapi.Cluster{Server: a.Admin.Host, CertificateAuthorityData: a.Admin.CAData}
-	cfg.AuthInfos["m"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["m"] = &clientcmdapi.Context{Cluster: "m", AuthInfo: "m"}
-	cfg.CurrentContext = "m"
-	data, err := clientcmd.Write(*cfg)
+	a.installHubReader(t)
+	user, err := a.server.AddUser(envtest.User{Name: hubUser}, &rest.Config{Host: a.Admin.Host, TLSClientConfig: rest.TLSClientConfig{CAData: a.Admin.CAData}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return user
+}
+
+// revokeToken deletes the Secret the token is bound to, and waits until the API server
+// refuses the token.
+func (a *apiServer) revokeToken(t *testing.T, boundTo, token string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := a.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: memberNS, Name: boundTo}}); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: a.Admin.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: a.Admin.CAData}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, func() string {
+		err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+		if !apierrors.IsUnauthorized(err) {
+			return fmt.Sprintf("the revoked token still gets %v", err)
+		}
+		return ""
+	})
+}
+
+// kubeconfig is a kubeconfig reaching the API server with the credentials of cfg (a token or
+// a client certificate).
+func (a *apiServer) kubeconfig(t *testing.T, cfg *rest.Config) []byte {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["m"] = &clientcmdapi.Cluster{Server: a.Admin.Host, CertificateAuthorityData: a.Admin.CAData}
+	kc.AuthInfos["m"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["m"] = &clientcmdapi.Context{Cluster: "m", AuthInfo: "m"}
+	kc.CurrentContext = "m"
+	data, err := clientcmd.Write(*kc)
 	if err != nil {
 		t.Fatal(err)
 	}
