@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	clientcmdv1 "k8s.io/client-go/tools/clientcmd/api/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
@@ -114,8 +116,10 @@ func startFleet(t *testing.T, members int) (*apiServer, []*apiServer) {
 		t.Fatal(err)
 	}
 	mgr, err := New(ctx, hub.Admin, Options{Namespace: hubNS, ClusterProfileNamespace: hubNS, MemberNamespace: memberNS,
-		Health:  HealthOptions{Interval: 300 * time.Millisecond, Timeout: 5 * time.Second, FailureThreshold: 2},
-		Manager: manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}})
+		Health: HealthOptions{Interval: 300 * time.Millisecond, Timeout: 5 * time.Second, FailureThreshold: 2},
+		// Each test runs a hub of its own in the one process: the controllers' names repeat.
+		Manager: manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -67,6 +68,8 @@ func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		},
 	})
 	return mcbuilder.ControllerManagedBy(mgr).Named("nodewrightclustersummary").
+		// multicluster-runtime's builder does not pass the manager's SkipNameValidation on.
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: mgr.GetControllerOptions().SkipNameValidation}).
 		For(&nodewrightv1alpha1.NodewrightCluster{}, mcbuilder.WithEngageWithLocalCluster(false)).
 		Watches(&nodewrightv1alpha1.BondModeFlipPlan{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false)).
 		Watches(&nodewrightv1alpha1.ReplicationUpgrade{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false)).
