@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spectrocloud/nodewright/test/bench/benchproc"
+)
+
+// point is the hub at rest with some members over one window.
+type point struct {
+	members int
+	// cpu is the hub's CPU, % of one core; rss its mean resident set over the window.
+	cpu       float64
+	rss, peak int64
+	// From the hub's metrics endpoint at the window's end: Go heap in use, goroutines;
+	// from /proc: open sockets.
+	heap       int64
+	goroutines int64
+	sockets    int
+	// memberCPU is every member API server's CPU together, % of one core; memberRSS the
+	// mean resident set of one.
+	memberCPU float64
+	memberRSS int64
+}
+
+// atRest measures the hub (and the members, for scale) over window, sampling the hub's
+// resident set each second.
+func atRest(ctx context.Context, hub *benchproc.Process, metrics string, members []*member, window time.Duration) (point, error) {
+	p := point{members: len(members)}
+	cpu0, err := hub.CPUTime()
+	if err != nil {
+		return p, err
+	}
+	var memberCPU0 time.Duration
+	for _, m := range members {
+		c, err := m.proc.CPUTime()
+		if err != nil {
+			return p, err
+		}
+		memberCPU0 += c
+	}
+	start := time.Now()
+	var sum int64
+	n := int64(0)
+	for time.Since(start) < window {
+		anon, file, err := hub.RSSParts()
+		if err != nil {
+			return p, err
+		}
+		sum += anon + file
+		n++
+		if err := sleep(ctx, time.Second); err != nil {
+			return p, err
+		}
+	}
+	wall := time.Since(start)
+	cpu1, err := hub.CPUTime()
+	if err != nil {
+		return p, err
+	}
+	var memberCPU1 time.Duration
+	var memberRSS int64
+	for _, m := range members {
+		c, err := m.proc.CPUTime()
+		if err != nil {
+			return p, err
+		}
+		memberCPU1 += c
+		anon, file, err := m.proc.RSSParts()
+		if err != nil {
+			return p, err
+		}
+		memberRSS += anon + file
+	}
+	p.cpu = benchproc.Percent(cpu1-cpu0, wall)
+	p.rss = sum / n
+	if p.peak, err = hub.PeakRSS(); err != nil {
+		return p, err
+	}
+	if len(members) > 0 {
+		p.memberCPU = benchproc.Percent(memberCPU1-memberCPU0, wall)
+		p.memberRSS = memberRSS / int64(len(members))
+	}
+	m, err := scrape(ctx, metrics, "go_memstats_heap_inuse_bytes", "go_goroutines")
+	if err != nil {
+		return p, err
+	}
+	p.heap, p.goroutines = int64(m["go_memstats_heap_inuse_bytes"]), int64(m["go_goroutines"])
+	p.sockets, err = sockets(hub.Cmd.Process.Pid)
+	return p, err
+}
+
+// scrape reads unlabelled gauges and counters from a Prometheus text endpoint.
+func scrape(ctx context.Context, url string, names ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !want[name] {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// sockets counts the process's open sockets.
+func sockets(pid int) (int, error) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if target, err := os.Readlink(dir + "/" + e.Name()); err == nil && strings.HasPrefix(target, "socket:") {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// linear is a + b×members through two points.
+type linear struct{ fixed, perMember float64 }
+
+func fit(x1, x2 int, y1, y2 float64) linear {
+	b := (y2 - y1) / float64(x2-x1)
+	return linear{fixed: y1 - b*float64(x1), perMember: b}
+}
+
+func (l linear) at(members int) float64 { return l.fixed + l.perMember*float64(members) }

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+)
+
+// summaries watches the hub's summaries as a user of the hub would: the latest of each, and
+// when each member's marker (its NodewrightCluster's status.nodes.ready) first showed.
+type summaries struct {
+	mu      sync.Mutex
+	latest  map[string]*fleetv1alpha1.NodewrightClusterSummary
+	pending map[marker]time.Time     // a change written on a member: when its write began
+	seen    map[marker]time.Duration // how long until the summary showed it
+}
+
+type marker struct {
+	member string
+	ready  int32
+}
+
+// watchSummaries follows the summaries until ctx ends, watching again whenever a watch closes.
+func watchSummaries(ctx context.Context, hub client.WithWatch) *summaries {
+	s := &summaries{latest: map[string]*fleetv1alpha1.NodewrightClusterSummary{}, pending: map[marker]time.Time{}, seen: map[marker]time.Duration{}}
+	go func() {
+		for ctx.Err() == nil {
+			w, err := hub.Watch(ctx, &fleetv1alpha1.NodewrightClusterSummaryList{})
+			if err != nil {
+				time.Sleep(200 * time.Millisecond)
+				continue
+			}
+			for e := range w.ResultChan() {
+				now := time.Now()
+				o, ok := e.Object.(*fleetv1alpha1.NodewrightClusterSummary)
+				if !ok {
+					continue
+				}
+				s.mu.Lock()
+				if e.Type == watch.Deleted {
+					delete(s.latest, o.Name)
+				} else {
+					s.latest[o.Name] = o
+					k := marker{o.Name, o.Status.Nodes.Ready}
+					if began, ok := s.pending[k]; ok {
+						s.seen[k] = now.Sub(began)
+						delete(s.pending, k)
+					}
+				}
+				s.mu.Unlock()
+			}
+			w.Stop()
+		}
+	}()
+	return s
+}
+
+// expect records that a change with this marker is being written now.
+func (s *summaries) expect(k marker) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[k] = time.Now()
+}
+
+// results are the latencies seen, and how many changes never showed.
+func (s *summaries) results() (seen []time.Duration, missing int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, d := range s.seen {
+		seen = append(seen, d)
+	}
+	return seen, len(s.pending)
+}
+
+func (s *summaries) outstanding() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
+// waitUntil polls the latest summaries until ok says "" for every name, and says what was
+// still missing at the deadline.
+func (s *summaries) waitUntil(ctx context.Context, names []string, patience time.Duration, ok func(*fleetv1alpha1.NodewrightClusterSummary) string) error {
+	deadline := time.Now().Add(patience)
+	for {
+		why := ""
+		s.mu.Lock()
+		for _, n := range names {
+			sum, found := s.latest[n]
+			if !found {
+				why = n + ": no summary"
+			} else if why = ok(sum); why != "" {
+				why = n + ": " + why
+			}
+			if why != "" {
+				break
+			}
+		}
+		s.mu.Unlock()
+		if why == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s, %s", patience, why)
+		}
+		if err := sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
+// settled is a summary that shows all the member's objects and a reachable member.
+func settled(s *fleetv1alpha1.NodewrightClusterSummary) string {
+	switch {
+	case !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionReachable):
+		return "not Reachable"
+	case s.Status.Phase != "MultiNode" || s.Status.NodewrightVersion != nodewrightVer || s.Status.KubernetesVersion == "":
+		return fmt.Sprintf("phase %q, versions %q %q", s.Status.Phase, s.Status.NodewrightVersion, s.Status.KubernetesVersion)
+	case !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionCheckpointConsistent):
+		return "checkpoint not recorded"
+	}
+	return ""
+}
+
+// unreachable is a summary whose member is marked unreachable.
+func unreachable(s *fleetv1alpha1.NodewrightClusterSummary) string {
+	if c := meta.FindStatusCondition(s.Status.Conditions, fleetv1alpha1.ConditionReachable); c == nil || c.Status != metav1.ConditionFalse {
+		return "still Reachable"
+	}
+	return ""
+}
+
+// sleep waits d, or less when ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
