@@ -329,9 +329,8 @@ func project(zero, a, b point) {
 	fmt.Println("      the whole; a straight line from 50 to 3,500 members (70×) assumes no shared structure grows faster")
 	fmt.Println("    - CPU: at rest a member costs its health checks (at 3,500 members, 700 GETs of /readyz a second, each")
 	fmt.Println("      on its member's own TLS connection) and its watches' upkeep; it says nothing of changes arriving from")
-	fmt.Println("      3,500 members at once, which")
-	fmt.Println("      one summary worker takes in turn (see the reconcile rate below), nor of the hub starting (every")
-	fmt.Println("      member's five lists at once), which was not measured")
+	fmt.Println("      3,500 members at once, which one summary worker takes in turn (see the reconcile rate below), nor of")
+	fmt.Println("      the hub starting (every member's five lists at once), which was not measured")
 	fmt.Println("    - connections and goroutines: one HTTP/2 connection and a few informers per member, linear here; at")
 	fmt.Println("      3,500 the hub needs that many file descriptors and the hub's API server that many summaries' writes")
 }
