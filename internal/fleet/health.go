@@ -42,6 +42,8 @@ var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 *
 type Checker struct {
 	opts   HealthOptions
 	events chan event.TypedGenericEvent[string]
+	// stopped is closed when the hub stops: a member's last event is not sent then.
+	stopped chan struct{}
 
 	mu      sync.Mutex
 	members map[string]*memberHealth
@@ -62,7 +64,7 @@ func NewChecker(opts HealthOptions) *Checker {
 	if opts.FailureThreshold <= 0 {
 		opts.FailureThreshold = DefaultHealthOptions.FailureThreshold
 	}
-	return &Checker{opts: opts, events: make(chan event.TypedGenericEvent[string], 64), members: map[string]*memberHealth{}}
+	return &Checker{opts: opts, events: make(chan event.TypedGenericEvent[string], 64), stopped: make(chan struct{}), members: map[string]*memberHealth{}}
 }
 
 // Events carries the name of each member whose health changed.
@@ -81,6 +83,7 @@ func (c *Checker) Health(member string) Health {
 // Start waits for the manager to stop; the checks run per engagement.
 func (c *Checker) Start(ctx context.Context) error {
 	<-ctx.Done()
+	close(c.stopped)
 	return nil
 }
 
@@ -103,10 +106,19 @@ func (c *Checker) run(ctx context.Context, name string, m *memberHealth, dc *dis
 	log := ctrllog.FromContext(ctx).WithValues("member", name)
 	defer func() {
 		c.mu.Lock()
-		if c.members[name] == m { // a newer engagement replaced it otherwise
+		last := c.members[name] == m // a newer engagement replaced it otherwise
+		if last {
 			delete(c.members, name)
 		}
 		c.mu.Unlock()
+		if last {
+			// The member is no longer engaged (removed, or its new credentials or access did
+			// not work): its summary must say so rather than keep its last health.
+			select {
+			case c.events <- event.TypedGenericEvent[string]{Object: name}:
+			case <-c.stopped:
+			}
+		}
 	}()
 	failures := 0
 	ticker := time.NewTicker(c.opts.Interval)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -69,7 +71,9 @@ func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	})
 	return mcbuilder.ControllerManagedBy(mgr).Named("nodewrightclustersummary").
 		// multicluster-runtime's builder does not pass the manager's SkipNameValidation on.
-		WithOptions(controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: mgr.GetControllerOptions().SkipNameValidation}).
+		// Several workers: one member slow to answer delays no other's summary.
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: mgr.GetControllerOptions().SkipNameValidation,
+			MaxConcurrentReconciles: summaryWorkers}).
 		For(&nodewrightv1alpha1.NodewrightCluster{}, mcbuilder.WithEngageWithLocalCluster(false)).
 		Watches(&nodewrightv1alpha1.BondModeFlipPlan{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false)).
 		Watches(&nodewrightv1alpha1.ReplicationUpgrade{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false)).
@@ -78,6 +82,9 @@ func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		WatchesRawSource(health).
 		Complete(r)
 }
+
+// summaryWorkers is how many summaries are worked on at once.
+const summaryWorkers = 8
 
 // Reconcile writes the member's summary when what the hub sees of it changed.
 func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
@@ -88,19 +95,27 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	cl, err := r.Manager.GetCluster(ctx, req.ClusterName)
 	if errors.Is(err, multicluster.ErrClusterNotFound) {
 		// A provider lists a member only once it is engaged, after the first events of its
-		// watches: retry while the registration exists. A removed member's summary is the
-		// membership controller's.
-		if exists, err := registered(ctx, r.Hub, reg); err != nil || exists {
-			return ctrl.Result{}, errors.Join(err, fmt.Errorf("member %s is not engaged yet", req.ClusterName))
+		// watches: retry while the registration exists. A member engaged before and no longer
+		// (its new credentials or access did not work) is not reachable: its summary says so.
+		// A removed member's summary is the membership controller's.
+		if exists, err := registered(ctx, r.Hub, reg); err != nil || !exists {
+			return ctrl.Result{}, err
 		}
-		return ctrl.Result{}, nil
+		if err := r.notEngaged(ctx, reg); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, fmt.Errorf("member %s is not engaged", req.ClusterName)
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	observed, err := r.observe(ctx, cl)
+	// A member whose objects cannot be listed (its role does not grant them) never fills its
+	// cache, and a read from it would wait for ever: bounded, it fails and is retried.
+	readCtx, cancel := context.WithTimeout(ctx, memberReadTimeout)
+	observed, err := r.observe(readCtx, cl)
+	cancel()
 	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", req.ClusterName, err)
 	}
 	summary, err := r.summary(ctx, reg)
 	if err != nil || summary == nil {
@@ -119,6 +134,27 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 		return ctrl.Result{}, fmt.Errorf("writing the summary %s: %w", summary.Name, err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// memberReadTimeout bounds the reads of a member's objects from its cache.
+const memberReadTimeout = 30 * time.Second
+
+// notEngaged marks an existing summary not reachable: the hub holds no connection to the
+// member.
+func (r *SummaryReconciler) notEngaged(ctx context.Context, reg fleetv1alpha1.Registration) error {
+	var s fleetv1alpha1.NodewrightClusterSummary
+	if err := r.Hub.Get(ctx, types.NamespacedName{Name: reg.Name}, &s); err != nil || s.Spec.Registration != reg {
+		return client.IgnoreNotFound(err)
+	}
+	status := s.Status.DeepCopy()
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionReachable, Status: metav1.ConditionFalse,
+		Reason: "NotEngaged", Message: "the hub holds no connection to the member: its registration's credentials or access could not be used (the hub's log says why)"})
+	if equality.Semantic.DeepEqual(*status, s.Status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	s.Status = *status
+	return r.Hub.Status().Patch(ctx, &s, patch)
 }
 
 // summary gets the member's summary, creating it while its registration exists. It returns
@@ -158,13 +194,14 @@ func (r *SummaryReconciler) observe(ctx context.Context, cl cluster.Cluster) (Ob
 	case !apierrors.IsNotFound(err):
 		return o, err
 	}
+	// An older member serves no kind of a workflow it cannot run: none runs.
 	var flips nodewrightv1alpha1.BondModeFlipPlanList
-	if err := c.List(ctx, &flips); err != nil {
+	if err := c.List(ctx, &flips); err != nil && !meta.IsNoMatchError(err) {
 		return o, err
 	}
 	o.Flips = flips.Items
 	var upgrades nodewrightv1alpha1.ReplicationUpgradeList
-	if err := c.List(ctx, &upgrades); err != nil {
+	if err := c.List(ctx, &upgrades); err != nil && !meta.IsNoMatchError(err) {
 		return o, err
 	}
 	o.Upgrades = upgrades.Items

@@ -329,7 +329,7 @@ func project(zero, a, b point) {
 	fmt.Println("      the whole; a straight line from 50 to 3,500 members (70×) assumes no shared structure grows faster")
 	fmt.Println("    - CPU: at rest a member costs its health checks (at 3,500 members, 700 GETs of /readyz a second, each")
 	fmt.Println("      on its member's own TLS connection) and its watches' upkeep; it says nothing of changes arriving from")
-	fmt.Println("      3,500 members at once, which one summary worker takes in turn (see the reconcile rate below), nor of")
+	fmt.Println("      3,500 members at once, which the summary workers (8) take in turn (see the reconcile rate below), nor of")
 	fmt.Println("      the hub starting (every member's five lists at once), which was not measured")
 	fmt.Println("    - connections and goroutines: one HTTP/2 connection and a few informers per member, linear here; at")
 	fmt.Println("      3,500 the hub needs that many file descriptors and the hub's API server that many summaries' writes")
@@ -408,7 +408,7 @@ func (l *lab) latency(ctx context.Context, sums *summaries, changes int, metrics
 	fmt.Printf("    p50 %s   p90 %s   p99 %s   max %s   never shown %d\n", at(0.5), at(0.9), at(0.99), at(1), missing)
 	if n := after[reconciles] - before[reconciles]; n > 0 {
 		mean := time.Duration((after[reconcileTime] - before[reconcileTime]) / n * float64(time.Second))
-		fmt.Printf("    the summary controller reconciled %.0f times meanwhile, %s each on average: one worker takes at most %.0f changes/s\n",
+		fmt.Printf("    the summary controller reconciled %.0f times meanwhile, %s each on average: one worker of the 8 takes at most %.0f changes/s\n",
 			n, mean.Round(10*time.Microsecond), float64(time.Second)/float64(mean))
 	}
 	benchproc.Verdict(fmt.Sprintf("p99 ≤ 1s (%s, %.2f× the target)", at(0.99), float64(p99)/float64(latencyTarget)), p99 <= latencyTarget)
