@@ -121,7 +121,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 			}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				before, okBefore := e.ObjectOld.(*nwv1.NodewrightAgentStatus)
 				after, okAfter := e.ObjectNew.(*nwv1.NodewrightAgentStatus)
-				return !okBefore || !okAfter || holdsData(before) != holdsData(after)
+				return !okBefore || !okAfter || HoldsData(before) != HoldsData(after)
 			}}))
 	}
 	return b.Complete(r)
@@ -250,16 +250,16 @@ func (r *Reconciler) holdingData(ctx context.Context, agents []management.Agent)
 		} else if err != nil {
 			return nil, err
 		}
-		if holdsData(as) {
+		if HoldsData(as) {
 			out = append(out, a.Node)
 		}
 	}
 	return out, nil
 }
 
-// holdsData reports whether the agent reports a DRBD resource with a disk on its node (not a
+// HoldsData reports whether the agent reports a DRBD resource with a disk on its node (not a
 // diskless client or tiebreaker).
-func holdsData(as *nwv1.NodewrightAgentStatus) bool {
+func HoldsData(as *nwv1.NodewrightAgentStatus) bool {
 	if as.Status.Reporter != nwv1.ReporterAgent || as.Status.Storage == nil {
 		return false
 	}

@@ -3,6 +3,7 @@ package replicationupgrade
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -263,13 +264,7 @@ func (s *scope) roomFor(ctx context.Context, original string, dataNodes, names [
 			need[key{node, pool}] += size[name]
 		}
 	}
-	for _, k := range slices.SortedFunc(func(yield func(key) bool) {
-		for k := range need {
-			if !yield(k) {
-				return
-			}
-		}
-	}, func(a, b key) int { return strings.Compare(a.node+"/"+a.pool, b.node+"/"+b.pool) }) {
+	for _, k := range slices.SortedFunc(maps.Keys(need), func(a, b key) int { return strings.Compare(a.node+"/"+a.pool, b.node+"/"+b.pool) }) {
 		p, ok := have[k]
 		switch {
 		case !ok:

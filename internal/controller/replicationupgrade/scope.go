@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -125,14 +126,7 @@ func (s *scope) undo() *nwv1.ReplicationUndo {
 func (s *scope) joining() []string { return s.u.Spec.PeerNodes }
 
 // isJoining reports whether node joins.
-func (s *scope) isJoining(node string) bool {
-	for _, n := range s.u.Spec.PeerNodes {
-		if n == node {
-			return true
-		}
-	}
-	return false
-}
+func (s *scope) isJoining(node string) bool { return slices.Contains(s.u.Spec.PeerNodes, node) }
 
 // volumes are the status' volume counts, made when missing.
 func (s *scope) volumes() *nwv1.ReplicationVolumeCounts {

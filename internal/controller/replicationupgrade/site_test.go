@@ -23,6 +23,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit/audittest"
+	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
 	"github.com/spectrocloud/nodewright/internal/controller/replicationupgrade"
 	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/operator"
@@ -181,7 +182,8 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// reports waits until node's agent reports, with DRBD data on the node exactly when data.
+// reports waits until node's agent reports, with DRBD data on the node exactly when data, as the
+// NodewrightCluster's Managed rollup counts it (its own tests prove the phase it gives).
 func (s *site) reports(node string, data bool) {
 	s.t.Helper()
 	testenv.Eventually(s.t, patience, func() string {
@@ -192,27 +194,11 @@ func (s *site) reports(node string, data bool) {
 		if as.Status.Reporter != nwv1.ReporterAgent {
 			return node + " does not report yet"
 		}
-		if got := holdsData(as); got != data {
+		if got := nodewrightcluster.HoldsData(as); got != data {
 			return fmt.Sprintf("%s reports DRBD data: %t, want %t (%+v; conditions %+v)", node, got, data, as.Status.Storage, as.Status.Conditions)
 		}
 		return ""
 	})
-}
-
-// holdsData: the agent reports a DRBD resource with a disk on its node, which the
-// NodewrightCluster's Managed rollup counts (its own tests prove the phase it gives).
-func holdsData(as *nwv1.NodewrightAgentStatus) bool {
-	if as.Status.Storage == nil {
-		return false
-	}
-	for _, r := range as.Status.Storage.ResourceStatuses {
-		for _, v := range r.Volumes {
-			if !v.Client && v.DiskState != "Diskless" {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // cluster writes the NodewrightCluster as its controller would for a Managed cluster whose

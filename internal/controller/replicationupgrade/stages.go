@@ -72,9 +72,6 @@ func (r *Reconciler) place(ctx context.Context, s *scope) (engine.Outcome, error
 		}
 		return engine.Waiting(again, "recorded the balance task's setting and the place counts before changing them"), nil
 	}
-	if _, err := s.lin.SetBalanceResourcesEnabled(ctx, false); err != nil {
-		return s.retryOrFail(err, "pause LINSTOR's balance task")
-	}
 	nodes := append([]string{u.Status.OriginalNode}, u.Status.DataNodes...)
 	resources, err := s.lin.Resources(ctx, linstor.ResourceFilter{Nodes: nodes})
 	if err != nil {
@@ -94,6 +91,13 @@ func (r *Reconciler) place(ctx context.Context, s *scope) (engine.Outcome, error
 	}
 	wanted := len(u.Status.ResourceDefinitions) * len(u.Status.DataNodes)
 	s.setPlaced(wanted - len(missing))
+	// The balance task is paused before the first replica is placed (again after a crash
+	// before any was), not at every batch.
+	if len(missing) == wanted {
+		if _, err := s.lin.SetBalanceResourcesEnabled(ctx, false); err != nil {
+			return s.retryOrFail(err, "pause LINSTOR's balance task")
+		}
+	}
 	if len(missing) > 0 {
 		batch := missing[:min(len(missing), r.batchSize())]
 		err := parallel(ctx, r.concurrency(), batch, func(ctx context.Context, x replica) error {

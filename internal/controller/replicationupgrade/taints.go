@@ -2,6 +2,7 @@ package replicationupgrade
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 
@@ -69,7 +70,7 @@ func (r *Reconciler) restoreTaints(ctx context.Context, s *scope) (engine.Outcom
 	for _, t := range undo.Taints {
 		byNode[t.Node] = append(byNode[t.Node], t)
 	}
-	for _, name := range slicesSortedKeys(byNode) {
+	for _, name := range slices.Sorted(maps.Keys(byNode)) {
 		n := &corev1.Node{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
 			return engine.Outcome{}, err
@@ -89,13 +90,4 @@ func (r *Reconciler) restoreTaints(ctx context.Context, s *scope) (engine.Outcom
 		}
 	}
 	return engine.Succeeded("put back %d not-ready taints", len(undo.Taints)), nil
-}
-
-func slicesSortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
