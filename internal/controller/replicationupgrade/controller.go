@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -89,6 +90,9 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	clients map[string]*linstor.Client
+	// syncRead is when each upgrade's Sync last read LINSTOR: a pace, not state (a restarted
+	// operator reads at once).
+	syncRead map[types.UID]time.Time
 }
 
 // SetupWithManager registers the controller.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -203,6 +204,11 @@ const maxSyncing = 16
 // a satellite goes offline or the synchronisation outlasts spec.syncTimeout.
 func (r *Reconciler) sync(ctx context.Context, s *scope) (engine.Outcome, error) {
 	u := s.u
+	// The step's own status write wakes it again at once: LINSTOR is read once a poll, not at
+	// every wake (the message kept, nothing is written).
+	if left := r.sinceRead(u.UID, s.Now.Time); left > 0 {
+		return engine.Waiting(left, "%s", stepMessage(u, replupgrade.Sync)), nil
+	}
 	nodes := append([]string{u.Status.OriginalNode}, u.Status.DataNodes...)
 	lnodes, err := s.lin.Nodes(ctx, nodes...)
 	if err != nil {
@@ -409,4 +415,29 @@ func onNoQuorum(p *nwv1.EdgeProfile) nwv1.OnNoQuorum {
 		return p.Spec.Storage.LINSTOR.OnNoQuorum
 	}
 	return nwv1.OnNoQuorumSuspendIO
+}
+
+// sinceRead is how long the Sync of the upgrade uid should wait before reading LINSTOR again,
+// zero when it may read now (and it is noted as read).
+func (r *Reconciler) sinceRead(uid types.UID, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.syncRead == nil {
+		r.syncRead = map[types.UID]time.Time{}
+	}
+	if last, ok := r.syncRead[uid]; ok && now.Sub(last) < r.poll() && now.After(last) {
+		return r.poll() - now.Sub(last)
+	}
+	r.syncRead[uid] = now
+	return 0
+}
+
+// stepMessage is the message status.steps shows for step.
+func stepMessage(u *nwv1.ReplicationUpgrade, step replupgrade.Step) string {
+	for _, st := range u.Status.Steps {
+		if st.Name == string(step) {
+			return st.Message
+		}
+	}
+	return ""
 }
