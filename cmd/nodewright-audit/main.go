@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,16 +29,22 @@ import (
 
 const usage = `usage:
   nodewright-audit verify --public-key FILE [--public-key FILE]... [--trusted-checkpoint FILE]
+                          [--witnessed-checkpoint FILE --witness-public-key FILE]
                           [--allow-partial] [--json] FILE|DIR...
   nodewright-audit keygen --private-key FILE --public-key FILE
   nodewright-audit append --dir DIR --private-key FILE [--max-file-bytes N] [FILE|-]...
   nodewright-audit serve  --listen ADDR --dir DIR [--tls-cert FILE --tls-key FILE] [--client-ca FILE]
-                          [--token-file FILE] [--public-key FILE]... [--max-file-bytes N]
+                          [--token-file FILE] [--public-key FILE]... [--witness-key FILE]
+                          [--max-file-bytes N]
   nodewright-audit ship   --dir DIR --url URL [--ca FILE] [--cert FILE --key FILE] [--token-file FILE]
-                          [--name NAME] [--until-delivered]
+                          [--name NAME] [--witnessed FILE] [--until-delivered]
 
 verify reads the files in the order given (a directory stands for its audit-*.jsonl files, in
 order) as one chain. Exit codes: 0 the chain verifies, 1 tampering or damage found, 2 bad input.
+--witnessed-checkpoint takes a checkpoint countersigned by a witness (serve --witness-key),
+checked with the witness's public key: a trail that does not reach it with the same head was
+cut, or rewritten (a fork from the witness's copy), even if it was re-signed with the trail's
+own key.
 
 A line of the trail is at most 1048576 bytes (1 MiB), its newline not counted: verify reports a
 longer one as malformed, serve refuses it and append never writes one.
@@ -59,11 +67,18 @@ serve is the reference receiver: it keeps a copy of a chain shipped to it over H
 copy stands; POST appends a batch that continues it exactly, and refuses anything else whole.
 Once listening it prints "receiving into DIR on http(s)://ADDRESS/ (the copy holds N entries)"
 on standard output, so that with --listen 127.0.0.1:0 the port it picked can be read there
-(":0" alone listens on every interface). It stops on SIGINT or SIGTERM.
+(":0" alone listens on every interface). Off loopback it refuses to start unless its clients
+authenticate: --tls-cert and --tls-key, with --client-ca or --token-file. --public-key makes it
+refuse checkpoints not signed by one of the keys (records carry no signature: a batch is
+otherwise checked only as the continuation of the copy). With --witness-key (a private key from
+keygen, the witness's own, never the trail's) it is the trail's witness: it countersigns the
+newest checkpoint of its copy and hands it back in every answer (in "witnessed"); it needs
+--public-key. It stops on SIGINT or SIGTERM.
 
 ship sends the chain in DIR (a FileSink directory) to a receiver, each entry once, resuming
 where the receiver stands; it follows the files as they grow until stopped, or with
---until-delivered exits 0 once the receiver holds everything the files held.
+--until-delivered exits 0 once the receiver holds everything the files held. With --witnessed
+it writes each witnessed checkpoint the receiver hands back to FILE, for verify.
 
 The protocol is in docs/audit.md, "Shipping to an HTTP endpoint".
 `
@@ -138,10 +153,16 @@ func verify(args []string, stdout, stderr io.Writer) (int, error) {
 	var keyFiles repeated
 	fs.Var(&keyFiles, "public-key", "public key file (PEM, or 32 bytes raw, hex or base64); repeat across a key rotation (required)")
 	trustedFile := fs.String("trusted-checkpoint", "", "a checkpoint line kept outside the trail; the trail must still reach it (a shorter trail is truncated); with --allow-partial, a trail that starts after it only gets a note that it was not checked")
+	witnessedFile := fs.String("witnessed-checkpoint", "", "a checkpoint countersigned by the trail's witness (serve --witness-key); the trail must reach it with the same head: a trail that differs forks from the witness's copy")
+	var witnessKeyFiles repeated
+	fs.Var(&witnessKeyFiles, "witness-public-key", "the witness's public key, for --witnessed-checkpoint; repeat across a rotation")
 	allowPartial := fs.Bool("allow-partial", false, "accept a trail whose oldest files were removed (it starts after seq 0)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return exitBadInput, err
+	}
+	if (*witnessedFile == "") != (len(witnessKeyFiles) == 0) {
+		return exitBadInput, errors.New("verify: --witnessed-checkpoint and --witness-public-key go together")
 	}
 	if len(keyFiles) == 0 {
 		return exitBadInput, errors.New("verify: --public-key is required: without it the checkpoints prove nothing")
@@ -161,6 +182,14 @@ func verify(args []string, stdout, stderr io.Writer) (int, error) {
 			return exitBadInput, err
 		}
 		opts.Trusted = cp
+	}
+	if *witnessedFile != "" {
+		if opts.WitnessKeys, err = audit.ReadPublicKeys(witnessKeyFiles); err != nil {
+			return exitBadInput, err
+		}
+		if opts.Witnessed, err = audit.ReadWitnessed(*witnessedFile); err != nil {
+			return exitBadInput, err
+		}
 	}
 	files, err := audit.ExpandChainFiles(fs.Args())
 	if err != nil {
@@ -215,6 +244,25 @@ func keygen(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// writeReplacing replaces path's content whole: a reader sees the old file or the new one.
+func writeReplacing(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return err
+}
+
 func writeNew(path string, data []byte, mode os.FileMode) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
@@ -240,7 +288,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	clientCA := fs.String("client-ca", "", "PEM bundle; require a client certificate signed by one of these (needs --tls-cert)")
 	tokenFile := fs.String("token-file", "", "file holding the bearer token every request must carry")
 	var keyFiles repeated
-	fs.Var(&keyFiles, "public-key", "check checkpoint signatures on arrival with this key; repeat across a key rotation")
+	fs.Var(&keyFiles, "public-key", "the trail's public key: refuse checkpoints not signed by one of these as they arrive; repeat across a key rotation (required with --witness-key)")
+	witnessKeyFile := fs.String("witness-key", "", "be the trail's witness: countersign the copy's newest checkpoint with this private key (PKCS #8 PEM from keygen, the witness's own)")
 	maxFileBytes := fs.Int64("max-file-bytes", audit.DefaultMaxFileBytes, "size at which the copy starts a new file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -251,6 +300,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if (*certFile == "") != (*keyFile == "") || (*clientCA != "" && *certFile == "") {
 		return errors.New("serve: --tls-cert and --tls-key go together, and --client-ca needs them")
 	}
+	authenticated := *clientCA != "" || (*tokenFile != "" && *certFile != "")
+	if !authenticated && !loopbackHost(*listen) {
+		return fmt.Errorf("serve: --listen %s is off loopback, and a receiver other machines can reach must authenticate its clients: "+
+			"give --tls-cert and --tls-key with --client-ca or --token-file (a token only over TLS), or listen on 127.0.0.1 or [::1]", *listen)
+	}
+	if *witnessKeyFile != "" && len(keyFiles) == 0 {
+		return errors.New("serve: --witness-key needs --public-key: the witness countersigns only checkpoints whose signature it checked")
+	}
 	opts := audit.ReceiverOptions{MaxFileBytes: *maxFileBytes}
 	var err error
 	if opts.Token, err = readToken(*tokenFile); err != nil {
@@ -258,6 +315,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if opts.PublicKeys, err = audit.ReadPublicKeys(keyFiles); err != nil {
 		return err
+	}
+	if *witnessKeyFile != "" {
+		pem, err := os.ReadFile(*witnessKeyFile)
+		if err != nil {
+			return fmt.Errorf("serve: --witness-key: %w", err)
+		}
+		if opts.Witness, err = audit.LoadSigner(pem); err != nil {
+			return fmt.Errorf("serve: --witness-key %s: %w", *witnessKeyFile, err)
+		}
+		for _, k := range opts.PublicKeys {
+			if audit.KeyID(k) == opts.Witness.KeyID() {
+				return errors.New("serve: --witness-key is one of the trail's keys (--public-key): the witness needs a key of its own, which the trail's writer does not hold")
+			}
+		}
 	}
 	var tlsConfig *tls.Config
 	if *certFile != "" {
@@ -273,6 +344,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !authenticated && (!ok || !tcp.IP.IsLoopback()) {
+		_ = ln.Close()
+		return fmt.Errorf("serve: --listen %s is bound to %s, off loopback, without authentication: give --tls-cert and --tls-key with --client-ca or --token-file", *listen, ln.Addr())
 	}
 	scheme := "http"
 	if tlsConfig != nil {
@@ -298,6 +373,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("serve: stopping: %w", err)
 	}
 	return recv.Close()
+}
+
+// loopbackHost says whether the host of a host:port is a loopback address (or "localhost"):
+// an empty host, like 0.0.0.0 or [::], listens on every interface.
+func loopbackHost(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func serverTLS(certFile, keyFile, clientCA string) (*tls.Config, error) {
@@ -374,6 +463,7 @@ func ship(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	tokenFile := fs.String("token-file", "", "file holding the bearer token to send")
 	name := fs.String("name", "cli", "names this shipper's cursor file (ship-NAME.cursor in --dir)")
 	until := fs.Bool("until-delivered", false, "exit once the receiver holds every entry the files hold")
+	witnessedFile := fs.String("witnessed", "", "write each witnessed checkpoint a witness hands back to this file (replaced each time), for verify --witnessed-checkpoint")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -400,6 +490,14 @@ func ship(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("ship: %w", err)
 		}
 	}
+	var witnessErr error
+	if *witnessedFile != "" {
+		opts.OnWitnessed = func(w *audit.Witnessed) {
+			if err := writeReplacing(*witnessedFile, append(bytes.Clone(w.Line()), '\n')); err != nil && witnessErr == nil {
+				witnessErr = err
+			}
+		}
+	}
 	shipper, err := audit.NewShipper(*dir, opts)
 	if err != nil {
 		return err
@@ -421,6 +519,9 @@ func ship(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := <-stopped; err != nil {
 		return err
+	}
+	if witnessErr != nil {
+		return fmt.Errorf("ship: --witnessed: %w", witnessErr)
 	}
 	st := shipper.Status()
 	fmt.Fprintf(stdout, "the receiver holds %d entries; %d of %d local entries pending; %d failures\n", st.Delivered, st.Pending, st.Local, st.Failures)

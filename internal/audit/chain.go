@@ -15,6 +15,9 @@ type ChainState struct {
 	SinceCheckpoint uint64
 	// ids holds every record ID in the chain, for idempotent append; nil for an empty chain.
 	ids *idSet
+	// lastCheckpoint is the line of the chain's newest checkpoint entry, as a FileSink
+	// recovered it; nil when there is none. A witness countersigns it again on opening.
+	lastCheckpoint []byte
 }
 
 // Records is how many distinct record IDs the chain holds.

@@ -73,6 +73,9 @@ func OpenFileSink(dir string, opts FileSinkOptions) (*FileSink, error) {
 	}
 	if v.started {
 		s.state = ChainState{Next: v.expect, Head: v.head, ids: v.ids, SinceCheckpoint: v.sinceCheckpoint}
+		if v.lastCheckpoint.Checkpoint != nil {
+			s.state.lastCheckpoint = bytes.Clone(v.lastCheckpoint.line) // not a view of the reader's buffers
+		}
 	}
 	if _, err := fmt.Sscanf(strings.TrimPrefix(filepath.Base(last), filePrefix), "%d", &s.index); err != nil {
 		return nil, fmt.Errorf("audit file %s: no number in its name: %w", last, err)

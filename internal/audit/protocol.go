@@ -31,17 +31,39 @@ type ChainHead struct {
 func (h ChainHead) String() string { return fmt.Sprintf("next seq %d, head %s", h.Next, h.Head) }
 
 // headAnswer is the body of every answer that states the receiver's head:
-// {"next":N,"head":"<64 hex>"} and, on a refusal, "error".
+// {"next":N,"head":"<64 hex>"} and, on a refusal, "error". A receiver that is a witness adds
+// "witnessed": the line of the newest checkpoint of its copy, countersigned (Witnessed).
 type headAnswer struct {
-	Next  *uint64 `json:"next"`
-	Head  *string `json:"head"`
-	Error string  `json:"error,omitempty"`
+	Next      *uint64 `json:"next"`
+	Head      *string `json:"head"`
+	Error     string  `json:"error,omitempty"`
+	Witnessed string  `json:"witnessed,omitempty"`
 }
 
-func encodeHeadAnswer(h ChainHead, problem string) []byte {
+func encodeHeadAnswer(h ChainHead, problem string) []byte { return encodeAnswer(h, problem, nil) }
+
+func encodeAnswer(h ChainHead, problem string, witnessed []byte) []byte {
 	head := h.Head.String()
-	b, _ := json.Marshal(headAnswer{Next: &h.Next, Head: &head, Error: problem}) // cannot fail: plain fields
+	b, _ := json.Marshal(headAnswer{Next: &h.Next, Head: &head, Error: problem, Witnessed: string(witnessed)}) // cannot fail: plain fields
 	return append(b, '\n')
+}
+
+// parseAnswerWitnessed reads the witnessed checkpoint an answer carries, if any. The
+// receiver is across the network: the line is checked as ParseWitnessed does, and it must lie
+// within the copy the answer's head describes.
+func parseAnswerWitnessed(body []byte, h ChainHead) (*Witnessed, error) {
+	var a headAnswer
+	if json.Unmarshal(body, &a) != nil || a.Witnessed == "" {
+		return nil, nil // none: the head, read apart, says whether the answer is usable
+	}
+	w, err := ParseWitnessed([]byte(a.Witnessed))
+	if err != nil {
+		return nil, fmt.Errorf("the receiver's answer: %w", err)
+	}
+	if w.Entry.Seq >= h.Next {
+		return nil, fmt.Errorf("the receiver's witnessed checkpoint is at seq %d, beyond its copy (next seq %d)", w.Entry.Seq, h.Next)
+	}
+	return w, nil
 }
 
 // maxAnswerBytes bounds what a shipper reads of an answer: a head is under 200 bytes.

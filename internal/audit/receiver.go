@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 )
 
 // DefaultMaxBodyBytes bounds one batch a Receiver accepts. It is above the longest line the
@@ -30,6 +31,12 @@ type ReceiverOptions struct {
 	// ever holds checkpoints a verifier will accept. Give every key of a rotation. Without keys
 	// signatures are checked only when the copy is verified.
 	PublicKeys []ed25519.PublicKey
+	// Witness, when set, makes the receiver a witness: it countersigns with this key, its own,
+	// the newest checkpoint of its copy once it stored and verified it there (PublicKeys are
+	// then required, so that it only countersigns checkpoints whose signature it checked), and
+	// every answer that states its head carries that witnessed checkpoint. Give each receiver,
+	// that is each copy, a key of its own (docs/audit.md, "The witness").
+	Witness *Signer
 }
 
 // Receiver is the other end of a Shipper: an http.Handler that keeps a copy of one chain in a
@@ -40,11 +47,12 @@ type Receiver struct {
 	dir  string
 	opts ReceiverOptions
 
-	mu     sync.Mutex // serialises appends: the chain has one order
-	sink   *FileSink  // nil when the directory could not be recovered after a failed write
-	broken error
-	head   ChainHead
-	ids    *idSet
+	mu        sync.Mutex // serialises appends: the chain has one order
+	sink      *FileSink  // nil when the directory could not be recovered after a failed write
+	broken    error
+	head      ChainHead
+	ids       *idSet
+	witnessed *Witnessed // the newest checkpoint of the copy, countersigned; nil without one
 }
 
 // OpenReceiver opens (creating it if needed) the directory, recovering the copy already there
@@ -52,6 +60,9 @@ type Receiver struct {
 func OpenReceiver(dir string, opts ReceiverOptions) (*Receiver, error) {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Witness != nil && len(opts.PublicKeys) == 0 {
+		return nil, errors.New("audit receiver: a witness needs the trail's public keys: it countersigns only checkpoints whose signature it checked")
 	}
 	r := &Receiver{dir: dir, opts: opts}
 	if err := r.open(); err != nil {
@@ -72,7 +83,61 @@ func (r *Receiver) open() error {
 	if r.ids == nil {
 		r.ids = newIDSet()
 	}
+	r.witnessed = nil
+	if r.opts.Witness != nil && st.lastCheckpoint != nil {
+		// The chain was checked on opening, signatures aside: the newest checkpoint is
+		// countersigned again only if the key it names is still one of the trail's keys.
+		e, err := ParseLine(st.lastCheckpoint)
+		if err == nil {
+			err = r.countersign(e)
+		}
+		if err != nil {
+			r.witnessed = nil // the next checkpoint that arrives and verifies is countersigned
+		}
+	}
 	return nil
+}
+
+// countersign makes the witnessed checkpoint of e, a checkpoint entry of the copy, after
+// checking its signature.
+func (r *Receiver) countersign(e Entry) error {
+	keys := map[string]ed25519.PublicKey{}
+	for _, k := range r.opts.PublicKeys {
+		keys[KeyID(k)] = k
+	}
+	if known, valid := verifySignature(e.Checkpoint, keys); !known || !valid {
+		return fmt.Errorf("the checkpoint at seq %d is not signed by one of the trail's keys", e.Seq)
+	}
+	w, err := r.opts.Witness.Countersign(e, time.Now())
+	if err != nil {
+		return err
+	}
+	r.witnessed = w
+	return nil
+}
+
+// Witnessed is the newest checkpoint of the copy, countersigned; nil when the receiver is not
+// a witness or its copy holds no checkpoint yet.
+func (r *Receiver) Witnessed() *Witnessed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.witnessed
+}
+
+// state is what an answer states: the head and the witnessed checkpoint's line. The caller
+// holds r.mu.
+func (r *Receiver) state() (ChainHead, []byte) {
+	if r.witnessed == nil {
+		return r.head, nil
+	}
+	return r.head, r.witnessed.Line()
+}
+
+// snapshot is state, taking the lock.
+func (r *Receiver) snapshot() (ChainHead, []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state()
 }
 
 // Head is where the copy stands.
@@ -102,7 +167,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	switch req.Method {
 	case http.MethodGet, http.MethodHead:
-		r.answer(w, http.StatusOK, r.Head(), "")
+		head, witnessed := r.snapshot()
+		r.answer(w, http.StatusOK, head, witnessed, "")
 	case http.MethodPost:
 		r.post(w, req)
 	default:
@@ -126,7 +192,8 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 	}
 	first, err := parseFirstSeq(req.Header.Get(FirstSeqHeader))
 	if err != nil {
-		r.answer(w, http.StatusBadRequest, r.Head(), err.Error())
+		head, witnessed := r.snapshot()
+		r.answer(w, http.StatusBadRequest, head, witnessed, err.Error())
 		return
 	}
 	// The body is read before taking the lock, so that a slow client holds up no one else.
@@ -136,7 +203,8 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 			writeRefusal(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("a batch is at most %d bytes", mbe.Limit))
 			return
 		}
-		r.answer(w, http.StatusBadRequest, r.Head(), fmt.Sprintf("reading the batch: %v", err))
+		head, witnessed := r.snapshot()
+		r.answer(w, http.StatusBadRequest, head, witnessed, fmt.Sprintf("reading the batch: %v", err))
 		return
 	}
 
@@ -149,12 +217,14 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 	if first != r.head.Next {
 		// Already held (the answer to an earlier send was lost), or ahead of the copy: either
 		// way nothing is stored, and the head tells the shipper where to go on.
-		r.answer(w, http.StatusConflict, r.head, fmt.Sprintf("the batch starts at seq %d, this copy continues at seq %d", first, r.head.Next))
+		head, witnessed := r.state()
+		r.answer(w, http.StatusConflict, head, witnessed, fmt.Sprintf("the batch starts at seq %d, this copy continues at seq %d", first, r.head.Next))
 		return
 	}
 	entries, err := checkBatch(r.head, r.ids, r.opts.PublicKeys, body)
 	if err != nil {
-		r.answer(w, http.StatusUnprocessableEntity, r.head, err.Error())
+		head, witnessed := r.state()
+		r.answer(w, http.StatusUnprocessableEntity, head, witnessed, err.Error())
 		return
 	}
 	// Not the request's context: once the write starts it finishes, or the copy's state on
@@ -167,24 +237,38 @@ func (r *Receiver) post(w http.ResponseWriter, req *http.Request) {
 			writeRefusal(w, http.StatusServiceUnavailable, fmt.Sprintf("storing the batch: %v; recovering: %v", err, rerr))
 			return
 		}
-		r.answer(w, http.StatusInternalServerError, r.head, fmt.Sprintf("storing the batch: %v", err))
+		head, witnessed := r.state()
+		r.answer(w, http.StatusInternalServerError, head, witnessed, fmt.Sprintf("storing the batch: %v", err))
 		return
 	}
+	newest := -1
 	for i := range entries {
 		if rec := entries[i].Record; rec != nil {
 			r.ids.put(rec.ID, entries[i].Seq)
+		} else {
+			newest = i
 		}
 	}
 	last := entries[len(entries)-1]
 	r.head = ChainHead{Next: last.Seq + 1, Head: last.Hash}
-	r.answer(w, http.StatusOK, r.head, "")
+	if r.opts.Witness != nil && newest >= 0 {
+		// Stored, and verified as the continuation of the copy, its signature included.
+		if err := r.countersign(entries[newest]); err != nil {
+			head, witnessed := r.state()
+			r.answer(w, http.StatusInternalServerError, head, witnessed, fmt.Sprintf("stored, but not countersigned: %v", err))
+			return
+		}
+	}
+	head, witnessed := r.state()
+	r.answer(w, http.StatusOK, head, witnessed, "")
 }
 
-func (r *Receiver) answer(w http.ResponseWriter, status int, h ChainHead, problem string) {
+// answer writes an answer that states the head and, from a witness, the witnessed checkpoint.
+func (r *Receiver) answer(w http.ResponseWriter, status int, h ChainHead, witnessed []byte, problem string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(encodeHeadAnswer(h, problem)) // a client gone away is the client's problem
+	_, _ = w.Write(encodeAnswer(h, problem, witnessed)) // a client gone away is the client's problem
 }
 
 // writeRefusal answers without the head: to a client not yet authenticated, or when the head

@@ -63,6 +63,11 @@ type ShipperOptions struct {
 	CursorInterval time.Duration
 	// Logger receives failures and recoveries (default: none).
 	Logger logr.Logger
+	// OnWitnessed, when set, is given each new witnessed checkpoint a receiver that is a
+	// witness hands back (ReceiverOptions.Witness), its form checked but not its signatures:
+	// the operator publishes it for the fleet hub and for verification. It is called from the
+	// shipping goroutine and must not block for long.
+	OnWitnessed func(*Witnessed)
 }
 
 // ShipperStatus is what a Shipper knows of its progress.
@@ -111,6 +116,7 @@ type Shipper struct {
 	saved      shipPosition
 	savedAt    time.Time
 	localAt    time.Time
+	witnessed  []byte // the line of the last witnessed checkpoint handed to OnWitnessed
 
 	mu     sync.Mutex
 	status ShipperStatus
@@ -346,11 +352,31 @@ func (s *Shipper) exchange(ctx context.Context, method string, body []byte, firs
 		if resp.StatusCode != http.StatusUnprocessableEntity {
 			s.agreed = true // provisionally: the caller checks the head against the files
 		}
+		s.handBack(answer, head)
 		return resp.StatusCode, head, problem, nil
 	default:
 		_, problem, _ := parseHeadAnswer(answer) // a refusal says why in "error", if at all
 		return resp.StatusCode, ChainHead{}, problem, nil
 	}
+}
+
+// handBack gives OnWitnessed the witnessed checkpoint an answer carries, once per checkpoint.
+// It is the witness's word whether or not its copy agrees with the local files: a copy that
+// forks from them is what the witnessed checkpoint is there to show.
+func (s *Shipper) handBack(answer []byte, head ChainHead) {
+	if s.opts.OnWitnessed == nil {
+		return
+	}
+	w, err := parseAnswerWitnessed(answer, head)
+	if err != nil {
+		s.opts.Logger.Info("Ignoring the audit receiver's witnessed checkpoint", "url", s.opts.URL, "err", err.Error())
+		return
+	}
+	if w == nil || bytes.Equal(w.Line(), s.witnessed) {
+		return
+	}
+	s.witnessed = bytes.Clone(w.Line())
+	s.opts.OnWitnessed(w)
 }
 
 // resync moves to where the receiver's head says its copy ends, after checking that the copy

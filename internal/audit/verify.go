@@ -95,6 +95,22 @@ type VerifyOptions struct {
 	// AllowPartial accepts a chain that starts after seq 0, when older files were removed on
 	// purpose; the first entry's link is then taken on trust.
 	AllowPartial bool
+	// Witnessed is a checkpoint countersigned by a witness, the receiver that holds a copy of
+	// the chain (ReceiverOptions.Witness): the stream must reach it with its head, as for
+	// Trusted, and a stream that differs from it forks from the witness's copy. Its
+	// countersignature is checked with WitnessKeys, its own signature with PublicKeys.
+	Witnessed   *Witnessed
+	WitnessKeys []ed25519.PublicKey
+}
+
+// trustedName is what a report calls VerifyOptions.Trusted.
+const trustedName = "the trusted checkpoint"
+
+// trustedCheckpoint is a checkpoint kept outside the stream, and what to call it in a report.
+type trustedCheckpoint struct {
+	*Checkpoint
+	name    string // "the trusted checkpoint", "the witness's checkpoint"
+	reached bool
 }
 
 // VerifyFiles verifies files holding one chain, in order.
@@ -138,6 +154,17 @@ func Verify(opts VerifyOptions, inputs ...Input) (*Report, error) {
 			return nil, errors.New("trusted checkpoint: the signature does not verify")
 		}
 	}
+	if w := opts.Witnessed; w != nil {
+		if len(opts.WitnessKeys) == 0 {
+			return nil, errors.New("a witnessed checkpoint needs the witness's public key")
+		}
+		if err := w.VerifyWitness(opts.WitnessKeys); err != nil {
+			return nil, err
+		}
+		if err := w.VerifyCheckpoint(opts.PublicKeys); err != nil {
+			return nil, err
+		}
+	}
 	return v.run(inputs)
 }
 
@@ -151,7 +178,8 @@ type verifier struct {
 	unreadable      uint64 // lines since the last accepted entry that could not be read at all
 	ids             *idSet
 	sinceCheckpoint uint64
-	trustedReached  bool
+	trusted         []*trustedCheckpoint
+	lastCheckpoint  Entry // the newest checkpoint entry, its line a view of the input
 	lastInput       string
 	lastLine        int // the number of the last line seen in lastInput
 }
@@ -163,6 +191,13 @@ func newVerifier(opts VerifyOptions) *verifier {
 		for _, k := range opts.PublicKeys {
 			v.keys[KeyID(k)] = k
 		}
+	}
+	if opts.Trusted != nil {
+		v.trusted = append(v.trusted, &trustedCheckpoint{Checkpoint: opts.Trusted, name: trustedName})
+	}
+	if w := opts.Witnessed; w != nil {
+		v.trusted = append(v.trusted, &trustedCheckpoint{Checkpoint: w.Checkpoint(),
+			name: fmt.Sprintf("the witness's checkpoint (witness key %s, countersigned %s)", w.KeyID, w.Time.Format(time.RFC3339))})
 	}
 	return v
 }
@@ -269,10 +304,12 @@ func (v *verifier) accept(p parsedLine, e Entry) {
 	v.expect, v.head, v.unreadable = s+1, e.Hash, 0
 	v.report.Entries++
 	v.report.LastSeq = s
-	if t := v.opts.Trusted; t != nil && t.Size > 0 && s == t.Size-1 {
-		v.trustedReached = true
-		if e.Hash != t.Head {
-			v.problem(ProblemFork, p.input, p.line, seqPtr(s), "hashes to %s, the trusted checkpoint says %s: the chain was rewritten up to here", e.Hash, t.Head)
+	for _, t := range v.trusted {
+		if t.Size > 0 && s == t.Size-1 {
+			t.reached = true
+			if e.Hash != t.Head {
+				v.problem(ProblemFork, p.input, p.line, seqPtr(s), "hashes to %s, %s says %s: the chain was rewritten at or before seq %d", e.Hash, t.name, t.Head, s)
+			}
 		}
 	}
 	if e.Record != nil {
@@ -286,6 +323,7 @@ func (v *verifier) accept(p parsedLine, e Entry) {
 		return
 	}
 	c := e.Checkpoint
+	v.lastCheckpoint = e
 	v.report.Checkpoints++
 	v.sinceCheckpoint = 0
 	if c.Size != s || c.Head != e.Prev {
@@ -306,8 +344,10 @@ func (v *verifier) accept(p parsedLine, e Entry) {
 func (v *verifier) finish() {
 	r := &v.report
 	r.Unsigned = v.sinceCheckpoint
-	if t := v.opts.Trusted; t != nil && t.Size > 0 && !v.trustedReached {
-		v.trustedNotReached(t)
+	for _, t := range v.trusted {
+		if t.Size > 0 && !t.reached {
+			v.trustedNotReached(t)
+		}
 	}
 	switch {
 	case !v.started && v.lastInput == "":
@@ -326,11 +366,15 @@ func (v *verifier) finish() {
 }
 
 // trustedNotReached reports a trail that never got to the trusted checkpoint's last entry.
-func (v *verifier) trustedNotReached(t *Checkpoint) {
+func (v *verifier) trustedNotReached(t *trustedCheckpoint) {
 	if v.started && v.expect >= t.Size {
 		// Past it, but its entry was not read: unreadable or missing, and reported as such, or
 		// before the first file given (--allow-partial).
-		v.report.Warnings = append(v.report.Warnings, fmt.Sprintf("the trusted checkpoint's last entry, seq %d, is not among the entries read, so it was not checked", t.Size-1))
+		lastEntry := "the last entry of " + t.name
+		if t.name == trustedName {
+			lastEntry = trustedName + "'s last entry"
+		}
+		v.report.Warnings = append(v.report.Warnings, fmt.Sprintf("%s, seq %d, is not among the entries read, so it was not checked", lastEntry, t.Size-1))
 		return
 	}
 	// Placed where the missing entries belong: after the last line of the last file.
@@ -340,10 +384,10 @@ func (v *verifier) trustedNotReached(t *Checkpoint) {
 	}
 	switch {
 	case v.started:
-		v.problem(ProblemTruncated, file, line, seqPtr(v.expect), "the trusted checkpoint covers seq 0..%d but the trail ends at seq %d: entries %d..%d deleted from the end", t.Size-1, v.expect-1, v.expect, t.Size-1)
+		v.problem(ProblemTruncated, file, line, seqPtr(v.expect), "%s covers seq 0..%d but the trail ends at seq %d: entries %d..%d deleted from the end", t.name, t.Size-1, v.expect-1, v.expect, t.Size-1)
 	case v.lastInput == "":
-		v.problem(ProblemTruncated, file, line, seqPtr(0), "the trusted checkpoint covers seq 0..%d but the trail is empty: it was wiped, or these are not its files", t.Size-1)
+		v.problem(ProblemTruncated, file, line, seqPtr(0), "%s covers seq 0..%d but the trail is empty: it was wiped, or these are not its files", t.name, t.Size-1)
 	default:
-		v.problem(ProblemTruncated, file, line, seqPtr(0), "the trusted checkpoint covers seq 0..%d but no entry of the trail could be read", t.Size-1)
+		v.problem(ProblemTruncated, file, line, seqPtr(0), "%s covers seq 0..%d but no entry of the trail could be read", t.name, t.Size-1)
 	}
 }
