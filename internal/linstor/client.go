@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -25,21 +26,14 @@ type Client struct {
 // New returns a client for the controller cfg names. It does not reach the controller: the
 // first call does (Version checks that it answers and speaks a REST API this client reads).
 func New(cfg Config) (*Client, error) {
-	if err := cfg.ready(); err != nil {
-		return nil, err
-	}
-	base, err := cfg.baseURL()
+	transport, base, err := cfg.HTTPTransport()
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig, err := cfg.tlsConfig()
-	if err != nil {
-		return nil, err
-	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = tlsConfig
-	transport.Proxy = nil
 	var next http.RoundTripper = transport
+	if cfg.TokenFile != "" {
+		next = bearer{file: cfg.TokenFile, next: next}
+	}
 	if cfg.Transport != nil {
 		next = cfg.Transport(next)
 	}
@@ -63,6 +57,48 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("LINSTOR client: %w", err)
 	}
 	return &Client{api: api, http: hc, base: base, timeout: timeout}, nil
+}
+
+// bearer sends the token of a file with every request, read at each one: a projected
+// ServiceAccount token is renewed in place by the kubelet.
+type bearer struct {
+	file string
+	next http.RoundTripper
+}
+
+// maxToken bounds what is read of the token file.
+const maxToken = 64 << 10
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	token, err := readToken(b.file)
+	if err != nil {
+		return nil, err
+	}
+	out := req.Clone(req.Context())
+	out.Header.Set("Authorization", "Bearer "+token)
+	return b.next.RoundTrip(out)
+}
+
+func readToken(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("the bearer token for LINSTOR: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	data, err := io.ReadAll(io.LimitReader(f, maxToken+1))
+	if err != nil {
+		return "", fmt.Errorf("the bearer token for LINSTOR: %s: %w", file, err)
+	}
+	token := strings.TrimSpace(string(data))
+	switch {
+	case len(data) > maxToken:
+		return "", fmt.Errorf("the bearer token for LINSTOR: %s is larger than %d bytes", file, maxToken)
+	case token == "":
+		return "", fmt.Errorf("the bearer token for LINSTOR: %s is empty", file)
+	case strings.ContainsAny(token, " \t\r\n"):
+		return "", fmt.Errorf("the bearer token for LINSTOR: %s holds more than one word", file)
+	}
+	return token, nil
 }
 
 // answer is what LINSTOR answered to a request that failed: the transport records it before

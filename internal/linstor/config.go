@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -47,6 +48,9 @@ type Config struct {
 	// CA is the PEM of the CA that signed the controller's certificate (ca.crt); empty: the
 	// system's roots. Only with https.
 	CA []byte `json:"ca,omitempty"`
+	// CAFile is a file holding CA, read when the client is made (a mounted ConfigMap, which
+	// the kubelet updates in place); not together with CA.
+	CAFile string `json:"caFile,omitempty"`
 	// ClientCert and ClientKey are the PEM of the client certificate LINSTOR authenticates
 	// Nodewright by (tls.crt, tls.key); both or neither. Only with https.
 	ClientCert []byte `json:"clientCert,omitempty"`
@@ -56,6 +60,10 @@ type Config struct {
 	ClientSecret *SecretRef `json:"clientSecret,omitempty"`
 	// RequestTimeout bounds every request; DefaultRequestTimeout when zero.
 	RequestTimeout time.Duration `json:"requestTimeout,omitempty"`
+	// TokenFile is a file holding a bearer token sent with every request, read again at each
+	// one (the kubelet renews a projected ServiceAccount token in place): how the operator
+	// authenticates to the LINSTOR gate, nodewright-linstor-gate. Only with https.
+	TokenFile string `json:"tokenFile,omitempty"`
 	// Transport, when set, wraps the HTTP transport: to count or observe the requests.
 	Transport func(http.RoundTripper) http.RoundTripper `json:"-"`
 
@@ -112,6 +120,15 @@ func (c Config) Validate() error {
 	if !https && (len(c.CA) > 0 || len(c.ClientCert) > 0 || len(c.ClientKey) > 0) {
 		return configError("url", "certificates are given but the url is %s, not https", u.Scheme)
 	}
+	if c.CAFile != "" && len(c.CA) > 0 {
+		return configError("caFile", "give the CA or the file that holds it, not both")
+	}
+	if c.CAFile != "" && !https {
+		return configError("caFile", "a CA is used only with https, the url is %s", u.Scheme)
+	}
+	if c.TokenFile != "" && !https {
+		return configError("tokenFile", "a bearer token is sent only over https, the url is %s", u.Scheme)
+	}
 	if (len(c.ClientCert) > 0) != (len(c.ClientKey) > 0) {
 		if len(c.ClientCert) == 0 {
 			return configError("clientCert", "empty, but clientKey is given: give both or neither")
@@ -143,6 +160,34 @@ func (c Config) baseURL() (*url.URL, error) {
 		return nil, configError("url", "%q carries credentials, a query or a fragment; give the controller's base URL only", c.URL)
 	}
 	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
+}
+
+// HTTPTransport is the HTTP transport to the controller the configuration names, with its TLS
+// client configuration and no proxy: for the LINSTOR gate, which forwards requests itself.
+// It refuses what New refuses; TokenFile and Transport are New's, not applied here.
+func (c Config) HTTPTransport() (*http.Transport, *url.URL, error) {
+	if err := c.ready(); err != nil {
+		return nil, nil, err
+	}
+	if c.CAFile != "" {
+		ca, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, nil, configError("caFile", "%v", err)
+		}
+		c.CA, c.CAFile = ca, ""
+	}
+	base, err := c.baseURL()
+	if err != nil {
+		return nil, nil, err
+	}
+	tlsConfig, err := c.tlsConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.TLSClientConfig = tlsConfig
+	transport.Proxy = nil
+	return transport, base, nil
 }
 
 // tlsConfig is the TLS client configuration, nil for http.

@@ -25,6 +25,9 @@ type Resource struct {
 	// state is unknown (the node is offline).
 	InUse *bool
 	Flags []string
+	// Props are the resource's own properties (StorPoolName; the LINSTOR gate's stamp
+	// GateStampProp on the resources it created).
+	Props map[string]string
 	// Created is when LINSTOR created the resource (zero when it does not say).
 	Created time.Time
 	// Connections are the node's DRBD connections to the resource's peers, by peer node.
@@ -181,7 +184,10 @@ type viewResource struct {
 }
 
 func (v viewResource) resource() (Resource, error) {
-	r := Resource{Definition: v.Name, Node: v.NodeName, Flags: v.Flags, Connections: map[string]Connection{}}
+	r := Resource{Definition: v.Name, Node: v.NodeName, Flags: v.Flags, Props: v.Props, Connections: map[string]Connection{}}
+	if r.Props == nil {
+		r.Props = map[string]string{}
+	}
 	if v.CreateTimestamp != nil && *v.CreateTimestamp > 0 {
 		r.Created = time.UnixMilli(*v.CreateTimestamp)
 	}

@@ -18,6 +18,7 @@ const (
 	maskRscDfn   int64 = 0x380000
 	maskRsc      int64 = 0x340000
 	maskRscGrp   int64 = 0x440000
+	maskStorPool int64 = 0x140000
 	maskCtrlConf int64 = 0x100000
 
 	codeCreated  int64 = 1
@@ -35,6 +36,7 @@ const (
 	codeNotFoundRscGrp  int64 = 317
 	codeExistsNode      int64 = 500
 	codeExistsRsc       int64 = 502
+	codeExistsStorPool  int64 = 510
 	codeNotEnoughNodes  int64 = 996
 	codeInUse           int64 = 997
 	codeWarnNotConn     int64 = 1002

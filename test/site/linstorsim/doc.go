@@ -23,6 +23,9 @@
 //     /v1/controller/properties) among them BalanceResourcesEnabled;
 //   - nodes: GET /v1/nodes (filter nodes), each ONLINE or OFFLINE, and POST /v1/nodes, which
 //     registers a satellite (ONLINE when AddSatellite said one runs at its address);
+//   - POST /v1/nodes/{node}/storage-pools, a storage pool of any provider created on a node
+//     (no capacity): no upgrade makes it, but LINSTOR takes it, and the LINSTOR gate's tests
+//     show the gate refusing it;
 //   - GET /v1/view/storage-pools (filters nodes, storage_pools) with free and total capacity,
 //     and every node's DfltDisklessStorPool;
 //   - resource groups: GET /v1/resource-groups and PUT /v1/resource-groups/{resource_group}
@@ -36,7 +39,8 @@
 //     pool's free capacity checked and taken) or diskless (flag DISKLESS or DRBD_DISKLESS);
 //   - properties: DrbdOptions/Resource/quorum, DrbdOptions/Resource/on-no-quorum,
 //     DrbdOptions/auto-add-quorum-tiebreaker, BalanceResourcesEnabled,
-//     BalanceResourcesInterval and the Aux/ namespace, with LINSTOR's checks of their values;
+//     BalanceResourcesInterval, DRBD's handlers (DrbdOptions/Handlers/<handler>, any command,
+//     as LINSTOR takes them) and the Aux/ namespace, with LINSTOR's checks of their values;
 //     any other key is refused as not whitelisted (LINSTOR knows more);
 //   - refusals: an object not found (404), a resource that exists, a pool too small for the
 //     volume ("Not enough free space available for volume 0"), not enough nodes to autoplace,

@@ -18,6 +18,7 @@ var handlers = map[string]handler{
 	"controllerPropertyModify": locked(controllerPropertyModify),
 	"nodeList":                 locked(nodeList),
 	"nodeAdd":                  locked(nodeAdd),
+	"nodeStoragePoolCreate":    locked(nodeStoragePoolCreate),
 	"viewStoragePools":         locked(viewStoragePools),
 	"resourceGroupList":        locked(resourceGroupList),
 	"resourceGroupModify":      resourceGroupModify,
@@ -146,6 +147,35 @@ func nodeAdd(s *Server, c *call, _ time.Time) (int, any) {
 		rc := a.add(maskWarn|maskNode|maskCrt|codeWarnNotConn, fmt.Sprintf("No active connection to satellite '%s'", body.Name))
 		rc.Details = "The controller is trying to (re-) establish a connection to the satellite."
 	}
+	return http.StatusCreated, a
+}
+
+// nodeStoragePoolCreate creates a storage pool on a node, as LINSTOR does: of any provider
+// kind, backed by what its StorDriver properties name on the node (a volume group, a folder),
+// which the stand-in does not look at. It plays no capacity: the pool is empty.
+func nodeStoragePoolCreate(s *Server, c *call, _ time.Time) (int, any) {
+	var body struct {
+		Name     string            `json:"storage_pool_name"`
+		Provider string            `json:"provider_kind"`
+		Props    map[string]string `json:"props"`
+	}
+	if err := c.decode(&body); err != nil {
+		return s.badBody(c, err)
+	}
+	var a answer
+	nodeName := c.params["node"]
+	if s.st.nodes[nodeName] == nil {
+		a.add(maskError|maskStorPool|maskCrt|codeNotFoundNode, fmt.Sprintf("Node '%s' not found.", nodeName))
+		return a.status(http.StatusCreated), a
+	}
+	if s.st.pools[nodeKey{nodeName, body.Name}] != nil {
+		a.add(maskError|maskStorPool|maskCrt|codeExistsStorPool, fmt.Sprintf("A storage pool with the name '%s' already exists on node '%s'.", body.Name, nodeName))
+		return a.status(http.StatusCreated), a
+	}
+	p := &pool{node: nodeName, name: body.Name, provider: body.Provider, uuid: newUUID()}
+	s.st.pools[nodeKey{nodeName, body.Name}] = p
+	rc := a.add(maskStorPool|maskCrt|codeCreated, fmt.Sprintf("Storage pool '%s' on node '%s' registered.", body.Name, nodeName))
+	rc.Details = fmt.Sprintf("Storage pool '%s' on node '%s' UUID is: %s", body.Name, nodeName, p.uuid)
 	return http.StatusCreated, a
 }
 

@@ -63,6 +63,26 @@ var knownProps = map[string]struct {
 
 func isBool(v string) bool { return v == "true" || v == "false" }
 
+// drbdHandlers are DRBD's handlers (drbd.conf(5), the handlers section), which LINSTOR takes
+// as DrbdOptions/Handlers/<handler> on the controller, a resource group or a definition and
+// writes into the resource files: drbdadm runs each as root on the node when its event comes.
+// The stand-in accepts them as LINSTOR does, so that a test can show what reaches LINSTOR.
+var drbdHandlers = []string{
+	"after-resync-target", "before-resync-source", "before-resync-target", "disconnected",
+	"fence-peer", "initial-split-brain", "local-io-error", "out-of-sync", "pri-lost",
+	"pri-lost-after-sb", "pri-on-incon-degr", "quorum-lost", "split-brain", "unfence-peer",
+}
+
+func init() {
+	for _, h := range drbdHandlers {
+		knownProps["DrbdOptions/Handlers/"+h] = struct {
+			scopes []propScope
+			valid  func(string) bool
+			values string
+		}{scopes: []propScope{onController, onGroup, onDefinition}, valid: func(v string) bool { return v != "" }, values: "a command"}
+	}
+}
+
 // propsModify is the body of every properties modify (ControllerPropsModify and the props of
 // ResourceGroupModify, ResourceDefinitionModify).
 type propsModify struct {

@@ -194,3 +194,36 @@ func ValidateJSON(schema string, data []byte) error {
 	}
 	return ref.Value.VisitJSON(value, openapi3.MultiErrors())
 }
+
+// Operation finds an operation in LINSTOR's OpenAPI document by its method and path, the path
+// written as the document writes it ("/v1/resource-groups/{resource_group}"): its
+// operationId, and the names of its path and query parameters. An error says when the
+// document has no such path or no such method on it.
+func Operation(method, path string) (id string, pathParams, queryParams []string, err error) {
+	s, err := loadSpec()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	item := s.doc.Paths.Value(path)
+	if item == nil {
+		return "", nil, nil, fmt.Errorf("LINSTOR's OpenAPI document has no path %s", path)
+	}
+	op := item.GetOperation(strings.ToUpper(method))
+	if op == nil {
+		return "", nil, nil, fmt.Errorf("LINSTOR's OpenAPI document has no %s %s", strings.ToUpper(method), path)
+	}
+	for _, params := range []openapi3.Parameters{item.Parameters, op.Parameters} {
+		for _, p := range params {
+			if p == nil || p.Value == nil {
+				continue
+			}
+			switch p.Value.In {
+			case openapi3.ParameterInPath:
+				pathParams = append(pathParams, p.Value.Name)
+			case openapi3.ParameterInQuery:
+				queryParams = append(queryParams, p.Value.Name)
+			}
+		}
+	}
+	return op.OperationID, pathParams, queryParams, nil
+}
