@@ -99,9 +99,11 @@ const (
 
 // ProfileLINSTOR is the site's LINSTOR controller and its policies.
 type ProfileLINSTOR struct {
-	// url is the LINSTOR controller's base URL: Piraeus' is
+	// url is the LINSTOR controller's base URL the site means: Piraeus' is
 	// https://linstor-controller.piraeus-datastore.svc:3371 with API TLS,
-	// http://linstor-controller.piraeus-datastore.svc:3370 without.
+	// http://linstor-controller.piraeus-datastore.svc:3370 without. Nothing connects to it:
+	// the LINSTOR gate forwards to the chart's linstor.url, and a ReplicationUpgrade's
+	// Preflight fails when this names another.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^https?://[^/?#@ ]+:[0-9]+/?$`
@@ -109,7 +111,9 @@ type ProfileLINSTOR struct {
 
 	// clientSecretRef names the kubernetes.io/tls Secret with the client certificate LINSTOR
 	// authenticates Nodewright by (tls.crt, tls.key, and the controller's CA in ca.crt), as
-	// Piraeus' linstor-client-tls is.
+	// Piraeus' linstor-client-tls is. Only the LINSTOR gate reads it, the one the chart's
+	// linstor.clientSecret names; a ReplicationUpgrade's Preflight fails when this names
+	// another.
 	// +optional
 	ClientSecretRef *NamespacedObjectReference `json:"clientSecretRef,omitempty"`
 

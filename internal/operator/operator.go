@@ -100,8 +100,14 @@ type Options struct {
 	// AgentNamespace is the node agents' namespace, where each keeps its node's heartbeat
 	// Lease. Empty: no agents are installed, and the switch to Managed is refused.
 	AgentNamespace string
-	// LINSTORURL is the site's LINSTOR controller where the EdgeProfile names none (the
-	// chart's linstor.url); LINSTORClientSecret, namespace/name, its client certificate Secret.
+	// LINSTORGateURL is the LINSTOR gate (nodewright-linstor-gate) the ReplicationUpgrades
+	// talk to LINSTOR through; the operator holds no LINSTOR credential of its own.
+	// LINSTORGateCAFile is the PEM of the CA of the gate's serving certificate, and
+	// LINSTORGateTokenFile the operator's ServiceAccount token for the gate's audience, which
+	// the kubelet projects into its pod.
+	LINSTORGateURL, LINSTORGateCAFile, LINSTORGateTokenFile string
+	// LINSTORURL and LINSTORClientSecret are the flags of an operator that talked to LINSTOR
+	// itself; Validate refuses them, saying what took their place.
 	LINSTORURL          string
 	LINSTORClientSecret string
 }
@@ -154,20 +160,31 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Namespace of the node agents (the chart's agent.namespace, set with agent.enabled), where each renews its node's heartbeat Lease; the operator then watches Leases only there. Empty: no agents are installed, and NodewrightCluster spec.management Managed is refused.")
 	fs.StringVar(&o.ClusterSpec, "cluster-spec-configmap", "",
 		"namespace/name of a ConfigMap whose key spec.yaml is the NodewrightCluster spec the operator applies to the singleton, as the Helm chart writes it from its values; empty: the NodewrightCluster is managed by hand.")
+	fs.StringVar(&o.LINSTORGateURL, "linstor-gate-url", "",
+		"Base URL of the LINSTOR gate (nodewright-linstor-gate, https://nodewright-linstor-gate.<namespace>.svc:8443 in the chart), through which ReplicationUpgrades talk to LINSTOR; empty: no LINSTOR, and an upgrade's Preflight fails saying so.")
+	fs.StringVar(&o.LINSTORGateCAFile, "linstor-gate-ca-file", "",
+		"PEM file of the CA of the LINSTOR gate's serving certificate (the chart mounts the ConfigMap nodewright-linstor-gate-ca).")
+	fs.StringVar(&o.LINSTORGateTokenFile, "linstor-gate-token-file", "",
+		"File holding the operator's ServiceAccount token for the LINSTOR gate's audience, read at every request (the chart projects it into the pod).")
 	fs.StringVar(&o.LINSTORURL, "linstor-url", "",
-		"Base URL of the site's LINSTOR controller for ReplicationUpgrades where the EdgeProfile's storage.linstor.url is empty (Piraeus' with API TLS: "+linstor.DefaultURL+"); empty: only the profile's.")
+		"Refused: the operator no longer talks to LINSTOR itself; the chart's linstor.url is the LINSTOR gate's --linstor-url, and the operator gets --linstor-gate-url.")
 	fs.StringVar(&o.LINSTORClientSecret, "linstor-client-secret", "",
-		"namespace/name of the kubernetes.io/tls Secret with the client certificate for --linstor-url (tls.crt, tls.key, ca.crt; Piraeus' is "+linstor.DefaultNamespace+"/"+linstor.DefaultClientSecret+"); empty: none.")
+		"Refused: LINSTOR's client Secret is the LINSTOR gate's alone (its --linstor-client-secret).")
 	o.Webhooks.bindFlags(fs)
 }
 
-// linstorConfig is the LINSTOR configuration the flags give.
-func (o Options) linstorConfig() linstor.Config {
-	cfg := linstor.Config{URL: o.LINSTORURL}
-	if n, err := splitName(o.LINSTORClientSecret); err == nil && o.LINSTORClientSecret != "" {
-		cfg.ClientSecret = &linstor.SecretRef{Namespace: n.Namespace, Name: n.Name}
+// linstorConfig is the configuration of the client of the LINSTOR gate the flags give; the
+// zero Config without --linstor-gate-url. The CA and the token are read from their files when
+// used: the kubelet updates both in place.
+func (o Options) linstorConfig() (linstor.Config, error) {
+	if o.LINSTORGateURL == "" {
+		return linstor.Config{}, nil
 	}
-	return cfg
+	cfg := linstor.Config{URL: o.LINSTORGateURL, CAFile: o.LINSTORGateCAFile, TokenFile: o.LINSTORGateTokenFile}
+	if err := cfg.Validate(); err != nil {
+		return linstor.Config{}, fmt.Errorf("--linstor-gate-url, --linstor-gate-ca-file, --linstor-gate-token-file: %w", err)
+	}
+	return cfg, nil
 }
 
 // Validate reports settings that cannot work together.
@@ -199,17 +216,22 @@ func (o *Options) Validate() error {
 	if msgs := validation.IsDNS1123Label(o.AgentNamespace); o.AgentNamespace != "" && len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--agent-namespace %q: %s", o.AgentNamespace, strings.Join(msgs, "; ")))
 	}
-	if o.LINSTORClientSecret != "" {
-		if _, err := splitName(o.LINSTORClientSecret); err != nil {
-			errs = append(errs, fmt.Errorf("--linstor-client-secret: %w", err))
-		} else if o.LINSTORURL == "" {
-			errs = append(errs, errors.New("--linstor-client-secret needs --linstor-url"))
-		}
+	if o.LINSTORURL != "" || o.LINSTORClientSecret != "" {
+		errs = append(errs, errors.New("--linstor-url, --linstor-client-secret: the operator holds no LINSTOR credential; the LINSTOR gate (nodewright-linstor-gate) takes them, and the operator --linstor-gate-url, --linstor-gate-ca-file and --linstor-gate-token-file (docs/linstor.md)"))
 	}
-	if o.LINSTORURL != "" {
-		if err := o.linstorConfig().Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("--linstor-url, --linstor-client-secret: %w", err))
+	if o.LINSTORGateURL != "" {
+		switch {
+		case o.LINSTORGateCAFile == "":
+			errs = append(errs, errors.New("--linstor-gate-url needs --linstor-gate-ca-file: the gate serves HTTPS with a certificate of its own CA"))
+		case o.LINSTORGateTokenFile == "":
+			errs = append(errs, errors.New("--linstor-gate-url needs --linstor-gate-token-file: the gate serves only the operator's token"))
+		default:
+			if _, err := o.linstorConfig(); err != nil {
+				errs = append(errs, err)
+			}
 		}
+	} else if o.LINSTORGateCAFile != "" || o.LINSTORGateTokenFile != "" {
+		errs = append(errs, errors.New("--linstor-gate-ca-file, --linstor-gate-token-file need --linstor-gate-url"))
 	}
 	return errors.Join(errs...)
 }
@@ -338,8 +360,12 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := flips.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the BondModeFlipPlan controller: %w", err)
 	}
+	gate, err := o.linstorConfig()
+	if err != nil {
+		return err
+	}
 	upgrades := &replicationupgrade.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor,
-		LockNamespace: o.workflowNamespace(), AgentNamespace: o.AgentNamespace, LINSTOR: o.linstorConfig()}
+		LockNamespace: o.workflowNamespace(), AgentNamespace: o.AgentNamespace, LINSTOR: gate}
 	if err := upgrades.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ReplicationUpgrade controller: %w", err)
 	}

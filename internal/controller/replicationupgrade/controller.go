@@ -66,7 +66,7 @@ const (
 // Reconciler runs ReplicationUpgrades.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads past the cache: the LINSTOR client Secret.
+	// APIReader reads past the cache.
 	APIReader client.Reader
 	Recorder  record.EventRecorder
 	Clock     clock.PassiveClock
@@ -78,8 +78,9 @@ type Reconciler struct {
 	// AgentNamespace is where the node agents run their NodeOperations; without it no upgrade
 	// can verify (its Preflight fails saying so).
 	AgentNamespace string
-	// LINSTOR is how to reach LINSTOR where the EdgeProfile does not say (the chart's values,
-	// the operator's --linstor-* flags); its ClientSecret is read from the API server.
+	// LINSTOR is how to reach the LINSTOR gate, nodewright-linstor-gate (the operator's
+	// --linstor-gate-* flags): its URL, the CA of its certificate, the token file. The gate
+	// alone holds LINSTOR's client certificate.
 	LINSTOR linstor.Config
 	// BatchSize, Concurrency and Poll tune the stages; the defaults above when zero.
 	BatchSize   int
@@ -88,8 +89,9 @@ type Reconciler struct {
 
 	engine *engine.Engine[*nwv1.ReplicationUpgrade]
 
-	mu      sync.Mutex
-	clients map[string]*linstor.Client
+	mu       sync.Mutex
+	client   *linstor.Client
+	clientCA []byte
 	// syncRead is when each upgrade's Sync last read LINSTOR: a pace, not state (a restarted
 	// operator reads at once).
 	syncRead map[types.UID]time.Time

@@ -20,7 +20,8 @@ import (
 // preflight checks, before anything changes, what the upgrade needs beyond the gates
 // (management mode, the claim, the cluster's health), and records what it found:
 //
-//   - the operator knows the agents' namespace, and LINSTOR answers;
+//   - the operator knows the agents' namespace, and LINSTOR answers through the gate, which
+//     forwards to the LINSTOR the EdgeProfile names, if it names one;
 //   - the EdgeProfile in force, if any, says the storage is LINSTOR;
 //   - the cluster is SingleNode: its storage lives on one node;
 //   - every joining node is Ready and its agent reports, as does the original node's;
@@ -51,6 +52,11 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	}
 	if _, err := s.lin.Version(ctx); err != nil {
 		return s.retryOrFail(err, "LINSTOR does not answer")
+	}
+	if msg, err := checkGateUpstream(ctx, s); err != nil {
+		return s.retryOrFail(err, "the LINSTOR gate does not say where it forwards")
+	} else if msg != "" {
+		return engine.Failed("%s", msg), nil
 	}
 	defs, err := s.lin.ResourceDefinitions(ctx)
 	if err != nil {

@@ -1,13 +1,13 @@
 package replicationupgrade
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -35,7 +35,7 @@ func (r *Reconciler) newScope(ctx context.Context, run *engine.Run[*nwv1.Replica
 	if s.profile, err = engine.ProfileInForce(ctx, r.Client); err != nil {
 		return nil, err
 	}
-	if s.lin, s.linErr, err = r.linstorClient(ctx, s.profile); err != nil {
+	if s.lin, s.linErr, err = r.linstorClient(); err != nil {
 		return nil, err
 	}
 	if r.AgentNamespace != "" {
@@ -50,54 +50,30 @@ func (r *Reconciler) newScope(ctx context.Context, run *engine.Run[*nwv1.Replica
 	return s, nil
 }
 
-// linstorConfig is how to reach LINSTOR: the profile's settings where it gives them, the
-// operator's otherwise.
-func (r *Reconciler) linstorConfig(p *nwv1.EdgeProfile) linstor.Config {
+// linstorClient is the client of the LINSTOR gate the upgrade talks to LINSTOR through, made
+// once per configuration. The operator holds no LINSTOR credential: the gate
+// (nodewright-linstor-gate) does, and forwards only what an upgrade asks of LINSTOR. Where
+// LINSTOR is comes from the gate's own flags; the EdgeProfile's storage.linstor.url and
+// clientSecretRef are checked against them at the Preflight (checkGateUpstream). A
+// configuration that cannot be used gives no client and says why.
+func (r *Reconciler) linstorClient() (*linstor.Client, string, error) {
 	cfg := r.LINSTOR
-	if p == nil || p.Spec.Storage.LINSTOR == nil {
-		return cfg
-	}
-	l := p.Spec.Storage.LINSTOR
-	if l.URL != "" {
-		cfg.URL = l.URL
-		if l.ClientSecretRef == nil {
-			// The operator's Secret belongs to the operator's URL.
-			cfg.ClientSecret, cfg.CA, cfg.ClientCert, cfg.ClientKey = nil, nil, nil, nil
-		}
-	}
-	if ref := l.ClientSecretRef; ref != nil {
-		cfg.ClientSecret = &linstor.SecretRef{Namespace: ref.Namespace, Name: ref.Name}
-		cfg.CA, cfg.ClientCert, cfg.ClientKey = nil, nil, nil
-	}
-	return cfg
-}
-
-// linstorClient is the client of the LINSTOR the upgrade talks to, made once per
-// configuration (and client Secret version). A configuration that cannot be used gives no
-// client and says why; only the API server's failures are errors.
-func (r *Reconciler) linstorClient(ctx context.Context, p *nwv1.EdgeProfile) (*linstor.Client, string, error) {
-	cfg := r.linstorConfig(p)
 	if cfg.URL == "" {
-		return nil, "no LINSTOR controller is configured: set the EdgeProfile's storage.linstor.url or the chart's linstor.url", nil
+		return nil, "no LINSTOR gate is configured: set the chart's linstor.url, which runs nodewright-linstor-gate in front of LINSTOR and gives the operator --linstor-gate-url", nil
 	}
-	key := cfg.URL
-	if ref := cfg.ClientSecret; ref != nil {
-		secret := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
-			return nil, fmt.Sprintf("LINSTOR client Secret %s/%s: %v", ref.Namespace, ref.Name, err), nil
-		} else if err != nil {
-			return nil, "", err
+	// The CA of the gate's certificate is read at each reconcile: a renewed one (the kubelet
+	// updates the mounted ConfigMap in place) makes a new client.
+	if cfg.CAFile != "" {
+		ca, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Sprintf("the CA of the LINSTOR gate's certificate: %v", err), nil
 		}
-		var err error
-		if cfg, err = cfg.WithSecret(secret); err != nil {
-			return nil, err.Error(), nil
-		}
-		key += "|" + ref.Namespace + "/" + ref.Name + "@" + secret.ResourceVersion
+		cfg.CA, cfg.CAFile = ca, ""
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c := r.clients[key]; c != nil {
-		return c, "", nil
+	if r.client != nil && bytes.Equal(r.clientCA, cfg.CA) {
+		return r.client, "", nil
 	}
 	c, err := linstor.New(cfg)
 	if err != nil {
@@ -107,10 +83,7 @@ func (r *Reconciler) linstorClient(ctx context.Context, p *nwv1.EdgeProfile) (*l
 		}
 		return nil, "", err
 	}
-	if r.clients == nil {
-		r.clients = map[string]*linstor.Client{}
-	}
-	r.clients[key] = c
+	r.client, r.clientCA = c, cfg.CA
 	return c, "", nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
 	"github.com/spectrocloud/nodewright/internal/controller/replicationupgrade"
 	"github.com/spectrocloud/nodewright/internal/linstor"
+	"github.com/spectrocloud/nodewright/internal/linstorgate/linstorgatetest"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site/clusterplay"
@@ -37,7 +38,10 @@ import (
 
 // The upgrade's tests run the controller against a real API server, LINSTOR's stand-in
 // (test/site/linstorsim, every request and answer checked against LINSTOR's OpenAPI
-// document), and the nodes' agents as real processes (the agent built for the local site),
+// document, over TLS with a client certificate) behind the LINSTOR gate (a real HTTPS server,
+// internal/linstorgate/linstorgatetest), which alone reads LINSTOR's client Secret and checks
+// the operator's token, bound to its pod, with a TokenReview on the API server; and the
+// nodes' agents as real processes (the agent built for the local site),
 // each in its own network namespace on the played storage network. The agents' DRBD is played
 // (test/site/drbdplay) from the resource files written wherever the stand-in holds a resource
 // (linstorsim.FollowResources), as LINSTOR's satellites write them: the original node's agent
@@ -70,6 +74,7 @@ type site struct {
 	t       *testing.T
 	net     *netsite.Network
 	sim     *linstorsim.Server
+	gate    *linstorgatetest.Gate
 	ns      string
 	lockNS  string
 	nodes   []string
@@ -115,7 +120,10 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 	}
 	go s.net.Run(ctx)
 
+	o.sim.TLS = true
 	s.sim = linstorsim.Start(t, o.sim)
+	s.gate = linstorgatetest.Start(t, env, linstorgatetest.Options{URL: s.sim.URL, ClientSecret: s.sim.ClientSecret(),
+		RegisterNodes: o.linstor != nil && o.linstor.Satellites == nwv1.SatellitesNodewright})
 	for i, n := range nodes {
 		if o.unregistered && i == len(nodes)-1 {
 			s.sim.AddSatellite(n, s.net.Node(n).Address)
@@ -235,8 +243,15 @@ func (s *site) cacheOptions() cache.Options {
 func (s *site) reconciler(mgr manager.Manager, c client.Client, r client.Reader) *replicationupgrade.Reconciler {
 	return &replicationupgrade.Reconciler{Client: c, APIReader: r, Recorder: mgr.GetEventRecorderFor("upgrade-test"),
 		LockNamespace: s.lockNS, AgentNamespace: s.ns, Audit: s.trail, Actor: "nodewright-operator",
-		LINSTOR:   linstor.Config{URL: s.sim.URL, RequestTimeout: 10 * time.Second, Transport: s.transport},
+		LINSTOR:   s.linstorConfig(),
 		BatchSize: 4, Concurrency: 2, Poll: 200 * time.Millisecond}
+}
+
+// linstorConfig is the operator's: the LINSTOR gate's URL, CA and token file.
+func (s *site) linstorConfig() linstor.Config {
+	cfg := s.gate.Config()
+	cfg.RequestTimeout, cfg.Transport = 10*time.Second, s.transport
+	return cfg
 }
 
 // startOperator runs the upgrade controller until the test ends or stop is called.

@@ -55,6 +55,14 @@ func TestOneToTwoNodes(t *testing.T) {
 				t.Errorf("%s on %s: %+v, %t; want a diskful replica", def, node, r, ok)
 			}
 		}
+		// The new replica went through the LINSTOR gate, which stamped it; the original
+		// carries no stamp.
+		if got := st.Resources[def+"/up2-b"].Props[linstor.GateStampProp]; got != linstor.GateStampValue {
+			t.Errorf("%s on up2-b: %s=%q, want the gate's stamp", def, linstor.GateStampProp, got)
+		}
+		if got, ok := st.Resources[def+"/up2-a"].Props[linstor.GateStampProp]; ok {
+			t.Errorf("%s on up2-a, the original: %s=%q, want none", def, linstor.GateStampProp, got)
+		}
 	}
 	g := st.Groups["vm-disks"]
 	if g.SelectFilter["place_count"] != float64(2) && g.SelectFilter["place_count"] != int32(2) && fmt.Sprint(g.SelectFilter["place_count"]) != "2" {
@@ -331,4 +339,30 @@ func TestSatellites(t *testing.T) {
 		s.addPool("upsn-b")
 		s.ended(u, nwv1.WorkflowSucceeded)
 	})
+}
+
+// TestProfileNamesAnotherLINSTOR: the EdgeProfile in force names a LINSTOR other than the one
+// the gate forwards to (its flags, the chart's values): the Preflight fails saying both, and
+// LINSTOR is not changed. The operator cannot send the gate elsewhere.
+func TestProfileNamesAnotherLINSTOR(t *testing.T) {
+	s := newSite(t, siteOptions{volumes: 2, linstor: &nwv1.ProfileLINSTOR{URL: "https://linstor.elsewhere.example:3371",
+		ClientSecretRef: &nwv1.NamespacedObjectReference{Namespace: "piraeus-datastore", Name: "linstor-client-tls"}}}, "upp-a", "upp-b")
+	s.startOperator()
+	u := s.upgrade("another-linstor", nwv1.ReplicationUpgradeSpec{PeerNodes: []string{"upp-b"}, ReplicaCount: 2})
+	s.until(u, func(u *nwv1.ReplicationUpgrade) string {
+		if stepState(u, replupgrade.Preflight) != nwv1.StepFailed {
+			return "the Preflight has not failed; " + steps(u)
+		}
+		return ""
+	})
+	msg := message(u, replupgrade.Preflight)
+	for _, want := range []string{"storage.linstor.url is https://linstor.elsewhere.example:3371, the LINSTOR gate forwards to " + s.sim.URL,
+		"clientSecretRef is piraeus-datastore/linstor-client-tls, the gate's client Secret " + s.gate.Options.LINSTORClientSecret} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the Preflight says %q; want it to say %q", msg, want)
+		}
+	}
+	if diff := stateDiff(s.start, s.sim.State()); diff != "" {
+		t.Errorf("LINSTOR changed:\n%s", diff)
+	}
 }
