@@ -408,7 +408,7 @@ func TestSchemaDescribesValues(t *testing.T) {
 	freeForm := map[string]bool{
 		"resources": true, "nodeSelector": true, "affinity": true, "podAnnotations": true, "podLabels": true,
 		"profile.trustedKeys": true, "webhook.certManager.issuerRef": true, "metrics.serviceMonitor.labels": true,
-		"agent.resources": true, "agent.nodeSelector": true,
+		"agent.resources": true, "agent.nodeSelector": true, "linstor.gate.resources": true,
 	}
 	if schema["additionalProperties"] != false {
 		t.Error("values.schema.json: the top level must have additionalProperties: false")
@@ -883,9 +883,10 @@ func grantLines(scope string, rule rbacv1.PolicyRule) []string {
 }
 
 // TestRBACReviewed: every grant of every ClusterRole and Role the chart renders (the agent, the
-// LINSTOR client Secret and the fleet hub's reader on, so that their roles count too) is in
-// testdata/reviewed-rbac.txt and every line there is still granted; no wildcard; Secrets only
-// by name and only in the release's namespace (LINSTOR's client Secret, get only, in its own);
+// LINSTOR gate with its client Secret and node registration, and the fleet hub's reader on, so
+// that their roles count too) is in testdata/reviewed-rbac.txt and every line there is still
+// granted; no wildcard; Secrets only by name and only in the release's namespace (LINSTOR's
+// client Secret, get only, in its own, and only to the LINSTOR gate, never to the operator);
 // only reads in the legacy namespace and for the fleet hub; bindings only to the chart's roles,
 // and only to the chart's ServiceAccounts or, for the fleet hub's reader, the identity the
 // values name.
@@ -894,11 +895,14 @@ func TestRBACReviewed(t *testing.T) {
 	objs := render(t, "--set", "legacy.namespace="+legacyNS, "--set", "agent.enabled=true", "--set", "agent.namespace="+agentNS,
 		"--set", "linstor.url=https://linstor-controller.piraeus-datastore.svc:3371",
 		"--set", "linstor.clientSecret.namespace=piraeus-datastore", "--set", "linstor.clientSecret.name=linstor-client-tls",
+		"--set", "linstor.gate.registerNodes=true",
 		"--set", "fleet.hubReader.enabled=true", "--set", "fleet.hubReader.user=fleet-hub", "--set", "fleet.hubReader.group=fleet-hubs",
 		"--set", "fleet.hubReader.serviceAccount.namespace=fleet-hub-ns", "--set", "fleet.hubReader.serviceAccount.name=fleet-hub")
 	// The fleet hub's reader (templates/fleet-hub-reader.yaml) grants another identity than the
-	// operator's: its lines carry the prefix fleet-hub: before their scope.
+	// operator's: its lines carry the prefix fleet-hub: before their scope; so does the LINSTOR
+	// gate's, linstor-gate:.
 	const hubReader = "nodewright-fleet-hub-reader"
+	const linstorGate = "nodewright-linstor-gate"
 	hubSubjects := []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "fleet-hub"},
 		{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "fleet-hubs"}, {Kind: "ServiceAccount", Namespace: "fleet-hub-ns", Name: "fleet-hub"}}
 	scopes := map[string]string{releaseNS: "namespace:release", legacyNS: "namespace:legacy", "default": "namespace:default", agentNS: "namespace:agent",
@@ -933,6 +937,10 @@ func TestRBACReviewed(t *testing.T) {
 		if o.Metadata.Name == hubReader {
 			scope = "fleet-hub:" + scope
 		}
+		// The LINSTOR gate's roles (templates/linstor-access.yaml) grant its own ServiceAccount.
+		if strings.HasPrefix(o.Metadata.Name, linstorGate) {
+			scope = "linstor-gate:" + scope
+		}
 		for _, rule := range rules {
 			for _, field := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs, rule.ResourceNames, rule.NonResourceURLs} {
 				for _, s := range field {
@@ -944,8 +952,11 @@ func TestRBACReviewed(t *testing.T) {
 			for _, line := range grantLines(scope, rule) {
 				granted[line] = true
 				f := strings.Fields(line)
-				if f[1] == "core" && f[2] == "secrets" && ((scope != "namespace:release" && scope != "namespace:linstor") || len(f) < 5 || (scope == "namespace:linstor" && f[3] != "get")) {
-					t.Errorf("%s: %q: Secrets may be granted only by name, and only in the release's namespace (or, to get LINSTOR's client Secret, in its own)", o, line)
+				if f[1] == "core" && f[2] == "secrets" && ((scope != "namespace:release" && scope != "linstor-gate:namespace:linstor") || len(f) < 5 || (scope == "linstor-gate:namespace:linstor" && f[3] != "get")) {
+					t.Errorf("%s: %q: Secrets may be granted only by name, and only in the release's namespace (or, to the LINSTOR gate alone, get on LINSTOR's client Secret in its own)", o, line)
+				}
+				if strings.HasPrefix(scope, "namespace:linstor") {
+					t.Errorf("%s: %q: the operator is granted something in LINSTOR's namespace; only the LINSTOR gate may be", o, line)
 				}
 				if scope == "namespace:legacy" && f[3] != "get" && f[3] != "list" && f[3] != "watch" {
 					t.Errorf("%s: %q: the legacy namespace is read-only (get, list, watch)", o, line)
@@ -985,9 +996,16 @@ func TestRBACReviewed(t *testing.T) {
 			}
 			continue
 		}
+		gateBinding := strings.HasPrefix(o.Metadata.Name, linstorGate)
+		if o.Metadata.Namespace == "piraeus-datastore" && !gateBinding {
+			t.Errorf("%s: a binding in LINSTOR's namespace that is not the LINSTOR gate's", o)
+		}
 		for _, s := range subjects {
 			if s.Kind != "ServiceAccount" || (s.Namespace != releaseNS && s.Namespace != agentNS) {
 				t.Errorf("%s binds %s %s/%s: only the chart's ServiceAccounts may be bound", o, s.Kind, s.Namespace, s.Name)
+			}
+			if gateBinding != (s.Name == linstorGate) || (gateBinding && (!strings.HasPrefix(ref.Name, linstorGate) || s.Namespace != releaseNS)) {
+				t.Errorf("%s binds %s %s to %s/%s: the LINSTOR gate's roles go to its ServiceAccount alone, and it gets no other", o, ref.Kind, ref.Name, s.Namespace, s.Name)
 			}
 		}
 	}

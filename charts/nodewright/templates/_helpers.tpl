@@ -15,6 +15,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end }}
 
+{{/* The LINSTOR gate's pods' selector. */}}
+{{- define "nodewright.linstorGateSelectorLabels" -}}
+app.kubernetes.io/name: nodewright
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: linstor-gate
+{{- end }}
+
 {{/* An image reference from {repository, tag, digest}: by digest when there is one. */}}
 {{- define "nodewright.image" -}}
 {{- $img := index . 0 -}}{{- $root := index . 1 -}}
@@ -78,6 +85,17 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/nodewright-webhook
 {{- with .Values.fleet.hubReader -}}
 {{- if and .enabled (not (or .user .group .serviceAccount.name)) -}}
 {{- fail "fleet.hubReader: enabled with no identity to grant; set user, group or serviceAccount.name (the fleet hub's identity on this cluster)" -}}
+{{- end -}}
+{{- end -}}
+{{- with .Values.linstor -}}
+{{- if and (or .clientSecret.namespace .clientSecret.name) (not (and .clientSecret.namespace .clientSecret.name)) -}}
+{{- fail "linstor.clientSecret: give both namespace and name, or neither" -}}
+{{- end -}}
+{{- if and .clientSecret.name (not .url) -}}
+{{- fail "linstor.clientSecret: set linstor.url too (the LINSTOR gate that reads the Secret runs only with it)" -}}
+{{- end -}}
+{{- if and .clientSecret.name .url (not (hasPrefix "https://" .url)) -}}
+{{- fail (printf "linstor.url: %s with linstor.clientSecret: a client certificate needs https" .url) -}}
 {{- end -}}
 {{- end -}}
 {{- if and .Values.agent.enabled (eq .Values.agent.namespace .Release.Namespace) -}}
