@@ -65,7 +65,7 @@ build: ## Build the binaries into bin/.
 # PLATFORMS (default linux/amd64,linux/arm64), VERSION, REVISION and SOURCE_DATE_EPOCH (defaults
 # from git) may be set, e.g. `make images PLATFORMS=linux/arm64`; see docs/images.md.
 .PHONY: images
-images: ## Build the OCI image archives (operator, nodewright-copy, agent) into bin/images/, reproducibly, without a container engine.
+images: ## Build the OCI image archives (operator, nodewright-copy, nodewright-linstor-gate, agent) into bin/images/, reproducibly, without a container engine.
 	go run ./hack/images -out bin/images$(if $(PLATFORMS), -platforms '$(PLATFORMS)')$(if $(VERSION), -version '$(VERSION)')$(if $(REVISION), -revision '$(REVISION)')
 
 .PHONY: chart

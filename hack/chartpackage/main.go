@@ -3,9 +3,10 @@
 //
 //	go run ./hack/chartpackage -helm bin/tools/helm-<version> -digests bin/images/digests.yaml -out bin/charts
 //
-// It copies charts/nodewright, sets image.digest, copyImage.digest and agent.image.digest in the
-// copy's values.yaml (comments kept), packages the copy with helm, and checks that the package
-// renders the three images by digest.
+// It copies charts/nodewright, sets image.digest, copyImage.digest, linstor.gate.image.digest
+// and agent.image.digest in the copy's values.yaml (comments kept), packages the copy with helm,
+// and checks that the package renders the four images by digest (the LINSTOR gate's with a
+// linstor.url).
 package main
 
 import (
@@ -42,7 +43,12 @@ func main() {
 type imageDigests struct {
 	Image     struct{ Digest string } `json:"image"`
 	CopyImage struct{ Digest string } `json:"copyImage"`
-	Agent     struct {
+	LINSTOR   struct {
+		Gate struct {
+			Image struct{ Digest string } `json:"image"`
+		} `json:"gate"`
+	} `json:"linstor"`
+	Agent struct {
 		Image struct{ Digest string } `json:"image"`
 	} `json:"agent"`
 }
@@ -58,7 +64,8 @@ func run(chart, digestsFile, out, helm string) error {
 	if err := yaml.UnmarshalStrict(data, &d); err != nil {
 		return fmt.Errorf("%s: %w", digestsFile, err)
 	}
-	digests := map[string]string{"image": d.Image.Digest, "copyImage": d.CopyImage.Digest, "agent.image": d.Agent.Image.Digest}
+	digests := map[string]string{"image": d.Image.Digest, "copyImage": d.CopyImage.Digest, "linstor.gate.image": d.LINSTOR.Gate.Image.Digest,
+		"agent.image": d.Agent.Image.Digest}
 	for key, v := range digests {
 		field := key + ".digest"
 		if !digestRE.MatchString(v) {
@@ -94,16 +101,19 @@ func run(chart, digestsFile, out, helm string) error {
 		return fmt.Errorf("helm package: %w\n%s", err, pkg)
 	}
 	path := strings.TrimSpace(string(pkg[bytes.LastIndex(pkg, []byte(": "))+2:]))
-	rendered, err := exec.Command(helm, "template", "nodewright", path, "--kube-version", "1.34.2").CombinedOutput()
+	// With a LINSTOR controller, so that the LINSTOR gate is rendered too.
+	rendered, err := exec.Command(helm, "template", "nodewright", path, "--kube-version", "1.34.2",
+		"--set", "linstor.url=https://linstor-controller.piraeus-datastore.svc:3371").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("helm template %s: %w\n%s", path, err, rendered)
 	}
-	for _, digest := range []string{d.Image.Digest, d.CopyImage.Digest, d.Agent.Image.Digest} {
+	for _, digest := range []string{d.Image.Digest, d.CopyImage.Digest, d.LINSTOR.Gate.Image.Digest, d.Agent.Image.Digest} {
 		if !bytes.Contains(rendered, []byte("@"+digest)) {
 			return fmt.Errorf("%s does not render an image by digest %s", path, digest)
 		}
 	}
-	fmt.Printf("%s: operator @%s, nodewright-copy @%s, agent @%s\n", path, d.Image.Digest, d.CopyImage.Digest, d.Agent.Image.Digest)
+	fmt.Printf("%s: operator @%s, nodewright-copy @%s, nodewright-linstor-gate @%s, agent @%s\n", path, d.Image.Digest, d.CopyImage.Digest,
+		d.LINSTOR.Gate.Image.Digest, d.Agent.Image.Digest)
 	return nil
 }
 

@@ -16,6 +16,11 @@ image:
 copyImage:
   repository: example/copy
   digest: "" # inline
+linstor:
+  url: ""
+  gate:
+    image:
+      digest: ""
 agent:
   enabled: true
   image:
@@ -26,7 +31,8 @@ other: {a: 1}
 	d1 := "sha256:" + strings.Repeat("a", 64)
 	d2 := "sha256:" + strings.Repeat("b", 64)
 	d3 := "sha256:" + strings.Repeat("c", 64)
-	out, err := setDigests([]byte(values), map[string]string{"image": d1, "copyImage": d2, "agent.image": d3})
+	d4 := "sha256:" + strings.Repeat("d", 64)
+	out, err := setDigests([]byte(values), map[string]string{"image": d1, "copyImage": d2, "agent.image": d3, "linstor.gate.image": d4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +52,7 @@ other: {a: 1}
 	wantV["image"].(map[string]any)["digest"] = d1
 	wantV["copyImage"].(map[string]any)["digest"] = d2
 	wantV["agent"].(map[string]any)["image"].(map[string]any)["digest"] = d3
+	wantV["linstor"].(map[string]any)["gate"].(map[string]any)["image"].(map[string]any)["digest"] = d4
 	gotJSON, _ := yaml.Marshal(got)
 	wantJSON, _ := yaml.Marshal(wantV)
 	if string(gotJSON) != string(wantJSON) {

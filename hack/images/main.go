@@ -1,5 +1,5 @@
 // Command images builds the OCI image archives of the binaries that run in a cluster
-// (operator, nodewright-copy, agent) without a container engine, reproducibly; `make images`
+// (operator, nodewright-copy, nodewright-linstor-gate, agent) without a container engine, reproducibly; `make images`
 // runs it. For each platform it compiles the binaries itself:
 //
 //	CGO_ENABLED=0 GOOS=<os> GOARCH=<arch> go build -trimpath -buildvcs=false -ldflags='-s -w -buildid=' ...
@@ -8,7 +8,7 @@
 //
 //	<name>.oci.tar   a tar of an OCI image layout holding one image index, one image per platform
 //	digests.yaml     the index digests, as Helm values (image.digest, copyImage.digest,
-//	                 agent.image.digest)
+//	                 linstor.gate.image.digest, agent.image.digest)
 //
 // The agent's image also carries Debian's drbd-utils and the C library it needs, from .deb
 // files pinned by version and SHA-256 (debian.go), downloaded once with apt-get into
@@ -66,6 +66,12 @@ var images = []image{
 		pkg:         "./cmd/nodewright-copy",
 		description: "nodewright-copy: copies a block device to another and proves the copy identical; run by the volume migration Jobs.",
 		valuesKey:   "copyImage",
+	},
+	{
+		name:        "nodewright-linstor-gate",
+		pkg:         "./cmd/nodewright-linstor-gate",
+		description: "Nodewright LINSTOR gate: holds LINSTOR's client certificate and forwards to LINSTOR only what a replication upgrade asks of it, for the operator alone.",
+		valuesKey:   "linstor.gate.image",
 	},
 	{
 		name:        "agent",

@@ -36,7 +36,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	if cfg.out != "bin/images" || strings.Join(cfg.platforms, ",") != "linux/amd64,linux/arm64" ||
 		cfg.version != "v0.3.0-2-g1234567-dirty" || cfg.revision != "1234567890abcdef1234567890abcdef12345678" ||
-		!cfg.epoch.Equal(time.Unix(1700000000, 0)) || len(cfg.images) != 3 {
+		!cfg.epoch.Equal(time.Unix(1700000000, 0)) || len(cfg.images) != 4 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 
