@@ -17,26 +17,28 @@ import (
 // checkDelete lets a resource be deleted only if the gate created it (it carries the gate's
 // stamp), and, when it holds data, only while another diskful replica of the definition
 // stays: one known UpToDate, unless the one deleted is known not to be (it holds no whole
-// copy). LINSTOR's state is read by the gate itself; nothing the operator says counts.
-func checkDelete(ctx context.Context, lin *linstor.Client, method, path, def, node string) (*Refusal, error) {
+// copy). LINSTOR's state is read by the gate itself; nothing the operator says counts. A
+// resource that is not there is reported absent: the gate answers as LINSTOR would, without
+// forwarding a deletion that could meet a resource created in between.
+func checkDelete(ctx context.Context, lin *linstor.Client, method, path, def, node string) (refusal *Refusal, absent bool, err error) {
 	all, err := lin.Resources(ctx, linstor.ResourceFilter{Definitions: []string{def}})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	i := slices.IndexFunc(all, func(r linstor.Resource) bool {
 		return strings.EqualFold(r.Definition, def) && strings.EqualFold(r.Node, node)
 	})
 	if i < 0 {
-		return refuse(method, path, ReasonNotPlacedByTheGate, linstor.GateStampProp, "LINSTOR holds no resource of %s on %s: the gate deletes only a resource it created", def, node), nil
+		return nil, true, nil
 	}
 	target := all[i]
 	if target.Props[linstor.GateStampProp] != linstor.GateStampValue {
 		return refuse(method, path, ReasonNotPlacedByTheGate, linstor.GateStampProp,
 			"the resource of %s on %s does not carry %s=%s: the gate did not create it, and deletes only what it created (never a replica LINSTOR held before)",
-			def, node, linstor.GateStampProp, linstor.GateStampValue), nil
+			def, node, linstor.GateStampProp, linstor.GateStampValue), false, nil
 	}
 	if target.Diskless || target.Deleting {
-		return nil, nil
+		return nil, false, nil
 	}
 	var others []linstor.Resource
 	for j, r := range all {
@@ -45,14 +47,24 @@ func checkDelete(ctx context.Context, lin *linstor.Client, method, path, def, no
 		}
 	}
 	if len(others) == 0 {
-		return refuse(method, path, ReasonLastCopy, "", "the replica of %s on %s is its last diskful replica", def, node), nil
+		return refuse(method, path, ReasonLastCopy, "", "the replica of %s on %s is its last diskful replica", def, node), false, nil
 	}
 	whole := slices.ContainsFunc(others, linstor.Resource.UpToDate)
 	holdsNoWholeCopy := target.StateKnown() && !target.UpToDate()
 	if !whole && !holdsNoWholeCopy {
-		return refuse(method, path, ReasonLastCopy, "", "the replica of %s on %s may hold the only whole copy: no other replica is known UpToDate (%s)", def, node, describeStates(others)), nil
+		return refuse(method, path, ReasonLastCopy, "", "the replica of %s on %s may hold the only whole copy: no other replica is known UpToDate (%s)", def, node, describeStates(others)), false, nil
 	}
-	return nil, nil
+	return nil, false, nil
+}
+
+// warnNotFound is LINSTOR's return code of a deletion that found nothing to delete: a warning
+// (MASK_WARN | MASK_RSC | MASK_DEL | WARN_NOT_FOUND), which its clients take as success.
+const warnNotFound = -1<<63 | 0x340000 | 0x3000000 | 3000
+
+// notThere is LINSTOR's answer to the deletion of a resource that is not there.
+func notThere(def, node string) []map[string]any {
+	return []map[string]any{{"ret_code": int64(warnNotFound), "message": fmt.Sprintf("Resource '%s' on node '%s' not found.", def, node),
+		"details": "nodewright-linstor-gate: nothing to delete; LINSTOR was not asked."}}
 }
 
 func describeStates(rs []linstor.Resource) string {

@@ -97,7 +97,12 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// other's replica as the copy that stays.
 		unlock := g.lock(adm.Params["resource"])
 		defer unlock()
-		refusal, err = checkDelete(ctx, up.lin, method, path, adm.Params["resource"], adm.Params["node"])
+		var absent bool
+		refusal, absent, err = checkDelete(ctx, up.lin, method, path, adm.Params["resource"], adm.Params["node"])
+		if err == nil && absent {
+			writeJSON(w, http.StatusOK, notThere(adm.Params["resource"], adm.Params["node"]))
+			return
+		}
 	case KubernetesNode:
 		if g.Nodes == nil {
 			refusal = refuse(method, path, ReasonNodeRegistrationOff, "", "the gate cannot read Nodes")

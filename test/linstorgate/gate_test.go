@@ -287,7 +287,8 @@ func TestStoragePoolWriteRefused(t *testing.T) {
 
 // TestOriginalReplicaNotDeleted: the deletion of the original replica (which the gate did not
 // create), and of the gate's own replica while it may hold the only whole copy, refused; the
-// gate's replica is deleted once the original is UpToDate again.
+// gate's replica is deleted once the original is UpToDate again, and deleting it again asks
+// LINSTOR nothing.
 func TestOriginalReplicaNotDeleted(t *testing.T) {
 	s := newSite(t, false)
 	ctx := ctxFor(t)
@@ -334,6 +335,16 @@ func TestOriginalReplicaNotDeleted(t *testing.T) {
 	}
 	if _, ok := s.sim.State().Resources["pvc-1/n1"]; !ok {
 		t.Error("the original replica is gone")
+	}
+	// A deletion of what is not there is answered as LINSTOR answers it, a warning, without
+	// asking LINSTOR: a resource created there in between would not be the gate's.
+	asked := s.sim.Requests()["resourceDelete"]
+	status, body = s.call(t, s.token, "DELETE", added, "")
+	if status != http.StatusOK || !strings.Contains(string(body), "not found") {
+		t.Errorf("deleting a resource that is not there: %d %s", status, body)
+	}
+	if n := s.sim.Requests()["resourceDelete"]; n != asked {
+		t.Errorf("LINSTOR was asked to delete what the gate found absent (%d deletions, %d before)", n, asked)
 	}
 }
 
