@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,12 @@ import (
 // CheckpointKey is the ConfigMap key that holds the newest checkpoint line, for
 // `nodewright-audit verify --trusted-checkpoint`.
 const CheckpointKey = "checkpoint.jsonl"
+
+// WitnessedKey is the ConfigMap key that holds the newest checkpoint the trail's witness (the
+// receiver it is shipped to, when that is a witness) countersigned and handed back, for the
+// fleet hub and `nodewright-audit verify --witnessed-checkpoint`. The operator only relays it:
+// it cannot make one, and the witness never countersigns a rewritten trail.
+const WitnessedKey = "witnessed.jsonl"
 
 // AuditOptions configure the audit trail.
 type AuditOptions struct {
@@ -100,9 +107,11 @@ type auditTrail struct {
 	openErr error
 	closed  atomic.Bool
 
-	mu     sync.Mutex
-	latest []byte
-	wake   chan struct{}
+	mu        sync.Mutex
+	latest    []byte // the newest checkpoint line
+	latestSeq uint64
+	witnessed []byte // the newest witnessed checkpoint line
+	wake      chan struct{}
 }
 
 func newAuditTrail(cfg *rest.Config, c client.Client, opts AuditOptions) (*auditTrail, error) {
@@ -232,19 +241,42 @@ func (t *auditTrail) open() error {
 
 // offer keeps the newest checkpoint line and wakes the publisher; it never blocks the log.
 func (t *auditTrail) offer(line []byte) {
+	var seq uint64
+	if e, err := audit.ParseLine(line); err == nil {
+		seq = e.Seq
+	}
 	t.mu.Lock()
-	t.latest = line
+	if t.latest == nil || seq >= t.latestSeq {
+		t.latest, t.latestSeq = line, seq
+	}
 	t.mu.Unlock()
+	t.wakePublisher()
+}
+
+// offerWitnessed keeps the newest witnessed checkpoint the shipper was handed back, and wakes
+// the publisher. The witness may hand back a checkpoint before the log's own hook published
+// it: the published checkpoint is then that one, so that it is never behind the witnessed one.
+func (t *auditTrail) offerWitnessed(w *audit.Witnessed) {
+	t.mu.Lock()
+	t.witnessed = bytes.Clone(w.Line())
+	if t.latest == nil || w.Entry.Seq > t.latestSeq {
+		t.latest, t.latestSeq = bytes.Clone(w.Entry.Line()), w.Entry.Seq
+	}
+	t.mu.Unlock()
+	t.wakePublisher()
+}
+
+func (t *auditTrail) wakePublisher() {
 	select {
 	case t.wake <- struct{}{}:
 	default:
 	}
 }
 
-// publish writes the newest checkpoint into the ConfigMap.
+// publish writes the newest checkpoint, and the newest witnessed one, into the ConfigMap.
 func (t *auditTrail) publish(ctx context.Context) error {
 	t.mu.Lock()
-	line := t.latest
+	line, witnessed := t.latest, t.witnessed
 	t.mu.Unlock()
 	if line == nil {
 		return nil
@@ -253,6 +285,9 @@ func (t *auditTrail) publish(ctx context.Context) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 		Labels: map[string]string{"app.kubernetes.io/managed-by": "nodewright"}}}
 	cm.Data = map[string]string{CheckpointKey: string(line) + "\n"}
+	if witnessed != nil {
+		cm.Data[WitnessedKey] = string(witnessed) + "\n"
+	}
 	err := t.c.Create(ctx, cm)
 	if apierrors.IsAlreadyExists(err) {
 		patch := client.MergeFrom(&corev1.ConfigMap{ObjectMeta: cm.ObjectMeta})
@@ -266,7 +301,7 @@ func (t *auditTrail) shipper() (*audit.Shipper, error) {
 	if t.opts.ShipURL == "" {
 		return nil, nil
 	}
-	opts := audit.ShipperOptions{URL: t.opts.ShipURL}
+	opts := audit.ShipperOptions{URL: t.opts.ShipURL, OnWitnessed: t.offerWitnessed}
 	if t.opts.ShipCAFile != "" {
 		ca, err := os.ReadFile(t.opts.ShipCAFile)
 		if err != nil {
