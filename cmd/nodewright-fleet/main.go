@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
 
+	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/fleet"
 )
 
@@ -31,6 +32,12 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The metrics endpoint's address; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The health probes' address.")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect one active hub through a Lease.")
+	flag.Func("audit-witness-public-key", "A witness's public key (PEM, from nodewright-audit keygen; the receiver's serve --witness-key): the hub then records only audit checkpoints a witness countersigned. Repeat for each receiver.", func(path string) error {
+		keys, err := audit.ReadPublicKeys([]string{path})
+		opts.Witness.Keys = append(opts.Witness.Keys, keys...)
+		return err
+	})
+	flag.DurationVar(&opts.Witness.Grace, "audit-witness-grace", fleet.DefaultWitnessGrace, "How long a member's audit checkpoint may stay later than the witnessed one before CheckpointConsistent turns False (NotWitnessed).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {

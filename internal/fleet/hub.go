@@ -37,6 +37,8 @@ type Options struct {
 	// MemberNamespace is the Nodewright namespace on the members.
 	MemberNamespace string
 	Health          HealthOptions
+	// Witness says whose countersignature the recorded audit checkpoints need.
+	Witness WitnessOptions
 	// Manager are the hub manager's options; Scheme and the Secrets' cache are set here.
 	Manager manager.Options
 }
@@ -114,7 +116,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 		return nil, err
 	}
 	summaries := &SummaryReconciler{Manager: mgr, Hub: local.GetClient(), Checker: checker,
-		KubeconfigNamespace: opts.Namespace, MemberNamespace: opts.MemberNamespace}
+		KubeconfigNamespace: opts.Namespace, MemberNamespace: opts.MemberNamespace, Witness: opts.Witness}
 	if err := summaries.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

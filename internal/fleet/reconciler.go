@@ -54,6 +54,8 @@ type SummaryReconciler struct {
 	KubeconfigNamespace string
 	// MemberNamespace is the Nodewright namespace on the members.
 	MemberNamespace string
+	// Witness says whose countersignature the recorded audit checkpoints need.
+	Witness WitnessOptions
 }
 
 // SetupWithManager watches every member's Nodewright objects and the members' health.
@@ -123,17 +125,17 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	}
 	status := summary.Status.DeepCopy()
 	setObserved(status, observed)
-	setCheckpoint(status, observed.Published)
+	recheck := setCheckpoint(status, observed.Published, r.Witness, time.Now())
 	setHealth(status, r.Checker.Health(req.ClusterName))
 	if equality.Semantic.DeepEqual(*status, summary.Status) {
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: recheck}, nil
 	}
 	patch := client.MergeFromWithOptions(summary.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	summary.Status = *status
 	if err := r.Hub.Status().Patch(ctx, summary, patch); err != nil {
 		return ctrl.Result{}, fmt.Errorf("writing the summary %s: %w", summary.Name, err)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
 // memberReadTimeout bounds the reads of a member's objects from its cache.
@@ -209,7 +211,7 @@ func (r *SummaryReconciler) observe(ctx context.Context, cl cluster.Cluster) (Ob
 	switch err := c.Get(ctx, types.NamespacedName{Namespace: r.MemberNamespace, Name: CheckpointConfigMap}, &cm); {
 	case err == nil:
 		line, ok := cm.Data[operator.CheckpointKey]
-		o.Published = Published{Found: ok && line != "", Line: line}
+		o.Published = Published{Found: ok && line != "", Line: line, Witnessed: cm.Data[operator.WitnessedKey]}
 	case !apierrors.IsNotFound(err):
 		return o, err
 	}

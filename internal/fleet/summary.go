@@ -13,7 +13,6 @@ import (
 
 	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/audit"
 )
 
 // Observed is what the hub read from one member's cache.
@@ -25,13 +24,6 @@ type Observed struct {
 	Published Published
 	// NodewrightVersion is the operator Deployment's app.kubernetes.io/version label.
 	NodewrightVersion string
-}
-
-// Published is the checkpoint line the member publishes in its checkpoint ConfigMap.
-type Published struct {
-	// Found is false when there is no ConfigMap or no line in it.
-	Found bool
-	Line  string
 }
 
 // Health is what the hub's health check of a member found.
@@ -134,59 +126,4 @@ func setHealth(status *fleetv1alpha1.NodewrightClusterSummaryStatus, h Health) {
 	if h.KubernetesVersion != "" {
 		status.KubernetesVersion = h.KubernetesVersion
 	}
-}
-
-// setCheckpoint checks the published checkpoint against the one the hub recorded. The hub
-// is a witness: the recorded checkpoint only moves forward, to a published one with a higher
-// sequence. One behind it, or different from it at the same sequence, means the member's
-// trail was rewritten or its ConfigMap replaced: CheckpointConsistent turns False and the
-// recorded one stays. The hub cannot tell whether a later checkpoint extends the recorded
-// one (that needs the trail itself: nodewright-audit verify); it records it.
-func setCheckpoint(status *fleetv1alpha1.NodewrightClusterSummaryStatus, p Published) {
-	cond := metav1.Condition{Type: fleetv1alpha1.ConditionCheckpointConsistent}
-	recorded := status.Checkpoint
-	status.PublishedCheckpoint = nil
-	published, err := parseCheckpoint(p)
-	switch {
-	case !p.Found && recorded == nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, fleetv1alpha1.ReasonNoCheckpoint, "The member publishes no audit checkpoint yet"
-	case !p.Found:
-		cond.Status, cond.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNoCheckpoint
-		cond.Message = fmt.Sprintf("The member no longer publishes a checkpoint; the hub recorded sequence %d", recorded.Sequence)
-	case err != nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonCheckpointBad, err.Error()
-	case recorded == nil || published.Sequence > recorded.Sequence:
-		status.Checkpoint = published
-		cond.Status, cond.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonCheckpointOK
-		cond.Message = fmt.Sprintf("Sequence %d recorded", published.Sequence)
-	case published.Sequence == recorded.Sequence && published.Hash == recorded.Hash:
-		cond.Status, cond.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonCheckpointOK
-		cond.Message = fmt.Sprintf("Sequence %d recorded", published.Sequence)
-	case published.Sequence == recorded.Sequence:
-		status.PublishedCheckpoint = published
-		cond.Status, cond.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonCheckpointForked
-		cond.Message = fmt.Sprintf("The published checkpoint at sequence %d hashes to %s, the recorded one to %s", published.Sequence, published.Hash, recorded.Hash)
-	default:
-		status.PublishedCheckpoint = published
-		cond.Status, cond.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonCheckpointBehind
-		cond.Message = fmt.Sprintf("The published checkpoint is at sequence %d, behind the recorded %d", published.Sequence, recorded.Sequence)
-	}
-	meta.SetStatusCondition(&status.Conditions, cond)
-}
-
-// parseCheckpoint reads the published line as the operator writes it (internal/operator:
-// one canonical checkpoint entry, newline-terminated).
-func parseCheckpoint(p Published) (*fleetv1alpha1.AuditCheckpoint, error) {
-	if !p.Found {
-		return nil, nil
-	}
-	e, err := audit.ParseLine([]byte(strings.TrimSpace(p.Line)))
-	if err != nil {
-		return nil, fmt.Errorf("the published checkpoint does not parse: %w", err)
-	}
-	if e.Checkpoint == nil {
-		return nil, fmt.Errorf("the published line is a record, not a checkpoint")
-	}
-	t := metav1.NewTime(e.Checkpoint.Time)
-	return &fleetv1alpha1.AuditCheckpoint{Sequence: int64(e.Checkpoint.Size), Hash: e.Checkpoint.Head.String(), Time: &t}, nil
 }

@@ -116,7 +116,7 @@ func TestSetCheckpoint(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status := &fleetv1alpha1.NodewrightClusterSummaryStatus{Checkpoint: tc.recorded, PublishedCheckpoint: tc.wasPublished}
-			setCheckpoint(status, tc.published)
+			setCheckpoint(status, tc.published, WitnessOptions{}, time.Now())
 			c := meta.FindStatusCondition(status.Conditions, fleetv1alpha1.ConditionCheckpointConsistent)
 			if c == nil || c.Status != tc.wantStatus || c.Reason != tc.wantReason || c.Message == "" {
 				t.Errorf("condition %+v; want %s %s with a message", c, tc.wantStatus, tc.wantReason)

@@ -22,7 +22,9 @@ const (
 	// check with the hub's credentials.
 	ConditionReachable = "Reachable"
 	// ConditionCheckpointConsistent is True when the checkpoint the member publishes is the
-	// one the hub recorded or a later one.
+	// one the hub recorded or a later one. With a witness (the hub's --audit-witness-public-key)
+	// the hub records only checkpoints the witness countersigned, and a later one the witness
+	// has not countersigned is True only within the grace the hub gives shipping.
 	ConditionCheckpointConsistent = "CheckpointConsistent"
 
 	ReasonAnswering        = "Answering"
@@ -33,6 +35,21 @@ const (
 	ReasonCheckpointBehind = "PublishedBehindRecorded"
 	ReasonCheckpointForked = "PublishedDiffersFromRecorded"
 	ReasonCheckpointBad    = "PublishedUnreadable"
+	// ReasonForkedFromWitness: the member publishes a checkpoint other than the one the
+	// witness countersigned at the same sequence (a rewritten trail), or a countersigned one
+	// that cannot extend the recorded one (another witness, or the witness countersigned two
+	// checkpoints at one sequence).
+	ReasonForkedFromWitness = "ForkedFromWitness"
+	// ReasonAwaitingWitness: the member's checkpoint is later than the witnessed one, within
+	// the grace shipping has to get it countersigned.
+	ReasonAwaitingWitness = "AwaitingWitness"
+	// ReasonNotWitnessed: the member's checkpoint stayed later than the witnessed one beyond
+	// the grace: the witness never countersigns a rewritten trail, and does not get a trail
+	// that is no longer shipped.
+	ReasonNotWitnessed = "NotWitnessed"
+	// ReasonWitnessedBad: the witnessed checkpoint the member publishes does not parse or its
+	// countersignature does not verify with the hub's witness keys.
+	ReasonWitnessedBad = "WitnessedUnreadable"
 )
 
 // Registration says where the hub found the member.
@@ -114,6 +131,14 @@ type AuditCheckpoint struct {
 	// time the checkpoint was signed.
 	// +optional
 	Time *metav1.Time `json:"time,omitempty"`
+	// witnessKeyId names the witness key that countersigned the checkpoint; empty for a
+	// checkpoint recorded on the member's word alone (a hub without witness keys).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	WitnessKeyID string `json:"witnessKeyId,omitempty"`
+	// witnessTime is when the witness countersigned.
+	// +optional
+	WitnessTime *metav1.Time `json:"witnessTime,omitempty"`
 }
 
 // NodewrightClusterSummaryStatus is the member's state as the hub last saw it.
@@ -155,12 +180,18 @@ type NodewrightClusterSummaryStatus struct {
 	// checkpoint is the latest audit checkpoint the hub recorded from the member. It only
 	// moves forward: a published checkpoint behind it or different from it at the same
 	// sequence is kept out (publishedCheckpoint shows it) and CheckpointConsistent is False.
+	// With a witness it is the latest checkpoint the witness countersigned, and moves only to
+	// a later one of the same witness.
 	// +optional
 	Checkpoint *AuditCheckpoint `json:"checkpoint,omitempty"`
 	// publishedCheckpoint is what the member publishes, set only while it does not match
 	// checkpoint.
 	// +optional
 	PublishedCheckpoint *AuditCheckpoint `json:"publishedCheckpoint,omitempty"`
+	// awaitingWitnessSince is when the hub first saw the member publish a checkpoint later
+	// than the witnessed one, the witnessed one not moving since; set only while that lasts.
+	// +optional
+	AwaitingWitnessSince *metav1.Time `json:"awaitingWitnessSince,omitempty"`
 	// conditions: Reachable and CheckpointConsistent.
 	// +optional
 	// +listType=map
