@@ -72,7 +72,7 @@ func setPublishedCheckpoint(status *fleetv1alpha1.NodewrightClusterSummaryStatus
 		cond.Status, cond.Reason = metav1.ConditionFalse, fleetv1alpha1.ReasonNoCheckpoint
 		cond.Message = fmt.Sprintf("The member no longer publishes a checkpoint; the hub recorded sequence %d", recorded.Sequence)
 	case err != nil:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonCheckpointBad, err.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, fleetv1alpha1.ReasonCheckpointBad, shortMessage(err.Error())
 	case recorded == nil || published.Sequence > recorded.Sequence:
 		status.Checkpoint = published
 		cond.Status, cond.Reason = metav1.ConditionTrue, fleetv1alpha1.ReasonCheckpointOK
@@ -136,7 +136,7 @@ func setWitnessedCheckpoint(status *fleetv1alpha1.NodewrightClusterSummaryStatus
 	since := status.AwaitingWitnessSince
 	status.PublishedCheckpoint, status.AwaitingWitnessSince = nil, nil
 	set := func(s metav1.ConditionStatus, reason, format string, args ...any) time.Duration {
-		cond.Status, cond.Reason, cond.Message = s, reason, fmt.Sprintf(format, args...)
+		cond.Status, cond.Reason, cond.Message = s, reason, shortMessage(fmt.Sprintf(format, args...))
 		meta.SetStatusCondition(&status.Conditions, cond)
 		return 0
 	}
@@ -212,6 +212,19 @@ func setWitnessedCheckpoint(status *fleetv1alpha1.NodewrightClusterSummaryStatus
 	return set(metav1.ConditionFalse, fleetv1alpha1.ReasonNotWitnessed,
 		"The member's checkpoint at sequence %d is not countersigned by the witness after %s (%s): its trail forked from the witness's copy (a rewrite, which the witness never countersigns), or is no longer shipped; verify it against the witness's checkpoint",
 		published.Sequence, grace, witnessedUpTo)
+}
+
+// maxMessageBytes bounds a condition message made from what a member publishes: a key ID or
+// a parse error may quote up to a whole line of it, and the API server refuses a message over
+// 32 KiB.
+const maxMessageBytes = 1024
+
+// shortMessage cuts a message to maxMessageBytes, between characters.
+func shortMessage(m string) string {
+	if len(m) <= maxMessageBytes {
+		return m
+	}
+	return strings.ToValidUTF8(m[:maxMessageBytes-3], "") + "..."
 }
 
 // parseWitnessed reads the witnessed checkpoint the member relays and checks its

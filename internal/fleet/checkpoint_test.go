@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -182,13 +183,16 @@ func TestSetWitnessedCheckpoint(t *testing.T) {
 		{name: "another witness", recorded: at5, published: published(main[2], countersign(t, another, main[2])), wantStatus: metav1.ConditionFalse,
 			wantReason: fleetv1alpha1.ReasonForkedFromWitness, wantRecorded: at5},
 		{name: "the member's checkpoint unreadable", recorded: at5, published: published("not json\n", w5), wantStatus: metav1.ConditionFalse, wantReason: fleetv1alpha1.ReasonCheckpointBad, wantRecorded: at5},
+		// A key ID as long as a line may be, quoted in the message: the message stays short.
+		{name: "a witness key ID of 60 KiB", recorded: at5, published: published(main[1], strings.Replace(w5, `"keyId":"`+audit.KeyID(witness.PublicKey())+`"`, `"keyId":"`+strings.Repeat("é", 30<<10)+`"`, 1)),
+			wantStatus: metav1.ConditionFalse, wantReason: fleetv1alpha1.ReasonWitnessedBad, wantRecorded: at5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status := &fleetv1alpha1.NodewrightClusterSummaryStatus{Checkpoint: tc.recorded, AwaitingWitnessSince: tc.since}
 			recheck := setCheckpoint(status, tc.published, opts, now)
 			c := meta.FindStatusCondition(status.Conditions, fleetv1alpha1.ConditionCheckpointConsistent)
-			if c == nil || c.Status != tc.wantStatus || c.Reason != tc.wantReason || c.Message == "" {
-				t.Errorf("condition %+v; want %s %s with a message", c, tc.wantStatus, tc.wantReason)
+			if c == nil || c.Status != tc.wantStatus || c.Reason != tc.wantReason || c.Message == "" || len(c.Message) > maxMessageBytes || !utf8.ValidString(c.Message) {
+				t.Errorf("condition %.300v; want %s %s with a message of at most %d bytes", c, tc.wantStatus, tc.wantReason, maxMessageBytes)
 			}
 			if !equality.Semantic.DeepEqual(status.Checkpoint, tc.wantRecorded) {
 				t.Errorf("recorded %+v; want %+v", status.Checkpoint, tc.wantRecorded)
