@@ -51,14 +51,14 @@ func TestTheOperatorRelaysTheWitnessedCheckpoint(t *testing.T) {
 	srv := httptest.NewServer(recv)
 	t.Cleanup(func() { srv.Close(); _ = recv.Close() })
 
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	appendRecords, checkpoint, err := operator.RunAuditTrail(ctx, env.Config, env.Client, operator.AuditOptions{
+	ctx := context.Background()
+	appendRecords, checkpoint, stop, err := operator.RunAuditTrail(env.Config, env.Client, operator.AuditOptions{
 		Dir: filepath.Join(dir, "audit"), KeyFile: keyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
 		CheckpointConfigMap: ns + "/nodewright-audit-checkpoint", CheckpointInterval: time.Hour, ShipURL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(stop) // after TempDir: the trail is closed before its folder is removed
 	n := 0
 	for _, size := range []uint64{3, 7} { // three records and a checkpoint (seq 0..3, then 4..7)
 		for end := n + 3; n < end; n++ {

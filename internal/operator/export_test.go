@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -11,28 +12,32 @@ import (
 )
 
 // RunAuditTrail runs the operator's audit trail as the leader does, with its shipper when
-// opts ship it, until ctx ends; it returns once the trail is open, with its Append and
-// Checkpoint.
-func RunAuditTrail(ctx context.Context, cfg *rest.Config, c client.Client, opts AuditOptions) (
-	appendRecords func(context.Context, ...audit.Record) error, checkpoint func(context.Context) error, err error) {
+// opts ship it, until stop is called; it returns once the trail is open, with its Append and
+// Checkpoint. stop returns once the trail is closed and the shipper stopped.
+func RunAuditTrail(cfg *rest.Config, c client.Client, opts AuditOptions) (
+	appendRecords func(context.Context, ...audit.Record) error, checkpoint func(context.Context) error, stop func(), err error) {
 	if err := opts.validate(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	t, err := newAuditTrail(cfg, c, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	shipper, err := t.shipper()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	go func() { _ = t.Start(ctx) }()
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { _ = t.Start(ctx) })
 	if shipper != nil {
-		go func() { _ = shipper.Start(ctx) }()
+		running.Go(func() { _ = shipper.Start(ctx) })
 	}
+	stop = func() { cancel(); running.Wait() }
 	<-t.ready
 	if t.openErr != nil {
-		return nil, nil, t.openErr
+		stop()
+		return nil, nil, nil, t.openErr
 	}
 	appendRecords = func(ctx context.Context, records ...audit.Record) error {
 		_, err := t.Append(ctx, records...)
@@ -45,5 +50,5 @@ func RunAuditTrail(ctx context.Context, cfg *rest.Config, c client.Client, opts 
 		_, err := t.log.Checkpoint(ctx)
 		return err
 	}
-	return appendRecords, checkpoint, nil
+	return appendRecords, checkpoint, stop, nil
 }
