@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/ociimage"
 )
 
 func fakeGit(out map[string]string) func(args ...string) (string, error) {
@@ -202,4 +205,12 @@ func digestOf(t *testing.T, output, name string) string {
 		t.Fatalf("no digest for %s in:\n%s", name, output)
 	}
 	return m[1]
+}
+
+// TestCopierPathIsWhereTheImagePutsIt: the copy Jobs run nodewright-copy by the path the
+// chart's admission policy admits (migration.CopierPath); the image must put it there.
+func TestCopierPathIsWhereTheImagePutsIt(t *testing.T) {
+	if got := ociimage.BinaryPath("nodewright-copy"); got != migration.CopierPath {
+		t.Fatalf("the copier image holds nodewright-copy at %s; the copy Jobs run %s", got, migration.CopierPath)
+	}
 }

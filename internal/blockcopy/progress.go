@@ -7,13 +7,6 @@ import (
 	"time"
 )
 
-// Phases reported in progress lines.
-const (
-	PhaseCopy    = "copy"    // reading, hashing and writing the source
-	PhaseVerify  = "verify"  // reading the target back after the copy
-	PhaseCompare = "compare" // the verify command reading both volumes
-)
-
 // Progress is updated by the engine and read by whoever reports it. A nil
 // *Progress is valid and records nothing.
 type Progress struct {
@@ -30,17 +23,6 @@ type Progress struct {
 // timer still shows every phase, however short.
 func NewProgress(onPhaseDone func(ProgressReport)) *Progress {
 	return &Progress{onPhaseDone: onPhaseDone}
-}
-
-// ProgressReport is one progress line: what a controller parses and a person
-// reads on stderr.
-type ProgressReport struct {
-	Phase          string  `json:"phase"`
-	BytesDone      int64   `json:"bytesDone"`
-	BytesTotal     int64   `json:"bytesTotal"`
-	BytesPerSecond int64   `json:"bytesPerSecond"`
-	EtaSeconds     float64 `json:"etaSeconds"`
-	ElapsedSeconds float64 `json:"elapsedSeconds"`
 }
 
 func (p *Progress) begin(phase string, total int64) {

@@ -113,7 +113,14 @@ type followTarget[O workflowObject] struct {
 	namespace, name string
 	newObject       func() O
 	newList         func() client.ObjectList
+	// sample, when set, is asked every sampleInterval while the view is live for what the
+	// workflow's status does not hold (a copy's progress, from its pod's log): given the
+	// latest version seen, it returns that version with the news, and whether there is any.
+	sample func(ctx context.Context, latest O) (O, bool)
 }
+
+// sampleInterval is how often a live view samples what the status does not hold.
+const sampleInterval = 2 * time.Second
 
 func (t followTarget[O]) object() string { return t.kind + "/" + t.name }
 
@@ -154,8 +161,10 @@ func follow[O workflowObject](ctx context.Context, f *Factory, c client.WithWatc
 		return &ExitError{Code: ExitNotFinished, Err: fmt.Errorf("%s waiting for %s: phase %s%s", why, target.object(), statusPhase(last), stepNote(last))}
 	}
 	var version string
+	var latest O
 	// observe shows a version of the workflow, and says whether it is final.
 	observe := func(obj O, read bool) bool {
+		latest = obj
 		version = obj.GetResourceVersion()
 		last = obj.GetWorkflowStatus().DeepCopy()
 		view.show(obj, read, f.Now())
@@ -180,11 +189,16 @@ func follow[O workflowObject](ctx context.Context, f *Factory, c client.WithWatc
 	if observe(obj, true) {
 		return outcome(target, obj, o.wait)
 	}
-	var tick <-chan time.Time
+	var tick, sampleTick <-chan time.Time
 	if view.live() {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		tick = t.C
+		if target.sample != nil {
+			s := time.NewTicker(sampleInterval)
+			defer s.Stop()
+			sampleTick = s.C
+		}
 	}
 	var w watch.Interface
 	defer func() {
@@ -252,6 +266,11 @@ func follow[O workflowObject](ctx context.Context, f *Factory, c client.WithWatc
 			}
 		case <-tick:
 			view.redraw(f.Now())
+		case <-sampleTick:
+			if obj, news := target.sample(ctx, latest); news {
+				latest = obj
+				view.show(obj, false, f.Now())
+			}
 		case <-ctx.Done():
 			return notFinished()
 		}

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/migration"
 )
 
 const watchHelp = `Follow a VMVolumeMigration until it ends: each step with its state and duration, a progress
@@ -58,7 +60,36 @@ func watchMigration(ctx context.Context, f *Factory, c client.WithWatch, namespa
 	target := followTarget[*nwv1.VMVolumeMigration]{kind: "vmvolumemigration", namespace: namespace, name: name,
 		newObject: func() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} },
 		newList:   func() client.ObjectList { return &nwv1.VMVolumeMigrationList{} }}
+	if cfg, err := f.RESTConfig(); err == nil {
+		if cs, err := kubernetes.NewForConfig(cfg); err == nil {
+			target.sample = copyProgress(cs)
+		}
+	}
 	return follow(ctx, f, c, target, view, o)
+}
+
+// copyProgress samples a migration's copy progress from its data Job's log, with the user's
+// credentials (the operator does not read pods' logs): while a data step runs, the latest
+// version with status.progress from the log, when it moved. Without the right to read the
+// pod's log, or before the copier wrote a line, there is no news, and the view shows the
+// progress the status holds.
+func copyProgress(cs kubernetes.Interface) func(context.Context, *nwv1.VMVolumeMigration) (*nwv1.VMVolumeMigration, bool) {
+	return func(ctx context.Context, m *nwv1.VMVolumeMigration) (*nwv1.VMVolumeMigration, bool) {
+		if !isDataStep(runningStep(m)) || m.Status.JobName == "" {
+			return nil, false
+		}
+		p, err := migration.ReadCopyProgress(ctx, cs, m.Namespace, m.Status.JobName)
+		if err != nil || p == nil {
+			return nil, false
+		}
+		progress := migration.Progress(p.BytesDone, p.BytesTotal)
+		if progress == nil || m.Status.Progress != nil && *m.Status.Progress == *progress {
+			return nil, false
+		}
+		next := m.DeepCopy()
+		next.Status.Progress = progress
+		return next, true
+	}
 }
 
 // migrationView writes the view of a migration: redrawn in place on a terminal (live), or as
@@ -73,7 +104,15 @@ func newMigrationView(w io.Writer, live bool, pal palette, width int) *migration
 }
 
 func (v *migrationView) show(m *nwv1.VMVolumeMigration, read bool, at time.Time) {
-	v.observe(migrationSnapshot{At: at, Read: read, Migration: m.DeepCopy()}, at)
+	m = m.DeepCopy()
+	if n := len(v.snaps); n > 0 && m.Status.Progress == nil {
+		// While a data step runs the status holds no progress: the copy's, sampled from its
+		// log (copyProgress), stays until the step ends.
+		if prev := v.snaps[n-1].Migration; isDataStep(runningStep(m)) && runningStep(m) == runningStep(prev) {
+			m.Status.Progress = prev.Status.Progress
+		}
+	}
+	v.observe(migrationSnapshot{At: at, Read: read, Migration: m}, at)
 }
 
 func (v *migrationView) observe(s migrationSnapshot, now time.Time) {

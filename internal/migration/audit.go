@@ -28,6 +28,11 @@ const (
 	LabelUID  = "nodewright.spectrocloud.com/migration-uid"
 )
 
+// CopierPath is where nodewright-copy is in its image (internal/ociimage.BinaryPath). The copy
+// Jobs run it by this path, never by name, so that nothing placed on PATH stands in for it; the
+// chart's admission policy for the operator's Jobs admits only this command.
+const CopierPath = "/usr/local/bin/nodewright-copy"
+
 // Owner is m as the labels of its children name it.
 func Owner(m *nwv1.VMVolumeMigration) children.Owner {
 	return children.Owner{Name: m.Name, NameLabel: LabelName, UID: m.UID, UIDLabel: LabelUID, Noun: "migration"}

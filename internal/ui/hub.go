@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -48,6 +49,9 @@ type hub struct {
 	fleet bool
 	trail *trail
 	log   io.Writer
+	// progress reads the running copies' logs, with the user's credentials; nil: it is not
+	// shown.
+	progress kubernetes.Interface
 
 	mu        sync.Mutex
 	subs      map[*subscriber]struct{}
@@ -70,6 +74,8 @@ type run struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// progress samples the running copies' progress.
+	progress copyProgressSampler
 	// legacy is the legacy ConfigMap (namespace/name) whose watches run under legacyCancel.
 	legacy       string
 	legacyCancel context.CancelFunc
@@ -242,6 +248,9 @@ func (h *hub) remove(gen uint64, kind, key string) {
 		return
 	}
 	delete(h.objects[kind], key)
+	if kind == kindMigration {
+		delete(h.run.progress.jobs, key) // its sampling loop ends
+	}
 	h.broadcastLocked(newEvent("delete", change{Kind: kind, Key: key}))
 }
 

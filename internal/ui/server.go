@@ -11,6 +11,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	virtv1 "kubevirt.io/api/core/v1"
@@ -73,6 +74,9 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 	s := &server{opts: opts, client: c, trail: tr, mux: http.NewServeMux()}
 	s.hub = newHub(c, opts.Namespace, tr, opts.Log)
 	s.hub.fleet = opts.Fleet
+	if s.hub.progress, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("building a client from the kubeconfig: %w", err)
+	}
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err

@@ -59,7 +59,7 @@ type source struct {
 func (h *hub) startLocked() {
 	h.runs++
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &run{gen: h.runs, ctx: ctx, cancel: cancel}
+	r := &run{gen: h.runs, ctx: ctx, cancel: cancel, progress: copyProgressSampler{jobs: map[string]string{}}}
 	h.run = r
 	sources := h.memberSources()
 	if h.fleet {
@@ -86,7 +86,8 @@ func (h *hub) memberSources() []source {
 		{kind: kindAgent, newList: func() client.ObjectList { return &nwv1.NodewrightAgentStatusList{} }, example: &nwv1.NodewrightAgentStatus{}},
 		{kind: kindProfile, newList: func() client.ObjectList { return &nwv1.EdgeProfileList{} }, example: &nwv1.EdgeProfile{}},
 		{kind: kindMigration, namespace: h.namespace,
-			newList: func() client.ObjectList { return &nwv1.VMVolumeMigrationList{} }, example: &nwv1.VMVolumeMigration{}},
+			newList: func() client.ObjectList { return &nwv1.VMVolumeMigrationList{} }, example: &nwv1.VMVolumeMigration{},
+			observe: h.observeMigration},
 		{kind: kindFlip, newList: func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} }, example: &nwv1.BondModeFlipPlan{},
 			encode: encodeFlip},
 		{kind: kindUpgrade, newList: func() client.ObjectList { return &nwv1.ReplicationUpgradeList{} }, example: &nwv1.ReplicationUpgrade{},

@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/blockcopy"
 	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -31,8 +30,12 @@ const jobStartTimeout = 5 * time.Minute
 // bindTimeout bounds the wait for the target PVC to be bound.
 const bindTimeout = 10 * time.Minute
 
-// progressInterval is how often a running data Job's progress is read from its log.
-const progressInterval = 2 * time.Second
+// podStartPoll is how often the wait for a data Job's pod to start looks at it: pods are not
+// watched.
+const podStartPoll = 2 * time.Second
+
+// jobRecheck bounds the wait for a running data Job's end, which its watch delivers at once.
+const jobRecheck = 30 * time.Second
 
 // vmSteps are the steps that act on the VM; the others need neither the VM nor its record.
 var vmSteps = map[migration.Step]bool{
@@ -242,18 +245,13 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 		if passed, left := s.Deadline(jobStartTimeout); passed {
 			return engine.Failed("Job %s did not start its pod within %s: %s", job.Name, jobStartTimeout, podTrouble(pod)), nil
 		} else {
-			return engine.Waiting(min(left, progressInterval), "waiting for Job %s to start its pod: %s", job.Name, podTrouble(pod)), nil
+			return engine.Waiting(min(left, podStartPoll), "waiting for Job %s to start its pod: %s", job.Name, podTrouble(pod)), nil
 		}
 	}
 	if !done {
-		what := "running nodewright-copy " + command
-		if p := readProgress(ctx, r.Clientset, pod); p != nil {
-			setProgress(s.m, p.BytesDone, p.BytesTotal)
-			if doing, ok := phaseDoing[p.Phase]; ok {
-				what = doing
-			}
-		}
-		return engine.Waiting(progressInterval, "Job %s is %s", job.Name, what), nil
+		// The Job's watch wakes this when it ends. Its progress is in its pod's log, which
+		// the operator does not read (migration.ReadCopyProgress): the person's tools do.
+		return engine.Waiting(jobRecheck, "Job %s is running nodewright-copy %s (kubectl nodewright migrate watch shows its progress)", job.Name, command), nil
 	}
 	if pod != nil && !terminated(pod) {
 		// The Job's status can reach the cache before its pod's: read the pod itself.
@@ -290,13 +288,6 @@ func (r *Reconciler) dataJob(ctx context.Context, s *scope, suffix, command, sou
 		verb = "verified"
 	}
 	return engine.Succeeded("%d bytes %s in %.1fs; source and target both %s", res.BytesTotal, verb, res.Seconds, res.TargetDigest), nil
-}
-
-// phaseDoing says what nodewright-copy does in each phase of its progress.
-var phaseDoing = map[string]string{
-	blockcopy.PhaseCopy:    "copying the source to the target",
-	blockcopy.PhaseVerify:  "reading the target back to verify it",
-	blockcopy.PhaseCompare: "comparing the clone with the snapshot",
 }
 
 func algorithmOf(m *nwv1.VMVolumeMigration) nwv1.ChecksumAlgorithm {
@@ -456,7 +447,7 @@ func vmStarted(s *scope) bool {
 // terminated reports whether the pod's data container has exited.
 func terminated(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.ContainerStatuses {
-		if c.Name == containerName && c.State.Terminated != nil {
+		if c.Name == migration.CopyContainer && c.State.Terminated != nil {
 			return true
 		}
 	}

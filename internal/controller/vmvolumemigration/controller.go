@@ -40,7 +40,6 @@ import (
 // +kubebuilder:rbac:groups=subresources.kubevirt.io,resources=virtualmachineinstances/freeze;virtualmachineinstances/unfreeze,verbs=update
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshots,verbs=get;list;watch;create;delete
@@ -70,7 +69,7 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads past the cache where a stale or filtered read would mislead.
 	APIReader client.Reader
-	// Clientset reads the data Jobs' logs (progress) and calls KubeVirt's freeze subresource.
+	// Clientset calls KubeVirt's freeze subresource.
 	Clientset kubernetes.Interface
 	Recorder  record.EventRecorder
 	Clock     clock.PassiveClock

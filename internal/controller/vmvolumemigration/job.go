@@ -1,8 +1,6 @@
 package vmvolumemigration
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +9,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,9 +18,8 @@ import (
 	"github.com/spectrocloud/nodewright/internal/migration"
 )
 
-// The data Job's container and the paths its volumes appear at.
+// The paths the data Job's volumes appear at.
 const (
-	containerName = "copy"
 	sourceDevice  = "/dev/nodewright/source"
 	targetDevice  = "/dev/nodewright/target"
 )
@@ -51,9 +47,9 @@ func DataJob(m *nwv1.VMVolumeMigration, name, image, command, source, target str
 					AutomountServiceAccountToken: ptr.To(false),
 					SecurityContext:              &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 					Containers: []corev1.Container{{
-						Name:    containerName,
+						Name:    migration.CopyContainer,
 						Image:   image,
-						Command: []string{"nodewright-copy"},
+						Command: []string{migration.CopierPath},
 						Args: []string{command, "--src", sourceDevice, "--dst", targetDevice,
 							"--hash", hash, "--json", "--progress", "--progress-interval", "2s"},
 						VolumeDevices: []corev1.VolumeDevice{
@@ -117,7 +113,7 @@ func jobResult(pod *corev1.Pod) (*blockcopy.Result, error) {
 		return nil, fmt.Errorf("the Job has no pod")
 	}
 	for _, s := range pod.Status.ContainerStatuses {
-		if s.Name != containerName || s.State.Terminated == nil {
+		if s.Name != migration.CopyContainer || s.State.Terminated == nil {
 			continue
 		}
 		t := s.State.Terminated
@@ -145,39 +141,10 @@ func describeFailure(r *blockcopy.Result) string {
 	return fmt.Sprintf("nodewright-copy %s: %s (exit %d)", r.Command, r.Status, r.ExitCode)
 }
 
-// readProgress reads the newest progress line from the pod's log through the API server.
-// It returns nil when there is none yet (or the log cannot be read: progress is for show,
-// and its absence must not stop the copy).
-func readProgress(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod) *blockcopy.ProgressReport {
-	if cs == nil || pod == nil || pod.Spec.NodeName == "" {
-		return nil
-	}
-	raw, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
-		Container: containerName, TailLines: ptr.To[int64](4), LimitBytes: ptr.To[int64](4096),
-	}).DoRaw(ctx)
-	if err != nil {
-		return nil
-	}
-	var last *blockcopy.ProgressReport
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		var p blockcopy.ProgressReport
-		// The JSON result line has a bytesTotal too; only progress lines name a phase.
-		if json.Unmarshal(sc.Bytes(), &p) == nil && p.Phase != "" && p.BytesTotal > 0 {
-			last = &p
-		}
-	}
-	return last
-}
-
 // setProgress records bytes done of total, reporting whether it changed.
 func setProgress(m *nwv1.VMVolumeMigration, done, total int64) bool {
-	if total <= 0 {
-		return false
-	}
-	done = min(max(done, 0), total)
-	p := &nwv1.MigrationProgress{BytesDone: done, BytesTotal: total, Percent: int32(done * 100 / total)}
-	if m.Status.Progress != nil && *m.Status.Progress == *p {
+	p := migration.Progress(done, total)
+	if p == nil || m.Status.Progress != nil && *m.Status.Progress == *p {
 		return false
 	}
 	m.Status.Progress = p

@@ -13,11 +13,13 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
 // TestProgressIsReadFromTheJobsLog runs the data Job the controller builds and reads its
-// progress the way the controller does: from the pod's log, through the API server.
+// progress the way a person's tools do (kubectl nodewright migrate watch, the web UI): from
+// the pod's log, through the API server, with the person's credentials.
 func TestProgressIsReadFromTheJobsLog(t *testing.T) {
 	f := newFixture(t, site.Options{})
 	f.createVolume("copy-target", linstorClass)
@@ -42,11 +44,10 @@ func TestProgressIsReadFromTheJobsLog(t *testing.T) {
 		}
 		return false, fmt.Sprintf("Job not complete: %+v", job.Status)
 	})
-	pod, err := vmvolumemigration.JobPod(ctx, env.Client, job)
-	if err != nil || pod == nil {
-		t.Fatalf("the Job's pod: %v %v", pod, err)
+	p, err := migration.ReadCopyProgress(ctx, cs, job.Namespace, job.Name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	p := vmvolumemigration.ReadProgress(ctx, cs, pod)
 	if p == nil || p.BytesDone != volumeSize || p.BytesTotal != volumeSize {
 		t.Fatalf("progress read from the log: %+v, want %d of %d bytes", p, volumeSize, volumeSize)
 	}

@@ -383,7 +383,7 @@ function migrationCard(m) {
     h('p', { class: 'sub' }, 'VM ', h('strong', {}, spec.vmName), ', volume ', h('strong', {}, spec.volumeName),
       ' → StorageClass ', h('strong', {}, spec.target && spec.target.storageClassName), ` · ${spec.mode || 'Cold'}`,
       who ? [' · requested by ', h('strong', { class: 'requested-by' }, who)] : ''),
-    progress(st, id),
+    progress(st.progress || (store.objects.CopyProgress || {})[key], id),
     steps(st),
     succeeded && succeeded.status === 'False' ? h('p', { class: 'notice tone-bad' }, h('span', { 'aria-hidden': 'true' }, '✖ '), `${succeeded.reason}: ${succeeded.message}`) : null,
     h('dl', { class: 'facts evidence-list' },
@@ -400,8 +400,9 @@ function migrationCard(m) {
     deleting ? null : actions(m, key, phase));
 }
 
-function progress(st, id) {
-  const p = st.progress;
+// progress is a migration's data progress: its status's, or while it copies (the status holds
+// none then) what the server read from the copy's log with the user's credentials.
+function progress(p, id) {
   if (!p) return null;
   return h('div', { class: 'progress' },
     h('label', { for: `${id}-progress` }, 'Data'),
