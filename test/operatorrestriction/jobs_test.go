@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -58,7 +59,9 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 		// namespace is where the Job is created; the VM's namespace when empty.
 		namespace string
 		change    func(*corev1.PodSpec)
-		rule      string
+		// job changes the rest of the Job.
+		job  func(*batchv1.Job)
+		rule string
 	}
 	container := func(spec *corev1.PodSpec) *corev1.Container { return &spec.Containers[0] }
 	const c0 = "spec.template.spec.containers[0]"
@@ -83,10 +86,37 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 			rule: "spec.template.spec.initContainers[0].image must be the copier image " + copyImage},
 		{name: "another command",
 			change: func(p *corev1.PodSpec) { container(p).Command = []string{"/bin/sh", "-c", "nsenter -t 1 -a"} },
-			rule:   c0 + ".command must be [nodewright-copy] and its args start with copy or verify"},
+			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args start with copy or verify"},
 		{name: "another nodewright-copy command",
 			change: func(p *corev1.PodSpec) { container(p).Args[0] = "serve" },
-			rule:   c0 + ".command must be [nodewright-copy] and its args start with copy or verify"},
+			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args start with copy or verify"},
+		{name: "the copier by name, found on PATH",
+			change: func(p *corev1.PodSpec) { container(p).Command = []string{"nodewright-copy"} },
+			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args start with copy or verify"},
+		{name: "a volume mounted over a directory on PATH",
+			change: func(p *corev1.PodSpec) {
+				container(p).VolumeMounts = []corev1.VolumeMount{{Name: "target", MountPath: "/usr/local/bin"}}
+				container(p).VolumeDevices = container(p).VolumeDevices[:1]
+			},
+			rule: c0 + ".volumeMounts is not allowed: a copy Job's container sets only"},
+		{name: "a block device placed over the copier",
+			change: func(p *corev1.PodSpec) { container(p).VolumeDevices[1].DevicePath = "/usr/local/bin/nodewright-copy" },
+			rule: c0 + ".volumeDevices[target].devicePath /usr/local/bin/nodewright-copy is not allowed: a copy Job's block devices go under /dev/nodewright/"},
+		{name: "512 CPUs",
+			change: func(p *corev1.PodSpec) {
+				container(p).Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("512")}
+			},
+			rule: c0 + ".resources.requests.cpu 512 is not allowed: a copy Job's container may ask only for cpu up to 2, ephemeral-storage up to 1Gi, memory up to 1Gi"},
+		{name: "64 GiB of memory",
+			change: func(p *corev1.PodSpec) {
+				container(p).Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Gi")}
+			},
+			rule: c0 + ".resources.limits.memory 64Gi is not allowed"},
+		{name: "a device resource",
+			change: func(p *corev1.PodSpec) {
+				container(p).Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+			},
+			rule: c0 + ".resources.limits.nvidia.com/gpu 1 is not allowed"},
 		{name: "privileged",
 			change: func(p *corev1.PodSpec) {
 				// The API server refuses privileged with allowPrivilegeEscalation false itself.
@@ -122,6 +152,12 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 				container(p).SecurityContext.ProcMount = ptr.To(corev1.UnmaskedProcMount)
 			},
 			rule: c0 + ".securityContext.procMount is not allowed"},
+		{name: "a container's own seccomp profile",
+			change: func(p *corev1.PodSpec) {
+				container(p).SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost,
+					LocalhostProfile: ptr.To("profiles/allow-all.json")}
+			},
+			rule: c0 + ".securityContext.seccompProfile.type Localhost is not allowed"},
 		{name: "an unconfined container",
 			change: func(p *corev1.PodSpec) {
 				container(p).SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
@@ -157,7 +193,6 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 			change: func(p *corev1.PodSpec) {
 				p.Volumes = append(p.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{
 					HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
-				container(p).VolumeMounts = append(container(p).VolumeMounts, corev1.VolumeMount{Name: "host", MountPath: "/host"})
 			},
 			rule: "spec.template.spec.volumes[2] (host) is hostPath: the copy Jobs mount only PersistentVolumeClaims"},
 		{name: "a ServiceAccount token",
@@ -165,7 +200,6 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 				p.Volumes = append(p.Volumes, corev1.Volume{Name: "token", VolumeSource: corev1.VolumeSource{
 					Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{
 						ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
-				container(p).VolumeMounts = append(container(p).VolumeMounts, corev1.VolumeMount{Name: "token", MountPath: "/var/run/token"})
 			},
 			rule: "spec.template.spec.volumes[2] (token) is projected"},
 		{name: "a Secret",
@@ -186,10 +220,46 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 			change: func(p *corev1.PodSpec) {
 				p.SecurityContext.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}
 			},
-			rule: "spec.template.spec.securityContext.seccompProfile.type Unconfined is not allowed"},
+			rule: "spec.template.spec.securityContext.seccompProfile.type must be RuntimeDefault, not Unconfined"},
+		{name: "no seccomp profile",
+			change: func(p *corev1.PodSpec) { p.SecurityContext.SeccompProfile = nil },
+			rule:   "spec.template.spec.securityContext.seccompProfile.type must be RuntimeDefault, not unset"},
 		{name: "a runtime class",
 			change: func(p *corev1.PodSpec) { p.RuntimeClassName = ptr.To("unsandboxed") },
 			rule:   "spec.template.spec.runtimeClassName must not be set"},
+		{name: "the node's own priority",
+			change: func(p *corev1.PodSpec) { p.PriorityClassName = "system-node-critical" },
+			rule:   "spec.template.spec.priorityClassName must not be set: a copy Job's pod sets only containers, volumes,"},
+		{name: "a node of its choosing",
+			change: func(p *corev1.PodSpec) { p.NodeName = "edge-1" },
+			rule:   "spec.template.spec.nodeName must not be set"},
+		{name: "a sidecar",
+			change: func(p *corev1.PodSpec) {
+				sidecar := *container(p).DeepCopy()
+				sidecar.Name, sidecar.RestartPolicy = "sidecar", ptr.To(corev1.ContainerRestartPolicyAlways)
+				p.InitContainers = []corev1.Container{sidecar}
+			},
+			rule: "spec.template.spec.initContainers[0].restartPolicy is not allowed"},
+		{name: "an AppArmor annotation that unconfines the pod",
+			job: func(j *batchv1.Job) {
+				j.Spec.Template.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/copy": "unconfined"}
+			},
+			rule: "spec.template.metadata.annotations[container.apparmor.security.beta.kubernetes.io/copy] is not allowed"},
+		{name: "a label that selects the pod into another's Service",
+			job:  func(j *batchv1.Job) { j.Spec.Template.Labels["app"] = "postgres" },
+			rule: "spec.template.metadata.labels[app] is not allowed: a copy Job's pod carries only the labels"},
+		{name: "another manager's label",
+			job:  func(j *batchv1.Job) { j.Spec.Template.Labels["app.kubernetes.io/managed-by"] = "helm" },
+			rule: "spec.template.metadata.labels[app.kubernetes.io/managed-by] is not allowed"},
+		{name: "a thousand pods at once",
+			job:  func(j *batchv1.Job) { j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](1000), ptr.To[int32](1000) },
+			rule: "spec.parallelism is not allowed here: a copy Job runs one pod to one completion"},
+		{name: "several completions",
+			job:  func(j *batchv1.Job) { j.Spec.Completions = ptr.To[int32](5) },
+			rule: "spec.completions is not allowed here"},
+		{name: "another controller managing the Job",
+			job:  func(j *batchv1.Job) { j.Spec.ManagedBy = ptr.To("example.com/job-runner") },
+			rule: "spec.managedBy must not be set: a copy Job sets only its template"},
 	}
 	t.Run("a Job that could reach the node is refused", func(t *testing.T) {
 		for i, r := range refusals {
@@ -199,6 +269,9 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 			}
 			if r.change != nil {
 				r.change(&job.Spec.Template.Spec)
+			}
+			if r.job != nil {
+				r.job(job)
 			}
 			wantPolicyRefusal(t, "a copy Job with "+r.name, s.operator.Create(ctx, job), jobsPolicy, r.rule)
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}); !apierrors.IsNotFound(err) {
