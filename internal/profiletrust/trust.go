@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,7 +37,8 @@ type Trust struct {
 }
 
 // Keys are the trusted public keys. No ConfigMap, or one without keys, is
-// profile.ErrNoTrustedKeys; a key that does not parse is an error naming its data key.
+// profile.ErrNoTrustedKeys; a key that does not parse is an error naming its data key. The
+// node agent reads the same ConfigMap with the same code (profile.TrustedKeys).
 func (t Trust) Keys(ctx context.Context) ([]profile.PublicKey, error) {
 	cm := &corev1.ConfigMap{}
 	if err := t.Reader.Get(ctx, t.ConfigMap, cm); err != nil {
@@ -47,23 +47,7 @@ func (t Trust) Keys(ctx context.Context) ([]profile.PublicKey, error) {
 		}
 		return nil, fmt.Errorf("reading the trusted keys from ConfigMap %s: %w", t.ConfigMap, err)
 	}
-	names := make([]string, 0, len(cm.Data))
-	for name := range cm.Data {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	var keys []profile.PublicKey
-	for _, name := range names {
-		k, err := profile.ParsePublicKeys([]byte(cm.Data[name]))
-		if err != nil {
-			return nil, fmt.Errorf("ConfigMap %s, key %s: %w", t.ConfigMap, name, err)
-		}
-		keys = append(keys, k...)
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: ConfigMap %s holds none", profile.ErrNoTrustedKeys, t.ConfigMap)
-	}
-	return keys, nil
+	return profile.TrustedKeys("ConfigMap "+t.ConfigMap.String(), cm.Data)
 }
 
 // Verify checks p's signature against the trusted keys and describes it as the profile in
@@ -73,15 +57,7 @@ func (t Trust) Verify(ctx context.Context, p *nwv1.EdgeProfile) (nwv1.ActiveProf
 	if err != nil {
 		return nwv1.ActiveProfile{}, fmt.Errorf("signature: cannot be verified: %w", err)
 	}
-	id, err := profile.Verify(p.Spec, p.Signature, keys)
-	if err != nil {
-		return nwv1.ActiveProfile{}, fmt.Errorf("signature: %w", err)
-	}
-	digest, err := profile.Digest(p.Spec)
-	if err != nil {
-		return nwv1.ActiveProfile{}, fmt.Errorf("spec: %w", err)
-	}
-	return nwv1.ActiveProfile{Name: p.Name, Version: p.Spec.Version, Digest: digest, KeyID: string(id)}, nil
+	return profile.VerifyProfile(p, keys)
 }
 
 // Reason is the condition reason for a verification error.
