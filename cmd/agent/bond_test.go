@@ -19,6 +19,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/clusterplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 )
 
@@ -46,6 +47,13 @@ func newBondSite(t *testing.T, nodes ...string) *bondSite {
 	go n.Run(ctx)
 	s := &bondSite{t: t, net: n, ns: env.Namespace(t), binary: siteAgent.binary(t), stateDirs: map[string]string{}}
 	s.kubeconfig = n.APIServer(t, env.Kubeconfig(t))
+	// The EdgeProfile in force, signed, its switch carrying active-backup and 802.3ad, and the
+	// trusted key where the agents read it by default: they check every change against it.
+	cleanup, err := clusterplay.Managed(context.Background(), env.Client, netsite.Bond, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
 	for _, name := range nodes {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if err := env.Client.Create(context.Background(), node); err != nil && !apierrors.IsAlreadyExists(err) {

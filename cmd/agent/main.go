@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -50,7 +51,7 @@ func osKinds() []string {
 }
 
 func main() {
-	var kubeconfig, node, namespace, hostRoot, stateDir, hostOS, network, storageBond string
+	var kubeconfig, node, namespace, hostRoot, stateDir, hostOS, network, storageBond, profileKeys string
 	var interval, reportInterval time.Duration
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "The kubeconfig file to reach the API server with. Default: $KUBECONFIG, else the in-cluster service account, else ~/.kube/config.")
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node this agent runs on and acts for (in a DaemonSet, from the downward API: spec.nodeName). Default: $NODE_NAME.")
@@ -61,6 +62,7 @@ func main() {
 	flag.StringVar(&hostOS, "host-os", string(nwv1.HostOSSystemdNetworkd), fmt.Sprintf("The host's operating system, as an EdgeProfile's spec.os names it (%s): where a bond's mode persists, and what the agent reports of it. Empty: told at start from the files under --host-root (kairos-release or ID=kairos: Kairos; ID=talos: Talos; else SystemdNetworkd).", strings.Join(osKinds(), ", ")))
 	flag.StringVar(&network, "network-backend", "netlink", fmt.Sprintf("How the bond is observed and changed: %s.", strings.Join(slices.Sorted(maps.Keys(backends)), ", ")))
 	flag.StringVar(&storageBond, "storage-bond", "", "The storage bond the agent reports in its node's NodewrightAgentStatus (e.g. bond0, the EdgeProfile's spec.network.bondInterface); none when empty.")
+	flag.StringVar(&profileKeys, "profile-keys-configmap", "nodewright-system/nodewright-profile-keys", "The ConfigMap (namespace/name) of the public keys EdgeProfile signatures are verified with, as the operator's --profile-keys-configmap: the agent verifies the EdgeProfile in force itself and changes a bond only as it allows.")
 	flag.DurationVar(&reportInterval, "report-interval", agent.ReportInterval, "How often the host is read for the node's NodewrightAgentStatus (also at once after an operation changed it); the status is written only when what it says changed.")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: %s [flags]
@@ -70,8 +72,10 @@ the node, in the agent's namespace) every --heartbeat-interval, as the kubelet r
 Lease; reads the host every --report-interval (the --storage-bond, DRBD with drbdsetup, the OS
 under --host-root) and writes what changed to the node's NodewrightAgentStatus; and runs the
 node's NodeOperations (in the agent's namespace, spec.nodeName the node), reporting each one's
-outcome in its status. It reads its kubeconfig from --kubeconfig, $KUBECONFIG, the in-cluster service account,
-or ~/.kube/config, in that order. SIGTERM or SIGINT stops it.
+outcome in its status. A bond change is made only as the EdgeProfile in force allows (the
+NodewrightCluster's spec.profileRef), once the agent has verified its signature with the keys
+of --profile-keys-configmap. It reads its kubeconfig from --kubeconfig, $KUBECONFIG, the
+in-cluster service account, or ~/.kube/config, in that order. SIGTERM or SIGINT stops it.
 
 Flags:
 `, os.Args[0])
@@ -105,6 +109,11 @@ Flags:
 		fmt.Fprintf(os.Stderr, "--host-os %s: %v\n", hostOS, err)
 		os.Exit(2)
 	}
+	keysNS, keysName, ok := strings.Cut(profileKeys, "/")
+	if !ok || keysNS == "" || keysName == "" || strings.Contains(keysName, "/") {
+		fmt.Fprintf(os.Stderr, "--profile-keys-configmap %q: must be namespace/name\n", profileKeys)
+		os.Exit(2)
+	}
 	newBackend, ok := backends[network]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "--network-backend %s: not one of %s\n", network, strings.Join(slices.Sorted(maps.Keys(backends)), ", "))
@@ -134,7 +143,9 @@ Flags:
 		Observer: &agent.HostObserver{Bond: net, BondName: storageBond, DRBD: drbd.Runner, ProcDRBD: procDRBD, OS: provider, Host: host}}
 	ops := &agent.Operations{Client: client, Node: node, Namespace: namespace, Recorded: reporter.Trigger}
 	bonds := &agent.Bonds{Net: net, OS: provider, HostRoot: hostRoot, StateDir: stateDir, Resolved: ops.Wake,
-		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(client.HTTP(), client.URL("")), DRBD: drbd.Runner}}
+		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(client.HTTP(), client.URL("")), DRBD: drbd.Runner},
+		// Every change is checked against the signed EdgeProfile in force, verified here.
+		Profiles: &agent.SignedProfile{Client: client, Keys: types.NamespacedName{Namespace: keysNS, Name: keysName}, StateDir: stateDir}}
 	// Before anything reaches the API server, which may be out of reach: a bond change left
 	// half made is undone, and an expired checkpoint rolled back.
 	if err := bonds.Recover(ctx); err != nil {
@@ -144,7 +155,7 @@ Flags:
 	ops.Executors = agent.Executors(bonds, drbd)
 	log.Info("Agent starting", "node", node, "namespace", namespace, "server", cfg.Host, "kubeconfig", cfg.Source,
 		"heartbeatInterval", interval, "reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot,
-		"hostOS", provider.Kind())
+		"hostOS", provider.Kind(), "profileKeys", profileKeys)
 	// Each part runs until SIGTERM or SIGINT; one that cannot start stops the agent.
 	failed := make(chan error, 3)
 	var wg sync.WaitGroup

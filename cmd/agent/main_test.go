@@ -352,8 +352,8 @@ func TestTheAgentReportsItsNode(t *testing.T) {
 	}
 }
 
-// TestRefusesBadHostFlags: an OS it does not know, or a host root that is not a folder, stops
-// it at once, naming the flag.
+// TestRefusesBadHostFlags: an OS it does not know, a host root that is not a folder, or a
+// trusted keys' ConfigMap without its namespace, stops it at once, naming the flag.
 func TestRefusesBadHostFlags(t *testing.T) {
 	binary := buildAgent(t)
 	for _, tc := range []struct {
@@ -365,6 +365,7 @@ func TestRefusesBadHostFlags(t *testing.T) {
 		// Told to tell the OS from a host with no os-release.
 		{[]string{"--host-root", t.TempDir(), "--host-os", ""}, "--host-os : telling the host's OS: neither /etc/os-release nor /usr/lib/os-release"},
 		{[]string{"--report-interval", "100ms"}, "--report-interval 100ms: must be at least 1s"},
+		{[]string{"--profile-keys-configmap", "nodewright-profile-keys"}, `--profile-keys-configmap "nodewright-profile-keys": must be namespace/name`},
 	} {
 		cmd := exec.Command(binary, append([]string{"--kubeconfig", env.Kubeconfig(t), "--node-name", "n", "--namespace", "x"}, tc.args...)...)
 		out, err := cmd.CombinedOutput()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,15 +26,17 @@ import (
 
 // A bond change is decided by the agent alone once it is made, because a bad one can cut the
 // node off the API server, and with it off the operator. Before it changes anything the agent
-// writes a checkpoint to the host's disk: the bond as observed (mode, members) and the previous
-// content of the persistent files it will write. Then it changes the runtime mode and the
-// persistent configuration, and probes. The change is kept only when a CommitCheckpoint for the
-// bond arrives before the checkpoint expires (spec.setBondMode.checkpointTimeout after the
-// change). Otherwise, or when the probes fail, or when the agent finds on starting that it
-// stopped before the change was checked, it restores the previous bond and files by itself,
-// probes again, and reports the operation RolledBack as soon as it reaches the API server. All
-// of this needs nothing from the API server: the checkpoint, its timer and the restore are
-// local.
+// checks the change against the signed EdgeProfile in force and insists on its own probes
+// (profile.go): a compromised operator can neither ask for a mode the site's switch does not
+// carry nor switch off what would undo a bad one. Then it writes a checkpoint to the host's
+// disk: the bond as observed (mode, members) and the previous content of the persistent files
+// it will write. Then it changes the runtime mode and the persistent configuration, and
+// probes. The change is kept only when a CommitCheckpoint for the bond arrives before the
+// checkpoint expires (spec.setBondMode.checkpointTimeout after the change). Otherwise, or when
+// the probes fail, or when the agent finds on starting that it stopped before the change was
+// checked, it restores the previous bond and files by itself, probes again, and reports the
+// operation RolledBack as soon as it reaches the API server. The checkpoint, its timer and the
+// restore need nothing from the API server: they are local.
 //
 // A checkpoint moves through these states, each written to disk before what it names is done:
 //
@@ -115,6 +118,12 @@ type Bonds struct {
 	// StateDir keeps the checkpoints, on the host's disk so that they outlive the agent.
 	StateDir string
 	Prober   Prober
+	// Profiles gives the signed EdgeProfile in force, which every change is checked against
+	// before the host is touched (profile.go); nil refuses every change.
+	Profiles Profiles
+	// Through checks that a peer's address is reached through the bond; nil: the kernel's
+	// route lookup in the agent's network namespace (netconf.Netlink.ThroughBond).
+	Through func(bond string, ip net.IP) error
 	// Resolved is told the operation whose checkpoint was checked, committed or rolled back,
 	// so that its outcome is recorded at once.
 	Resolved func(types.NamespacedName)
@@ -233,6 +242,9 @@ func (e setBondMode) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 		// Nothing to change, so nothing to commit or roll back.
 		return &nwv1.NodeOperationResult{Bond: &obs, PreviousMode: obs.Mode}, nil
 	}
+	if err := b.allowed(ctx, spec); err != nil {
+		return nil, err
+	}
 	base, err := hostos.FindBondNetdev(b.HostRoot, spec.Bond)
 	if err != nil {
 		return nil, err
@@ -274,6 +286,28 @@ func (e setBondMode) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 	b.setProbing(c.Operation, true)
 	go b.probe(c.Operation, spec.Probes, timeout/2)
 	return b.outcome(ctx, c)
+}
+
+// allowed says why the change spec may not be made, nil when it may: it is checked against the
+// signed EdgeProfile in force, whatever the operator asked (profile.go).
+func (b *Bonds) allowed(ctx context.Context, spec *nwv1.SetBondModeOperation) error {
+	if b.Profiles == nil {
+		return &OperationError{Reason: ReasonNoProfile, Message: "this agent has no EdgeProfile to check a bond change against"}
+	}
+	p, err := b.Profiles.InForce(ctx)
+	if err != nil {
+		return err
+	}
+	through := b.Through
+	if through == nil {
+		through = netconf.Netlink{}.ThroughBond
+	}
+	if err := checkChange(spec, p, through); err != nil {
+		return err
+	}
+	klog.FromContext(ctx).Info("The EdgeProfile in force allows the bond change", "profile", p.Name, "version", p.Spec.Version,
+		"bond", spec.Bond, "mode", spec.Mode, "peers", spec.Probes.Peers)
+	return nil
 }
 
 // probe checks a change: again every 250 ms for up to budget (a link that changed mode takes a

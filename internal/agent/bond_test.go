@@ -58,6 +58,17 @@ func onPlayedBond(t *testing.T, mode nwv1.BondMode) netsite.PlayedBond {
 	return bond
 }
 
+// singleNode is a verified EdgeProfile of a single node whose storage bond is the played bond,
+// allowed active-backup and 802.3ad: what the agent checks a change against is tested in
+// profile_test.go.
+type singleNode struct{}
+
+func (singleNode) InForce(context.Context) (*nwv1.EdgeProfile, error) {
+	return &nwv1.EdgeProfile{ObjectMeta: metav1.ObjectMeta{Name: "single"}, Spec: nwv1.EdgeProfileSpec{Version: "1.0.0",
+		Topology: nwv1.TopologySingleNode, Network: nwv1.ProfileNetwork{BondInterface: netsite.Bond,
+			BondMode: nwv1.BondModeActiveBackup, AllowedBondModes: []nwv1.BondMode{nwv1.BondMode8023AD}}}}, nil
+}
+
 // writeCheckpoint writes a checkpoint as the agent writes it, in state, for a change of the
 // played bond from active-backup to 802.3ad that wrote files.
 func writeCheckpoint(t *testing.T, dir string, uid types.UID, name, state string, files []hostos.File, expires time.Time) {
@@ -130,7 +141,7 @@ func TestRecoverUndoesAHalfMadeChange(t *testing.T) {
 // machine config; the agent refuses the change (Unsupported) and touches nothing.
 func TestAChangeTheOSCannotPersistIsRefusedUntouched(t *testing.T) {
 	bond := onPlayedBond(t, nwv1.BondModeActiveBackup)
-	b := &agent.Bonds{Net: bond, OS: hostos.Talos{}, HostRoot: t.TempDir(), StateDir: t.TempDir()}
+	b := &agent.Bonds{Net: bond, OS: hostos.Talos{}, HostRoot: t.TempDir(), StateDir: t.TempDir(), Profiles: singleNode{}}
 	op := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: "nodewright-system", Name: "flip-talos", UID: "talos-1"},
 		Spec: nwv1.NodeOperationSpec{NodeName: "edge-1", Type: nwv1.OperationSetBondMode, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
 			SetBondMode: &nwv1.SetBondModeOperation{Bond: netsite.Bond, Mode: nwv1.BondMode8023AD}}}

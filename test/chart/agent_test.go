@@ -155,7 +155,8 @@ func TestAgentDaemonSet(t *testing.T) {
 			!reflect.DeepEqual(sc.Capabilities.Add, []corev1.Capability{"NET_ADMIN", "NET_RAW"}) {
 			t.Errorf("capabilities %+v, want every one dropped but NET_ADMIN and NET_RAW", sc.Capabilities)
 		}
-		wantArgs := []string{"--host-os=SystemdNetworkd", "--host-root=/host", "--state-dir=/var/lib/nodewright-agent"}
+		wantArgs := []string{"--host-os=SystemdNetworkd", "--host-root=/host", "--state-dir=/var/lib/nodewright-agent",
+			"--profile-keys-configmap=" + releaseNS + "/nodewright-profile-keys"}
 		if !reflect.DeepEqual(c.Args, wantArgs) || len(c.Command) > 0 {
 			t.Errorf("command %q args %q, want the image's entrypoint with %q", c.Command, c.Args, wantArgs)
 		}

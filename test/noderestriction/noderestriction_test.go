@@ -12,12 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	nwagent "github.com/spectrocloud/nodewright/internal/agent"
+	"github.com/spectrocloud/nodewright/internal/kubelite"
+	"github.com/spectrocloud/nodewright/internal/profile"
 )
 
 // The policy's rules, as its messages say them.
@@ -238,6 +241,73 @@ func TestAgentMayTouchOnlyItsOwnNode(t *testing.T) {
 		}
 		if want := []string{s.operation[nodes[0]], s.operation[nodes[1]]}; strings.Join(names, ",") != strings.Join(want, ",") {
 			t.Errorf("NodeOperations %v after the refused creates and deletes, want %v", names, want)
+		}
+	})
+
+	t.Run("an agent reads the profile in force and its keys, and nothing else", func(t *testing.T) {
+		ctx := context.Background()
+		priv, _, err := profile.GenerateKeyPair(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := profile.LoadPrivateKey(priv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "nodewright-profile-keys"},
+			Data: map[string]string{"cosign.pub": string(key.Public().PEM())}}
+		floor := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "nodewright-profile-floor"},
+			Data: map[string]string{"version": "1.0.0"}}
+		p := &nwv1.EdgeProfile{ObjectMeta: metav1.ObjectMeta{Name: "restricted-site"}, Spec: nwv1.EdgeProfileSpec{Version: "1.0.0",
+			Topology: nwv1.TopologyTwoNodeTiebreaker, OS: nwv1.HostOSSystemdNetworkd, Storage: nwv1.ProfileStorage{Backend: nwv1.StorageLINSTOR},
+			Network: nwv1.ProfileNetwork{BondInterface: "bond0", BondMode: nwv1.BondModeActiveBackup}}}
+		if p.Signature, err = profile.Sign(p.Spec, key); err != nil {
+			t.Fatal(err)
+		}
+		nwc := &nwv1.NodewrightCluster{ObjectMeta: metav1.ObjectMeta{Name: nwv1.NodewrightClusterName},
+			Spec: nwv1.NodewrightClusterSpec{ProfileRef: &nwv1.ProfileReference{Name: p.Name}, Legacy: nwv1.LegacySource{
+				ConfigMapRef: nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"},
+				DaemonSetRef: nwv1.NamespacedObjectReference{Namespace: "elsewhere", Name: "absent"}, EventComponent: "absent"}}}
+		for _, obj := range []client.Object{keys, floor, p, nwc} {
+			if err := env.Client.Create(ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { deleteIgnoringNotFound(t, obj) })
+		}
+		for _, node := range nodes {
+			a := s.agents[node]
+			// The agent's own check, with its own client and nothing but the chart's grants.
+			signed := &nwagent.SignedProfile{Client: a.lite, Keys: types.NamespacedName{Namespace: releaseNS, Name: keys.Name}, StateDir: t.TempDir()}
+			if got, err := signed.InForce(ctx); err != nil || got.Name != p.Name {
+				t.Errorf("%s reads the profile in force: %v, %v; want %s, verified", node, got, err, p.Name)
+			}
+			for _, tc := range []struct {
+				what string
+				do   func() error
+			}{
+				{"reads another ConfigMap of the release's namespace", func() error {
+					return a.lite.Get(ctx, nwagent.ConfigMaps.Path(releaseNS, floor.Name), &corev1.ConfigMap{})
+				}},
+				{"lists the ConfigMaps of the release's namespace", func() error {
+					return a.lite.List(ctx, nwagent.ConfigMaps.Path(releaseNS, ""), kubelite.ListOptions{}, &corev1.ConfigMapList{})
+				}},
+				{"rewrites the trusted keys", func() error {
+					return a.lite.MergePatch(ctx, nwagent.ConfigMaps.Path(releaseNS, keys.Name), []byte(`{"data":{"mine.pub":"x"}}`), nil)
+				}},
+				{"points the NodewrightCluster at another profile", func() error {
+					return a.lite.MergePatch(ctx, nwagent.NodewrightClusters.Path("", nwc.Name), []byte(`{"spec":{"profileRef":{"name":"other"}}}`), nil)
+				}},
+				{"changes the EdgeProfile", func() error {
+					return a.lite.MergePatch(ctx, nwagent.EdgeProfiles.Path("", p.Name), []byte(`{"spec":{"network":{"allowedBondModes":["balance-rr"]}}}`), nil)
+				}},
+				{"lists the EdgeProfiles", func() error {
+					return a.lite.List(ctx, nwagent.EdgeProfiles.Path("", ""), kubelite.ListOptions{}, &nwv1.EdgeProfileList{})
+				}},
+			} {
+				if err := tc.do(); !kubelite.IsForbidden(err) || !strings.Contains(err.Error(), " cannot ") {
+					t.Errorf("%s %s: %v; want RBAC's Forbidden", node, tc.what, err)
+				}
+			}
 		}
 	})
 

@@ -39,6 +39,9 @@ const (
 	agentSA = "nodewright-agent"
 	// policyName is the chart's ValidatingAdmissionPolicy and its binding.
 	policyName = "nodewright-agent-own-node"
+	// releaseNS is the release's namespace the chart is rendered for: the operator's, where
+	// the trusted keys' ConfigMap is.
+	releaseNS = "nodewright-system"
 	// nodeNameExtra is the user's extra the API server fills from the node of the pod a
 	// token is bound to (ServiceAccountTokenPodNodeInfo).
 	nodeNameExtra = "authentication.kubernetes.io/node-name"
@@ -87,11 +90,16 @@ func newSite(t *testing.T) *site {
 	s := &site{ns: env.Namespace(t), agents: map[string]agent{}, operation: map[string]string{}}
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 
+	release := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}
+	if err := env.Client.Create(ctx, release); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	for _, obj := range renderAgentAccess(t, s.ns) {
 		if err := env.Client.Create(ctx, obj); err != nil {
 			t.Fatalf("creating the chart's %s %s: %v", obj.GetKind(), obj.GetName(), err)
 		}
-		if obj.GetNamespace() == "" {
+		// The test's namespace takes its own objects along; the others are deleted.
+		if obj.GetNamespace() != s.ns {
 			t.Cleanup(func() { deleteIgnoringNotFound(t, obj) })
 		}
 	}
@@ -266,7 +274,7 @@ func deleteIgnoringNotFound(t *testing.T, obj client.Object) {
 // ServiceAccount, leaving out the agent's Namespace and DaemonSet.
 func renderAgentAccess(t *testing.T, ns string) []*unstructured.Unstructured {
 	t.Helper()
-	rendered := testenv.RenderChart(t, env.RepoRoot, "nodewright-system",
+	rendered := testenv.RenderChart(t, env.RepoRoot, releaseNS,
 		"--set", "agent.enabled=true", "--set", "agent.namespace="+ns,
 		"--show-only", "templates/agent-access.yaml", "--show-only", "templates/agent.yaml")
 	var objs []*unstructured.Unstructured

@@ -28,6 +28,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/bench/agentlab"
 	"github.com/spectrocloud/nodewright/test/bench/benchproc"
+	"github.com/spectrocloud/nodewright/test/site/clusterplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 )
 
@@ -58,6 +59,12 @@ func run() error {
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
+	// The signed EdgeProfile the agent checks the change against, allowing 802.3ad.
+	cleanup, err := clusterplay.Managed(ctx, env.Client, netsite.Bond, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
 	fmt.Printf("A bond change that cuts the node off, undone by its agent alone (checkpointTimeout %s, target %s):\n", timeout, timeout+2*time.Second)
 	for _, sc := range []scenario{
 		{name: "port never carries the new mode", never: true},

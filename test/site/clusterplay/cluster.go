@@ -1,33 +1,100 @@
 // Package clusterplay writes, for a workflow's tests and benchmarks, what the operator's other
 // controllers would have written for a healthy cluster handed over to Nodewright: the
 // NodewrightCluster's status (Managed, MultiNode, every heartbeat fresh, an EdgeProfile in
-// force) and the EdgeProfile itself, and the nodes' roles. Nothing here runs: the objects are
-// written once, as those controllers write them (their own tests prove that they do).
+// force) and the EdgeProfile itself, signed, with the trusted public key where the chart
+// keeps it (the nodes' agents verify the profile themselves), and the nodes' roles. Nothing
+// here runs: the objects are written once, as those controllers write them (their own tests
+// prove that they do).
 package clusterplay
 
 import (
 	"context"
 	"strings"
+	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/profile"
 )
 
 // ProfileName is the EdgeProfile Managed writes.
 const ProfileName = "played-site"
 
+// KeysConfigMap holds the played site's trusted public key, where the chart keeps the trusted
+// keys (nodewright-profile-keys in the release's namespace) and where an agent reads them by
+// default (its --profile-keys-configmap).
+var KeysConfigMap = types.NamespacedName{Namespace: "nodewright-system", Name: "nodewright-profile-keys"}
+
+var signing struct {
+	once sync.Once
+	key  *profile.PrivateKey
+	err  error
+}
+
+// SigningKey is the played site's profile signing key, made once per process.
+func SigningKey() (*profile.PrivateKey, error) {
+	signing.once.Do(func() {
+		priv, _, err := profile.GenerateKeyPair(nil)
+		if err != nil {
+			signing.err = err
+			return
+		}
+		signing.key, signing.err = profile.LoadPrivateKey(priv, nil)
+	})
+	return signing.key, signing.err
+}
+
+// Sign signs p's spec with the played site's key, as cosign sign-blob would.
+func Sign(p *nwv1.EdgeProfile) error {
+	key, err := SigningKey()
+	if err != nil {
+		return err
+	}
+	p.Signature, err = profile.Sign(p.Spec, key)
+	return err
+}
+
+// TrustKeys writes KeysConfigMap (and its namespace, if missing) with the public half of the
+// played site's key alone, as the chart writes profile.trustedKeys.
+func TrustKeys(ctx context.Context, c client.Client) error {
+	key, err := SigningKey()
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KeysConfigMap.Namespace}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: KeysConfigMap.Namespace, Name: KeysConfigMap.Name},
+		Data: map[string]string{"cosign.pub": string(key.Public().PEM())}}
+	err = c.Create(ctx, cm)
+	if apierrors.IsAlreadyExists(err) {
+		err = c.Update(ctx, cm)
+	}
+	return err
+}
+
 // Managed writes the EdgeProfile (the storage bond bond in mode, its switch carrying allowed
-// too) and the NodewrightCluster, Managed and healthy with that profile in force. The returned
-// function deletes both.
+// too), signed with the played site's key, which it makes the trusted one (TrustKeys), and the
+// NodewrightCluster, Managed and healthy with that profile in force. The returned function
+// deletes the profile and the cluster.
 func Managed(ctx context.Context, c client.Client, bond string, mode nwv1.BondMode, allowed ...nwv1.BondMode) (func(), error) {
 	p := &nwv1.EdgeProfile{ObjectMeta: metav1.ObjectMeta{Name: ProfileName}, Spec: nwv1.EdgeProfileSpec{
 		Version: "1.0.0", Topology: nwv1.TopologyThreeNode, OS: nwv1.HostOSSystemdNetworkd,
 		Storage: nwv1.ProfileStorage{Backend: nwv1.StorageLINSTOR},
 		Network: nwv1.ProfileNetwork{BondInterface: bond, BondMode: mode, AllowedBondModes: allowed}}}
+	if err := Sign(p); err != nil {
+		return nil, err
+	}
+	if err := TrustKeys(ctx, c); err != nil {
+		return nil, err
+	}
 	if err := c.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
