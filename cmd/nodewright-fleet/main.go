@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -23,7 +24,8 @@ func main() {
 	var providerFile, metricsAddr, probeAddr string
 	var leaderElect bool
 	flag.StringVar(&opts.Namespace, "namespace", "nodewright-fleet", "The hub's namespace: its kubeconfig Secrets (label sigs.k8s.io/multicluster-runtime-kubeconfig=true, key kubeconfig) and the Secret Reader's token Secrets.")
-	flag.StringVar(&opts.ClusterProfileNamespace, "clusterprofile-namespace", "", "The namespace of the ClusterProfiles to engage; empty reads every namespace.")
+	flag.StringVar(&opts.ClusterProfileNamespace, "clusterprofile-namespace", "", "The namespace of the ClusterProfiles to engage (the cluster inventory); required. The Secret Reader's Secret of the ClusterProfile <namespace>/<name> is <--namespace>/<namespace>.<name>.")
+	flag.BoolVar(&opts.Access.AllowInsecure, strings.TrimPrefix(fleet.InsecureFlag, "--"), false, "Accept insecure-skip-tls-verify in kubeconfig Secrets and ClusterProfiles: a member's credential then goes to whoever answers at its server's address.")
 	flag.StringVar(&providerFile, "clusterprofile-provider-file", "", "The cluster-inventory-api credential provider file (exec plugins per access provider name); the Secret Reader (\"secretreader\") needs none.")
 	flag.StringVar(&opts.MemberNamespace, "member-namespace", "nodewright-system", "The Nodewright namespace on the members.")
 	flag.DurationVar(&opts.Health.Interval, "health-interval", opts.Health.Interval, "How often each member's API server is checked.")

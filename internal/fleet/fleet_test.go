@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func TestFleet(t *testing.T) {
 	secret := registerKubeconfig(t, hub, "site-a", m1, bearer(m1.hubToken(t, "hub-credential")))
 	cp := registerProfile(t, hub, "site-b", m2, m2.hubToken(t, "hub-credential"))
 
-	for _, name := range []string{"site-a", "site-b"} {
+	for _, name := range []string{"site-a", profileSummary("site-b")} {
 		waitSummary(t, hub.Client, name, func(s *fleetv1alpha1.NodewrightClusterSummary) string {
 			if s.Status.Phase != "MultiNode" || s.Status.Nodes.Ready != 2 || s.Status.Nodes.Total != 3 || s.Status.Management != "Observe" {
 				return fmt.Sprintf("status %+v", s.Status)
@@ -56,7 +57,7 @@ func TestFleet(t *testing.T) {
 
 	// A change on the member reaches the summary through the watch.
 	setReadyNodes(t, m2, 3)
-	waitSummary(t, hub.Client, "site-b", func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+	waitSummary(t, hub.Client, profileSummary("site-b"), func(s *fleetv1alpha1.NodewrightClusterSummary) string {
 		if s.Status.Nodes.Ready != 3 {
 			return fmt.Sprintf("nodes %+v", s.Status.Nodes)
 		}
@@ -87,7 +88,7 @@ func TestFleet(t *testing.T) {
 	if err := hub.Client.Delete(ctx, cp); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"site-a", "site-b"} {
+	for _, name := range []string{kubeconfigSummary("site-a"), profileSummary("site-b")} {
 		testenv.Eventually(t, patience, func() string {
 			var s fleetv1alpha1.NodewrightClusterSummary
 			if err := hub.Client.Get(ctx, types.NamespacedName{Name: name}, &s); err == nil {
@@ -98,11 +99,22 @@ func TestFleet(t *testing.T) {
 	}
 }
 
-const hubNS = "nodewright-fleet"
+// The hub's namespace (its kubeconfig Secrets and the Secret Reader's Secrets) and the
+// inventory's (its ClusterProfiles).
+const (
+	hubNS       = "nodewright-fleet"
+	inventoryNS = "fleet-inventory"
+)
 
 // startFleet starts an etcd, the hub's kube-apiserver and the members', each under its own
 // etcd prefix, and the hub on its own API server; the hub's health checks run every 300ms.
 func startFleet(t *testing.T, members int) (*apiServer, []*apiServer) {
+	t.Helper()
+	return startFleetWith(t, members, nil)
+}
+
+// startFleetWith is startFleet with the hub's options changed by configure.
+func startFleetWith(t *testing.T, members int, configure func(*Options)) (*apiServer, []*apiServer) {
 	t.Helper()
 	root, bin := assets(t)
 	etcd := startEtcd(t, bin)
@@ -112,14 +124,20 @@ func startFleet(t *testing.T, members int) (*apiServer, []*apiServer) {
 		ms = append(ms, startAPIServer(t, bin, etcd, fmt.Sprintf("/m%d", i+1), filepath.Join(root, "config", "crd", "bases")))
 	}
 	ctx := context.Background()
-	if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hubNS}}); err != nil {
-		t.Fatal(err)
+	for _, ns := range []string{hubNS, inventoryNS} {
+		if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	mgr, err := New(ctx, hub.Admin, Options{Namespace: hubNS, ClusterProfileNamespace: hubNS, MemberNamespace: memberNS,
+	opts := Options{Namespace: hubNS, ClusterProfileNamespace: inventoryNS, MemberNamespace: memberNS,
 		Health: HealthOptions{Interval: 300 * time.Millisecond, Timeout: 5 * time.Second, FailureThreshold: 2},
 		// Each test runs a hub of its own in the one process: the controllers' names repeat.
 		Manager: manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-			Controller: config.Controller{SkipNameValidation: ptr.To(true)}}})
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)}}}
+	if configure != nil {
+		configure(&opts)
+	}
+	mgr, err := New(ctx, hub.Admin, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,30 +202,60 @@ func registerKubeconfig(t *testing.T, hub *apiServer, name string, m *apiServer,
 	return secret
 }
 
-// registerProfile registers the member on the hub through a ClusterProfile served by the
-// Secret Reader, with the token.
+// registerProfile registers the member on the hub through a ClusterProfile of the inventory
+// served by the Secret Reader, with the token: the Secret Reader's Secret holds it and the
+// member's server.
 func registerProfile(t *testing.T, hub *apiServer, name string, m *apiServer, token string) *clusterinventoryv1alpha1.ClusterProfile {
 	t.Helper()
-	ctx := context.Background()
-	if err := hub.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: name},
-		Data: map[string][]byte{"token": []byte(token)}}); err != nil {
+	createSecretReaderSecret(t, hub, inventoryNS, name, token, m.Admin.Host)
+	return createProfile(t, hub, inventoryNS, name, clientcmdv1.Cluster{Server: m.Admin.Host, CertificateAuthorityData: m.Admin.CAData})
+}
+
+// createSecretReaderSecret creates the Secret Reader's Secret of the ClusterProfile
+// namespace/name: the token, for the server.
+func createSecretReaderSecret(t *testing.T, hub *apiServer, namespace, name, token, server string) *corev1.Secret {
+	t.Helper()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: SecretReaderSecretName(namespace, name)},
+		Data: map[string][]byte{SecretReaderTokenKey: []byte(token), SecretReaderServerKey: []byte(server)}}
+	if err := hub.Client.Create(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
-	cp := &clusterinventoryv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: name},
+	return secret
+}
+
+// createProfile creates the ClusterProfile namespace/name whose Secret Reader access is cluster.
+func createProfile(t *testing.T, hub *apiServer, namespace, name string, cluster clientcmdv1.Cluster) *clusterinventoryv1alpha1.ClusterProfile {
+	t.Helper()
+	ctx := context.Background()
+	cp := &clusterinventoryv1alpha1.ClusterProfile{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Spec: clusterinventoryv1alpha1.ClusterProfileSpec{ClusterManager: clusterinventoryv1alpha1.ClusterManager{Name: "test"}}}
 	if err := hub.Client.Create(ctx, cp); err != nil {
 		t.Fatal(err)
 	}
-	cp.Status.AccessProviders = []clusterinventoryv1alpha1.AccessProvider{{Name: SecretReaderProvider,
-		Cluster: clientcmdv1.Cluster{Server: m.Admin.Host, CertificateAuthorityData: m.Admin.CAData}}}
+	cp.Status.AccessProviders = []clusterinventoryv1alpha1.AccessProvider{{Name: SecretReaderProvider, Cluster: cluster}}
 	if err := hub.Client.Status().Update(ctx, cp); err != nil {
 		t.Fatal(err)
 	}
 	return cp
 }
 
+// kubeconfigSummary and profileSummary are the summary names of a kubeconfig Secret's member
+// and of an inventory ClusterProfile's.
+func kubeconfigSummary(secret string) string {
+	return SummaryName(fleetv1alpha1.Registration{Source: fleetv1alpha1.FromKubeconfigSecret, Namespace: hubNS, Name: secret})
+}
+
+func profileSummary(name string) string {
+	return SummaryName(fleetv1alpha1.Registration{Source: fleetv1alpha1.FromClusterProfile, Namespace: inventoryNS, Name: name})
+}
+
+// waitSummary waits until check finds the summary as it wants it. name is the summary's
+// name, or a kubeconfig Secret's name alone (no dot), as most tests register members.
 func waitSummary(t *testing.T, hub client.Client, name string, check func(*fleetv1alpha1.NodewrightClusterSummary) string) {
 	t.Helper()
+	if !strings.Contains(name, ".") {
+		name = kubeconfigSummary(name)
+	}
 	testenv.Eventually(t, patience, func() string {
 		var s fleetv1alpha1.NodewrightClusterSummary
 		if err := hub.Get(context.Background(), types.NamespacedName{Name: name}, &s); err != nil {

@@ -90,7 +90,8 @@ func (c *Checker) Start(ctx context.Context) error {
 // Engage checks the member until ctx ends (the member is removed or its credentials
 // rotated, which engages it anew).
 func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(cl.GetConfig())
+	// The member's own HTTP client, which follows no redirect (newMemberCluster).
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
-	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 
 	clusterinventoryv1alpha1 "sigs.k8s.io/cluster-inventory-api/apis/v1alpha1"
 	"sigs.k8s.io/cluster-inventory-api/pkg/credentials"
@@ -30,10 +30,13 @@ type Options struct {
 	// sigs.k8s.io/multicluster-runtime-kubeconfig=true, key "kubeconfig") and the Secret
 	// Reader's token Secrets are there.
 	Namespace string
-	// ClusterProfileNamespace holds the ClusterProfiles; "" reads every namespace.
+	// ClusterProfileNamespace holds the ClusterProfiles (the inventory); required: whoever
+	// may write ClusterProfiles there registers members.
 	ClusterProfileNamespace string
 	// Credentials are the exec plugins for ClusterProfile access providers; may be nil.
 	Credentials *credentials.CredentialsProvider
+	// Access is what the hub accepts in a member's access, from either source.
+	Access AccessPolicy
 	// MemberNamespace is the Nodewright namespace on the members.
 	MemberNamespace string
 	Health          HealthOptions
@@ -71,11 +74,18 @@ func memberClusterOptions(scheme *runtime.Scheme, memberNamespace string) []clus
 }
 
 // New builds the hub: a multicluster-runtime manager whose members come from the kubeconfig
-// Secrets (multicluster-runtime's kubeconfig provider) and the ClusterProfiles (this
-// package's provider), with the summary, health and membership controllers.
+// Secrets and the ClusterProfiles, with the summary, health and membership controllers.
 func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager, error) {
 	if opts.MemberNamespace == "" {
 		opts.MemberNamespace = "nodewright-system"
+	}
+	switch {
+	case opts.Namespace == "":
+		return nil, fmt.Errorf("the hub's namespace (--namespace) is required")
+	case opts.ClusterProfileNamespace == "":
+		// Every namespace would let anyone who may create a ClusterProfile anywhere register
+		// a member, and have the hub send it a credential.
+		return nil, fmt.Errorf("the ClusterProfiles' namespace (--clusterprofile-namespace) is required: the hub reads ClusterProfiles in that one namespace only")
 	}
 	scheme, err := Scheme()
 	if err != nil {
@@ -85,28 +95,27 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 	mopts.Scheme = scheme
 	mopts.Cache.ByObject = map[client.Object]cache.ByObject{
 		&corev1.Secret{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+		&clusterinventoryv1alpha1.ClusterProfile{}: {Namespaces: map[string]cache.Config{opts.ClusterProfileNamespace: {}}},
 	}
-	if opts.ClusterProfileNamespace != "" {
-		mopts.Cache.ByObject[&clusterinventoryv1alpha1.ClusterProfile{}] = cache.ByObject{Namespaces: map[string]cache.Config{opts.ClusterProfileNamespace: {}}}
-	}
-	clusterOpts := memberClusterOptions(scheme, opts.MemberNamespace)
-	kubeconfigs := kubeconfig.New(kubeconfig.Options{Namespace: opts.Namespace, ClusterOptions: clusterOpts})
-	profiles := NewClusterProfileProvider(ClusterProfileOptions{Namespace: opts.ClusterProfileNamespace, ConsumerNamespace: opts.Namespace,
-		Credentials: opts.Credentials, ClusterOptions: clusterOpts})
-	mgr, err := mcmanager.New(cfg, &Providers{Kubeconfig: kubeconfigs, ClusterProfile: profiles}, mopts)
+	wake := make(chan event.TypedGenericEvent[string], 64)
+	registry := newMembers(memberClusterOptions(scheme, opts.MemberNamespace), wake)
+	mgr, err := mcmanager.New(cfg, registry, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the hub manager: %w", err)
 	}
-	if err := kubeconfigs.SetupWithManager(ctx, prefixed{mgr, kubeconfigPrefix}); err != nil {
-		return nil, err
-	}
-	if err := profiles.SetupWithManager(mgr); err != nil {
-		return nil, err
-	}
+	registry.mgr = mgr
 	local := mgr.GetLocalManager()
+	if err := (&kubeconfigSecrets{members: registry, namespace: opts.Namespace, policy: opts.Access}).SetupWithManager(local); err != nil {
+		return nil, err
+	}
+	profiles := &clusterProfiles{members: registry, opts: ClusterProfileOptions{Namespace: opts.ClusterProfileNamespace, ConsumerNamespace: opts.Namespace,
+		Credentials: opts.Credentials, Policy: opts.Access}}
+	if err := profiles.SetupWithManager(local); err != nil {
+		return nil, err
+	}
 	if err := local.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
-		profiles.Stop()
+		registry.stop()
 		return nil
 	})); err != nil {
 		return nil, err
@@ -116,11 +125,13 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 		return nil, err
 	}
 	summaries := &SummaryReconciler{Manager: mgr, Hub: local.GetClient(), Checker: checker,
-		KubeconfigNamespace: opts.Namespace, MemberNamespace: opts.MemberNamespace, Witness: opts.Witness}
+		KubeconfigNamespace: opts.Namespace, MemberNamespace: opts.MemberNamespace, Witness: opts.Witness,
+		InventoryNamespace: opts.ClusterProfileNamespace, Members: registry, Wake: wake}
 	if err := summaries.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	if err := (&MembershipReconciler{Hub: local.GetClient()}).SetupWithManager(local); err != nil {
+	membership := &MembershipReconciler{Hub: local.GetClient(), Namespaces: namespaces{Kubeconfig: opts.Namespace, Inventory: opts.ClusterProfileNamespace}}
+	if err := membership.SetupWithManager(local); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -52,6 +52,12 @@ type SummaryReconciler struct {
 	Checker *Checker
 	// KubeconfigNamespace is where the kubeconfig Secrets are, to name a member's registration.
 	KubeconfigNamespace string
+	// InventoryNamespace is where the ClusterProfiles are.
+	InventoryNamespace string
+	// Members say why a registration was refused.
+	Members *members
+	// Wake carries the members whose refusal changed.
+	Wake <-chan event.TypedGenericEvent[string]
 	// MemberNamespace is the Nodewright namespace on the members.
 	MemberNamespace string
 	// Witness says whose countersignature the recorded audit checkpoints need.
@@ -66,11 +72,13 @@ func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	inNamespace := func(name string) mcbuilder.WatchesOption {
 		return mcbuilder.WithPredicates(namedIn(r.MemberNamespace, name))
 	}
-	health := crsource.TypedChannel(r.Checker.Events(), handler.TypedFuncs[string, mcreconcile.Request]{
+	toMember := handler.TypedFuncs[string, mcreconcile.Request]{
 		GenericFunc: func(_ context.Context, e eventString, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
 			q.Add(mcreconcile.Request{ClusterName: e.Object, Request: reconcile.Request{NamespacedName: types.NamespacedName{Name: clusterName}}})
 		},
-	})
+	}
+	health := crsource.TypedChannel(r.Checker.Events(), toMember)
+	wake := crsource.TypedChannel(r.Wake, toMember)
 	return mcbuilder.ControllerManagedBy(mgr).Named("nodewrightclustersummary").
 		// multicluster-runtime's builder does not pass the manager's SkipNameValidation on.
 		// Several workers: one member slow to answer delays no other's summary.
@@ -82,6 +90,7 @@ func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		Watches(&corev1.ConfigMap{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false), inNamespace(CheckpointConfigMap)).
 		Watches(&appsv1.Deployment{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false), inNamespace(OperatorDeployment)).
 		WatchesRawSource(health).
+		WatchesRawSource(wake).
 		Complete(r)
 }
 
@@ -99,9 +108,13 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 		// A provider lists a member only once it is engaged, after the first events of its
 		// watches: retry while the registration exists. A member engaged before and no longer
 		// (its new credentials or access did not work) is not reachable: its summary says so.
-		// A removed member's summary is the membership controller's.
-		if exists, err := registered(ctx, r.Hub, reg); err != nil || !exists {
+		// A removed member's summary is the membership controller's. A refused registration
+		// gets a summary that says why.
+		if exists, err := registered(ctx, r.Hub, r.namespaces(), reg); err != nil || !exists {
 			return ctrl.Result{}, err
+		}
+		if why, refused := r.Members.Refused(req.ClusterName); refused {
+			return ctrl.Result{}, r.refused(ctx, reg, why)
 		}
 		if err := r.notEngaged(ctx, reg); err != nil {
 			return ctrl.Result{}, err
@@ -145,7 +158,7 @@ const memberReadTimeout = 30 * time.Second
 // member.
 func (r *SummaryReconciler) notEngaged(ctx context.Context, reg fleetv1alpha1.Registration) error {
 	var s fleetv1alpha1.NodewrightClusterSummary
-	if err := r.Hub.Get(ctx, types.NamespacedName{Name: reg.Name}, &s); err != nil || s.Spec.Registration != reg {
+	if err := r.Hub.Get(ctx, types.NamespacedName{Name: SummaryName(reg)}, &s); err != nil || s.Spec.Registration != reg {
 		return client.IgnoreNotFound(err)
 	}
 	status := s.Status.DeepCopy()
@@ -159,14 +172,37 @@ func (r *SummaryReconciler) notEngaged(ctx context.Context, reg fleetv1alpha1.Re
 	return r.Hub.Status().Patch(ctx, &s, patch)
 }
 
+// refused writes why the hub refused the member's registration, creating its summary: the
+// hub never engaged the member, or no longer does.
+func (r *SummaryReconciler) refused(ctx context.Context, reg fleetv1alpha1.Registration, why refusal) error {
+	s, err := r.summary(ctx, reg)
+	if err != nil || s == nil {
+		return err
+	}
+	status := s.Status.DeepCopy()
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: fleetv1alpha1.ConditionReachable, Status: metav1.ConditionFalse,
+		Reason: why.Reason, Message: clip(why.Message, 32768)})
+	if equality.Semantic.DeepEqual(*status, s.Status) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	s.Status = *status
+	return r.Hub.Status().Patch(ctx, s, patch)
+}
+
+func (r *SummaryReconciler) namespaces() namespaces {
+	return namespaces{Kubeconfig: r.KubeconfigNamespace, Inventory: r.InventoryNamespace}
+}
+
 // summary gets the member's summary, creating it while its registration exists. It returns
 // nil when the registration is gone, or when another registration owns the name.
 func (r *SummaryReconciler) summary(ctx context.Context, reg fleetv1alpha1.Registration) (*fleetv1alpha1.NodewrightClusterSummary, error) {
 	var s fleetv1alpha1.NodewrightClusterSummary
-	err := r.Hub.Get(ctx, types.NamespacedName{Name: reg.Name}, &s)
+	name := SummaryName(reg)
+	err := r.Hub.Get(ctx, types.NamespacedName{Name: name}, &s)
 	if err == nil {
 		if s.Spec.Registration != reg {
-			ctrl.LoggerFrom(ctx).Info("Another registration owns the summary's name; not written", "summary", reg.Name, "owner", s.Spec.Registration)
+			ctrl.LoggerFrom(ctx).Info("Another registration owns the summary's name; not written", "summary", name, "owner", s.Spec.Registration)
 			return nil, nil
 		}
 		return &s, nil
@@ -174,13 +210,13 @@ func (r *SummaryReconciler) summary(ctx context.Context, reg fleetv1alpha1.Regis
 	if !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	if exists, err := registered(ctx, r.Hub, reg); err != nil || !exists {
+	if exists, err := registered(ctx, r.Hub, r.namespaces(), reg); err != nil || !exists {
 		return nil, err
 	}
-	s = fleetv1alpha1.NodewrightClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: reg.Name},
+	s = fleetv1alpha1.NodewrightClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: fleetv1alpha1.NodewrightClusterSummarySpec{Registration: reg}}
 	if err := r.Hub.Create(ctx, &s); err != nil {
-		return nil, fmt.Errorf("creating the summary %s: %w", reg.Name, err)
+		return nil, fmt.Errorf("creating the summary %s: %w", name, err)
 	}
 	return &s, nil
 }

@@ -37,13 +37,13 @@ func TestCredentialsRotated(t *testing.T) {
 			return ""
 		}
 	}
-	for _, name := range []string{"site-a", "site-b"} {
+	for _, name := range []string{"site-a", profileSummary("site-b")} {
 		waitSummary(t, hub.Client, name, reachable(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
 	}
 
 	m1.revokeToken(t, "hub-credential-1", old1)
 	m2.revokeToken(t, "hub-credential-1", old2)
-	for _, name := range []string{"site-a", "site-b"} {
+	for _, name := range []string{"site-a", profileSummary("site-b")} {
 		waitSummary(t, hub.Client, name, reachable(metav1.ConditionFalse, fleetv1alpha1.ReasonUnauthorized))
 	}
 
@@ -58,15 +58,16 @@ func TestCredentialsRotated(t *testing.T) {
 		}
 	}
 	rotate(kubeconfigSecret, "kubeconfig", m1.kubeconfig(t, bearer(m1.hubToken(t, "hub-credential-2"))))
-	rotate(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: "site-b"}}, "token", []byte(m2.hubToken(t, "hub-credential-2")))
-	for _, name := range []string{"site-a", "site-b"} {
+	rotate(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: SecretReaderSecretName(inventoryNS, "site-b")}},
+		SecretReaderTokenKey, []byte(m2.hubToken(t, "hub-credential-2")))
+	for _, name := range []string{"site-a", profileSummary("site-b")} {
 		waitSummary(t, hub.Client, name, reachable(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
 	}
 
 	// Changes made after the rotation come through the new credentials' watches.
 	setReadyNodes(t, m1, 3)
 	setReadyNodes(t, m2, 1)
-	for name, ready := range map[string]int32{"site-a": 3, "site-b": 1} {
+	for name, ready := range map[string]int32{"site-a": 3, profileSummary("site-b"): 1} {
 		waitSummary(t, hub.Client, name, func(s *fleetv1alpha1.NodewrightClusterSummary) string {
 			if s.Status.Nodes.Ready != ready {
 				return fmt.Sprintf("nodes %+v; want %d ready", s.Status.Nodes, ready)

@@ -4,8 +4,9 @@
 //
 // The hub only reads its members; acting on one is done against that member's own API
 // server, with a kubeconfig context of its own. The view assumes that context is named after
-// the member, which is the summary's name: the name of the registering Secret or
-// ClusterProfile on the hub.
+// the member: the name of the registering Secret or ClusterProfile on the hub (the summary's
+// name is that name with its source, "kubeconfig.<secret>" or
+// "clusterprofile.<namespace>.<name>").
 package fleetview
 
 import (
@@ -116,8 +117,14 @@ func Profile(s *fleetv1alpha1.NodewrightClusterSummary) string {
 	return p.Name + "@" + p.Version
 }
 
-// Context is the kubeconfig context to act on the member with: its name.
-func Context(s *fleetv1alpha1.NodewrightClusterSummary) string { return s.Name }
+// Context is the kubeconfig context to act on the member with: the name of its
+// registration, or else the summary's.
+func Context(s *fleetv1alpha1.NodewrightClusterSummary) string {
+	if name := s.Spec.Registration.Name; name != "" {
+		return name
+	}
+	return s.Name
+}
 
 // Command is the command that shows the member, run against its own API server.
 func Command(s *fleetv1alpha1.NodewrightClusterSummary) string {

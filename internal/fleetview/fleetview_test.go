@@ -76,3 +76,24 @@ func TestFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestContext: the context is named after the registering Secret or ClusterProfile, not after
+// the summary, whose name says its source.
+func TestContext(t *testing.T) {
+	for _, c := range []struct {
+		summary, registration, want string
+	}{
+		{"kubeconfig.site-a", "site-a", "site-a"},
+		{"clusterprofile.inventory.site-b", "site-b", "site-b"},
+		{"site-c", "", "site-c"},
+	} {
+		s := &fleetv1alpha1.NodewrightClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: c.summary},
+			Spec: fleetv1alpha1.NodewrightClusterSummarySpec{Registration: fleetv1alpha1.Registration{Name: c.registration}}}
+		if got := Context(s); got != c.want {
+			t.Errorf("%s: context %q, want %q", c.summary, got, c.want)
+		}
+		if got, want := Command(s), "kubectl --context "+c.want+" nodewright status"; got != want {
+			t.Errorf("%s: %q, want %q", c.summary, got, want)
+		}
+	}
+}

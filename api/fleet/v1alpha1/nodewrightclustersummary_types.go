@@ -52,6 +52,18 @@ const (
 	ReasonWitnessedBad = "WitnessedUnreadable"
 )
 
+// The reasons of Reachable False for a registration the hub does not engage.
+const (
+	// ReasonRegistrationRefused: the hub does not engage the member because its registration
+	// asks for what the hub refuses (an exec plugin, a file, a proxy, impersonation, plain
+	// HTTP, unverified TLS, a server other than the one its credential is for); the message
+	// names the field.
+	ReasonRegistrationRefused = "RegistrationRefused"
+	// ReasonNoUsableAccess: the registration gives no access the hub can use yet (the Secret
+	// Reader's Secret missing, say); the message says what is missing.
+	ReasonNoUsableAccess = "NoUsableAccess"
+)
+
 // Registration says where the hub found the member.
 type Registration struct {
 	// source is the provider that registered the member.

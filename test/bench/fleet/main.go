@@ -259,7 +259,7 @@ func (l *lab) startHub(binary string) (*benchproc.Process, string, error) {
 		return nil, "", err
 	}
 	addr := "127.0.0.1:" + port
-	cmd := exec.Command(binary, "--kubeconfig", path, "--namespace", hubNamespace, "--leader-elect=false",
+	cmd := exec.Command(binary, "--kubeconfig", path, "--namespace", hubNamespace, "--clusterprofile-namespace", hubNamespace, "--leader-elect=false",
 		"--metrics-bind-address", addr, "--health-probe-bind-address", "0")
 	p, err := benchproc.Start(cmd, filepath.Join(l.dir, "nodewright-fleet.log"))
 	if err != nil {

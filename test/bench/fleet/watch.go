@@ -44,12 +44,15 @@ func watchSummaries(ctx context.Context, hub client.WithWatch) *summaries {
 				if !ok {
 					continue
 				}
+				// By the member's name: the name of its kubeconfig Secret (the summary's is
+				// "kubeconfig.<name>").
+				name := o.Spec.Registration.Name
 				s.mu.Lock()
 				if e.Type == watch.Deleted {
-					delete(s.latest, o.Name)
+					delete(s.latest, name)
 				} else {
-					s.latest[o.Name] = o
-					k := marker{o.Name, o.Status.Nodes.Ready}
+					s.latest[name] = o
+					k := marker{name, o.Status.Nodes.Ready}
 					if began, ok := s.pending[k]; ok {
 						s.seen[k] = now.Sub(began)
 						delete(s.pending, k)
