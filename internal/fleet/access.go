@@ -206,12 +206,23 @@ func checkConfig(cfg *rest.Config, p AccessPolicy, execAllowed bool) error {
 }
 
 // memberConfig is the member's access as the hub uses it: its own copy, with a proxy only
-// from the hub's environment, and redirects not followed (newMemberCluster).
+// from the hub's environment, and redirects not followed (newMemberCluster); requests at
+// most memberQPS a second (and memberBurst at once) per client, as Kubernetes' controller
+// manager, rather than client-go's default 5 (a member's workflows are read a page a
+// request).
 func memberConfig(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.Proxy = nil // the upstream ClusterProfile credentials set one from the profile
+	if out.QPS == 0 {
+		out.QPS, out.Burst = memberQPS, memberBurst
+	}
 	return out
 }
+
+const (
+	memberQPS   = 20
+	memberBurst = 30
+)
 
 // trimURL is a server URL as the hub compares them: without a trailing slash.
 func trimURL(s string) string { return strings.TrimRight(s, "/") }

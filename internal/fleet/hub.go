@@ -67,8 +67,10 @@ func memberClusterOptions(scheme *runtime.Scheme, memberNamespace string) []clus
 	return []cluster.Option{func(o *cluster.Options) {
 		o.Scheme = scheme
 		o.Cache.ByObject = map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}:  {Namespaces: map[string]cache.Config{memberNamespace: {}}, Field: named(CheckpointConfigMap)},
-			&appsv1.Deployment{}: {Namespaces: map[string]cache.Config{memberNamespace: {}}, Field: named(OperatorDeployment)},
+			// The singleton alone, whatever else a member's CRD lets it hold.
+			&nodewrightv1alpha1.NodewrightCluster{}: {Field: named(clusterName)},
+			&corev1.ConfigMap{}:                     {Namespaces: map[string]cache.Config{memberNamespace: {}}, Field: named(CheckpointConfigMap)},
+			&appsv1.Deployment{}:                    {Namespaces: map[string]cache.Config{memberNamespace: {}}, Field: named(OperatorDeployment)},
 		}
 	}}
 }
@@ -124,9 +126,13 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 	if err := mgr.Add(checker); err != nil {
 		return nil, err
 	}
+	workflows := newWorkflowReader(wake)
+	if err := mgr.Add(workflows); err != nil {
+		return nil, err
+	}
 	summaries := &SummaryReconciler{Manager: mgr, Hub: local.GetClient(), Checker: checker,
 		KubeconfigNamespace: opts.Namespace, MemberNamespace: opts.MemberNamespace, Witness: opts.Witness,
-		InventoryNamespace: opts.ClusterProfileNamespace, Members: registry, Wake: wake}
+		InventoryNamespace: opts.ClusterProfileNamespace, Members: registry, Workflows: workflows, Wake: wake}
 	if err := summaries.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

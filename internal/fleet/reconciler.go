@@ -56,7 +56,9 @@ type SummaryReconciler struct {
 	InventoryNamespace string
 	// Members say why a registration was refused.
 	Members *members
-	// Wake carries the members whose refusal changed.
+	// Workflows are the members' workflows as the hub keeps them.
+	Workflows *workflowReader
+	// Wake carries the members whose refusal or workflows changed.
 	Wake <-chan event.TypedGenericEvent[string]
 	// MemberNamespace is the Nodewright namespace on the members.
 	MemberNamespace string
@@ -85,8 +87,7 @@ func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: mgr.GetControllerOptions().SkipNameValidation,
 			MaxConcurrentReconciles: summaryWorkers}).
 		For(&nodewrightv1alpha1.NodewrightCluster{}, mcbuilder.WithEngageWithLocalCluster(false)).
-		Watches(&nodewrightv1alpha1.BondModeFlipPlan{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false)).
-		Watches(&nodewrightv1alpha1.ReplicationUpgrade{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false)).
+		// The workflows are not watched here: a watch caches every object (workflowReader).
 		Watches(&corev1.ConfigMap{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false), inNamespace(CheckpointConfigMap)).
 		Watches(&appsv1.Deployment{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false), inNamespace(OperatorDeployment)).
 		WatchesRawSource(health).
@@ -132,6 +133,14 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", req.ClusterName, err)
 	}
+	workflows, read, err := r.Workflows.Workflows(req.ClusterName)
+	switch {
+	case !read:
+		return ctrl.Result{}, nil // the first read of its workflows wakes the summary
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", req.ClusterName, err)
+	}
+	observed.Workflows = workflows
 	summary, err := r.summary(ctx, reg)
 	if err != nil || summary == nil {
 		return ctrl.Result{}, err
@@ -232,17 +241,6 @@ func (r *SummaryReconciler) observe(ctx context.Context, cl cluster.Cluster) (Ob
 	case !apierrors.IsNotFound(err):
 		return o, err
 	}
-	// An older member serves no kind of a workflow it cannot run: none runs.
-	var flips nodewrightv1alpha1.BondModeFlipPlanList
-	if err := c.List(ctx, &flips); err != nil && !meta.IsNoMatchError(err) {
-		return o, err
-	}
-	o.Flips = flips.Items
-	var upgrades nodewrightv1alpha1.ReplicationUpgradeList
-	if err := c.List(ctx, &upgrades); err != nil && !meta.IsNoMatchError(err) {
-		return o, err
-	}
-	o.Upgrades = upgrades.Items
 	var cm corev1.ConfigMap
 	switch err := c.Get(ctx, types.NamespacedName{Namespace: r.MemberNamespace, Name: CheckpointConfigMap}, &cm); {
 	case err == nil:

@@ -6,6 +6,7 @@ package fleet
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,9 +19,9 @@ import (
 // Observed is what the hub read from one member's cache.
 type Observed struct {
 	// Cluster is the member's NodewrightCluster; nil when it has none.
-	Cluster   *nodewrightv1alpha1.NodewrightCluster
-	Flips     []nodewrightv1alpha1.BondModeFlipPlan
-	Upgrades  []nodewrightv1alpha1.ReplicationUpgrade
+	Cluster *nodewrightv1alpha1.NodewrightCluster
+	// Workflows are the member's workflows as the hub keeps them (workflowReader).
+	Workflows WorkflowsSeen
 	Published Published
 	// NodewrightVersion is the operator Deployment's app.kubernetes.io/version label.
 	NodewrightVersion string
@@ -38,30 +39,21 @@ type Health struct {
 // setObserved fills status from the member's objects.
 func setObserved(status *fleetv1alpha1.NodewrightClusterSummaryStatus, o Observed) {
 	status.Phase, status.Management, status.Nodes, status.Profile = "", "", fleetv1alpha1.MemberNodes{}, nil
+	// Each field clipped to the summary's limits: a member's CRDs may allow more.
 	if c := o.Cluster; c != nil {
-		status.Phase = string(c.Status.Phase)
-		status.Management = string(c.Status.Management)
+		status.Phase = clip(string(c.Status.Phase), 32)
+		status.Management = clip(string(c.Status.Management), 32)
 		status.Nodes = fleetv1alpha1.MemberNodes{Ready: c.Status.Nodes.Ready, Total: c.Status.Nodes.Total}
 		if p := c.Status.Profile; p != nil {
-			status.Profile = &fleetv1alpha1.MemberProfile{Name: p.Name, Version: p.Version}
+			status.Profile = &fleetv1alpha1.MemberProfile{Name: clip(p.Name, 253), Version: clip(p.Version, 64)}
 		}
 	}
 	status.Workflows = nil
-	for _, f := range o.Flips {
-		if unfinished(f.Status.Phase) {
-			status.Workflows = append(status.Workflows, workflow("BondModeFlipPlan", f.Name, f.Status.WorkflowStatus, f.Status.Progress))
-		}
+	if ws := o.Workflows.Listed; len(ws) > 0 {
+		status.Workflows = slices.Clone(ws[:min(len(ws), maxWorkflows)])
 	}
-	for _, u := range o.Upgrades {
-		if unfinished(u.Status.Phase) {
-			status.Workflows = append(status.Workflows, workflow("ReplicationUpgrade", u.Name, u.Status.WorkflowStatus, u.Status.Progress))
-		}
-	}
-	if len(status.Workflows) > 32 {
-		status.Workflows = status.Workflows[:32]
-	}
-	status.Workflow = workflowColumn(status.Workflows)
-	status.NodewrightVersion = o.NodewrightVersion
+	status.Workflow = workflowColumn(status.Workflows, o.Workflows.Unfinished)
+	status.NodewrightVersion = clip(o.NodewrightVersion, 64)
 }
 
 func unfinished(p nodewrightv1alpha1.WorkflowPhase) bool {
@@ -90,8 +82,9 @@ func workflow(kind, name string, s nodewrightv1alpha1.WorkflowStatus, progress s
 	return w
 }
 
-// workflowColumn is the Workflow column: the first workflow, and how many more run.
-func workflowColumn(ws []fleetv1alpha1.MemberWorkflow) string {
+// workflowColumn is the Workflow column: the first workflow, and how many more of the
+// unfinished ones run, listed or not.
+func workflowColumn(ws []fleetv1alpha1.MemberWorkflow, unfinished int) string {
 	if len(ws) == 0 {
 		return ""
 	}
@@ -103,13 +96,10 @@ func workflowColumn(ws []fleetv1alpha1.MemberWorkflow) string {
 		}
 	}
 	s := strings.Join(parts, " ")
-	if len(ws) > 1 {
-		s += fmt.Sprintf(" (+%d)", len(ws)-1)
+	if more := max(unfinished, len(ws)) - 1; more > 0 {
+		s += fmt.Sprintf(" (+%d)", more)
 	}
-	if len(s) > 512 {
-		s = s[:512]
-	}
-	return s
+	return clip(s, 512)
 }
 
 // setHealth sets Reachable and the Kubernetes version from the latest health check; before
@@ -124,6 +114,6 @@ func setHealth(status *fleetv1alpha1.NodewrightClusterSummaryStatus, h Health) {
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if h.KubernetesVersion != "" {
-		status.KubernetesVersion = h.KubernetesVersion
+		status.KubernetesVersion = clip(h.KubernetesVersion, 64)
 	}
 }

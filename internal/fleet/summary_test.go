@@ -185,23 +185,27 @@ func TestWorkflowColumn(t *testing.T) {
 		{[]fleetv1alpha1.MemberWorkflow{w("up", "Sync", "2/3"), w("b", "", ""), w("c", "", "")}, "ReplicationUpgrade/up Sync 2/3 (+2)"},
 		{[]fleetv1alpha1.MemberWorkflow{w(strings.Repeat("n", 600), "", "")}, ("ReplicationUpgrade/" + strings.Repeat("n", 600))[:512]},
 	} {
-		if got := workflowColumn(tc.ws); got != tc.want {
+		if got := workflowColumn(tc.ws, len(tc.ws)); got != tc.want {
 			t.Errorf("%+v: %q; want %q", tc.ws, got, tc.want)
 		}
+	}
+	// More run than the summary lists: the column counts them all.
+	if got, want := workflowColumn([]fleetv1alpha1.MemberWorkflow{w("up", "", "")}, 40), "ReplicationUpgrade/up (+39)"; got != want {
+		t.Errorf("one listed of 40: %q; want %q", got, want)
 	}
 }
 
 func TestSetObserved(t *testing.T) {
-	flip := func(name string, phase nodewrightv1alpha1.WorkflowPhase) nodewrightv1alpha1.BondModeFlipPlan {
-		f := nodewrightv1alpha1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		f.Status.Phase = phase
-		return f
-	}
-	upgrade := func(name string, phase nodewrightv1alpha1.WorkflowPhase) nodewrightv1alpha1.ReplicationUpgrade {
-		u := nodewrightv1alpha1.ReplicationUpgrade{ObjectMeta: metav1.ObjectMeta{Name: name}}
-		u.Status.Phase = phase
-		u.Status.Progress = "1/2"
-		return u
+	// seen is what workflowReader keeps of the flips and the upgrades, as it reads them.
+	seen := func(flips []string, upgrades []string, phases map[string]nodewrightv1alpha1.WorkflowPhase) WorkflowsSeen {
+		var w WorkflowsSeen
+		for _, name := range flips {
+			w.see("BondModeFlipPlan", name, nodewrightv1alpha1.WorkflowStatus{Phase: phases[name]}, "")
+		}
+		for _, name := range upgrades {
+			w.see("ReplicationUpgrade", name, nodewrightv1alpha1.WorkflowStatus{Phase: phases[name]}, "1/2")
+		}
+		return w
 	}
 	cluster := &nodewrightv1alpha1.NodewrightCluster{}
 	cluster.Status.Phase = "MultiNode"
@@ -212,9 +216,9 @@ func TestSetObserved(t *testing.T) {
 	t.Run("everything", func(t *testing.T) {
 		var status fleetv1alpha1.NodewrightClusterSummaryStatus
 		setObserved(&status, Observed{Cluster: cluster, NodewrightVersion: "0.2.0",
-			Flips: []nodewrightv1alpha1.BondModeFlipPlan{flip("done", nodewrightv1alpha1.WorkflowSucceeded), flip("new", ""), flip("held", nodewrightv1alpha1.WorkflowPending)},
-			Upgrades: []nodewrightv1alpha1.ReplicationUpgrade{upgrade("failed", nodewrightv1alpha1.WorkflowFailed), upgrade("back", nodewrightv1alpha1.WorkflowRolledBack),
-				upgrade("undoing", nodewrightv1alpha1.WorkflowRollingBack)}})
+			Workflows: seen([]string{"done", "new", "held"}, []string{"failed", "back", "undoing"}, map[string]nodewrightv1alpha1.WorkflowPhase{
+				"done": nodewrightv1alpha1.WorkflowSucceeded, "held": nodewrightv1alpha1.WorkflowPending, "failed": nodewrightv1alpha1.WorkflowFailed,
+				"back": nodewrightv1alpha1.WorkflowRolledBack, "undoing": nodewrightv1alpha1.WorkflowRollingBack})})
 		want := fleetv1alpha1.NodewrightClusterSummaryStatus{Phase: "MultiNode", Management: "Managed", Nodes: fleetv1alpha1.MemberNodes{Ready: 2, Total: 3},
 			Profile: &fleetv1alpha1.MemberProfile{Name: "site", Version: "1.2.0"}, NodewrightVersion: "0.2.0",
 			Workflows: []fleetv1alpha1.MemberWorkflow{{Kind: "BondModeFlipPlan", Name: "new"}, {Kind: "BondModeFlipPlan", Name: "held", Phase: "Pending"},
@@ -237,15 +241,34 @@ func TestSetObserved(t *testing.T) {
 			t.Errorf("status\n %+v\nwant\n %+v", status, want)
 		}
 	})
-	t.Run("at most 32 workflows", func(t *testing.T) {
-		var flips []nodewrightv1alpha1.BondModeFlipPlan
+	t.Run("at most 32 workflows, all counted", func(t *testing.T) {
+		var flips []string
+		phases := map[string]nodewrightv1alpha1.WorkflowPhase{}
 		for i := range 40 {
-			flips = append(flips, flip(fmt.Sprintf("f%d", i), nodewrightv1alpha1.WorkflowRunning))
+			flips = append(flips, fmt.Sprintf("f%02d", i))
+			phases[flips[i]] = nodewrightv1alpha1.WorkflowRunning
 		}
 		var status fleetv1alpha1.NodewrightClusterSummaryStatus
-		setObserved(&status, Observed{Flips: flips})
-		if len(status.Workflows) != 32 || status.Workflow != "BondModeFlipPlan/f0 (+31)" {
+		setObserved(&status, Observed{Workflows: seen(flips, nil, phases)})
+		if len(status.Workflows) != 32 || status.Workflows[31].Name != "f31" || status.Workflow != "BondModeFlipPlan/f00 (+39)" {
 			t.Errorf("%d workflows, column %q", len(status.Workflows), status.Workflow)
+		}
+	})
+	t.Run("clipped to the summary's limits", func(t *testing.T) {
+		long := strings.Repeat("x", 300)
+		c := cluster.DeepCopy()
+		c.Status.Phase, c.Status.Management = nodewrightv1alpha1.ClusterPhase(long), nodewrightv1alpha1.ManagementMode(long)
+		c.Status.Profile = &nodewrightv1alpha1.ActiveProfile{Name: long, Version: long}
+		var w WorkflowsSeen
+		w.see("BondModeFlipPlan", "f", nodewrightv1alpha1.WorkflowStatus{Phase: nodewrightv1alpha1.WorkflowPhase(long),
+			Steps: []nodewrightv1alpha1.WorkflowStep{{Name: long, State: nodewrightv1alpha1.StepRunning}}}, long)
+		var status fleetv1alpha1.NodewrightClusterSummaryStatus
+		setObserved(&status, Observed{Cluster: c, Workflows: w, NodewrightVersion: long})
+		setHealth(&status, Health{Known: true, Reachable: true, KubernetesVersion: long})
+		got := []int{len(status.Phase), len(status.Management), len(status.Profile.Name), len(status.Profile.Version), len(status.NodewrightVersion),
+			len(status.KubernetesVersion), len(status.Workflows[0].Phase), len(status.Workflows[0].Step), len(status.Workflows[0].Progress)}
+		if want := []int{32, 32, 253, 64, 64, 64, 32, 64, 64}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("lengths %v; want %v", got, want)
 		}
 	})
 }

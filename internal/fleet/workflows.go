@@ -1,0 +1,341 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/metadata"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// What the hub holds of a member's workflows is bounded, whatever the member holds: a
+// member may have any number of BondModeFlipPlans and ReplicationUpgrades, each as large as
+// its API server takes, and the hub caches none of them. It watches their metadata only to
+// learn that something changed (each event is dropped once seen), then lists them a page at
+// a time and keeps, of each page, only the unfinished ones the summary shows, summarised, and
+// a count.
+const (
+	// maxWorkflows is how many workflows a summary lists (its workflows' MaxItems).
+	maxWorkflows = 32
+	// workflowPageSize is how many workflows one read of a member holds at a time: at most
+	// 25 objects of the size the member's API server allows (etcd's 1.5 MiB each by default).
+	workflowPageSize = 25
+	// minWorkflowRead is the least time between two reads of one member's workflows; a read
+	// that took longer waits as long again, so that a member whose workflows never stop
+	// changing takes at most half of one goroutine's time.
+	minWorkflowRead = time.Second
+)
+
+// WorkflowsSeen is what the hub keeps of a member's workflows.
+type WorkflowsSeen struct {
+	// Listed are the first maxWorkflows unfinished workflows, summarised, in the order read:
+	// the BondModeFlipPlans, then the ReplicationUpgrades, each kind by name.
+	Listed []fleetv1alpha1.MemberWorkflow
+	// Unfinished counts every unfinished workflow, listed or not.
+	Unfinished int
+}
+
+// see counts the workflow if it is unfinished, and lists it while there is room.
+func (w *WorkflowsSeen) see(kind, name string, s nodewrightv1alpha1.WorkflowStatus, progress string) {
+	if !unfinished(s.Phase) {
+		return
+	}
+	w.Unfinished++
+	if len(w.Listed) < maxWorkflows {
+		w.Listed = append(w.Listed, clipWorkflow(workflow(kind, name, s, progress)))
+	}
+}
+
+// clipWorkflow bounds each field to the summary's limits: a member's CRD may allow more.
+func clipWorkflow(w fleetv1alpha1.MemberWorkflow) fleetv1alpha1.MemberWorkflow {
+	w.Kind, w.Name, w.Phase, w.Step, w.Progress = clip(w.Kind, 64), clip(w.Name, 253), clip(w.Phase, 32), clip(w.Step, 64), clip(w.Progress, 64)
+	return w
+}
+
+// workflowKind is one kind of cluster-wide workflow the summary shows.
+type workflowKind struct {
+	Kind     string
+	Resource schema.GroupVersionResource
+	// read reads every object of the kind, one page at a time, into seen.
+	read func(ctx context.Context, c client.Reader, seen *WorkflowsSeen) error
+}
+
+var workflowKinds = []workflowKind{
+	{Kind: "BondModeFlipPlan", Resource: nodewrightv1alpha1.GroupVersion.WithResource("bondmodeflipplans"),
+		read: func(ctx context.Context, c client.Reader, seen *WorkflowsSeen) error {
+			return pages(ctx, c, func() *nodewrightv1alpha1.BondModeFlipPlanList { return &nodewrightv1alpha1.BondModeFlipPlanList{} },
+				func(l *nodewrightv1alpha1.BondModeFlipPlanList) {
+					for i := range l.Items {
+						seen.see("BondModeFlipPlan", l.Items[i].Name, l.Items[i].Status.WorkflowStatus, l.Items[i].Status.Progress)
+					}
+				})
+		}},
+	{Kind: "ReplicationUpgrade", Resource: nodewrightv1alpha1.GroupVersion.WithResource("replicationupgrades"),
+		read: func(ctx context.Context, c client.Reader, seen *WorkflowsSeen) error {
+			return pages(ctx, c, func() *nodewrightv1alpha1.ReplicationUpgradeList { return &nodewrightv1alpha1.ReplicationUpgradeList{} },
+				func(l *nodewrightv1alpha1.ReplicationUpgradeList) {
+					for i := range l.Items {
+						seen.see("ReplicationUpgrade", l.Items[i].Name, l.Items[i].Status.WorkflowStatus, l.Items[i].Status.Progress)
+					}
+				})
+		}},
+}
+
+// pages lists from the API server a page at a time; each page is dropped once each has seen
+// it.
+func pages[L client.ObjectList](ctx context.Context, c client.Reader, newList func() L, each func(L)) error {
+	next := ""
+	for {
+		list := newList()
+		if err := c.List(ctx, list, client.Limit(workflowPageSize), client.Continue(next)); err != nil {
+			return err
+		}
+		each(list)
+		if next = list.GetContinue(); next == "" {
+			return nil
+		}
+	}
+}
+
+// readWorkflows reads all the member's workflows. A kind the member does not serve (an older
+// member) has none; a list whose continuation expired meanwhile starts again.
+func readWorkflows(ctx context.Context, c client.Reader) (WorkflowsSeen, error) {
+	for {
+		var seen WorkflowsSeen
+		var err error
+		for _, k := range workflowKinds {
+			err = k.read(ctx, c, &seen)
+			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+				err = nil
+			}
+			if err != nil {
+				err = fmt.Errorf("listing %ss: %w", k.Kind, err)
+				break
+			}
+		}
+		if !apierrors.IsResourceExpired(err) {
+			return seen, err
+		}
+	}
+}
+
+// workflowReader keeps WorkflowsSeen for each engaged member, read again whenever the
+// member's workflows change, and wakes the member's summary when it changed.
+type workflowReader struct {
+	wake chan<- event.TypedGenericEvent[string]
+
+	mu      sync.Mutex
+	members map[string]*memberWorkflows
+}
+
+type memberWorkflows struct {
+	dirty chan struct{}
+	// read is false until the first read ended; err is the last read's error.
+	read bool
+	seen WorkflowsSeen
+	err  error
+}
+
+func newWorkflowReader(wake chan<- event.TypedGenericEvent[string]) *workflowReader {
+	return &workflowReader{wake: wake, members: map[string]*memberWorkflows{}}
+}
+
+func (m *memberWorkflows) changed() {
+	select {
+	case m.dirty <- struct{}{}:
+	default: // a read is due already
+	}
+}
+
+// Workflows is the member's workflows as last read: ok is false until the first read ended.
+func (r *workflowReader) Workflows(member string) (seen WorkflowsSeen, ok bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.members[member]
+	if m == nil || !m.read {
+		return WorkflowsSeen{}, false, nil
+	}
+	return m.seen, true, m.err
+}
+
+// Start waits for the manager to stop; the reads run per engagement.
+func (r *workflowReader) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Engage reads the member's workflows until ctx ends (the member is removed or engaged anew).
+func (r *workflowReader) Engage(ctx context.Context, name string, cl cluster.Cluster) error {
+	mc, err := metadata.NewForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("member %s: %w", name, err)
+	}
+	m := &memberWorkflows{dirty: make(chan struct{}, 1)}
+	m.changed()
+	r.mu.Lock()
+	r.members[name] = m
+	r.mu.Unlock()
+	for _, k := range workflowKinds {
+		go watchChanges(ctx, mc.Resource(k.Resource), m.changed)
+	}
+	go r.run(ctx, name, m, cl.GetAPIReader())
+	return nil
+}
+
+func (r *workflowReader) run(ctx context.Context, name string, m *memberWorkflows, c client.Reader) {
+	defer func() {
+		r.mu.Lock()
+		if r.members[name] == m {
+			delete(r.members, name)
+		}
+		r.mu.Unlock()
+	}()
+	retry := newBackoff()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.dirty:
+		}
+		start := time.Now()
+		seen, err := readWorkflows(ctx, c)
+		if ctx.Err() != nil {
+			return
+		}
+		r.mu.Lock()
+		changed := !m.read || !equalSeen(seen, m.seen) || fmt.Sprint(err) != fmt.Sprint(m.err)
+		if err == nil || !m.read {
+			m.seen = seen
+		}
+		m.read, m.err = true, err
+		r.mu.Unlock()
+		if changed {
+			select {
+			case r.wake <- event.TypedGenericEvent[string]{Object: name}:
+			case <-ctx.Done():
+				return
+			}
+		}
+		wait := max(minWorkflowRead, time.Since(start))
+		if err != nil {
+			ctrllog.FromContext(ctx).V(1).Info("Reading the member's workflows failed", "member", name, "error", err.Error())
+			wait = max(wait, retry.next())
+			m.changed() // read again after the wait, changes or not
+		} else {
+			retry.reset()
+		}
+		if !sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+func equalSeen(a, b WorkflowsSeen) bool {
+	if a.Unfinished != b.Unfinished || len(a.Listed) != len(b.Listed) {
+		return false
+	}
+	for i := range a.Listed {
+		if a.Listed[i] != b.Listed[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// watchChanges calls changed for every change of the resource's objects, until ctx ends. It
+// watches metadata only and keeps nothing of what it sees but the resource version to
+// resume from; it lists (one object) only to get a version to start from, again when the
+// watch cannot resume.
+func watchChanges(ctx context.Context, r metadata.ResourceInterface, changed func()) {
+	retry := newBackoff()
+	for ctx.Err() == nil {
+		list, err := r.List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			// Not served (an older member), not allowed, not answering: try again later.
+			if !sleep(ctx, retry.next()) {
+				return
+			}
+			continue
+		}
+		changed() // whatever happened before this version
+		version := list.ResourceVersion
+		for ctx.Err() == nil && version != "" {
+			start := time.Now()
+			version = watchFrom(ctx, r, version, changed)
+			// A watch that ended at once is retried later: a member that closes its watches
+			// as soon as they open must not keep the hub busy. Events are not lost meanwhile:
+			// the next watch resumes from the version.
+			if version != "" && time.Since(start) > 10*time.Second {
+				retry.reset()
+			} else if !sleep(ctx, retry.next()) {
+				return
+			}
+		}
+	}
+}
+
+// watchFrom watches from version until the watch ends, and returns the version to resume
+// from; "" when it cannot resume (the version is too old, or the watch failed).
+func watchFrom(ctx context.Context, r metadata.ResourceInterface, version string, changed func()) string {
+	w, err := r.Watch(ctx, metav1.ListOptions{ResourceVersion: version, AllowWatchBookmarks: true})
+	if err != nil {
+		return ""
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return version
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return version
+			}
+			switch ev.Type {
+			case watch.Error:
+				return ""
+			case watch.Added, watch.Modified, watch.Deleted:
+				changed()
+			}
+			if o, ok := ev.Object.(metav1.Object); ok && o.GetResourceVersion() != "" {
+				version = o.GetResourceVersion()
+			}
+		}
+	}
+}
+
+// backoff is the wait before retrying a failed read or watch: 1s, doubling to 2 minutes.
+type backoff struct{ d time.Duration }
+
+func newBackoff() *backoff { return &backoff{} }
+
+func (b *backoff) next() time.Duration {
+	b.d = min(max(2*b.d, time.Second), 2*time.Minute)
+	return b.d
+}
+
+func (b *backoff) reset() { b.d = 0 }
+
+// sleep waits d, and says false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
