@@ -70,6 +70,10 @@ type Env struct {
 	withWebhooks    bool
 	withoutThirdPty bool
 	beforeStop      []func()
+
+	// policies are the configs of AsOperatorUnderPolicies, by release namespace.
+	policiesMu sync.Mutex
+	policies   map[string]*rest.Config
 }
 
 // BeforeStop registers fn to run after the package's tests and before the control plane

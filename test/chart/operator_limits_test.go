@@ -12,8 +12,10 @@ import (
 )
 
 // TestOperatorLimitsFollowTheValues: in every variant, and with the copier image by tag or by
-// digest, the chart renders both policies of templates/operator-limits.yaml with Fail and a
-// Deny binding, for exactly the user of the ServiceAccount the ClusterRole is bound to; the
+// digest, the chart renders the operator's policies (templates/operator-limits.yaml,
+// operator-vm-limits.yaml, operator-node-limits.yaml) with Fail and a Deny binding, for exactly
+// the user of the ServiceAccount the ClusterRole is bound to (the node taints' binding takes
+// every EdgeProfile as its parameter, and lets a cluster without one through); the
 // Jobs policy holds them to the very image the operator's --copy-image names and refuses the
 // release's, the agent's, the legacy and the kube-system namespace; and the webhook policy
 // names the configurations the chart renders. test/operatorrestriction proves on an API
@@ -58,7 +60,8 @@ func TestOperatorLimitsFollowTheValues(t *testing.T) {
 			agentNS := setValue(v.args, "agent.namespace", agentNS) // all-on has the default
 
 			policies := map[string]admissionregistrationv1.ValidatingAdmissionPolicy{}
-			for _, name := range []string{"nodewright-operator-copy-jobs", "nodewright-operator-webhook-ca-bundle"} {
+			for _, name := range []string{"nodewright-operator-copy-jobs", "nodewright-operator-webhook-ca-bundle",
+				"nodewright-operator-virtual-machines", "nodewright-operator-nodes", "nodewright-operator-node-taints"} {
 				o, ok := find(objs, "ValidatingAdmissionPolicy", name)
 				if !ok {
 					t.Fatalf("no ValidatingAdmissionPolicy %s", name)
@@ -80,8 +83,15 @@ func TestOperatorLimitsFollowTheValues(t *testing.T) {
 				var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
 				o.decode(t, &b)
 				if b.Spec.PolicyName != name || len(b.Spec.ValidationActions) != 1 || b.Spec.ValidationActions[0] != admissionregistrationv1.Deny ||
-					b.Spec.ParamRef != nil || b.Spec.MatchResources != nil {
+					b.Spec.MatchResources != nil {
 					t.Errorf("%s: %+v, want policy %s, validationActions [Deny] and nothing narrowing it", o, b.Spec, name)
+				}
+				params := name == "nodewright-operator-node-taints"
+				if everyProfile := b.Spec.ParamRef != nil && b.Spec.ParamRef.Name == "" && b.Spec.ParamRef.Selector != nil &&
+					len(b.Spec.ParamRef.Selector.MatchLabels)+len(b.Spec.ParamRef.Selector.MatchExpressions) == 0 &&
+					b.Spec.ParamRef.ParameterNotFoundAction != nil && *b.Spec.ParamRef.ParameterNotFoundAction == admissionregistrationv1.AllowAction; params != everyProfile ||
+					!params && b.Spec.ParamRef != nil {
+					t.Errorf("%s: paramRef %+v; want every EdgeProfile (Allow when there is none) for the node taints, none for the others", o, b.Spec.ParamRef)
 				}
 			}
 

@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -52,6 +53,11 @@ const (
 	// bindings (templates/operator-limits.yaml).
 	jobsPolicy     = "nodewright-operator-copy-jobs"
 	webhooksPolicy = "nodewright-operator-webhook-ca-bundle"
+	// vmsPolicy, nodesPolicy and taintsPolicy hold its VirtualMachine and Node writes
+	// (templates/operator-vm-limits.yaml, operator-node-limits.yaml).
+	vmsPolicy    = "nodewright-operator-virtual-machines"
+	nodesPolicy  = "nodewright-operator-nodes"
+	taintsPolicy = "nodewright-operator-node-taints"
 	// The chart's webhook configurations (templates/webhooks.yaml).
 	mutatingConfig   = "nodewright-mutating-webhook"
 	validatingConfig = "nodewright-validating-webhook"
@@ -78,6 +84,10 @@ type site struct {
 	kube     kubernetes.Interface
 	// migration is a VMVolumeMigration of the VM namespace, the owner of its copy Jobs.
 	migration *nwv1.VMVolumeMigration
+	// vm is VirtualMachine "web" of the VM namespace (newVM); node is a Node of the site's
+	// own, with the not-ready taint.
+	vm   *virtv1.VirtualMachine
+	node *corev1.Node
 }
 
 // newSite installs the chart's objects for the operator and waits until its RBAC and both
@@ -99,7 +109,8 @@ func newSite(t *testing.T) *site {
 	for _, o := range objs {
 		switch {
 		case o.Template == "templates/serviceaccount.yaml", o.Template == "templates/rbac.yaml",
-			o.Template == "templates/operator-limits.yaml", o.Template == "templates/webhooks.yaml",
+			o.Template == "templates/operator-limits.yaml", o.Template == "templates/operator-vm-limits.yaml",
+			o.Template == "templates/operator-node-limits.yaml", o.Template == "templates/webhooks.yaml",
 			o.Template == "templates/operator-state.yaml" && o.GetKind() == "Secret":
 		default:
 			continue
@@ -117,11 +128,27 @@ func newSite(t *testing.T) *site {
 	for _, want := range []string{"ServiceAccount/" + operatorSA, "ClusterRole/nodewright-operator", "ClusterRoleBinding/nodewright-operator",
 		"ValidatingAdmissionPolicy/" + jobsPolicy, "ValidatingAdmissionPolicyBinding/" + jobsPolicy,
 		"ValidatingAdmissionPolicy/" + webhooksPolicy, "ValidatingAdmissionPolicyBinding/" + webhooksPolicy,
+		"ValidatingAdmissionPolicy/" + vmsPolicy, "ValidatingAdmissionPolicyBinding/" + vmsPolicy,
+		"ValidatingAdmissionPolicy/" + nodesPolicy, "ValidatingAdmissionPolicyBinding/" + nodesPolicy,
+		"ValidatingAdmissionPolicy/" + taintsPolicy, "ValidatingAdmissionPolicyBinding/" + taintsPolicy,
 		"MutatingWebhookConfiguration/" + mutatingConfig, "ValidatingWebhookConfiguration/" + validatingConfig, "Secret/" + certSecret} {
 		if !installed[want] {
 			t.Fatalf("the chart rendered no %s (rendered: %v)", want, installed)
 		}
 	}
+
+	// A VM to migrate, and a Node: what the operator patches.
+	s.vm = newVM(s.vms, "web")
+	s.node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "edge-" + s.release, Labels: map[string]string{"kubernetes.io/hostname": "edge-" + s.release}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: notReadyTaint, Effect: corev1.TaintEffectNoSchedule},
+			{Key: dedicatedTaint, Value: "storage", Effect: corev1.TaintEffectNoSchedule},
+			{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}}}
+	for _, obj := range []client.Object{s.vm, s.node} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { deleteIgnoringNotFound(t, s.node) })
 
 	// The operator's pod: the API server binds a token to it, as to the projected token of the
 	// Deployment's pods. No kubelet runs it.
@@ -187,7 +214,7 @@ func newSite(t *testing.T) *site {
 	// that a later test does not meet it. Runs before the deletions registered above (cleanups
 	// run last first), while the operator's RBAC is still there.
 	t.Cleanup(func() {
-		for _, name := range []string{jobsPolicy, webhooksPolicy} {
+		for _, name := range []string{jobsPolicy, webhooksPolicy, vmsPolicy, nodesPolicy, taintsPolicy} {
 			for _, kind := range []string{"ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"} {
 				u := &unstructured.Unstructured{}
 				u.SetAPIVersion("admissionregistration.k8s.io/v1")
@@ -257,6 +284,14 @@ func (s *site) policyProbes() []probe {
 			job.Spec.Template.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = nil
 			job.Spec.Template.Spec.Containers[0].SecurityContext.Privileged = ptr.To(true)
 			return s.operator.Create(ctx, job, client.DryRunAll)
+		}},
+		{vmsPolicy, "give VM web a hook sidecar", func() error {
+			return s.operator.Patch(ctx, s.vm.DeepCopy(), client.RawPatch(types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"hooks.kubevirt.io/hookSidecars":"[]"}}}`)), client.DryRunAll)
+		}},
+		{nodesPolicy, "label Node " + s.node.Name, func() error {
+			return s.operator.Patch(ctx, s.node.DeepCopy(), client.RawPatch(types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"node-restriction.kubernetes.io/probe":"x"}}}`)), client.DryRunAll)
 		}},
 		{webhooksPolicy, "update " + validatingConfig + " with failurePolicy Ignore", func() error {
 			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}

@@ -68,9 +68,11 @@ type site struct {
 }
 
 // startOperator runs the flip controller until the test ends or stop is called, with hook
-// called before each of its creates.
+// called before each of its creates, under the chart's admission policies for the operator
+// (templates/operator-*limits.yaml): its VM patches (vmProtection Stop) pass them.
 func (s *site) startOperator(hook beforeCreate) (stop func()) {
-	return env.StartManagerWithCache(s.t, s.cacheOptions(), func(_ context.Context, mgr manager.Manager) error {
+	asOperator := env.AsOperatorUnderPolicies(s.t, "nodewright-system")
+	return env.StartManagerAsWithCache(s.t, asOperator, s.cacheOptions(), func(_ context.Context, mgr manager.Manager) error {
 		c := mgr.GetClient()
 		if hook != nil {
 			c = interceptor.NewClient(noWatch{c}, interceptor.Funcs{

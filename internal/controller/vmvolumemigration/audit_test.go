@@ -40,7 +40,7 @@ func (o oversizedLog) Append(ctx context.Context, records ...audit.Record) ([]au
 func TestARecordTooLongForTheTrailIsLeftOut(t *testing.T) {
 	f := newFixture(t, site.Options{})
 	tr := openTrail(t)
-	env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
+	env.StartManagerAsWithCache(t, asOperator(t), operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
 		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
 			Audit: oversizedLog{tr.log, "Running/Copy"}, Actor: operatorActor}).SetupWithManager(mgr)
 	})

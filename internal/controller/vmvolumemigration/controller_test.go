@@ -459,7 +459,7 @@ func (tr *trail) verify(t *testing.T, ns, name string, n int) {
 func TestEveryTransitionIsAudited(t *testing.T) {
 	f := newFixture(t, site.Options{})
 	tr := openTrail(t)
-	env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
+	env.StartManagerAsWithCache(t, asOperator(t), operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
 		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
 			Audit: tr.log, Actor: operatorActor}).SetupWithManager(mgr)
 	})

@@ -134,7 +134,7 @@ func TestAuditRecordOfACrashIsWrittenAfterTheRestart(t *testing.T) {
 	if n := len(trail.lines(t, f.ns, "crash-audit")); n != 4 {
 		t.Fatalf("%d records before the restart, want 4 (the transition into Copy died with the operator)", n)
 	}
-	env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
+	env.StartManagerAsWithCache(t, asOperator(t), operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
 		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
 			Audit: trail.log, Actor: operatorActor}).SetupWithManager(mgr)
 	})

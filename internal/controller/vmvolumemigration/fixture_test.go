@@ -16,12 +16,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	"lukechampine.com/blake3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/internal/testenv/operatortest"
@@ -309,8 +311,18 @@ func (f *fix) vm() *virtv1.VirtualMachine {
 }
 
 // startOperator runs the operator's controllers as the operator does, its filtered cache
-// included, until the test ends.
+// included, under the chart's admission policies for the operator, until the test ends.
 func startOperator(t *testing.T) (stop func()) {
 	t.Helper()
-	return env.StartManagerWithCache(t, operator.CacheOptions(operator.Scope{}), operator.SetupControllers)
+	return env.StartManagerAsWithCache(t, asOperator(t), operator.CacheOptions(operator.Scope{}), operator.SetupControllers)
+}
+
+// asOperator is the operator's identity under the chart's admission policies for it
+// (templates/operator-*limits.yaml, with the copy image the controller runs by default): every
+// VM patch, Job and claim of a migration in these tests passes them.
+func asOperator(t *testing.T) *rest.Config {
+	t.Helper()
+	repository, tag, _ := strings.Cut(vmvolumemigration.DefaultCopyImage, ":")
+	return env.AsOperatorUnderPolicies(t, operatortest.Namespace,
+		"--set", "copyImage.repository="+repository, "--set", "copyImage.tag="+tag)
 }
