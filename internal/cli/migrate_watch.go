@@ -60,9 +60,12 @@ func watchMigration(ctx context.Context, f *Factory, c client.WithWatch, namespa
 	target := followTarget[*nwv1.VMVolumeMigration]{kind: "vmvolumemigration", namespace: namespace, name: name,
 		newObject: func() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} },
 		newList:   func() client.ObjectList { return &nwv1.VMVolumeMigrationList{} }}
-	if cfg, err := f.RESTConfig(); err == nil {
-		if cs, err := kubernetes.NewForConfig(cfg); err == nil {
-			target.sample = copyProgress(cs)
+	// Only a live view shows the progress; a log of changes has a line per step.
+	if view.live() {
+		if cfg, err := f.RESTConfig(); err == nil {
+			if cs, err := kubernetes.NewForConfig(cfg); err == nil {
+				target.sample = copyProgress(cs)
+			}
 		}
 	}
 	return follow(ctx, f, c, target, view, o)

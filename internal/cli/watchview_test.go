@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -309,5 +310,34 @@ func TestEveryStepStateHasAnIcon(t *testing.T) {
 		if _, ok := stepIcons[nwv1.StepState(v)]; !ok {
 			t.Errorf("step state %s has no icon in the watch", v)
 		}
+	}
+}
+
+// TestTheLogsProgressStaysUntilTheStepEnds: while a data step runs the status holds no
+// progress (the operator reads no pod's log); what the view sampled from the copy's log stays
+// through the status updates of the same step, and goes with the step.
+func TestTheLogsProgressStaysUntilTheStepEnds(t *testing.T) {
+	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	started := metav1.NewTime(at)
+	m := &nwv1.VMVolumeMigration{Status: nwv1.VMVolumeMigrationStatus{WorkflowStatus: nwv1.WorkflowStatus{
+		Phase: nwv1.WorkflowRunning, Steps: []nwv1.WorkflowStep{{Name: "Copy", State: nwv1.StepRunning, StartedAt: &started}}}}}
+	v := newMigrationView(io.Discard, false, palette{}, 80)
+	v.show(m, true, at)
+
+	sampled := m.DeepCopy()
+	sampled.Status.Progress = &nwv1.MigrationProgress{BytesDone: 4, BytesTotal: 8, Percent: 50}
+	v.show(sampled, false, at.Add(2*time.Second))
+	// A status update of the same step (its message, say) holds no progress.
+	v.show(m, false, at.Add(3*time.Second))
+	if got := v.snaps[len(v.snaps)-1].Migration.Status.Progress; got == nil || got.BytesDone != 4 {
+		t.Errorf("after a status update of the running Copy, progress %+v; want the sampled 4 of 8", got)
+	}
+
+	next := m.DeepCopy()
+	next.Status.Steps[0].State = nwv1.StepSucceeded
+	next.Status.Steps = append(next.Status.Steps, nwv1.WorkflowStep{Name: "Repoint", State: nwv1.StepRunning, StartedAt: &started})
+	v.show(next, false, at.Add(4*time.Second))
+	if got := v.snaps[len(v.snaps)-1].Migration.Status.Progress; got != nil {
+		t.Errorf("once Copy ended, progress %+v; want the status's (none)", got)
 	}
 }
