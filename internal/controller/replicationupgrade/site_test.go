@@ -254,9 +254,12 @@ func (s *site) linstorConfig() linstor.Config {
 	return cfg
 }
 
-// startOperator runs the upgrade controller until the test ends or stop is called.
+// startOperator runs the upgrade controller until the test ends or stop is called, under the
+// chart's admission policies for the operator (templates/operator-*limits.yaml): its Node
+// patches (the not-ready taints taken off and put back) pass them.
 func (s *site) startOperator() (stop func()) {
-	return env.StartManagerWithCache(s.t, s.cacheOptions(), func(_ context.Context, mgr manager.Manager) error {
+	asOperator := env.AsOperatorUnderPolicies(s.t, "nodewright-system")
+	return env.StartManagerAsWithCache(s.t, asOperator, s.cacheOptions(), func(_ context.Context, mgr manager.Manager) error {
 		return s.reconciler(mgr, mgr.GetClient(), nil).SetupWithManager(mgr)
 	})
 }
