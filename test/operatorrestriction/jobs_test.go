@@ -101,7 +101,7 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 			rule: c0 + ".volumeMounts is not allowed: a copy Job's container sets only"},
 		{name: "a block device placed over the copier",
 			change: func(p *corev1.PodSpec) { container(p).VolumeDevices[1].DevicePath = "/usr/local/bin/nodewright-copy" },
-			rule: c0 + ".volumeDevices[target].devicePath /usr/local/bin/nodewright-copy is not allowed: a copy Job's block devices go under /dev/nodewright/"},
+			rule:   c0 + ".volumeDevices[target].devicePath /usr/local/bin/nodewright-copy is not allowed: a copy Job's block devices go under /dev/nodewright/"},
 		{name: "512 CPUs",
 			change: func(p *corev1.PodSpec) {
 				container(p).Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("512")}
@@ -252,7 +252,9 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 			job:  func(j *batchv1.Job) { j.Spec.Template.Labels["app.kubernetes.io/managed-by"] = "helm" },
 			rule: "spec.template.metadata.labels[app.kubernetes.io/managed-by] is not allowed"},
 		{name: "a thousand pods at once",
-			job:  func(j *batchv1.Job) { j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](1000), ptr.To[int32](1000) },
+			job: func(j *batchv1.Job) {
+				j.Spec.Parallelism, j.Spec.Completions = ptr.To[int32](1000), ptr.To[int32](1000)
+			},
 			rule: "spec.parallelism is not allowed here: a copy Job runs one pod to one completion"},
 		{name: "several completions",
 			job:  func(j *batchv1.Job) { j.Spec.Completions = ptr.To[int32](5) },

@@ -20,8 +20,8 @@ import (
 
 // The paths the data Job's volumes appear at.
 const (
-	sourceDevice  = "/dev/nodewright/source"
-	targetDevice  = "/dev/nodewright/target"
+	sourceDevice = "/dev/nodewright/source"
+	targetDevice = "/dev/nodewright/target"
 )
 
 // DataJob is the Job that runs nodewright-copy (command "copy" or "verify") from the
