@@ -135,10 +135,10 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	}
 	workflows, read, err := r.Workflows.Workflows(req.ClusterName)
 	switch {
-	case !read:
-		return ctrl.Result{}, nil // the first read of its workflows wakes the summary
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", req.ClusterName, err)
+	case !read:
+		return ctrl.Result{}, nil // the first read of its workflows wakes the summary
 	}
 	observed.Workflows = workflows
 	summary, err := r.summary(ctx, reg)

@@ -143,8 +143,9 @@ type workflowReader struct {
 
 type memberWorkflows struct {
 	dirty chan struct{}
-	// read is false until the first read ended; err is the last read's error.
-	read bool
+	// ok is false until a read succeeded; seen is the last that did. err is the last read's
+	// error, nil once one succeeds again.
+	ok   bool
 	seen WorkflowsSeen
 	err  error
 }
@@ -160,15 +161,21 @@ func (m *memberWorkflows) changed() {
 	}
 }
 
-// Workflows is the member's workflows as last read: ok is false until the first read ended.
+// Workflows is what the last read of the member's workflows that succeeded found: ok is
+// false until one did, and err is then the last read's error. A read that fails after one
+// succeeded (the member not answering, say) leaves what that one found, as a cache would:
+// the summary still gets the rest, the member's health first.
 func (r *workflowReader) Workflows(member string) (seen WorkflowsSeen, ok bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.members[member]
-	if m == nil || !m.read {
+	switch {
+	case m == nil:
 		return WorkflowsSeen{}, false, nil
+	case !m.ok:
+		return WorkflowsSeen{}, false, m.err
 	}
-	return m.seen, true, m.err
+	return m.seen, true, nil
 }
 
 // Start waits for the manager to stop; the reads run per engagement.
@@ -216,11 +223,11 @@ func (r *workflowReader) run(ctx context.Context, name string, m *memberWorkflow
 			return
 		}
 		r.mu.Lock()
-		changed := !m.read || !equalSeen(seen, m.seen) || fmt.Sprint(err) != fmt.Sprint(m.err)
-		if err == nil || !m.read {
-			m.seen = seen
+		changed := fmt.Sprint(err) != fmt.Sprint(m.err) || (err == nil && (!m.ok || !equalSeen(seen, m.seen)))
+		if err == nil {
+			m.ok, m.seen = true, seen
 		}
-		m.read, m.err = true, err
+		m.err = err
 		r.mu.Unlock()
 		if changed {
 			select {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
 
@@ -156,4 +157,64 @@ func waitSummaryWithin(t *testing.T, hub client.Client, name string, patience ti
 		}
 		return check(&s)
 	})
+}
+
+// failingAfter is a member's API server as the reader sees it: its first list answers with
+// one unfinished flip, every later one fails as a stopped API server's would.
+type failingAfter struct {
+	client.Reader
+	mu    sync.Mutex
+	lists int
+}
+
+func (f *failingAfter) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lists++
+	if f.lists > len(workflowKinds) {
+		return fmt.Errorf("connection refused")
+	}
+	if l, ok := list.(*nodewrightv1alpha1.BondModeFlipPlanList); ok {
+		l.Items = []nodewrightv1alpha1.BondModeFlipPlan{{}}
+		l.Items[0].Name = "f"
+	}
+	return nil
+}
+
+// TestWorkflowsKeptWhenAReadFails: a read that fails after one succeeded (the member stopped
+// answering) leaves what the last one found, as a cache would, and no error: the summary must
+// still get the member's health (a failed read kept TestFleet's stopped member Reachable). A
+// member never read successfully answers with the error.
+func TestWorkflowsKeptWhenAReadFails(t *testing.T) {
+	wake := make(chan event.TypedGenericEvent[string], 8)
+	r := newWorkflowReader(wake)
+	if _, ok, _ := r.Workflows("m"); ok {
+		t.Fatal("workflows before any read")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := &memberWorkflows{dirty: make(chan struct{}, 1)}
+	r.members["m"] = m
+	go r.run(ctx, "m", m, &failingAfter{})
+	m.changed()
+	<-wake
+	seen, ok, err := r.Workflows("m")
+	if !ok || err != nil || seen.Unfinished != 1 || seen.Listed[0].Name != "f" {
+		t.Fatalf("after the first read: %+v, %v, %v", seen, ok, err)
+	}
+	m.changed()
+	<-wake
+	seen, ok, err = r.Workflows("m")
+	if !ok || err != nil || seen.Unfinished != 1 || seen.Listed[0].Name != "f" {
+		t.Fatalf("after a failed read: %+v, %v, %v; want the first read's", seen, ok, err)
+	}
+	// Before any read succeeded, the failure is the answer.
+	m2 := &memberWorkflows{dirty: make(chan struct{}, 1)}
+	r.members["m2"] = m2
+	go r.run(ctx, "m2", m2, &failingAfter{lists: len(workflowKinds)})
+	m2.changed()
+	<-wake
+	if _, ok, err := r.Workflows("m2"); ok || err == nil {
+		t.Fatalf("a member never read: ok %v, error %v; want the error", ok, err)
+	}
 }
