@@ -324,13 +324,14 @@ func project(zero, a, b point) {
 	fmt.Printf("  projected to %d members: CPU %.1f %% of a core, RSS %.2f GiB (Go heap %.2f GiB), %.0f goroutines, %.0f sockets\n",
 		projectTo, cpu.at(projectTo), rss.at(projectTo)/(1<<30), heap.at(projectTo)/(1<<30), gor.at(projectTo), socks.at(projectTo))
 	fmt.Println("  where the projection is weakest:")
-	fmt.Println("    - memory: each member here has one NodewrightCluster, one ConfigMap, one Deployment and no workflows in")
-	fmt.Println("      the hub's caches; a member's cost grows with its workflows, and the Go heap's headroom (GOGC) scales")
-	fmt.Println("      the whole; a straight line from 50 to 3,500 members (70×) assumes no shared structure grows faster")
+	fmt.Println("    - memory: each member here has one NodewrightCluster, one ConfigMap, one Deployment in the hub's caches")
+	fmt.Println("      and no workflows (the hub caches none: it reads them 25 at a time, so they add a page while read and")
+	fmt.Println("      32 summarised ones), and the Go heap's headroom (GOGC) scales the whole; a straight line from 50 to")
+	fmt.Println("      3,500 members (70×) assumes no shared structure grows faster")
 	fmt.Println("    - CPU: at rest a member costs its health checks (at 3,500 members, 700 GETs of /readyz a second, each")
 	fmt.Println("      on its member's own TLS connection) and its watches' upkeep; it says nothing of changes arriving from")
 	fmt.Println("      3,500 members at once, which the summary workers (8) take in turn (see the reconcile rate below), nor of")
-	fmt.Println("      the hub starting (every member's five lists at once), which was not measured")
+	fmt.Println("      the hub starting (every member's three lists and its workflows' reads at once), which was not measured")
 	fmt.Println("    - connections and goroutines: one HTTP/2 connection and a few informers per member, linear here; at")
 	fmt.Println("      3,500 the hub needs that many file descriptors and the hub's API server that many summaries' writes")
 }
