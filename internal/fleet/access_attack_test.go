@@ -172,7 +172,7 @@ func TestClusterProfileAttacks(t *testing.T) {
 	// In the inventory: a profile with no Secret of its own; one asking for unverified TLS
 	// (its Secret names the attacker's server, as a careless operator's might).
 	createProfile(t, hub, inventoryNS, "evil", at)
-	createSecretReaderSecret(t, hub, inventoryNS, "lax", "the-lax-token", attacker.URL)
+	createSecretReaderSecret(t, hub, inventoryNS, "lax", "the-lax-token", attacker.URL, nil)
 	createProfile(t, hub, inventoryNS, "lax", clientcmdv1.Cluster{Server: attacker.URL, InsecureSkipTLSVerify: true})
 
 	waitUntouched(t, hub.Client, profileSummary("prod"), traps, func(s *fleetv1alpha1.NodewrightClusterSummary) string {
@@ -389,4 +389,28 @@ func testCertificate(t *testing.T) (cert, key []byte) {
 		t.Fatal(err)
 	}
 	return cert, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+}
+
+// TestAProfilesOwnCAIsNotTrusted: whoever writes the inventory cannot vouch for a server. A
+// profile names, at the address its Secret Reader's Secret names (a member's, where the
+// attacker answers: DNS or a position on the path), a CA of its own, and the Secret pins none:
+// the hub trusts the system's roots, not the profile's CA, so it gets no further than a TLS
+// handshake, and the token never reaches the attacker.
+func TestAProfilesOwnCAIsNotTrusted(t *testing.T) {
+	hub, _ := startFleet(t, 0)
+	impostor := startTLSTrap(t, "")
+	createSecretReaderSecret(t, hub, inventoryNS, "shadow", "the-shadow-token", impostor.URL, nil)
+	createProfile(t, hub, inventoryNS, "shadow", clientcmdv1.Cluster{Server: impostor.URL, CertificateAuthorityData: impostor.CA})
+	// The hub tries, and tries again: each time the handshake is all it does.
+	testenv.Eventually(t, patience, func() string {
+		impostor.mu.Lock()
+		defer impostor.mu.Unlock()
+		if len(impostor.auth) > 0 {
+			t.Fatalf("the hub sent the impostor a request, trusting the profile's CA: Authorization %q", impostor.auth)
+		}
+		if impostor.connections < 2 {
+			return fmt.Sprintf("the hub has tried the impostor's address %d times", impostor.connections)
+		}
+		return ""
+	})
 }

@@ -175,12 +175,15 @@ func (p *clusterProfiles) secretReader(ctx context.Context, cp *clusterinventory
 	case trimURL(server) != trimURL(a.Cluster.Server):
 		return nil, refuse(field+"server", "%q is not the server the Secret Reader's Secret %s names for its token (%q)", a.Cluster.Server, key, server)
 	}
-	ca, insecure := a.Cluster.CertificateAuthorityData, a.Cluster.InsecureSkipTLSVerify
+	// Whom the token is sent to is the Secret's to say, not the inventory's: a profile's own
+	// CA (or TLS server name) would let whoever writes the inventory vouch for a server of its
+	// own at the member's address. The Secret's ca.crt is trusted, else the system's roots;
+	// the profile's insecure-skip-tls-verify only where the hub allows it (checkCluster).
+	tls := rest.TLSClientConfig{Insecure: a.Cluster.InsecureSkipTLSVerify}
 	if pinned := secret.Data[SecretReaderCAKey]; len(pinned) > 0 {
-		ca, insecure = pinned, false
+		tls = rest.TLSClientConfig{CAData: pinned, ServerName: a.Cluster.TLSServerName}
 	}
-	cfg := &rest.Config{Host: a.Cluster.Server, BearerToken: token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca, ServerName: a.Cluster.TLSServerName, Insecure: insecure}}
+	cfg := &rest.Config{Host: a.Cluster.Server, BearerToken: token, TLSClientConfig: tls}
 	if err := checkConfig(cfg, p.opts.Policy, false); err != nil {
 		return nil, err
 	}

@@ -207,16 +207,20 @@ func registerKubeconfig(t *testing.T, hub *apiServer, name string, m *apiServer,
 // member's server.
 func registerProfile(t *testing.T, hub *apiServer, name string, m *apiServer, token string) *clusterinventoryv1alpha1.ClusterProfile {
 	t.Helper()
-	createSecretReaderSecret(t, hub, inventoryNS, name, token, m.Admin.Host)
+	createSecretReaderSecret(t, hub, inventoryNS, name, token, m.Admin.Host, m.Admin.CAData)
 	return createProfile(t, hub, inventoryNS, name, clientcmdv1.Cluster{Server: m.Admin.Host, CertificateAuthorityData: m.Admin.CAData})
 }
 
 // createSecretReaderSecret creates the Secret Reader's Secret of the ClusterProfile
-// namespace/name: the token, for the server.
-func createSecretReaderSecret(t *testing.T, hub *apiServer, namespace, name, token, server string) *corev1.Secret {
+// namespace/name: the token, for the server, whose certificate ca signs (none: the system's
+// roots).
+func createSecretReaderSecret(t *testing.T, hub *apiServer, namespace, name, token, server string, ca []byte) *corev1.Secret {
 	t.Helper()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: hubNS, Name: SecretReaderSecretName(namespace, name)},
 		Data: map[string][]byte{SecretReaderTokenKey: []byte(token), SecretReaderServerKey: []byte(server)}}
+	if len(ca) > 0 {
+		secret.Data[SecretReaderCAKey] = ca
+	}
 	if err := hub.Client.Create(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
