@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/spectrocloud/nodewright/internal/audit"
@@ -46,6 +47,35 @@ type Gate struct {
 	Now func() time.Time
 
 	locks [64]sync.Mutex
+
+	// refusals paces the refusals recorded one by one (refusalRecords), so that a flood of
+	// refused requests cannot fill the trail's volume and have its pod evicted with it; those
+	// over the pace are counted, and the count recorded with the next refusal recorded.
+	refusalsMu sync.Mutex
+	refusals   *rate.Limiter
+	unrecorded int
+}
+
+// refusalRecords is the pace of refusals recorded one by one: 1 a second, 60 at once.
+const (
+	refusalRecordsPerSecond = 1
+	refusalRecordsBurst     = 60
+)
+
+// paceRefusal says whether a refusal is recorded one by one, and how many refusals before it
+// were not.
+func (g *Gate) paceRefusal() (record bool, unrecorded int) {
+	g.refusalsMu.Lock()
+	defer g.refusalsMu.Unlock()
+	if g.refusals == nil {
+		g.refusals = rate.NewLimiter(refusalRecordsPerSecond, refusalRecordsBurst)
+	}
+	if !g.refusals.Allow() {
+		g.unrecorded++
+		return false, 0
+	}
+	unrecorded, g.unrecorded = g.unrecorded, 0
+	return true, unrecorded
 }
 
 // The audit records the gate writes: action Action, to Refused or Forwarded.
@@ -178,7 +208,13 @@ func (g *Gate) refused(ctx context.Context, w http.ResponseWriter, user string, 
 		details = append(details, audit.Detail{Name: "property", Value: r.Property})
 	}
 	g.Log.Info("Refused a LINSTOR request", "user", user, "method", r.Method, "path", r.Path, "rule", r.Rule, "property", r.Property, "message", r.Message)
-	g.append(ctx, user, ToRefused, r.Rule, r.Message, r.Method+" "+r.Path, details)
+	if record, unrecorded := g.paceRefusal(); record {
+		if unrecorded > 0 {
+			details = append(details, audit.Detail{Name: "unrecorded", Value: fmt.Sprintf("%d refusals before this one, over the pace of %d a second (each in the gate's log)",
+				unrecorded, refusalRecordsPerSecond)})
+		}
+		g.append(ctx, user, ToRefused, r.Rule, r.Message, r.Method+" "+r.Path, details)
+	}
 	writeJSON(w, r.Status, r)
 }
 
