@@ -267,7 +267,12 @@ func follow[O workflowObject](ctx context.Context, f *Factory, c client.WithWatc
 		case <-tick:
 			view.redraw(f.Now())
 		case <-sampleTick:
-			if obj, news := target.sample(ctx, latest); news {
+			// Bounded, so that a slow read of the log holds up neither the redraws nor the
+			// watch's events for longer than an interval.
+			sctx, cancel := context.WithTimeout(ctx, sampleInterval)
+			obj, news := target.sample(sctx, latest)
+			cancel()
+			if news {
 				latest = obj
 				view.show(obj, false, f.Now())
 			}

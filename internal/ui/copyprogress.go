@@ -22,9 +22,17 @@ const copyProgressInterval = 2 * time.Second
 // copyProgressSampler reads the progress of the migrations whose data step runs, one loop per
 // migration, for one run of the hub.
 type copyProgressSampler struct {
-	// jobs is the data Job each sampled migration runs now, by key; a loop ends when its
-	// migration no longer runs it.
-	jobs map[string]string
+	// jobs is what each sampled migration's loop reads, by key; a loop ends when its
+	// migration no longer runs a data step, or another loop took its place.
+	jobs map[string]sampling
+	// loops numbers the loops started, so that a loop knows its own entry.
+	loops uint64
+}
+
+// sampling is one migration's sampling: the data Job its loop reads, and which loop.
+type sampling struct {
+	job  string
+	loop uint64
 }
 
 // observeMigration starts sampling m's copy progress when a data step of its runs, and stops
@@ -41,16 +49,18 @@ func (h *hub) observeMigration(ctx context.Context, gen uint64, obj client.Objec
 	if !h.current(gen) {
 		return
 	}
-	sampler := h.run.progress
-	was, sampling := sampler.jobs[key]
+	sampler := &h.run.progress
+	was, sampled := sampler.jobs[key]
 	switch {
-	case job == "" && sampling:
+	case job == "" && sampled:
 		delete(sampler.jobs, key)
-	case job != "" && !sampling:
-		sampler.jobs[key] = job
-		h.run.wg.Go(func() { h.sampleCopyProgress(ctx, gen, key, m.Namespace, job) })
-	case job != "" && was != job:
-		sampler.jobs[key] = job // the loop reads the new Job's log from its next round
+	case job != "" && !sampled:
+		sampler.loops++
+		loop := sampler.loops
+		sampler.jobs[key] = sampling{job: job, loop: loop}
+		h.run.wg.Go(func() { h.sampleCopyProgress(ctx, gen, key, m.Namespace, job, loop) })
+	case job != "" && was.job != job:
+		sampler.jobs[key] = sampling{job: job, loop: was.loop} // the loop reads the new Job's log from its next round
 	}
 }
 
@@ -66,13 +76,16 @@ func runningDataJob(m *nwv1.VMVolumeMigration) string {
 
 // sampleCopyProgress reads the progress of the migration key's data Job until it no longer
 // runs one, and then removes what it showed.
-func (h *hub) sampleCopyProgress(ctx context.Context, gen uint64, key, namespace, job string) {
+func (h *hub) sampleCopyProgress(ctx context.Context, gen uint64, key, namespace, job string, loop uint64) {
 	defer h.remove(gen, kindCopyProgress, key)
 	t := time.NewTicker(copyProgressInterval)
 	defer t.Stop()
 	var last *nwv1.MigrationProgress
 	for {
-		if p, err := migration.ReadCopyProgress(ctx, h.progress, namespace, job); err == nil && p != nil {
+		rctx, cancel := context.WithTimeout(ctx, copyProgressInterval)
+		p, err := migration.ReadCopyProgress(rctx, h.progress, namespace, job)
+		cancel()
+		if err == nil && p != nil {
 			if shown := migration.Progress(p.BytesDone, p.BytesTotal); shown != nil && (last == nil || *shown != *last) {
 				if data, err := json.Marshal(shown); err == nil {
 					h.upsert(gen, kindCopyProgress, key, data)
@@ -86,14 +99,15 @@ func (h *hub) sampleCopyProgress(ctx context.Context, gen uint64, key, namespace
 		case <-t.C:
 		}
 		h.mu.Lock()
-		current, ok := "", h.current(gen)
+		var current sampling
+		ok := h.current(gen)
 		if ok {
 			current, ok = h.run.progress.jobs[key]
 		}
 		h.mu.Unlock()
-		if !ok {
-			return
+		if !ok || current.loop != loop {
+			return // the step ended, or a loop of a later step took over
 		}
-		job = current
+		job = current.job
 	}
 }

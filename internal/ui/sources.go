@@ -59,7 +59,7 @@ type source struct {
 func (h *hub) startLocked() {
 	h.runs++
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &run{gen: h.runs, ctx: ctx, cancel: cancel, progress: copyProgressSampler{jobs: map[string]string{}}}
+	r := &run{gen: h.runs, ctx: ctx, cancel: cancel, progress: copyProgressSampler{jobs: map[string]sampling{}}}
 	h.run = r
 	sources := h.memberSources()
 	if h.fleet {
