@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -24,6 +25,7 @@ import (
 // the operator's ServiceAccount to what its code writes (docs/install.md).
 var OperatorPolicyTemplates = []string{
 	"templates/operator-limits.yaml", "templates/operator-vm-limits.yaml", "templates/operator-node-limits.yaml",
+	"templates/operator-volume-limits.yaml",
 }
 
 // OperatorUser is the user the API server sees for the operator's ServiceAccount in the release
@@ -122,6 +124,16 @@ func policyProbes() []struct {
 			return &virtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "policy-probe"},
 				Spec: virtv1.VirtualMachineSpec{RunStrategy: ptr.To(virtv1.RunStrategyHalted),
 					Template: &virtv1.VirtualMachineInstanceTemplateSpec{}}}
+		}},
+		{"nodewright-operator-vm-migrations", "a live migration sent elsewhere", func() client.Object {
+			return &virtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "policy-probe"},
+				Spec: virtv1.VirtualMachineInstanceMigrationSpec{VMIName: "probe", SendTo: &virtv1.VirtualMachineInstanceMigrationSource{
+					MigrationID: "probe", ConnectURL: "probe.example.com:443"}}}
+		}},
+		{"nodewright-operator-volumes", "a claim bound to a volume that exists", func() client.Object {
+			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "policy-probe"},
+				Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "probe", AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}}}}
 		}},
 		{"nodewright-operator-nodes", "a Node", func() client.Object {
 			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe"}}

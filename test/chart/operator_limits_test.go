@@ -13,7 +13,8 @@ import (
 
 // TestOperatorLimitsFollowTheValues: in every variant, and with the copier image by tag or by
 // digest, the chart renders the operator's policies (templates/operator-limits.yaml,
-// operator-vm-limits.yaml, operator-node-limits.yaml) with Fail and a Deny binding, for exactly
+// operator-vm-limits.yaml, operator-node-limits.yaml, operator-volume-limits.yaml) with Fail and
+// a Deny binding, for exactly
 // the user of the ServiceAccount the ClusterRole is bound to (the node taints' binding takes
 // every EdgeProfile as its parameter, and lets a cluster without one through); the
 // Jobs policy holds them to the very image the operator's --copy-image names and refuses the
@@ -61,7 +62,8 @@ func TestOperatorLimitsFollowTheValues(t *testing.T) {
 
 			policies := map[string]admissionregistrationv1.ValidatingAdmissionPolicy{}
 			for _, name := range []string{"nodewright-operator-copy-jobs", "nodewright-operator-webhook-ca-bundle",
-				"nodewright-operator-virtual-machines", "nodewright-operator-nodes", "nodewright-operator-node-taints"} {
+				"nodewright-operator-virtual-machines", "nodewright-operator-vm-migrations", "nodewright-operator-volumes",
+				"nodewright-operator-nodes", "nodewright-operator-node-taints"} {
 				o, ok := find(objs, "ValidatingAdmissionPolicy", name)
 				if !ok {
 					t.Fatalf("no ValidatingAdmissionPolicy %s", name)

@@ -86,13 +86,36 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 			rule: "spec.template.spec.initContainers[0].image must be the copier image " + copyImage},
 		{name: "another command",
 			change: func(p *corev1.PodSpec) { container(p).Command = []string{"/bin/sh", "-c", "nsenter -t 1 -a"} },
-			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args start with copy or verify"},
+			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args [copy|verify --src /dev/nodewright/source --dst /dev/nodewright/target --hash blake3|sha256 --json --progress --progress-interval 2s]"},
 		{name: "another nodewright-copy command",
 			change: func(p *corev1.PodSpec) { container(p).Args[0] = "serve" },
-			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args start with copy or verify"},
+			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args [copy|verify --src /dev/nodewright/source --dst /dev/nodewright/target --hash blake3|sha256 --json --progress --progress-interval 2s]"},
 		{name: "the copier by name, found on PATH",
 			change: func(p *corev1.PodSpec) { container(p).Command = []string{"nodewright-copy"} },
-			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args start with copy or verify"},
+			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args [copy|verify --src /dev/nodewright/source --dst /dev/nodewright/target --hash blake3|sha256 --json --progress --progress-interval 2s]"},
+		{name: "the claim copied into its termination log, where the pod's status shows it",
+			change: func(p *corev1.PodSpec) { container(p).Args[4] = "/dev/termination-log" },
+			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args [copy|verify"},
+		{name: "another option of the copier",
+			change: func(p *corev1.PodSpec) { container(p).Args = append(container(p).Args, "--buffers", "16") },
+			rule:   c0 + ".command must be [/usr/local/bin/nodewright-copy] and its args [copy|verify"},
+		{name: "the termination message kept elsewhere",
+			change: func(p *corev1.PodSpec) { container(p).TerminationMessagePath = "/tmp/result" },
+			rule:   c0 + " must keep its termination message at /dev/termination-log (policy File) and its root file system read-only"},
+		{name: "the termination message taken from the log",
+			change: func(p *corev1.PodSpec) {
+				container(p).TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+			},
+			rule: c0 + " must keep its termination message at /dev/termination-log"},
+		{name: "a writable root file system",
+			change: func(p *corev1.PodSpec) { container(p).SecurityContext.ReadOnlyRootFilesystem = ptr.To(false) },
+			rule:   c0 + " must keep its termination message at /dev/termination-log (policy File) and its root file system read-only"},
+		{name: "no memory limit",
+			change: func(p *corev1.PodSpec) { delete(container(p).Resources.Limits, corev1.ResourceMemory) },
+			rule:   c0 + ".resources.limits.memory must be set: a copy Job's container runs within limits of memory and ephemeral-storage"},
+		{name: "no resources at all",
+			change: func(p *corev1.PodSpec) { container(p).Resources = corev1.ResourceRequirements{} },
+			rule:   c0 + ".resources.limits.memory must be set"},
 		{name: "a volume mounted over a directory on PATH",
 			change: func(p *corev1.PodSpec) {
 				container(p).VolumeMounts = []corev1.VolumeMount{{Name: "target", MountPath: "/usr/local/bin"}}
@@ -109,14 +132,12 @@ func TestOperatorRunsOnlyCopyJobs(t *testing.T) {
 			rule: c0 + ".resources.requests.cpu 512 is not allowed: a copy Job's container may ask only for cpu up to 2, ephemeral-storage up to 1Gi, memory up to 1Gi"},
 		{name: "64 GiB of memory",
 			change: func(p *corev1.PodSpec) {
-				container(p).Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Gi")}
+				container(p).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("64Gi")
 			},
 			rule: c0 + ".resources.limits.memory 64Gi is not allowed"},
 		{name: "a device resource",
-			change: func(p *corev1.PodSpec) {
-				container(p).Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
-			},
-			rule: c0 + ".resources.limits.nvidia.com/gpu 1 is not allowed"},
+			change: func(p *corev1.PodSpec) { container(p).Resources.Limits["nvidia.com/gpu"] = resource.MustParse("1") },
+			rule:   c0 + ".resources.limits.nvidia.com/gpu 1 is not allowed"},
 		{name: "privileged",
 			change: func(p *corev1.PodSpec) {
 				// The API server refuses privileged with allowPrivilegeEscalation false itself.

