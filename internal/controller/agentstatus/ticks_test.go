@@ -1,14 +1,18 @@
 package agentstatus_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bridge"
 	bt "github.com/spectrocloud/nodewright/internal/bridge/bridgetest"
 	"github.com/spectrocloud/nodewright/internal/legacy"
 	"github.com/spectrocloud/nodewright/internal/operator"
@@ -22,7 +26,13 @@ import (
 // handlers have taken every tick before it, in order, and their queues are past them.
 func TestHeartbeatTicksReconcileNothing(t *testing.T) {
 	f := bt.New(t, env, 30*time.Minute) // no node goes stale during the test
-	env.StartManager(t, operator.SetupControllers)
+	// The handlers read the cluster from the manager's cache: while it does not yet show
+	// HeartbeatsFresh True there, every heartbeat counts as a change (ConfigMapHandler).
+	var cache client.Reader
+	env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
+		cache = mgr.GetCache()
+		return operator.SetupControllers(ctx, mgr)
+	})
 	f.SetNodes(f.Node(1), f.Node(2))
 	f.Transition(legacy.SingleNodeReady)
 
@@ -40,6 +50,11 @@ func TestHeartbeatTicksReconcileNothing(t *testing.T) {
 			if as, _ := agent(t, f.Node(1)); as == nil || as.Status.Heartbeat.Stale ||
 				!meta.IsStatusConditionPresentAndEqual(as.Status.Conditions, nwv1.ConditionHeartbeatFresh, metav1.ConditionTrue) {
 				return fmt.Sprintf("node 1 %+v, want fresh", as)
+			}
+			cached := &nwv1.NodewrightCluster{}
+			if err := cache.Get(t.Context(), bridge.ClusterKey, cached); err != nil ||
+				!meta.IsStatusConditionTrue(cached.Status.Conditions, nwv1.ConditionHeartbeatsFresh) {
+				return fmt.Sprintf("the manager's cache shows the cluster %v (%v), want HeartbeatsFresh True", cached.Status.Conditions, err)
 			}
 			return ""
 		})
