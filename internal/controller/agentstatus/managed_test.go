@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	bt "github.com/spectrocloud/nodewright/internal/bridge/bridgetest"
@@ -45,7 +46,11 @@ func renew(t *testing.T, ns, node string, when time.Time) {
 func TestLeaseRenewalsReconcileNothing(t *testing.T) {
 	f := bt.New(t, env, 30*time.Minute) // no agent goes stale during the test
 	agentNS := env.Namespace(t)
-	env.StartManager(t, operator.SetupControllersWithAgents(agentNS))
+	var cache client.Reader
+	env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
+		cache = mgr.GetCache()
+		return operator.SetupControllersWithAgents(agentNS)(ctx, mgr)
+	})
 	n1, n2 := f.Node(1), f.Node(2)
 	start := time.Now().UTC()
 	for _, n := range []string{n1, n2} {
@@ -78,7 +83,7 @@ func TestLeaseRenewalsReconcileNothing(t *testing.T) {
 					return fmt.Sprintf("node %s: %+v, want HeartbeatFresh %v", n, as, fresh)
 				}
 			}
-			return ""
+			return cachedHeartbeatsFresh(t, cache, reports)
 		})
 	}
 	deleteLease := func() {
