@@ -90,12 +90,15 @@ control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into b
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones), RBAC, webhooks, the chart's generated parts and docs/capabilities.md.
-	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) object paths={./api/...,./internal/workflow/example/api/...}
+	# The example workflow's CRD is installed by its tests alone.
+	$(CONTROLLER_GEN) crd paths=./internal/workflow/example/api/... output:crd:artifacts:config=internal/workflow/example/testdata/crd
 	$(CONTROLLER_GEN) crd paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
+	{ echo "resources:"; for f in config/crd/bases/*.yaml; do echo "- bases/$${f##*/}"; done; } > config/crd/kustomization.yaml
 	# The fleet hub's CRDs go on the hub only, never in the member chart (which ships config/crd/bases).
 	$(CONTROLLER_GEN) crd paths=./api/fleet/... output:crd:artifacts:config=config/crd/fleet
 	$(CONTROLLER_GEN) rbac:roleName=nodewright-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
-	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
+	$(CONTROLLER_GEN) webhook paths={./internal/webhook/...,./internal/workflows/...} output:webhook:artifacts:config=config/webhook
 	sed -i -e 's/name: mutating-webhook-configuration/name: nodewright-mutating-webhook/' \
 		-e 's/name: validating-webhook-configuration/name: nodewright-validating-webhook/' \
 		-e 's/name: webhook-service/name: nodewright-webhook/' -e 's/namespace: system/namespace: nodewright-system/' \
@@ -106,9 +109,9 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the thir
 
 .PHONY: verify
 verify: generate ## Fail when generated files are stale or the code is not gofmt/vet clean.
-	@if [ -n "$$(git status --porcelain -- api config charts docs/capabilities.md)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config charts docs/capabilities.md internal/workflow/example)" ]; then \
 		echo "Generated files are out of date; run 'make generate' and commit:"; \
-		git status --porcelain -- api config charts docs/capabilities.md; git --no-pager diff --stat -- api config charts docs/capabilities.md; exit 1; fi
+		git status --porcelain -- api config charts docs/capabilities.md internal/workflow/example; git --no-pager diff --stat -- api config charts docs/capabilities.md internal/workflow/example; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then \
 		echo "Not gofmt-clean:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...

@@ -36,6 +36,9 @@ const (
 	// ConditionHeld: a gate holds the workflow's next step (True, the gate in the reason),
 	// or none does (False, GatesOpen) (BondModeFlipPlan, ReplicationUpgrade).
 	ConditionHeld = "Held"
+	// ConditionCleanedUp: a finished workflow has tidied up after itself (True), or is still
+	// at it (False, the message saying what it waits for) (every workflow kind).
+	ConditionCleanedUp = "CleanedUp"
 	// ConditionVerified: the target's digest, read back from disk, equals the source's
 	// (VMVolumeMigration).
 	ConditionVerified = "Verified"
@@ -69,6 +72,9 @@ const (
 	// ReasonAPIsMissing: a workflow waits to start because the cluster does not serve an API
 	// it needs (VMVolumeMigration: KubeVirt's, the CSI snapshot API).
 	ReasonAPIsMissing = "APIsMissing"
+	// The CleanedUp condition's reasons.
+	ReasonCleaningUp = "CleaningUp"
+	ReasonCleanedUp  = "CleanedUp"
 	// The gates of a cluster-wide workflow (the Held condition's reasons).
 	ReasonGatesOpen              = "GatesOpen"
 	ReasonAnotherWorkflowRunning = "AnotherWorkflowRunning"

@@ -4,23 +4,15 @@ import (
 	"slices"
 	"strings"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/workflow"
-	"github.com/spectrocloud/nodewright/internal/workflow/children"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
 // ActionStep is the audit action of a flip's transitions.
 const ActionStep = "BondModeFlipTransition"
-
-// Kind is what the shared workflow code calls a flip and says of its outcomes.
-var Kind = workflow.Kind{
-	Name:        "BondModeFlipPlan",
-	AuditAction: ActionStep,
-	Succeeded:   "every node runs the target bond mode",
-	RolledBack:  "rolled back: every node runs the bond mode it had before the flip",
-	Cancelled:   "the flip was deleted",
-	Noun:        "flip",
-}
 
 // The labels on everything a flip creates (its NodeOperations and VirtualMachineInstanceMigrations),
 // so that the operator's cache holds only its own and a person can find them.
@@ -31,10 +23,43 @@ const (
 	LabelStep = "nodewright.spectrocloud.com/step"
 )
 
-// Owner is f as its children's labels name it.
-func Owner(f *nwv1.BondModeFlipPlan) children.Owner {
-	return children.Owner{Name: f.Name, NameLabel: LabelName, UID: f.UID, UIDLabel: LabelUID, Noun: "flip"}
-}
+// Descriptor is the flip as the workflow engine, the operator and admission know it.
+var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.BondModeFlipPlan]{
+	Kind: workflow.Kind{
+		Name:        "BondModeFlipPlan",
+		AuditAction: ActionStep,
+		Succeeded:   "every node runs the target bond mode",
+		RolledBack:  "rolled back: every node runs the bond mode it had before the flip",
+		Cancelled:   "the flip was deleted",
+		Noun:        "flip",
+	},
+	Controller: "bondmodeflipplan",
+	ShortNames: []string{"bmfp", "bondflip"},
+	New:        func() *nwv1.BondModeFlipPlan { return &nwv1.BondModeFlipPlan{} },
+	NewList:    func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} },
+	Plan:       func(f *nwv1.BondModeFlipPlan) workflow.Plan { return PlanOf(f) },
+	Plans: func() []workflow.Plan {
+		var plans []workflow.Plan
+		for n := 1; n <= MaxNodes; n++ {
+			p, _ := NewPlan(n)
+			plans = append(plans, p)
+		}
+		return plans
+	},
+	Finalizer: "nodewright.spectrocloud.com/bondflip",
+	NameLabel: LabelName,
+	UIDLabel:  LabelUID,
+	// Its VMs' live migrations are read from the API server, not watched: KubeVirt may be
+	// absent, and they are few.
+	Children:      []engine.Child{{Object: &nwv1.NodeOperation{}, InAgentNamespace: true}},
+	ClusterWide:   true,
+	ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterMultiNode},
+	NeedsAgents:   true,
+	Nodes:         func(f *nwv1.BondModeFlipPlan) (string, []string) { return "spec.nodeOrder", f.Spec.NodeOrder },
+})
+
+// Kind is what the shared workflow code calls a flip and says of its outcomes.
+var Kind = Descriptor.Kind
 
 // Order is the flip's node order: spec.nodeOrder, or, when the spec leaves it to the
 // operator, the order it recorded in status.nodes before the flip started.

@@ -132,6 +132,15 @@ func (p Plan) Rollback(failed Step) []Step {
 	return steps
 }
 
+// ActionKey is the key of step s's action: its part (ProtectVMs for Node2ProtectVMs), or
+// the step itself (Preflight).
+func (p Plan) ActionKey(s Step) Step {
+	if _, part, ok := ParseStep(s); ok {
+		return Step(part)
+	}
+	return s
+}
+
 // Irreversible is false for every step: no step of a flip is past undoing.
 func (p Plan) Irreversible(Step) bool { return false }
 
@@ -150,4 +159,7 @@ func (p Plan) Gates(s Step) workflow.Gates {
 	return 0
 }
 
-var _ workflow.GatedPlan = Plan{}
+var (
+	_ workflow.GatedPlan = Plan{}
+	_ workflow.KeyedPlan = Plan{}
+)

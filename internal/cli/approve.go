@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+	_ "github.com/spectrocloud/nodewright/internal/workflows" // every workflow kind
 )
 
 const approveHelp = `Approve the step a cluster-wide workflow (a BondModeFlipPlan or a ReplicationUpgrade) waits
@@ -64,23 +66,25 @@ type gatedWorkflow interface {
 	GetWorkflowStatus() *nwv1.WorkflowStatus
 }
 
-var approvables = []approvable{
-	{
-		name: "bondmodeflipplan", aliases: []string{"bondmodeflipplans", "bmfp", "bondflip"},
-		newObject: func() gatedWorkflow { return &nwv1.BondModeFlipPlan{} },
-		newList:   func() client.ObjectList { return &nwv1.BondModeFlipPlanList{} },
-	},
-	{
-		name: "replicationupgrade", aliases: []string{"replicationupgrades", "rupg", "replup"},
-		newObject: func() gatedWorkflow { return &nwv1.ReplicationUpgrade{} },
-		newList:   func() client.ObjectList { return &nwv1.ReplicationUpgradeList{} },
-	},
+// approvables are the workflow kinds whose objects have an approval policy (GetGates), as
+// the workflow engine describes them (internal/workflows registers every kind).
+func approvables() []approvable {
+	var out []approvable
+	for _, k := range engine.Described() {
+		if _, ok := k.New().(gatedWorkflow); !ok {
+			continue
+		}
+		name := strings.ToLower(k.Kind.Name)
+		out = append(out, approvable{name: name, aliases: append([]string{name + "s"}, k.ShortNames...),
+			newObject: func() gatedWorkflow { return k.New().(gatedWorkflow) }, newList: k.NewList})
+	}
+	return out
 }
 
 // approvableKind is the kind KIND names (in any case, optionally with the API group).
 func approvableKind(kind string) (approvable, bool) {
 	kind = strings.TrimSuffix(strings.ToLower(kind), "."+nwv1.GroupVersion.Group)
-	for _, a := range approvables {
+	for _, a := range approvables() {
 		if kind == a.name || slices.Contains(a.aliases, kind) {
 			return a, true
 		}
@@ -305,7 +309,7 @@ func completeApprovables(f *Factory) cobra.CompletionFunc {
 		kind, prefix, ok := strings.Cut(toComplete, "/")
 		if !ok {
 			var kinds []string
-			for _, a := range approvables {
+			for _, a := range approvables() {
 				if strings.HasPrefix(a.name, strings.ToLower(kind)) {
 					kinds = append(kinds, a.name+"/")
 				}

@@ -8,11 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,17 +40,17 @@ import (
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/agentstatus"
-	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/controller/clusterspec"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
-	"github.com/spectrocloud/nodewright/internal/controller/replicationupgrade"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/profiletrust"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 	webhookv1alpha1 "github.com/spectrocloud/nodewright/internal/webhook/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+	"github.com/spectrocloud/nodewright/internal/workflows"
 )
 
 // The operator coordinates its replicas through one Lease in its own namespace, and its
@@ -325,9 +325,9 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			return fmt.Errorf("setting up the cluster spec controller: %w", err)
 		}
 	}
-	// VMVolumeMigration runs on every cluster: where KubeVirt or the snapshot API is missing,
-	// its migrations wait, saying why, and admission refuses new ones, until the APIs are
-	// installed.
+	// A kind with APIs a cluster may lack (VMVolumeMigration: KubeVirt's, the CSI snapshot
+	// API) runs on every cluster: where one is missing, its workflows wait, saying why, and
+	// admission refuses new migrations, until the APIs are installed.
 	apis, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("building the discovery client: %w", err)
@@ -336,7 +336,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		err := webhookv1alpha1.Setup(mgr, webhookv1alpha1.Options{
 			Decisions:       &webhookv1alpha1.Decisions{Trail: trail, Ready: trailReady},
 			Trust:           trust,
-			MigrationAPIs:   func() (servedapis.Kinds, error) { return vmvolumemigration.APIs.Missing(apis) },
+			MigrationAPIs:   func() (servedapis.Kinds, error) { return workflows.VMVolumeMigration.APIs.Missing(apis) },
 			LegacyNamespace: o.LegacyNamespace,
 			AgentNamespace:  o.AgentNamespace,
 		})
@@ -344,30 +344,22 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 			return fmt.Errorf("setting up the admission webhooks: %w", err)
 		}
 	}
-	migrations := &vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: recorder, CopyImage: o.CopyImage, Audit: trail, Actor: actor,
-		Discovery: apis}
-	if err := migrations.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the VMVolumeMigration controller: %w", err)
-	}
-	// A flip and an upgrade change nodes through their agents: without them (no
-	// --agent-namespace, an older chart's role) they have no controller, and admission refuses
-	// them (the cluster cannot be Managed).
-	if o.WithoutFlips || o.AgentNamespace == "" {
-		return nil
-	}
-	flips := &bondmodeflipplan.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor,
-		LockNamespace: o.workflowNamespace(), AgentNamespace: o.AgentNamespace}
-	if err := flips.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the BondModeFlipPlan controller: %w", err)
-	}
+	// The workflow kinds (internal/workflows). Those that change nodes through their agents
+	// have no controller without them (no --agent-namespace, an older chart's role), and
+	// admission refuses them (the cluster cannot be Managed).
 	gate, err := o.linstorConfig()
 	if err != nil {
 		return err
 	}
-	upgrades := &replicationupgrade.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Audit: trail, Actor: actor,
-		LockNamespace: o.workflowNamespace(), AgentNamespace: o.AgentNamespace, LINSTOR: gate}
-	if err := upgrades.SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the ReplicationUpgrade controller: %w", err)
+	wo := workflows.Options{Deps: engine.Deps{Recorder: recorder, Audit: trail, Actor: actor, LockNamespace: o.workflowNamespace(), Discovery: apis},
+		AgentNamespace: o.AgentNamespace, CopyImage: o.CopyImage, LINSTOR: gate}
+	for _, k := range workflows.All() {
+		if k.NeedsAgents && (o.WithoutFlips || o.AgentNamespace == "") {
+			continue
+		}
+		if err := k.Setup(mgr, wo); err != nil {
+			return fmt.Errorf("setting up the %s controller: %w", k.Name, err)
+		}
 	}
 	return nil
 }
@@ -519,21 +511,32 @@ func CacheOptions(scope Scope) cache.Options {
 			// of a cluster's Events and need not be held in memory.
 			&corev1.Event{}: {Field: fields.OneTermEqualSelector("type", corev1.EventTypeWarning),
 				Namespaces: scope.namespaces(NodeEventNamespace)},
-			// Of the Jobs, Pods and VolumeSnapshots only the migrations' own are watched.
-			&batchv1.Job{}:               {Label: ours},
-			&corev1.Pod{}:                {Label: ours},
-			&snapshotv1.VolumeSnapshot{}: {Label: ours},
-			&coordinationv1.Lease{}:      leases,
+			&coordinationv1.Lease{}: leases,
 			// Read only while a migration waits for an API (servedapis.Explain); without
 			// their schemas, which run to megabytes for KubeVirt's.
 			&apiextensionsv1.CustomResourceDefinition{}: {Transform: servedapis.Lean},
 		},
 	}
-	if scope.Agent != "" {
-		// Of the NodeOperations only the workflows' own, in the agents' namespace. Configured
-		// only with agents: an older chart installs no NodeOperation CRD, and the cache
-		// refuses a kind the API server does not serve.
-		opts.ByObject[&nodewrightv1alpha1.NodeOperation{}] = cache.ByObject{Label: ours, Namespaces: map[string]cache.Config{scope.Agent: {}}}
+	// Of the kinds the workflows make (their descriptors' Children), only the workflows' own
+	// are held, unless a workflow reads others' too; a kind made in the agents' namespace is
+	// watched only there, and only with agents: an older chart installs no NodeOperation CRD,
+	// and the cache refuses a kind the API server does not serve.
+	seen := map[reflect.Type]bool{}
+	for _, k := range workflows.All() {
+		for _, child := range k.Children {
+			t := reflect.TypeOf(child.Object)
+			if seen[t] {
+				continue
+			}
+			seen[t] = true
+			switch {
+			case child.AlsoOthers:
+			case child.InAgentNamespace && scope.Agent != "":
+				opts.ByObject[child.Object] = cache.ByObject{Label: ours, Namespaces: map[string]cache.Config{scope.Agent: {}}}
+			case !child.InAgentNamespace:
+				opts.ByObject[child.Object] = cache.ByObject{Label: ours}
+			}
+		}
 	}
 	return opts
 }

@@ -25,9 +25,11 @@ package replupgrade
 import (
 	"slices"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/workflow"
-	"github.com/spectrocloud/nodewright/internal/workflow/children"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
 // Step is one step of an upgrade.
@@ -108,26 +110,42 @@ var _ workflow.GatedPlan = Plan{}
 // ActionStep is the audit action of an upgrade's transitions.
 const ActionStep = "ReplicationUpgradeTransition"
 
-// Kind is what the shared workflow code calls an upgrade and says of its outcomes.
-var Kind = workflow.Kind{
-	Name:        "ReplicationUpgrade",
-	AuditAction: ActionStep,
-	Succeeded:   "every volume is replicated, synchronised, verified and under quorum; the joining nodes take workloads",
-	RolledBack:  "rolled back: LINSTOR holds the replicas, place counts and properties it had before the upgrade",
-	Cancelled:   "the upgrade was deleted",
-	Noun:        "upgrade",
-}
-
 // The labels on everything an upgrade creates (its NodeOperations).
 const (
 	LabelName = "nodewright.spectrocloud.com/replicationupgrade"
 	LabelUID  = "nodewright.spectrocloud.com/replicationupgrade-uid"
 )
 
-// Owner is u as its children's labels name it.
-func Owner(u *nwv1.ReplicationUpgrade) children.Owner {
-	return children.Owner{Name: u.Name, NameLabel: LabelName, UID: u.UID, UIDLabel: LabelUID, Noun: "upgrade"}
-}
+// Descriptor is the upgrade as the workflow engine, the operator and admission know it.
+var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.ReplicationUpgrade]{
+	Kind: workflow.Kind{
+		Name:        "ReplicationUpgrade",
+		AuditAction: ActionStep,
+		Succeeded:   "every volume is replicated, synchronised, verified and under quorum; the joining nodes take workloads",
+		RolledBack:  "rolled back: LINSTOR holds the replicas, place counts and properties it had before the upgrade",
+		Cancelled:   "the upgrade was deleted",
+		Noun:        "upgrade",
+	},
+	Controller: "replicationupgrade",
+	ShortNames: []string{"rupg", "replup"},
+	New:        func() *nwv1.ReplicationUpgrade { return &nwv1.ReplicationUpgrade{} },
+	NewList:    func() client.ObjectList { return &nwv1.ReplicationUpgradeList{} },
+	Plan:       func(*nwv1.ReplicationUpgrade) workflow.Plan { return Plan{} },
+	Plans:      func() []workflow.Plan { return []workflow.Plan{Plan{}} },
+	Finalizer:  "nodewright.spectrocloud.com/replicationupgrade",
+	NameLabel:  LabelName,
+	UIDLabel:   LabelUID,
+	Children:   []engine.Child{{Object: &nwv1.NodeOperation{}, InAgentNamespace: true}},
+	// The Preflight needs SingleNode storage (it checks); the stages after it run while the
+	// joining nodes' replicas make the storage MultiNode.
+	ClusterWide:   true,
+	ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterSingleNode, nwv1.ClusterMultiNode},
+	NeedsAgents:   true,
+	Nodes:         func(u *nwv1.ReplicationUpgrade) (string, []string) { return "spec.peerNodes", u.Spec.PeerNodes },
+})
+
+// Kind is what the shared workflow code calls an upgrade and says of its outcomes.
+var Kind = Descriptor.Kind
 
 // DataNodes are the joining nodes that get a diskful replica of every volume: the first
 // replicaCount-1 peer nodes that are not the tiebreaker, in the spec's order.

@@ -174,3 +174,33 @@ func Reachable(p Plan) []State {
 	}
 	return out
 }
+
+// KeyedPlan is a plan whose steps share actions: a flip's Node2ProtectVMs and
+// Node3ProtectVMs are both the action ProtectVMs, for another node.
+type KeyedPlan interface {
+	Plan
+	// ActionKey is the key of step s's action in the kind's table of actions.
+	ActionKey(s Step) Step
+}
+
+// ActionKey is the key of step s's action in the table of actions of p's kind: the step
+// itself, unless p is a KeyedPlan.
+func ActionKey(p Plan, s Step) Step {
+	if k, ok := p.(KeyedPlan); ok {
+		return k.ActionKey(s)
+	}
+	return s
+}
+
+// Steps lists every step of p, forward and rollback, each once, in the order first met.
+func Steps(p Plan) []Step {
+	all := slices.Clone(p.Forward())
+	for _, f := range p.Forward() {
+		for _, r := range p.Rollback(f) {
+			if !slices.Contains(all, r) {
+				all = append(all, r)
+			}
+		}
+	}
+	return all
+}

@@ -233,7 +233,7 @@ func TestOperatorReadsNoPodLogs(t *testing.T) {
 // migrate), with change applied.
 func (s *site) liveMigration(name string, change func(*virtv1.VirtualMachineInstanceMigration)) *virtv1.VirtualMachineInstanceMigration {
 	flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "to-lacp", UID: types.UID("5f0c2b0e-3f61-4c39-9d0e-7c1f8d2a6b11")}}
-	labels := bondflip.Owner(flip).Labels()
+	labels := bondflip.Descriptor.Owner(flip).Labels()
 	labels[bondflip.LabelStep] = "Node1ProtectVMs"
 	labels["nodewright.spectrocloud.com/vm-step"] = "n1-out"
 	m := &virtv1.VirtualMachineInstanceMigration{

@@ -40,11 +40,24 @@ func (upgradePlan) Gates(s workflow.Step) workflow.Gates {
 	return workflow.GatesNodeChange
 }
 
-func (u *upgradeStandIn) New() *nwv1.ReplicationUpgrade               { return &nwv1.ReplicationUpgrade{} }
-func (u *upgradeStandIn) NewList() client.ObjectList                  { return &nwv1.ReplicationUpgradeList{} }
-func (u *upgradeStandIn) Plan(*nwv1.ReplicationUpgrade) workflow.Plan { return upgradePlan{} }
-func (u *upgradeStandIn) Finish(_ context.Context, run *engine.Run[*nwv1.ReplicationUpgrade]) (engine.Outcome, error) {
-	return engine.Outcome{Release: run.Deleting}, nil
+var upgradeStandInKind = &engine.Descriptor[*nwv1.ReplicationUpgrade]{
+	Kind:          workflow.Kind{Name: "ReplicationUpgrade", AuditAction: "ReplicationUpgradeTransition", Noun: "upgrade"},
+	Controller:    "upgrade-stand-in",
+	New:           func() *nwv1.ReplicationUpgrade { return &nwv1.ReplicationUpgrade{} },
+	NewList:       func() client.ObjectList { return &nwv1.ReplicationUpgradeList{} },
+	Plan:          func(*nwv1.ReplicationUpgrade) workflow.Plan { return upgradePlan{} },
+	Plans:         func() []workflow.Plan { return []workflow.Plan{upgradePlan{}} },
+	Finalizer:     "nodewright.spectrocloud.com/upgrade-stand-in",
+	ClusterWide:   true,
+	ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterMultiNode},
+}
+
+func (u *upgradeStandIn) Actions() engine.Actions[*nwv1.ReplicationUpgrade] {
+	return engine.Actions[*nwv1.ReplicationUpgrade]{"Preflight": u.Act, "JoinPeers": u.Act}
+}
+
+func (u *upgradeStandIn) Finish(context.Context, *engine.Run[*nwv1.ReplicationUpgrade]) (engine.Finished, error) {
+	return engine.Tidied("nothing to tidy"), nil
 }
 
 func (u *upgradeStandIn) Act(ctx context.Context, run *engine.Run[*nwv1.ReplicationUpgrade]) (engine.Outcome, error) {
@@ -74,11 +87,8 @@ func TestOneClusterWideWorkflowAtATime(t *testing.T) {
 	s := plantSite(t, true, nil, "fliplock-a=primary", "fliplock-b=secondary")
 	u := &upgradeStandIn{reader: env.Client, lockNS: s.lockNS, flip: client.ObjectKey{Name: "flip-lock"}}
 	env.StartManagerWithCache(t, s.cacheOptions(), func(_ context.Context, mgr manager.Manager) error {
-		e := &engine.Engine[*nwv1.ReplicationUpgrade]{Recorder: mgr.GetEventRecorderFor("upgrade-stand-in"),
-			Kind:      workflow.Kind{Name: "ReplicationUpgrade", AuditAction: "ReplicationUpgradeTransition", Noun: "upgrade"},
-			Finalizer: "nodewright.spectrocloud.com/upgrade-stand-in", Workflow: u,
-			Gates: engine.GateConfig{LockNamespace: s.lockNS, ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterMultiNode}}}
-		_, err := e.Setup(mgr, "upgrade-stand-in", nil)
+		e := engine.New(upgradeStandInKind, u, engine.Deps{Recorder: mgr.GetEventRecorderFor("upgrade-stand-in"), LockNamespace: s.lockNS})
+		_, err := e.Setup(mgr)
 		return err
 	})
 	up := &nwv1.ReplicationUpgrade{ObjectMeta: metav1.ObjectMeta{Name: "upgrade-lock"},

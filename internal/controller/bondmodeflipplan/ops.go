@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
@@ -39,17 +38,14 @@ func (r *Reconciler) ensureOp(ctx context.Context, s *scope, name, node string, 
 		return op, nil
 	}
 	f := s.f
-	labels := bondflip.Owner(f).Labels()
-	labels[bondflip.LabelStep] = string(step)
 	spec.NodeName = node
 	spec.Deadline = metav1.NewTime(s.Now.Add(deadline))
 	op := &nwv1.NodeOperation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.AgentNamespace, Name: name, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: nwv1.GroupVersion.String(), Kind: bondflip.Kind.Name,
-				Name: f.Name, UID: f.UID, Controller: ptr.To(true)}}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.AgentNamespace, Name: name, Labels: map[string]string{bondflip.LabelStep: string(step)},
+			OwnerReferences: []metav1.OwnerReference{bondflip.Descriptor.ControllerRef(f)}},
 		Spec: spec,
 	}
-	if err := children.Ensure(ctx, r.Client, r.APIReader, bondflip.Owner(f), "NodeOperation", op); err != nil {
+	if err := children.Ensure(ctx, r.Client, r.APIReader, bondflip.Descriptor.Owner(f), "NodeOperation", op); err != nil {
 		return nil, err
 	}
 	s.ops[name] = op

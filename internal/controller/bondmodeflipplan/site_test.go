@@ -31,6 +31,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 	"github.com/spectrocloud/nodewright/test/site/clusterplay"
 	"github.com/spectrocloud/nodewright/test/site/drbdplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
@@ -90,8 +91,7 @@ func (s *site) cacheOptions() cache.Options {
 }
 
 func (s *site) reconciler(mgr manager.Manager, c client.Client, r client.Reader) *bondmodeflipplan.Reconciler {
-	return &bondmodeflipplan.Reconciler{Client: c, APIReader: r, Recorder: mgr.GetEventRecorderFor("bondflip-test"),
-		LockNamespace: s.lockNS, AgentNamespace: s.ns, Audit: s.trail, Actor: "nodewright-operator", ReportInterval: time.Second}
+	return &bondmodeflipplan.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("bondflip-test"), LockNamespace: s.lockNS, Audit: s.trail, Actor: "nodewright-operator"}, Client: c, APIReader: r, AgentNamespace: s.ns, ReportInterval: time.Second}
 }
 
 // newSite plays nodes with roles ("edge-1=primary"), every bond in active-backup, every

@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -32,35 +31,6 @@ const (
 	// say how it ended (it reports its own rollback within seconds of reaching the API server).
 	commitGrace = 30 * time.Second
 )
-
-// perform runs the action of the step the flip is in.
-func (r *Reconciler) perform(ctx context.Context, s *scope) (engine.Outcome, error) {
-	step := s.State.Step
-	if step == bondflip.Preflight {
-		return r.preflight(ctx, s)
-	}
-	k, part, ok := bondflip.ParseStep(step)
-	if !ok || k > len(s.order) {
-		return engine.Failed("%s is no step of this flip", step), nil
-	}
-	switch part {
-	case bondflip.ProtectVMs, bondflip.RollbackProtectVMs:
-		return r.protectVMs(ctx, s, k)
-	case bondflip.PauseResync:
-		return r.pauseResync(ctx, s, k)
-	case bondflip.SetBondMode:
-		return r.setBondMode(ctx, s, k)
-	case bondflip.Confirm:
-		return r.confirm(ctx, s, k)
-	case bondflip.ResumeResync:
-		return r.resumeResync(ctx, s, k, "resume", "pause")
-	case bondflip.RestoreVMs, bondflip.RollbackVMs:
-		return r.restoreVMs(ctx, s, k)
-	case bondflip.RollbackBondMode:
-		return r.rollbackBondMode(ctx, s, k)
-	}
-	return engine.Failed("%s is no step of this flip", step), nil
-}
 
 // Names of the operations of node k's steps.
 func setModeName(k int) string   { return "n" + strconv.Itoa(k) + "-setmode" }

@@ -300,15 +300,13 @@ const labelTag = "nodewright.spectrocloud.com/vm-step"
 
 // migrate asks KubeVirt to move vmi (off its node, or to the node selector names).
 func (r *Reconciler) migrate(ctx context.Context, s *scope, k int, tag string, vmi *virtv1.VirtualMachineInstance, to map[string]string) error {
-	labels := bondflip.Owner(s.f).Labels()
-	labels[bondflip.LabelStep] = string(s.State.Step)
-	labels[labelTag] = "n" + strconv.Itoa(k) + "-" + tag
+	labels := map[string]string{bondflip.LabelStep: string(s.State.Step), labelTag: "n" + strconv.Itoa(k) + "-" + tag}
 	m := &virtv1.VirtualMachineInstanceMigration{
 		ObjectMeta: metav1.ObjectMeta{Namespace: vmi.Namespace, Name: migrationName(s.f, k, tag, vmi), Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: nwv1.GroupVersion.String(), Kind: bondflip.Kind.Name, Name: s.f.Name, UID: s.f.UID}}},
 		Spec: virtv1.VirtualMachineInstanceMigrationSpec{VMIName: vmi.Name, AddedNodeSelector: to},
 	}
-	return children.Ensure(ctx, r.Client, r.APIReader, bondflip.Owner(s.f), vmimKind, m)
+	return children.Ensure(ctx, r.Client, r.APIReader, bondflip.Descriptor.Owner(s.f), vmimKind, m)
 }
 
 // migrationFailure says why m failed, from its conditions.

@@ -17,16 +17,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/replupgrade"
 	"github.com/spectrocloud/nodewright/internal/workflow"
@@ -65,16 +59,10 @@ const (
 
 // Reconciler runs ReplicationUpgrades.
 type Reconciler struct {
+	engine.Deps
 	Client client.Client
 	// APIReader reads past the cache.
 	APIReader client.Reader
-	Recorder  record.EventRecorder
-	Clock     clock.PassiveClock
-	// Audit, when set, receives one record per transition; Actor is who the records say did it.
-	Audit audit.Appender
-	Actor string
-	// LockNamespace is where the cluster-wide claim is kept (the operator's namespace).
-	LockNamespace string
 	// AgentNamespace is where the node agents run their NodeOperations; without it no upgrade
 	// can verify (its Preflight fails saying so).
 	AgentNamespace string
@@ -99,38 +87,9 @@ type Reconciler struct {
 
 // SetupWithManager registers the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
-	if r.Client == nil {
-		r.Client = mgr.GetClient()
-	}
-	if r.APIReader == nil {
-		r.APIReader = mgr.GetAPIReader()
-	}
-	r.engine = &engine.Engine[*nwv1.ReplicationUpgrade]{
-		Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Clock: r.Clock,
-		Kind: replupgrade.Kind, Finalizer: Finalizer, Audit: r.Audit, Actor: r.Actor, Workflow: r,
-		// The Preflight needs SingleNode storage (it checks); the stages after it run while the
-		// joining nodes' replicas make the storage MultiNode.
-		Gates: engine.GateConfig{LockNamespace: r.LockNamespace, ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterSingleNode, nwv1.ClusterMultiNode}},
-	}
-	_, err := r.engine.Setup(mgr, "replicationupgrade", func(b *builder.Builder) *builder.Builder {
-		if r.AgentNamespace != "" {
-			b = b.Watches(&nwv1.NodeOperation{}, handler.EnqueueRequestsFromMapFunc(byOwnerLabel))
-		}
-		return b
-	})
+	e, err := engine.Start(mgr, replupgrade.Descriptor, r, &r.Deps, &r.Client, &r.APIReader)
+	r.engine = e
 	return err
-}
-
-// byOwnerLabel maps an upgrade's child to the upgrade its labels name.
-func byOwnerLabel(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[replupgrade.LabelName]
-	if name == "" || o.GetLabels()[replupgrade.LabelUID] == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: name}}}
 }
 
 // Reconcile advances one upgrade by at most one action (the workflow engine's loop).
@@ -138,38 +97,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.engine.Reconcile(ctx, req)
 }
 
-// The upgrade as the engine's workflow: New, NewList, Plan, Act and Finish.
-
-// New is an empty upgrade.
-func (r *Reconciler) New() *nwv1.ReplicationUpgrade { return &nwv1.ReplicationUpgrade{} }
-
-// NewList is an empty list of upgrades.
-func (r *Reconciler) NewList() client.ObjectList { return &nwv1.ReplicationUpgradeList{} }
-
-// Plan is the upgrade's plan.
-func (r *Reconciler) Plan(*nwv1.ReplicationUpgrade) workflow.Plan { return replupgrade.Plan{} }
-
-// Act performs the running step's action.
-func (r *Reconciler) Act(ctx context.Context, run *engine.Run[*nwv1.ReplicationUpgrade]) (engine.Outcome, error) {
-	s, err := r.newScope(ctx, run)
-	if err != nil {
-		return engine.Outcome{}, err
-	}
-	if s.lin == nil && needsLINSTOR(run.State.Step) {
-		if run.State.Step == replupgrade.Preflight {
-			return engine.Failed("%s", s.linErr), nil
+// Actions are the stages' actions. Each but the taints' talks to LINSTOR: without a usable
+// client of the gate, the Preflight fails saying why, and a later step waits (whatever
+// changed LINSTOR's configuration may be put right; a person can also delete the upgrade,
+// whose rollback waits the same way).
+func (r *Reconciler) Actions() engine.Actions[*nwv1.ReplicationUpgrade] {
+	type action = func(context.Context, *scope) (engine.Outcome, error)
+	needsLINSTOR := func(act action) action {
+		return func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			switch {
+			case s.lin != nil:
+				return act(ctx, s)
+			case s.State.Step == replupgrade.Preflight:
+				return engine.Failed("%s", s.linErr), nil
+			}
+			return engine.Waiting(r.poll(), "waiting for LINSTOR: %s", s.linErr), nil
 		}
-		// Whatever changed LINSTOR's configuration may be put right; a person can also
-		// delete the upgrade, whose rollback waits the same way.
-		return engine.Waiting(r.poll(), "waiting for LINSTOR: %s", s.linErr), nil
 	}
-	return r.perform(ctx, s)
+	return engine.Scoped(r.newScope, map[workflow.Step]action{
+		replupgrade.Preflight:         needsLINSTOR(r.preflight),
+		replupgrade.Place:             needsLINSTOR(r.place),
+		replupgrade.Sync:              needsLINSTOR(r.sync),
+		replupgrade.Verify:            needsLINSTOR(r.verify),
+		replupgrade.Quorum:            needsLINSTOR(r.quorum),
+		replupgrade.ReleaseTaints:     r.releaseTaints,
+		replupgrade.RestoreTaints:     r.restoreTaints,
+		replupgrade.RestoreQuorum:     needsLINSTOR(r.restoreQuorum),
+		replupgrade.RemoveReplicas:    needsLINSTOR(r.removeReplicas),
+		replupgrade.RestorePlaceCount: needsLINSTOR(r.restorePlaceCount),
+		replupgrade.RestoreBalance:    needsLINSTOR(r.restoreBalance),
+	})
 }
 
 // Finish has nothing to tidy: the verify operations are the upgrade's evidence and go with it
 // (they are owned by it).
-func (r *Reconciler) Finish(_ context.Context, run *engine.Run[*nwv1.ReplicationUpgrade]) (engine.Outcome, error) {
-	return engine.Outcome{Release: run.Deleting}, nil
+func (r *Reconciler) Finish(context.Context, *engine.Run[*nwv1.ReplicationUpgrade]) (engine.Finished, error) {
+	return engine.Tidied("nothing to tidy: the upgrade's NodeOperations are its evidence and go with it"), nil
 }
 
 func (r *Reconciler) batchSize() int {

@@ -29,6 +29,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/linstorgate/linstorgatetest"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 	"github.com/spectrocloud/nodewright/test/site/clusterplay"
 	"github.com/spectrocloud/nodewright/test/site/drbdplay"
 	"github.com/spectrocloud/nodewright/test/site/linstorsim"
@@ -241,10 +242,7 @@ func (s *site) cacheOptions() cache.Options {
 }
 
 func (s *site) reconciler(mgr manager.Manager, c client.Client, r client.Reader) *replicationupgrade.Reconciler {
-	return &replicationupgrade.Reconciler{Client: c, APIReader: r, Recorder: mgr.GetEventRecorderFor("upgrade-test"),
-		LockNamespace: s.lockNS, AgentNamespace: s.ns, Audit: s.trail, Actor: "nodewright-operator",
-		LINSTOR:   s.linstorConfig(),
-		BatchSize: 4, Concurrency: 2, Poll: 200 * time.Millisecond}
+	return &replicationupgrade.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("upgrade-test"), LockNamespace: s.lockNS, Audit: s.trail, Actor: "nodewright-operator"}, Client: c, APIReader: r, AgentNamespace: s.ns, LINSTOR: s.linstorConfig(), BatchSize: 4, Concurrency: 2, Poll: 200 * time.Millisecond}
 }
 
 // linstorConfig is the operator's: the LINSTOR gate's URL, CA and token file.

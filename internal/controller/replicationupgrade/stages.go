@@ -25,40 +25,6 @@ import (
 // the change it records.
 const again = time.Millisecond
 
-// perform runs the action of the step the upgrade is in.
-func (r *Reconciler) perform(ctx context.Context, s *scope) (engine.Outcome, error) {
-	switch s.State.Step {
-	case replupgrade.Preflight:
-		return r.preflight(ctx, s)
-	case replupgrade.Place:
-		return r.place(ctx, s)
-	case replupgrade.Sync:
-		return r.sync(ctx, s)
-	case replupgrade.Verify:
-		return r.verify(ctx, s)
-	case replupgrade.Quorum:
-		return r.quorum(ctx, s)
-	case replupgrade.ReleaseTaints:
-		return r.releaseTaints(ctx, s)
-	case replupgrade.RestoreTaints:
-		return r.restoreTaints(ctx, s)
-	case replupgrade.RestoreQuorum:
-		return r.restoreQuorum(ctx, s)
-	case replupgrade.RemoveReplicas:
-		return r.removeReplicas(ctx, s)
-	case replupgrade.RestorePlaceCount:
-		return r.restorePlaceCount(ctx, s)
-	case replupgrade.RestoreBalance:
-		return r.restoreBalance(ctx, s)
-	}
-	return engine.Failed("no action for step %s", s.State.Step), nil
-}
-
-// needsLINSTOR reports whether step talks to LINSTOR.
-func needsLINSTOR(step replupgrade.Step) bool {
-	return step != replupgrade.ReleaseTaints && step != replupgrade.RestoreTaints
-}
-
 // replica is a new replica: a volume's on a joining node, in a pool (empty: diskless).
 type replica struct{ def, node, pool string }
 
@@ -326,13 +292,12 @@ func (r *Reconciler) verify(ctx context.Context, s *scope) (engine.Outcome, erro
 func (r *Reconciler) startVerify(ctx context.Context, s *scope, def string) error {
 	u := s.u
 	op := &nwv1.NodeOperation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.AgentNamespace, Name: verifyName(u, def), Labels: replupgrade.Owner(u).Labels(),
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: nwv1.GroupVersion.String(), Kind: replupgrade.Kind.Name,
-				Name: u.Name, UID: u.UID, Controller: ptr.To(true)}}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.AgentNamespace, Name: verifyName(u, def),
+			OwnerReferences: []metav1.OwnerReference{replupgrade.Descriptor.ControllerRef(u)}},
 		Spec: nwv1.NodeOperationSpec{NodeName: u.Status.OriginalNode, Type: nwv1.OperationDRBDVerify,
 			Deadline: metav1.NewTime(s.Now.Add(verifyDeadline)), DRBDVerify: &nwv1.DRBDResourceOperation{Resource: def}},
 	}
-	if err := children.Ensure(ctx, r.Client, r.APIReader, replupgrade.Owner(u), "NodeOperation", op); err != nil {
+	if err := children.Ensure(ctx, r.Client, r.APIReader, replupgrade.Descriptor.Owner(u), "NodeOperation", op); err != nil {
 		return err
 	}
 	s.ops[op.Name] = op

@@ -18,6 +18,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
@@ -44,62 +45,75 @@ var vmSteps = map[migration.Step]bool{
 	migration.RollbackRepoint: true, migration.RollbackStartVM: true,
 }
 
-// perform does the running step's action. The engine fails the step on what retrying cannot
-// fix: a child's name taken by someone else's object, or a write the API server refuses as
-// invalid or forbidden (KubeVirt's admission refusing a VM change, say).
-func (r *Reconciler) perform(ctx context.Context, s *scope) (engine.Outcome, error) {
-	step := migration.Action(s.State)
-	rollingBack := s.State.Phase == nwv1.WorkflowRollingBack
-	if step != migration.Validate && s.rec == nil && s.vm != nil {
-		// The cache may not show the record Validate just wrote: ask the API server.
-		if err := r.refreshVM(ctx, s); err != nil {
-			return engine.Outcome{}, err
+// Actions are the steps' actions. Before any but Validate and RollbackCleanup, the VM and the
+// migration's record on it must be there: a step that acts on a VM gone during a rollback has
+// nothing to undo, and otherwise the step fails saying what is missing. The engine fails a step
+// on what retrying cannot fix: a child's name taken by someone else's object, or a write the
+// API server refuses as invalid or forbidden (KubeVirt's admission refusing a VM change, say).
+func (r *Reconciler) Actions() engine.Actions[*nwv1.VMVolumeMigration] {
+	type action = func(context.Context, *scope) (engine.Outcome, error)
+	held := func(act action) action {
+		return func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			step := s.State.Step
+			if s.rec == nil && s.vm != nil {
+				// The cache may not show the record Validate just wrote: ask the API server.
+				if err := r.refreshVM(ctx, s); err != nil {
+					return engine.Outcome{}, err
+				}
+			}
+			switch {
+			case s.vm == nil && s.State.Phase == nwv1.WorkflowRollingBack && vmSteps[step]:
+				return engine.Skipped("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+			case s.vm == nil:
+				return engine.Failed("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+			case s.rec == nil:
+				return engine.Failed("the migration's record on VirtualMachine %s (annotation %s) is gone; what to restore is unknown", s.m.Spec.VMName, AnnotationMigration), nil
+			}
+			return act(ctx, s)
 		}
 	}
-	switch {
-	case step == migration.Validate || step == migration.RollbackCleanup:
-	case s.vm == nil && rollingBack && vmSteps[step]:
-		return engine.Skipped("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
-	case s.vm == nil:
-		return engine.Failed("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
-	case s.rec == nil:
-		return engine.Failed("the migration's record on VirtualMachine %s (annotation %s) is gone; what to restore is unknown", s.m.Spec.VMName, AnnotationMigration), nil
-	}
-	switch step {
-	case migration.Validate:
-		return r.validate(ctx, s)
-	case migration.SnapshotSource:
-		return r.snapshot(ctx, s, migration.SuffixBefore, s.m.Status.SourcePVCName)
-	case migration.FreezeGuest:
-		return r.freeze(ctx, s, true)
-	case migration.CloneSource:
-		return r.createTarget(ctx, s, true)
-	case migration.ThawGuest, migration.RollbackThawGuest:
-		return r.freeze(ctx, s, false)
-	case migration.VerifyClone:
-		return r.verifyClone(ctx, s)
-	case migration.StopVM, migration.RollbackStopVM:
-		return r.stopVM(ctx, s)
-	case migration.CreateTarget:
-		return r.createTarget(ctx, s, false)
-	case migration.Copy:
-		return r.dataJob(ctx, s, migration.SuffixCopy, "copy", s.m.Status.SourcePVCName, s.m.Status.TargetPVCName)
-	case migration.Repoint:
-		return r.repoint(ctx, s, targetSource(s.rec.Volume, s.m.Status.TargetPVCName), "volume %s now names PVC %s", s.m.Spec.VolumeName, s.m.Status.TargetPVCName)
-	case migration.StartVM:
-		return r.startVM(ctx, s, s.m.Status.TargetPVCName)
-	case migration.SnapshotTarget:
-		return r.snapshot(ctx, s, migration.SuffixAfter, s.m.Status.TargetPVCName)
-	case migration.ReleaseSource:
-		return r.releaseSource(ctx, s)
-	case migration.RollbackRepoint:
-		return r.repoint(ctx, s, s.rec.Volume, "volume %s points at PVC %s again", s.m.Spec.VolumeName, migration.ClaimOf(s.rec.Volume))
-	case migration.RollbackStartVM:
-		return r.startVM(ctx, s, migration.ClaimOf(s.rec.Volume))
-	case migration.RollbackCleanup:
-		return r.cleanup(ctx, s)
-	}
-	return engine.Outcome{}, fmt.Errorf("no action for step %q", step)
+	return engine.Scoped(r.newScope, map[workflow.Step]action{
+		migration.Validate: r.validate,
+		migration.SnapshotSource: held(func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			return r.snapshot(ctx, s, migration.SuffixBefore, s.m.Status.SourcePVCName)
+		}),
+		migration.FreezeGuest: held(func(ctx context.Context, s *scope) (engine.Outcome, error) { return r.freeze(ctx, s, true) }),
+		migration.CloneSource: held(func(ctx context.Context, s *scope) (engine.Outcome, error) { return r.createTarget(ctx, s, true) }),
+		migration.ThawGuest:   held(r.thaw),
+		migration.VerifyClone: held(r.verifyClone),
+		migration.StopVM:      held(r.stopVM),
+		migration.CreateTarget: held(func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			return r.createTarget(ctx, s, false)
+		}),
+		migration.Copy: held(func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			return r.dataJob(ctx, s, migration.SuffixCopy, "copy", s.m.Status.SourcePVCName, s.m.Status.TargetPVCName)
+		}),
+		migration.Repoint: held(func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			return r.repoint(ctx, s, targetSource(s.rec.Volume, s.m.Status.TargetPVCName), "volume %s now names PVC %s", s.m.Spec.VolumeName, s.m.Status.TargetPVCName)
+		}),
+		migration.StartVM: held(func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			return r.startVM(ctx, s, s.m.Status.TargetPVCName)
+		}),
+		migration.SnapshotTarget: held(func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			return r.snapshot(ctx, s, migration.SuffixAfter, s.m.Status.TargetPVCName)
+		}),
+		migration.ReleaseSource:     held(r.releaseSource),
+		migration.RollbackThawGuest: held(r.thaw),
+		migration.RollbackStopVM:    held(r.stopVM),
+		migration.RollbackRepoint: held(func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			return r.repoint(ctx, s, s.rec.Volume, "volume %s points at PVC %s again", s.m.Spec.VolumeName, migration.ClaimOf(s.rec.Volume))
+		}),
+		migration.RollbackStartVM: held(func(ctx context.Context, s *scope) (engine.Outcome, error) {
+			return r.startVM(ctx, s, migration.ClaimOf(s.rec.Volume))
+		}),
+		migration.RollbackCleanup: r.cleanup,
+	})
+}
+
+// thaw thaws the guest (ThawGuest, and RollbackThawGuest for a guest that may still be
+// frozen).
+func (r *Reconciler) thaw(ctx context.Context, s *scope) (engine.Outcome, error) {
+	return r.freeze(ctx, s, false)
 }
 
 // snapshot takes (or waits for) one of the bookends.

@@ -13,6 +13,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
@@ -41,8 +42,7 @@ func TestARecordTooLongForTheTrailIsLeftOut(t *testing.T) {
 	f := newFixture(t, site.Options{})
 	tr := openTrail(t)
 	env.StartManagerAsWithCache(t, asOperator(t), operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
-		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
-			Audit: oversizedLog{tr.log, "Running/Copy"}, Actor: operatorActor}).SetupWithManager(mgr)
+		return (&vmvolumemigration.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("test"), Audit: oversizedLog{tr.log, "Running/Copy"}, Actor: operatorActor}, Client: mgr.GetClient()}).SetupWithManager(mgr)
 	})
 	f.create(f.migration("oversized", nwv1.MigrationCold, linstorClass))
 	f.waitPhase("oversized", nwv1.WorkflowSucceeded)

@@ -8,26 +8,20 @@ package vmvolumemigration
 
 import (
 	"context"
-	"fmt"
-	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/utils/clock"
 	virtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/migration"
-	"github.com/spectrocloud/nodewright/internal/servedapis"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -46,11 +40,11 @@ import (
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshotclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// Finalizer holds a migration until a running one is rolled back and the VM released.
-const Finalizer = "nodewright.spectrocloud.com/migration"
-
 // DefaultCopyImage is the image of the data Jobs unless the operator is told otherwise.
 const DefaultCopyImage = "ghcr.io/spectrocloud/nodewright-copy:v0.1.0"
+
+// APIs are the third-party kinds migrations read and write (migration.Descriptor.APIs).
+var APIs = migration.Descriptor.APIs
 
 // Event reasons on VMVolumeMigration besides the transitions' (workflow.Event...).
 const (
@@ -66,40 +60,24 @@ type AuditLog = audit.Appender
 
 // Reconciler runs VMVolumeMigrations.
 type Reconciler struct {
+	engine.Deps
 	Client client.Client
 	// APIReader reads past the cache where a stale or filtered read would mislead.
 	APIReader client.Reader
 	// Clientset calls KubeVirt's freeze subresource.
 	Clientset kubernetes.Interface
-	Recorder  record.EventRecorder
-	Clock     clock.PassiveClock
 	// CopyImage is the image with nodewright-copy that the data Jobs run.
 	CopyImage string
-	// Audit, when set, receives one record per transition; Actor is who the records say did it.
-	Audit AuditLog
-	Actor string
-	// Discovery tells which APIs the cluster serves; one for the manager's API server when nil.
-	Discovery servedapis.Discovery
 
 	engine *engine.Engine[*nwv1.VMVolumeMigration]
-
-	controller controller.Controller
-	cache      cache.Cache
-	// The watches watch starts once: on the APIs' definitions, on children and VMs.
-	watchMu                               sync.Mutex
-	watchingDefinitions, watchingChildren bool
 }
 
-// SetupWithManager registers the controller.
+// SetupWithManager registers the controller. The migration's children and VMs are watched
+// once the cluster serves the APIs it needs (migration.Descriptor.APIs): until then its
+// migrations wait, saying why, and admission refuses new ones.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
 	if r.CopyImage == "" {
 		r.CopyImage = DefaultCopyImage
-	}
-	if r.APIReader == nil {
-		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Clientset == nil {
 		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
@@ -108,49 +86,29 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		r.Clientset = cs
 	}
-	if r.Discovery == nil {
-		d, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-		if err != nil {
-			return fmt.Errorf("building the discovery client: %w", err)
-		}
-		r.Discovery = d
-	}
-	r.cache = mgr.GetCache()
-	r.engine = &engine.Engine[*nwv1.VMVolumeMigration]{
-		Client: r.Client, APIReader: r.APIReader, Recorder: r.Recorder, Clock: r.Clock,
-		Kind: migration.Kind, Finalizer: Finalizer, Audit: r.Audit, Actor: r.Actor, Workflow: r,
-	}
-	c, err := r.engine.Setup(mgr, "vmvolumemigration", nil)
-	if err != nil {
-		return err
-	}
-	r.controller = c
-	if missing, err := APIs.Missing(r.Discovery); err == nil && len(missing) > 0 {
-		mgr.GetLogger().Info("VMVolumeMigrations wait for APIs the cluster does not serve; they start once these are installed", "missing", missing.String())
-	}
-	return nil
+	e, err := engine.Start(mgr, migration.Descriptor, r, &r.Deps, &r.Client, &r.APIReader)
+	r.engine = e
+	return err
 }
 
-// byChildLabel maps a child to the migration whose UID it carries.
-func (r *Reconciler) byChildLabel(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.matching(ctx, o.GetNamespace(), func(m *nwv1.VMVolumeMigration) bool {
-		return string(m.UID) == o.GetLabels()[LabelMigrationUID]
-	})
+// SourcesOnceServed wakes the migrations of a VM when it or its VMI (same name) changes.
+func (r *Reconciler) SourcesOnceServed(c cache.Cache) []source.Source {
+	byVM := handler.EnqueueRequestsFromMapFunc(r.byVM)
+	return []source.Source{
+		source.Kind[client.Object](c, &virtv1.VirtualMachine{}, byVM),
+		source.Kind[client.Object](c, &virtv1.VirtualMachineInstance{}, byVM),
+	}
 }
 
 // byVM maps a VM or its VMI (same name) to the migrations of that VM.
 func (r *Reconciler) byVM(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.matching(ctx, o.GetNamespace(), func(m *nwv1.VMVolumeMigration) bool { return m.Spec.VMName == o.GetName() })
-}
-
-func (r *Reconciler) matching(ctx context.Context, namespace string, match func(*nwv1.VMVolumeMigration) bool) []reconcile.Request {
 	var list nwv1.VMVolumeMigrationList
-	if err := r.Client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		if match(&list.Items[i]) {
+		if list.Items[i].Spec.VMName == o.GetName() {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 		}
 	}
@@ -162,77 +120,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.engine.Reconcile(ctx, req)
 }
 
-// The migration as the engine's workflow: New, NewList, Plan, Prepare, Act and Finish.
-
-// New is an empty migration.
-func (r *Reconciler) New() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} }
-
-// NewList is an empty list of migrations.
-func (r *Reconciler) NewList() client.ObjectList { return &nwv1.VMVolumeMigrationList{} }
-
-// Plan is the migration's plan.
-func (r *Reconciler) Plan(m *nwv1.VMVolumeMigration) workflow.Plan { return migration.PlanOf(m) }
-
-// Prepare holds a migration while the cluster does not serve the APIs it needs, and starts
-// the watches of those it does.
-func (r *Reconciler) Prepare(ctx context.Context, m *nwv1.VMVolumeMigration) (bool, ctrl.Result, error) {
-	missing, err := APIs.Missing(r.Discovery)
-	if err != nil {
-		return true, ctrl.Result{}, err
-	}
-	if err := r.watch(len(missing) == 0); err != nil {
-		return true, ctrl.Result{}, err
-	}
-	if len(missing) > 0 {
-		result, err := r.waitForAPIs(ctx, m, missing)
-		return true, result, err
-	}
-	return false, ctrl.Result{}, nil
-}
-
-// Act performs the running step's action.
-func (r *Reconciler) Act(ctx context.Context, run *engine.Run[*nwv1.VMVolumeMigration]) (engine.Outcome, error) {
-	s, err := r.newScope(ctx, run)
-	if err != nil {
-		return engine.Outcome{}, err
-	}
-	return r.perform(ctx, s)
-}
-
 // Finish tidies up after a finished migration: the data Jobs and the snapshot view go, and
 // the VM is released. A Failed migration keeps its hold on the VM, so that no other migration
 // starts on a VM in an unknown state, until it is deleted.
-func (r *Reconciler) Finish(ctx context.Context, run *engine.Run[*nwv1.VMVolumeMigration]) (engine.Outcome, error) {
+func (r *Reconciler) Finish(ctx context.Context, run *engine.Run[*nwv1.VMVolumeMigration]) (engine.Finished, error) {
 	s, err := r.newScope(ctx, run)
 	if err != nil {
-		return engine.Outcome{}, err
+		return engine.Finished{}, err
 	}
 	gone, err := r.deleteEphemeral(ctx, s)
 	if err != nil || !gone {
-		return engine.Outcome{Message: "removing the data Jobs"}, err
+		return engine.Tidying(0, "removing the data Jobs"), err
 	}
 	switch {
 	case s.vm == nil:
+		return engine.Tidied("the data Jobs are gone; VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
 	case s.State.Phase != nwv1.WorkflowFailed:
 		if err := unlockVM(ctx, r.Client, s.vm, s.m); err != nil {
-			return engine.Outcome{}, err
+			return engine.Finished{}, err
 		}
+		return engine.Tidied("the data Jobs are gone and VirtualMachine %s is released", s.m.Spec.VMName), nil
 	case run.Deleting:
 		if err := keepFailedRecord(ctx, r.Client, s.vm, s.m); err != nil {
-			return engine.Outcome{}, err
+			return engine.Finished{}, err
 		}
+		return engine.Tidied("the data Jobs are gone; VirtualMachine %s keeps the failed migration's record", s.m.Spec.VMName), nil
 	}
-	return engine.Outcome{Release: run.Deleting && controllerutil.ContainsFinalizer(s.m, Finalizer)}, nil
-}
-
-func (r *Reconciler) patchFinalizers(ctx context.Context, m *nwv1.VMVolumeMigration, change func()) error {
-	base := m.DeepCopy()
-	change()
-	err := r.Client.Patch(ctx, m, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	return engine.Tidied("the data Jobs are gone; VirtualMachine %s stays held by the failed migration until it is deleted", s.m.Spec.VMName), nil
 }
 
 // scope is one reconcile's view of a migration and its VM.

@@ -28,6 +28,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
@@ -460,8 +461,7 @@ func TestEveryTransitionIsAudited(t *testing.T) {
 	f := newFixture(t, site.Options{})
 	tr := openTrail(t)
 	env.StartManagerAsWithCache(t, asOperator(t), operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
-		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
-			Audit: tr.log, Actor: operatorActor}).SetupWithManager(mgr)
+		return (&vmvolumemigration.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("test"), Audit: tr.log, Actor: operatorActor}, Client: mgr.GetClient()}).SetupWithManager(mgr)
 	})
 	f.create(f.migration("audited", nwv1.MigrationCold, linstorClass))
 	f.waitPhase("audited", nwv1.WorkflowSucceeded)

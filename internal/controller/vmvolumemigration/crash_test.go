@@ -17,6 +17,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
@@ -100,7 +101,7 @@ func kill(t *testing.T, deadStatus func(*nwv1.VMVolumeMigration) bool, deadVM fu
 		return false
 	})
 	env.RunUntilCrash(t, crash, operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager, c client.Client, apiReader client.Reader) error {
-		r := &vmvolumemigration.Reconciler{Client: c, APIReader: apiReader, Recorder: mgr.GetEventRecorderFor("crashing-operator")}
+		r := &vmvolumemigration.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("crashing-operator")}, Client: c, APIReader: apiReader}
 		if log != nil {
 			r.Audit, r.Actor = dyingLog{log, crash.Guard}, operatorActor
 		}
@@ -135,8 +136,7 @@ func TestAuditRecordOfACrashIsWrittenAfterTheRestart(t *testing.T) {
 		t.Fatalf("%d records before the restart, want 4 (the transition into Copy died with the operator)", n)
 	}
 	env.StartManagerAsWithCache(t, asOperator(t), operator.CacheOptions(operator.Scope{}), func(ctx context.Context, mgr manager.Manager) error {
-		return (&vmvolumemigration.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("test"),
-			Audit: trail.log, Actor: operatorActor}).SetupWithManager(mgr)
+		return (&vmvolumemigration.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("test"), Audit: trail.log, Actor: operatorActor}, Client: mgr.GetClient()}).SetupWithManager(mgr)
 	})
 	f.waitPhase("crash-audit", nwv1.WorkflowSucceeded)
 	trail.verify(t, f.ns, "crash-audit", 9)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
 // +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-nodeoperation,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=nodeoperations,verbs=create;update,versions=v1alpha1,name=mnodeoperation-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
@@ -27,8 +29,33 @@ type nodeOperations struct {
 	client client.Reader
 }
 
-// workflowKinds are the kinds that may ask a node's agent for an operation.
-var workflowKinds = []string{"BondModeFlipPlan", "ReplicationUpgrade"}
+// workflowKinds are the kinds that may ask a node's agent for an operation: those that
+// change nodes through their agents (engine.Descriptor.NeedsAgents).
+func workflowKinds() []string {
+	var out []string
+	for _, k := range engine.Described() {
+		if k.NeedsAgents {
+			out = append(out, k.Kind.Name)
+		}
+	}
+	return out
+}
+
+// askers names the kinds that may ask for an operation, as a sentence does: "a
+// BondModeFlipPlan or a ReplicationUpgrade".
+func askers() string {
+	kinds := workflowKinds()
+	for i, k := range kinds {
+		kinds[i] = "a " + k
+	}
+	switch len(kinds) {
+	case 0:
+		return "no workflow kind"
+	case 1:
+		return kinds[0]
+	}
+	return strings.Join(kinds[:len(kinds)-1], ", ") + " or " + kinds[len(kinds)-1]
+}
 
 // MaxOperationDeadline bounds how far ahead an operation's deadline may be: an agent performs
 // its node's operations one at a time, and one stuck until a far deadline would hold all the
@@ -61,11 +88,11 @@ func (n *nodeOperations) create(ctx context.Context, op *nwv1.NodeOperation) (ad
 	owner := controllerOf(op)
 	const field = "metadata.ownerReferences"
 	if owner == nil {
-		return nil, fmt.Errorf("%s: a NodeOperation is owned, as its controller, by the workflow that asked for it (a BondModeFlipPlan or a ReplicationUpgrade); none is", field)
+		return nil, fmt.Errorf("%s: a NodeOperation is owned, as its controller, by the workflow that asked for it (%s); none is", field, askers())
 	}
 	gv, err := schema.ParseGroupVersion(owner.APIVersion)
-	if err != nil || gv.Group != nwv1.GroupVersion.Group || !slices.Contains(workflowKinds, owner.Kind) {
-		return nil, fmt.Errorf("%s: the controller is a %s (%s); only a BondModeFlipPlan or a ReplicationUpgrade asks a node's agent for an operation", field, owner.Kind, owner.APIVersion)
+	if err != nil || gv.Group != nwv1.GroupVersion.Group || !slices.Contains(workflowKinds(), owner.Kind) {
+		return nil, fmt.Errorf("%s: the controller is a %s (%s); only %s asks a node's agent for an operation", field, owner.Kind, owner.APIVersion, askers())
 	}
 	asker := &metav1.PartialObjectMetadata{}
 	asker.SetGroupVersionKind(nwv1.GroupVersion.WithKind(owner.Kind))

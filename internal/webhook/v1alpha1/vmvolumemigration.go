@@ -15,10 +15,6 @@ import (
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 )
 
-// +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=create;update,versions=v1alpha1,name=mvmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
-// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=create;update,versions=v1alpha1,name=vvmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/validate-delete-nodewright-spectrocloud-com-v1alpha1-vmvolumemigration,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=delete,versions=v1alpha1,name=vdeletevmvolumemigration-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,timeoutSeconds=5
-
 // migrations admits VMVolumeMigrations: it fills in the mode and the target size, and
 // refuses what the controller's Validate step would refuse, before anything starts.
 type migrations struct {

@@ -27,9 +27,12 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/management"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/migration/preflight"
 	"github.com/spectrocloud/nodewright/internal/profiletrust"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+	"github.com/spectrocloud/nodewright/internal/workflows"
 )
 
 // kindWebhook is one kind's admission: a mutating handler that stamps who asked (and who
@@ -250,26 +253,64 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	trust.Reader = reader
 	d := o.Decisions
 
-	mig := &migrations{checker: preflight.Checker{Client: reader, APIReader: reader}, client: reader, missing: o.MigrationAPIs}
-	migHook := &kindWebhook[*nwv1.VMVolumeMigration]{kind: "VMVolumeMigration", decisions: d, workflow: true,
-		defaults: mig.defaults, create: mig.create,
-		newObject: func() *nwv1.VMVolumeMigration { return &nwv1.VMVolumeMigration{} }}
 	cl := &clusters{client: reader, trust: trust, legacyNamespace: o.LegacyNamespace,
 		agents: management.Reader{Cache: reader, Live: reader, AgentNamespace: o.AgentNamespace}}
 	pr := &profiles{client: reader, trust: trust}
-	wf := &clusterWorkflows{client: reader}
 	ops := &nodeOperations{client: reader}
 	return errors.Join(
-		migHook.register(mgr, &nwv1.VMVolumeMigration{}),
+		workflowWebhooks(mgr, o),
 		(&kindWebhook[*nwv1.NodewrightCluster]{kind: "NodewrightCluster", decisions: d, create: cl.create, update: cl.update,
 			newObject: func() *nwv1.NodewrightCluster { return &nwv1.NodewrightCluster{} }}).register(mgr, &nwv1.NodewrightCluster{}),
 		(&kindWebhook[*nwv1.EdgeProfile]{kind: "EdgeProfile", decisions: d, create: pr.create, update: pr.update,
 			newObject: func() *nwv1.EdgeProfile { return &nwv1.EdgeProfile{} }}).register(mgr, &nwv1.EdgeProfile{}),
-		(&kindWebhook[*nwv1.BondModeFlipPlan]{kind: "BondModeFlipPlan", decisions: d, create: wf.createFlip, workflow: true,
-			newObject: func() *nwv1.BondModeFlipPlan { return &nwv1.BondModeFlipPlan{} }}).register(mgr, &nwv1.BondModeFlipPlan{}),
-		(&kindWebhook[*nwv1.ReplicationUpgrade]{kind: "ReplicationUpgrade", decisions: d, create: wf.createUpgrade, workflow: true,
-			newObject: func() *nwv1.ReplicationUpgrade { return &nwv1.ReplicationUpgrade{} }}).register(mgr, &nwv1.ReplicationUpgrade{}),
 		(&kindWebhook[*nwv1.NodeOperation]{kind: "NodeOperation", decisions: d, create: ops.create, update: ops.update,
 			newObject: func() *nwv1.NodeOperation { return &nwv1.NodeOperation{} }}).register(mgr, &nwv1.NodeOperation{}),
 	)
+}
+
+// workflowWebhooks registers the admission of every workflow kind (internal/workflows): who
+// asked, who approved, and what its descriptor asks to check (clusterWorkflows.admit); a
+// migration's, its defaults and the controller's own checks instead (migrations).
+func workflowWebhooks(mgr ctrl.Manager, o Options) error {
+	reader := mgr.GetAPIReader()
+	wf := &clusterWorkflows{client: reader}
+	mig := &migrations{checker: preflight.Checker{Client: reader, APIReader: reader}, client: reader, missing: o.MigrationAPIs}
+	var errs []error
+	for _, k := range workflows.All() {
+		s, ok := described(k.Name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s is registered but not described (engine.Describe)", k.Name))
+			continue
+		}
+		hook := &kindWebhook[engine.Object]{kind: k.Name, decisions: o.Decisions, workflow: true, newObject: s.New, create: wf.admit(s)}
+		if k.Name == migration.Descriptor.Kind.Name {
+			hook.defaults = typed(mig.defaults)
+			hook.create = typed(mig.create)
+		}
+		errs = append(errs, hook.register(mgr, s.New()))
+	}
+	return errors.Join(errs...)
+}
+
+// described is the kind named name as engine.Describe knows it.
+func described(name string) (engine.Summary, bool) {
+	for _, s := range engine.Described() {
+		if s.Kind.Name == name {
+			return s, true
+		}
+	}
+	return engine.Summary{}, false
+}
+
+// typed adapts a hook of one kind to the workflows' webhook, which decodes into the kind's
+// own type.
+func typed[T engine.Object, R any](fn func(context.Context, T) (R, error)) func(context.Context, engine.Object) (R, error) {
+	return func(ctx context.Context, o engine.Object) (R, error) {
+		t, ok := o.(T)
+		if !ok {
+			var zero R
+			return zero, fmt.Errorf("expected a %T, got %T", *new(T), o)
+		}
+		return fn(ctx, t)
+	}
 }

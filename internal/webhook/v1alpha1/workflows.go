@@ -11,19 +11,12 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/management"
 	"github.com/spectrocloud/nodewright/internal/workflow"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
-// +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-bondmodeflipplan,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=bondmodeflipplans,verbs=create;update,versions=v1alpha1,name=mbondmodeflipplan-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
-// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-bondmodeflipplan,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=bondmodeflipplans,verbs=create;update,versions=v1alpha1,name=vbondmodeflipplan-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/validate-delete-nodewright-spectrocloud-com-v1alpha1-bondmodeflipplan,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=bondmodeflipplans,verbs=delete,versions=v1alpha1,name=vdeletebondmodeflipplan-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,timeoutSeconds=5
-// +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-replicationupgrade,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=replicationupgrades,verbs=create;update,versions=v1alpha1,name=mreplicationupgrade-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
-// +kubebuilder:webhook:path=/validate-nodewright-spectrocloud-com-v1alpha1-replicationupgrade,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=replicationupgrades,verbs=create;update,versions=v1alpha1,name=vreplicationupgrade-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/validate-delete-nodewright-spectrocloud-com-v1alpha1-replicationupgrade,mutating=false,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=replicationupgrades,verbs=delete,versions=v1alpha1,name=vdeletereplicationupgrade-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,timeoutSeconds=5
-
-// Admission reads the Nodes a workflow names, the workflows already there and the
-// NodewrightCluster (its management mode).
+// Admission reads the Nodes a workflow names, the workflows already there (each kind's
+// controller may list its own) and the NodewrightCluster (its management mode).
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
-// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bondmodeflipplans;replicationupgrades,verbs=get;list;watch
 
 // The cluster-wide workflows (bond-mode flips and replication upgrades) change the network
 // or the storage of every node, so at most one of them runs at a time, and only on nodes
@@ -34,30 +27,32 @@ type clusterWorkflows struct {
 	client client.Reader
 }
 
-func (w *clusterWorkflows) createFlip(ctx context.Context, f *nwv1.BondModeFlipPlan) (admission.Warnings, error) {
-	if err := validWindow(f.Spec.MaintenanceWindow); err != nil {
-		return nil, err
+// admit is the check of a new workflow of kind k that its descriptor asks for: a readable
+// maintenance window, the nodes it names there, and, for a cluster-wide kind, the Managed
+// mode and no other cluster-wide workflow unfinished.
+func (w *clusterWorkflows) admit(k engine.Summary) func(ctx context.Context, o engine.Object) (admission.Warnings, error) {
+	return func(ctx context.Context, o engine.Object) (admission.Warnings, error) {
+		if g, ok := o.(engine.GatedObject); ok {
+			if _, window := g.GetGates(); window != nil {
+				if err := validWindow(window); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if k.Nodes != nil {
+			field, names := k.Nodes(o)
+			if err := nodesExist(ctx, w.client, field, names); err != nil {
+				return nil, err
+			}
+		}
+		if !k.ClusterWide {
+			return nil, nil
+		}
+		if err := w.managed(ctx, k.Kind.Name); err != nil {
+			return nil, err
+		}
+		return nil, w.noneActive(ctx, k.Kind.Name, o.GetName())
 	}
-	if err := nodesExist(ctx, w.client, "spec.nodeOrder", f.Spec.NodeOrder); err != nil {
-		return nil, err
-	}
-	if err := w.managed(ctx, "BondModeFlipPlan"); err != nil {
-		return nil, err
-	}
-	return nil, w.noneActive(ctx, "BondModeFlipPlan", f.Name)
-}
-
-func (w *clusterWorkflows) createUpgrade(ctx context.Context, u *nwv1.ReplicationUpgrade) (admission.Warnings, error) {
-	if err := validWindow(u.Spec.MaintenanceWindow); err != nil {
-		return nil, err
-	}
-	if err := nodesExist(ctx, w.client, "spec.peerNodes", u.Spec.PeerNodes); err != nil {
-		return nil, err
-	}
-	if err := w.managed(ctx, "ReplicationUpgrade"); err != nil {
-		return nil, err
-	}
-	return nil, w.noneActive(ctx, "ReplicationUpgrade", u.Name)
 }
 
 // managed refuses a workflow that changes nodes while Nodewright does not manage them: in the
@@ -91,22 +86,18 @@ func validWindow(w *nwv1.MaintenanceWindow) error {
 
 // noneActive refuses a second cluster-wide workflow while one has not finished.
 func (w *clusterWorkflows) noneActive(ctx context.Context, kind, name string) error {
-	var flips nwv1.BondModeFlipPlanList
-	if err := w.client.List(ctx, &flips); err != nil {
-		return fmt.Errorf("listing the BondModeFlipPlans: %w", err)
-	}
-	for _, f := range flips.Items {
-		if (kind != "BondModeFlipPlan" || f.Name != name) && holdsCluster(f.Status.Phase, f.DeletionTimestamp != nil) {
-			return fmt.Errorf("metadata.name: BondModeFlipPlan %s has not finished (%s); one cluster-wide workflow at a time", f.Name, phaseOrPending(f.Status.Phase))
+	for _, k := range engine.Described() {
+		if !k.ClusterWide {
+			continue
 		}
-	}
-	var ups nwv1.ReplicationUpgradeList
-	if err := w.client.List(ctx, &ups); err != nil {
-		return fmt.Errorf("listing the ReplicationUpgrades: %w", err)
-	}
-	for _, u := range ups.Items {
-		if (kind != "ReplicationUpgrade" || u.Name != name) && holdsCluster(u.Status.Phase, u.DeletionTimestamp != nil) {
-			return fmt.Errorf("metadata.name: ReplicationUpgrade %s has not finished (%s); one cluster-wide workflow at a time", u.Name, phaseOrPending(u.Status.Phase))
+		list := k.NewList()
+		if err := w.client.List(ctx, list); err != nil {
+			return fmt.Errorf("listing the %ss: %w", k.Kind.Name, err)
+		}
+		for _, o := range k.List(list) {
+			if (kind != k.Kind.Name || o.GetName() != name) && holdsCluster(o.GetWorkflowStatus().Phase, o.GetDeletionTimestamp() != nil) {
+				return fmt.Errorf("metadata.name: %s %s has not finished (%s); one cluster-wide workflow at a time", k.Kind.Name, o.GetName(), phaseOrPending(o.GetWorkflowStatus().Phase))
+			}
 		}
 	}
 	return nil

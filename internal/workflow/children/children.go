@@ -80,11 +80,21 @@ type NotOursError struct{ Message string }
 
 func (e NotOursError) Error() string { return e.Message }
 
-// Ensure creates obj unless an object of that name exists, and reads the existing one back
-// into obj through apiReader (the API server: the operator's cache holds only its own
-// children). A same-named object that is not o's is a NotOursError: a workflow never adopts
-// or overwrites what someone else made. kind names obj's kind in that error.
+// Ensure creates obj, with o's labels added to its own (Labels: without them the operator's
+// cache would not hold it, and a re-run after a crash would take it for someone else's),
+// unless an object of that name exists, and reads the existing one back into obj through
+// apiReader (the API server: the operator's cache holds only its own children). A same-named
+// object that is not o's is a NotOursError: a workflow never adopts or overwrites what
+// someone else made. kind names obj's kind in that error.
 func Ensure(ctx context.Context, c client.Client, apiReader client.Reader, o Owner, kind string, obj client.Object) error {
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range o.Labels() {
+		labels[k] = v
+	}
+	obj.SetLabels(labels)
 	err := c.Create(ctx, obj)
 	if err == nil || !apierrors.IsAlreadyExists(err) {
 		return err

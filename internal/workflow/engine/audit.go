@@ -75,7 +75,7 @@ func (e *Engine[O]) recordTransitions(ctx context.Context, o O, p workflow.Plan)
 	if e.Audit == nil {
 		return
 	}
-	records := TransitionRecords(o, p, e.Kind, e.Actor)
+	records := TransitionRecords(o, p, e.Descriptor.Kind, e.Actor)
 	from := e.audited.get(o)
 	if from >= len(records) {
 		return
@@ -100,7 +100,7 @@ func (e *Engine[O]) recordTransitions(ctx context.Context, o O, p workflow.Plan)
 // leaveOut reports a transition's record that the trail cannot hold.
 func (e *Engine[O]) leaveOut(ctx context.Context, o O, rec audit.Record, why error) {
 	ctrl.LoggerFrom(ctx).Error(why, "Leaving a transition's record out of the audit trail: too long for one line",
-		"kind", e.Kind.Name, "object", klog.KObj(o), "from", rec.From, "to", rec.To, "record", rec.ID)
+		"kind", e.Descriptor.Kind.Name, "object", klog.KObj(o), "from", rec.From, "to", rec.To, "record", rec.ID)
 	if e.Recorder != nil {
 		e.Recorder.Event(o, corev1.EventTypeWarning, workflow.EventAuditRecordTooLong, audit.Shorten(fmt.Sprintf(
 			"the audit record of the transition from %s to %s is too long for one line of the trail and was left out of it: %v", rec.From, rec.To, why), workflow.MaxEventMessageBytes))

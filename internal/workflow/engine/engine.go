@@ -35,13 +35,16 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -57,26 +60,27 @@ type Object interface {
 	GetWorkflowStatus() *nwv1.WorkflowStatus
 }
 
-// Workflow is what one workflow kind supplies to the engine.
+// Workflow is what one workflow kind's controller supplies to the engine; its Descriptor
+// says the rest.
 type Workflow[O Object] interface {
-	// New is an empty object of the kind; NewList an empty list of them.
-	New() O
-	NewList() client.ObjectList
-	// Plan is o's plan, fixed by its spec (which cannot change once it started).
-	Plan(o O) workflow.Plan
-	// Act performs the action of the step run is in (Running or RollingBack) and says what
-	// it observed. It must be idempotent: after a crash it runs again for the same step.
-	Act(ctx context.Context, run *Run[O]) (Outcome, error)
-	// Finish tidies up after a finished workflow; Release in the outcome lets the finalizer
-	// go from a deleted one.
-	Finish(ctx context.Context, run *Run[O]) (Outcome, error)
+	// Actions is the table of the steps' actions (see Action).
+	Actions() Actions[O]
+	// Finish tidies up after a finished workflow, on every reconcile until it says Done, and
+	// again once the workflow is deleted; the engine lets the finalizer go once it is Done
+	// for a deleted one. Its message is the CleanedUp condition's.
+	Finish(ctx context.Context, run *Run[O]) (Finished, error)
 }
 
-// Preparer is a Workflow that checks something before anything else, on every reconcile
-// (the migration: that the cluster serves the APIs it needs).
+// Preparer is a Workflow that looks at something before anything else, on every reconcile:
+// it may hold the workflow (Hold), and whatever it changes in the status is written in the
+// engine's one patch, before the plan is read (a flip records its node order there).
 type Preparer[O Object] interface {
-	// Prepare reports done when the reconcile ends there, with its result.
-	Prepare(ctx context.Context, o O) (done bool, result ctrl.Result, err error)
+	Prepare(ctx context.Context, run *Run[O]) (Hold, error)
+}
+
+// Watcher is a Workflow that watches more than its children (a flip: the agents' reports).
+type Watcher interface {
+	Watches(b *builder.Builder) *builder.Builder
 }
 
 // Run is one reconcile's view of a workflow.
@@ -106,16 +110,16 @@ func (r *Run[O]) Deadline(limit time.Duration) (passed bool, left time.Duration)
 	return left <= 0, left
 }
 
-// Outcome is what a step's action observed: an event for the machine, or nothing yet (the
-// step waits, with a message saying for what, for a watch event or until Wait has passed).
+// Outcome is what a step's action observed: an event for the machine, or that the step
+// waits, with a message saying for what, for a watch event or until Wait has passed. Make
+// one with Succeeded, Skipped, Failed or Waiting: the zero Outcome says nothing, and the
+// engine retries it as an error.
 type Outcome struct {
 	Event   workflow.Event
 	Message string
 	// Skipped: the step succeeded without doing anything (nothing to do).
 	Skipped bool
 	Wait    time.Duration
-	// Release: the finalizer may go (Finish of a deleted workflow).
-	Release bool
 }
 
 // Succeeded is the outcome of a step that did what it should.
@@ -138,50 +142,108 @@ func Waiting(after time.Duration, format string, args ...any) Outcome {
 	return Outcome{Message: fmt.Sprintf(format, args...), Wait: after}
 }
 
+// Finished is what Finish says: whether the tidying up is done, and what it did or waits
+// for.
+type Finished struct {
+	Done    bool
+	Message string
+	// Wait, when not Done, is when to look again without a watch event.
+	Wait time.Duration
+}
+
+// Tidied is the Finished of a workflow with nothing (more) to tidy.
+func Tidied(format string, args ...any) Finished {
+	return Finished{Done: true, Message: fmt.Sprintf(format, args...)}
+}
+
+// Tidying is the Finished of a workflow still tidying up: at most after, it looks again.
+func Tidying(after time.Duration, format string, args ...any) Finished {
+	return Finished{Message: fmt.Sprintf(format, args...), Wait: after}
+}
+
+// Hold is what a Preparer says: the zero Hold lets the reconcile go on; one with a Reason
+// holds the workflow there. The engine writes it in its own patch: a workflow not yet
+// started waits with the Succeeded condition Unknown for Reason, a running one's step says
+// Message, and a Warning Event with Reason says it when it changes; a deleted workflow that
+// never started is let go. A finished one waits silently (Finish does not run).
+type Hold struct {
+	Reason, Message string
+	// StepMessage, when set, is what a running workflow's step says (Message otherwise).
+	StepMessage string
+	// Wait, when set, is when to look again without a watch event.
+	Wait time.Duration
+	// Backoff ends the reconcile in an error, so that the retries back off (what holds the
+	// workflow will change with no event to say so).
+	Backoff bool
+}
+
 // again is the delay before the reconcile that follows a write that moved the workflow.
 const again = time.Millisecond
 
 // Engine runs one workflow kind's objects.
 type Engine[O Object] struct {
+	Descriptor *Descriptor[O]
+	Workflow   Workflow[O]
+	Deps
 	Client client.Client
 	// APIReader reads the workflow object itself and the claim, past the cache.
 	APIReader client.Reader
-	Recorder  record.EventRecorder
-	Clock     clock.PassiveClock
-	Kind      workflow.Kind
-	// Finalizer holds a workflow until a running one is rolled back and tidied up.
-	Finalizer string
-	// Audit, when set, receives one record per transition; Actor is who they say did it.
-	Audit audit.Appender
-	Actor string
-	// Gates configures the gates of the steps a GatedPlan gates.
-	Gates    GateConfig
-	Workflow Workflow[O]
 
-	audited progress
+	actions    Actions[O]
+	gates      GateConfig
+	namespaced bool
+	apis       apiWatches
+	audited    progress
 }
+
+// New is the engine of the kind d describes, with w's actions; Setup completes it.
+func New[O Object](d *Descriptor[O], w Workflow[O], deps Deps) *Engine[O] {
+	e := &Engine[O]{Descriptor: d, Workflow: w, Deps: deps, actions: w.Actions()}
+	e.gates = GateConfig{LockNamespace: deps.LockNamespace, ClusterPhases: d.ClusterPhases}
+	if e.Clock == nil {
+		e.Clock = clock.RealClock{}
+	}
+	return e
+}
+
+// Kind is the kind's words.
+func (e *Engine[O]) Kind() workflow.Kind { return e.Descriptor.Kind }
 
 // Reconcile advances one workflow by at most one action.
 func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	o := e.Workflow.New()
+	d := e.Descriptor
+	o := d.New()
 	if err := e.APIReader.Get(ctx, req.NamespacedName, o); err != nil {
 		if apierrors.IsNotFound(err) {
 			e.audited.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if o.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(o, e.Finalizer) {
-		if err := e.patchFinalizers(ctx, o, func() { controllerutil.AddFinalizer(o, e.Finalizer) }); err != nil {
+	if o.GetDeletionTimestamp().IsZero() && !controllerutil.ContainsFinalizer(o, d.Finalizer) {
+		if err := e.patchFinalizers(ctx, o, func() { controllerutil.AddFinalizer(o, d.Finalizer) }); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: again}, nil
 	}
-	if p, ok := e.Workflow.(Preparer[O]); ok {
-		if done, result, err := p.Prepare(ctx, o); done || err != nil {
-			return result, err
+	base := o.DeepCopyObject().(O)
+	if len(d.APIs) > 0 {
+		hold, err := e.servedOrHold(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if hold.Reason != "" {
+			return e.hold(ctx, base, e.newRun(o), hold)
 		}
 	}
-	base := o.DeepCopyObject().(O)
+	if p, ok := e.Workflow.(Preparer[O]); ok {
+		hold, err := p.Prepare(ctx, e.newRun(o))
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if hold.Reason != "" {
+			return e.hold(ctx, base, e.newRun(o), hold)
+		}
+	}
 	run := e.newRun(o)
 	st := o.GetWorkflowStatus()
 	waiting := run.State.Phase == nwv1.WorkflowRunning && workflow.Waiting(st, run.State.Step)
@@ -191,6 +253,13 @@ func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	if waiting && (!run.Deleting || run.Plan.Irreversible(run.State.Step)) {
 		return e.gate(ctx, base, run)
 	}
+	if run.State.Phase.Finished() {
+		return e.finish(ctx, base, run)
+	}
+	if run.State.Phase == nwv1.WorkflowPending && run.Deleting {
+		// Deleted before it started: nothing to undo or tidy.
+		return ctrl.Result{}, e.patchFinalizers(ctx, o, func() { controllerutil.RemoveFinalizer(o, d.Finalizer) })
+	}
 
 	var result ctrl.Result
 	var from, to workflow.State
@@ -199,7 +268,7 @@ func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		from = run.State
 		to, err = workflow.Next(run.Plan, run.State, out.Event)
 		if err == nil {
-			workflow.Transition(st, run.Plan, e.Kind, o.GetGeneration(), from, to, out.Event, out.Message, out.Skipped, run.Now)
+			workflow.Transition(st, run.Plan, d.Kind, o.GetGeneration(), from, to, out.Event, out.Message, out.Skipped, run.Now)
 			if waiting {
 				// Cancelled while it waited: no gate holds anything any more.
 				setHeld(st, o.GetGeneration(), metav1.ConditionFalse, nwv1.ReasonCancelled,
@@ -231,70 +300,154 @@ func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		e.announce(ctx, o, from, to, out)
 		return ctrl.Result{RequeueAfter: again}, nil
 	}
-	if out.Release {
-		if err := e.releaseLock(ctx, o); err != nil {
-			return ctrl.Result{}, err
-		}
-		err := e.patchFinalizers(ctx, o, func() { controllerutil.RemoveFinalizer(o, e.Finalizer) })
-		if err == nil {
-			e.audited.forget(client.ObjectKeyFromObject(o))
-		}
-		return ctrl.Result{}, err
-	}
 	return result, nil
 }
 
 func (e *Engine[O]) newRun(o O) *Run[O] {
-	run := &Run[O]{Object: o, Plan: e.Workflow.Plan(o), Now: metav1.NewTime(e.Clock.Now()), Deleting: !o.GetDeletionTimestamp().IsZero()}
+	run := &Run[O]{Object: o, Plan: e.Descriptor.Plan(o), Now: metav1.NewTime(e.Clock.Now()), Deleting: !o.GetDeletionTimestamp().IsZero()}
 	run.State = workflow.StateOf(o.GetWorkflowStatus(), run.Plan)
 	return run
 }
 
-// advance decides what happens now: a start, a cancellation, the current step's action, or
-// the housekeeping of a finished workflow.
+// advance decides what happens now to a workflow that has not finished: a start, a
+// cancellation, or the current step's action.
 func (e *Engine[O]) advance(ctx context.Context, run *Run[O]) (Outcome, error) {
 	switch phase := run.State.Phase; {
-	case phase == nwv1.WorkflowPending && run.Deleting:
-		return Outcome{Release: controllerutil.ContainsFinalizer(run.Object, e.Finalizer)}, nil
 	case phase == nwv1.WorkflowPending:
 		return Outcome{Event: workflow.Start, Message: "started"}, nil
 	case phase == nwv1.WorkflowRunning && run.Deleting && !run.Plan.Irreversible(run.State.Step):
 		// A step past undoing finishes first; the machine would keep it running anyway.
 		return Outcome{Event: workflow.Cancel}, nil
-	case phase.Finished():
-		if phase != nwv1.WorkflowFailed {
-			// A Failed workflow keeps the cluster until a person has looked and deleted it.
-			if err := e.releaseLock(ctx, run.Object); err != nil {
-				return Outcome{}, err
-			}
-		}
-		return e.Workflow.Finish(ctx, run)
 	}
 	return e.act(ctx, run)
 }
 
-// act performs the running step's action. What retrying cannot fix fails the step: a
-// child's name taken by someone else's object, or a write the API server refuses as invalid
+// act performs the running step's action, from the kind's table. What retrying cannot fix
+// fails the step: a step with no action, a child's name taken by someone else's object, a
+// change of the object other than its status, or a write the API server refuses as invalid
 // or forbidden (another admission webhook refusing a change, say).
 func (e *Engine[O]) act(ctx context.Context, run *Run[O]) (Outcome, error) {
-	out, err := e.Workflow.Act(ctx, run)
+	key := workflow.ActionKey(run.Plan, run.State.Step)
+	action := e.actions[key]
+	if action == nil {
+		return Failed("step %s has no action (key %s) in the %s controller", run.State.Step, key, e.Descriptor.Kind.Name), nil
+	}
+	before := run.Object.DeepCopyObject().(O)
+	out, err := action(ctx, run)
 	var taken children.NotOursError
 	switch {
 	case errors.As(err, &taken):
 		return Failed("%s", taken.Message), nil
 	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsMethodNotSupported(err):
 		return Failed("the API server refused: %v", err), nil
+	case err != nil:
+		return out, err
+	case !sameButStatus(before, run.Object):
+		return Failed("step %s changed the %s's spec or metadata, which the engine does not write (a bug of the %s controller)",
+			run.State.Step, e.Descriptor.Kind.Noun, e.Descriptor.Kind.Name), nil
+	case out.Event == "" && out.Message == "":
+		return out, fmt.Errorf("step %s: its action said nothing (no event and no message: use Waiting to wait)", run.State.Step)
 	}
-	return out, err
+	return out, nil
+}
+
+// sameButStatus reports whether a and b differ at most in their status: what the engine
+// writes.
+func sameButStatus[O Object](a, b O) bool {
+	ma, mb := a.DeepCopyObject().(O), b.DeepCopyObject().(O)
+	*ma.GetWorkflowStatus() = nwv1.WorkflowStatus{}
+	*mb.GetWorkflowStatus() = nwv1.WorkflowStatus{}
+	ua, errA := runtime.DefaultUnstructuredConverter.ToUnstructured(ma)
+	ub, errB := runtime.DefaultUnstructuredConverter.ToUnstructured(mb)
+	if errA != nil || errB != nil {
+		return false
+	}
+	delete(ua, "status")
+	delete(ub, "status")
+	return equality.Semantic.DeepEqual(ua, ub)
+}
+
+// finish runs the kind's Finish for a finished workflow: until it is done, and again once
+// the workflow is deleted, which lets the finalizer go once it is. A workflow that ends
+// releases the claim, except a Failed one: it keeps the cluster until a person has looked
+// and deleted it. The CleanedUp condition says what Finish did or waits for.
+func (e *Engine[O]) finish(ctx context.Context, base O, run *Run[O]) (ctrl.Result, error) {
+	o, st := run.Object, run.Object.GetWorkflowStatus()
+	if run.State.Phase != nwv1.WorkflowFailed || run.Deleting {
+		if err := e.releaseLock(ctx, o); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if !run.Deleting && meta.IsStatusConditionTrue(st.Conditions, nwv1.ConditionCleanedUp) {
+		return ctrl.Result{}, nil
+	}
+	done, err := e.Workflow.Finish(ctx, run)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	status, reason := metav1.ConditionFalse, nwv1.ReasonCleaningUp
+	if done.Done {
+		status, reason = metav1.ConditionTrue, nwv1.ReasonCleanedUp
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionCleanedUp, Status: status, Reason: reason,
+		Message: audit.Shorten(done.Message, workflow.MaxConditionMessageBytes), ObservedGeneration: o.GetGeneration()})
+	if err := e.patchStatus(ctx, base, o); err != nil {
+		return ctrl.Result{}, err
+	}
+	e.recordTransitions(ctx, o, run.Plan)
+	if !done.Done {
+		return ctrl.Result{RequeueAfter: done.Wait}, nil
+	}
+	if run.Deleting && controllerutil.ContainsFinalizer(o, e.Descriptor.Finalizer) {
+		err := e.patchFinalizers(ctx, o, func() { controllerutil.RemoveFinalizer(o, e.Descriptor.Finalizer) })
+		if err == nil {
+			e.audited.forget(client.ObjectKeyFromObject(o))
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, nil
+}
+
+// hold writes what a Preparer holds the workflow for (see Hold).
+func (e *Engine[O]) hold(ctx context.Context, base O, run *Run[O], h Hold) (ctrl.Result, error) {
+	o, st := run.Object, run.Object.GetWorkflowStatus()
+	switch {
+	case run.State.Phase == nwv1.WorkflowPending && run.Deleting:
+		// Nothing started, nothing to undo.
+		return ctrl.Result{}, e.patchFinalizers(ctx, o, func() { controllerutil.RemoveFinalizer(o, e.Descriptor.Finalizer) })
+	case run.State.Phase == nwv1.WorkflowPending:
+		st.Phase = nwv1.WorkflowPending
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: nwv1.ConditionSucceeded, Status: metav1.ConditionUnknown,
+			Reason: h.Reason, Message: audit.Shorten(h.Message, workflow.MaxConditionMessageBytes), ObservedGeneration: o.GetGeneration()})
+	case run.State.Phase.Active() && run.State.Step != "":
+		msg := h.StepMessage
+		if msg == "" {
+			msg = h.Message
+		}
+		workflow.StepMessage(st, run.State.Step, msg)
+	}
+	if !equality.Semantic.DeepEqual(base.GetWorkflowStatus(), st) {
+		if err := e.patchStatus(ctx, base, o); err != nil {
+			return ctrl.Result{}, err
+		}
+		if e.Recorder != nil {
+			e.Recorder.Event(o, corev1.EventTypeWarning, h.Reason, audit.Shorten(h.Message, workflow.MaxEventMessageBytes))
+		}
+		ctrl.LoggerFrom(ctx).Info("Workflow held", "kind", e.Descriptor.Kind.Name, "object", klog.KObj(o), "reason", h.Reason, "message", h.Message)
+	}
+	if h.Backoff {
+		return ctrl.Result{}, fmt.Errorf("%s: %s", h.Reason, h.Message)
+	}
+	return ctrl.Result{RequeueAfter: h.Wait}, nil
 }
 
 // announce reports a transition: an Event and a log line. Its audit record is written by
 // recordTransitions, from the status.
 func (e *Engine[O]) announce(ctx context.Context, o O, from, to workflow.State, out Outcome) {
-	ctrl.LoggerFrom(ctx).Info("Workflow transition", "kind", e.Kind.Name, "object", klog.KObj(o),
+	ctrl.LoggerFrom(ctx).Info("Workflow transition", "kind", e.Descriptor.Kind.Name, "object", klog.KObj(o),
 		"from", from.String(), "to", to.String(), "event", out.Event, "message", out.Message)
 	if e.Recorder != nil {
-		eventType, reason, msg := workflow.TransitionEvent(o.GetWorkflowStatus(), e.Kind, from, to, out.Event, out.Message, out.Skipped)
+		eventType, reason, msg := workflow.TransitionEvent(o.GetWorkflowStatus(), e.Descriptor.Kind, from, to, out.Event, out.Message, out.Skipped)
 		e.Recorder.Event(o, eventType, reason, msg)
 	}
 }

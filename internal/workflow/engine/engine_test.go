@@ -89,17 +89,40 @@ type testWorkflow[O engine.GatedObject] struct {
 	reader  client.Reader
 	lockNS  string
 
+	// extra adds watches (engine.Watcher).
+	extra func(*builder.Builder) *builder.Builder
+
 	mu         sync.Mutex
 	acted      map[string][]workflow.Step
 	held       map[workflow.Step]bool
 	violations []string
 }
 
-func (w *testWorkflow[O]) New() O                     { return w.newObj() }
-func (w *testWorkflow[O]) NewList() client.ObjectList { return w.newList() }
-func (w *testWorkflow[O]) Plan(O) workflow.Plan       { return plan{} }
-func (w *testWorkflow[O]) Finish(_ context.Context, run *engine.Run[O]) (engine.Outcome, error) {
-	return engine.Outcome{Release: run.Deleting}, nil
+// descriptor is the test kind's.
+func (w *testWorkflow[O]) descriptor() *engine.Descriptor[O] {
+	return &engine.Descriptor[O]{Kind: testKind(w.kind), Controller: "test-" + w.kind,
+		New: w.newObj, NewList: w.newList,
+		Plan: func(O) workflow.Plan { return plan{} }, Plans: func() []workflow.Plan { return []workflow.Plan{plan{}} },
+		Finalizer: "nodewright.spectrocloud.com/engine-test", ClusterWide: true, ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterMultiNode}}
+}
+
+func (w *testWorkflow[O]) Actions() engine.Actions[O] {
+	actions := engine.Actions[O]{}
+	for _, s := range workflow.Steps(plan{}) {
+		actions[s] = w.Act
+	}
+	return actions
+}
+
+func (w *testWorkflow[O]) Watches(b *builder.Builder) *builder.Builder {
+	if w.extra != nil {
+		return w.extra(b)
+	}
+	return b
+}
+
+func (w *testWorkflow[O]) Finish(context.Context, *engine.Run[O]) (engine.Finished, error) {
+	return engine.Tidied("nothing to tidy"), nil
 }
 
 func (w *testWorkflow[O]) Act(ctx context.Context, run *engine.Run[O]) (engine.Outcome, error) {
@@ -162,13 +185,10 @@ func register[O engine.GatedObject](mgr manager.Manager, w *testWorkflow[O], clk
 
 // registerWith runs w's engine in mgr with client c and API reader r (the manager's when nil).
 func registerWith[O engine.GatedObject](mgr manager.Manager, c client.Client, r client.Reader, w *testWorkflow[O], clk clock.PassiveClock, extra func(*builder.Builder) *builder.Builder) error {
-	e := &engine.Engine[O]{
-		Client: c, APIReader: r,
-		Recorder: mgr.GetEventRecorderFor("engine-test"), Clock: clk, Kind: testKind(w.kind),
-		Finalizer: "nodewright.spectrocloud.com/engine-test", Workflow: w,
-		Gates: engine.GateConfig{LockNamespace: w.lockNS, ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterMultiNode}},
-	}
-	_, err := e.Setup(mgr, "test-"+w.kind, extra)
+	w.extra = extra
+	e := engine.New(w.descriptor(), w, engine.Deps{Recorder: mgr.GetEventRecorderFor("engine-test"), Clock: clk, LockNamespace: w.lockNS})
+	e.Client, e.APIReader = c, r
+	_, err := e.Setup(mgr)
 	return err
 }
 
@@ -692,8 +712,8 @@ func TestObserveHoldsAWorkflowBeforeEachStep(t *testing.T) {
 // last event of every deleted one) ends there, without an error.
 func TestAGoneWorkflowEndsTheReconcile(t *testing.T) {
 	flips := newFlips(env.Namespace(t))
-	e := &engine.Engine[*nwv1.BondModeFlipPlan]{Client: env.Client, APIReader: env.Client, Clock: clock.RealClock{},
-		Kind: testKind("BondModeFlipPlan"), Finalizer: "nodewright.spectrocloud.com/engine-test", Workflow: flips}
+	e := engine.New(flips.descriptor(), flips, engine.Deps{Clock: clock.RealClock{}})
+	e.Client, e.APIReader = env.Client, env.Client
 	result, err := e.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "never-was"}})
 	if err != nil || !result.IsZero() {
 		t.Fatalf("reconciling a workflow that does not exist: %+v, %v; want nothing to do", result, err)

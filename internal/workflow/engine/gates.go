@@ -53,26 +53,28 @@ type Verdict struct {
 	ApprovedBy string
 }
 
-// Gate is one named check of the chain.
+// Gate is one named check of the chain. Checking a gate only reads: what a gate takes once
+// every gate is open (the claim) the engine takes then, with an optimistic lock.
 type Gate struct {
-	Name  string
+	Name string
+	// Which are the steps it holds: those whose gates (workflow.GatedPlan) include these.
 	Which workflow.Gates
-	Check func(ctx context.Context, e gateEnv, o GatedObject, step workflow.Step, now time.Time) (Verdict, error)
+	Check func(ctx context.Context, env GateEnv, o GatedObject, step workflow.Step, now time.Time) (Verdict, error)
 }
 
-// gateEnv is what the gates read.
-type gateEnv struct {
-	client    client.Client
-	apiReader client.Reader
-	config    GateConfig
-	kind      workflow.Kind
+// GateEnv is what a gate reads.
+type GateEnv struct {
+	Client    client.Client
+	APIReader client.Reader
+	Config    GateConfig
+	Kind      workflow.Kind
 }
 
 // Chain is the gates, in the order they are checked: the management mode first, so that a
 // workflow on a cluster the legacy DaemonSet still decides about takes no claim; the claim
 // next, so that a workflow that waits for another never asks a person for anything; the
 // approval before the window, so that a person can approve a step outside the window and it
-// starts when the window opens.
+// starts when the window opens. A kind's own gates (Descriptor.Gates) come after these.
 var Chain = []Gate{
 	{Name: "Managed", Which: workflow.GateManaged, Check: checkManaged},
 	{Name: "OneWorkflowAtATime", Which: workflow.GateLock, Check: checkLock},
@@ -88,14 +90,15 @@ func (e *Engine[O]) gate(ctx context.Context, base O, run *Run[O]) (ctrl.Result,
 	o, st, step := run.Object, run.Object.GetWorkflowStatus(), run.State.Step
 	g, ok := any(o).(GatedObject)
 	if !ok {
-		return ctrl.Result{}, fmt.Errorf("%s %s: step %s has gates, but the kind has no approval or maintenance window", e.Kind.Name, o.GetName(), step)
+		return ctrl.Result{}, fmt.Errorf("%s %s: step %s has gates, but the kind has no approval or maintenance window", e.Descriptor.Kind.Name, o.GetName(), step)
 	}
-	env := gateEnv{client: e.Client, apiReader: e.APIReader, config: e.Gates, kind: e.Kind}
+	kind := e.Descriptor.Kind
+	env := GateEnv{Client: e.Client, APIReader: e.APIReader, Config: e.gates, Kind: kind}
 	gates := workflow.GatesOf(run.Plan, step)
 	var held *Verdict
 	approvedBy := ""
-	for _, gate := range Chain {
-		if !gates.Has(gate.Which) {
+	for _, gate := range append(slices.Clip(Chain), e.Descriptor.Gates...) {
+		if gate.Which == 0 || !gates.Has(gate.Which) {
 			continue
 		}
 		v, err := gate.Check(ctx, env, g, step, run.Now.Time)
@@ -111,6 +114,17 @@ func (e *Engine[O]) gate(ctx context.Context, base O, run *Run[O]) (ctrl.Result,
 		}
 	}
 	log := ctrl.LoggerFrom(ctx)
+	if held == nil && gates.Has(workflow.GateLock) {
+		// Every gate let the step start: the claim is taken now, or the step waits for the
+		// next look (another workflow took it in between).
+		v, err := claim(ctx, env, g, run.Now.Time)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("claiming the cluster: %w", err)
+		}
+		if !v.Open {
+			held = &v
+		}
+	}
 	if held == nil {
 		workflow.Admit(st, step, approvedBy, run.Now)
 		msg := fmt.Sprintf("step %s started: its gates let it", step)
@@ -118,12 +132,12 @@ func (e *Engine[O]) gate(ctx context.Context, base O, run *Run[O]) (ctrl.Result,
 			msg += "; approved by " + approvedBy
 		}
 		setHeld(st, o.GetGeneration(), metav1.ConditionFalse, nwv1.ReasonGatesOpen, msg)
-		workflow.SetSucceededCondition(st, e.Kind, o.GetGeneration(), run.State)
+		workflow.SetSucceededCondition(st, kind, o.GetGeneration(), run.State)
 		if err := e.patchStatus(ctx, base, o); err != nil {
 			return ctrl.Result{}, err
 		}
 		e.recordTransitions(ctx, o, run.Plan)
-		log.Info("Workflow step started", "kind", e.Kind.Name, "object", klog.KObj(o), "step", step, "approvedBy", approvedBy)
+		log.Info("Workflow step started", "kind", kind.Name, "object", klog.KObj(o), "step", step, "approvedBy", approvedBy)
 		if e.Recorder != nil {
 			e.Recorder.Event(o, corev1.EventTypeNormal, workflow.EventStepStarted, audit.Shorten(msg, workflow.MaxEventMessageBytes))
 		}
@@ -140,12 +154,12 @@ func (e *Engine[O]) gate(ctx context.Context, base O, run *Run[O]) (ctrl.Result,
 	if held.Reason == nwv1.ReasonOutsideWindow && !held.Recheck.IsZero() {
 		st.NextWindowStart = ptr.To(metav1.NewTime(held.Recheck))
 	}
-	workflow.SetSucceededCondition(st, e.Kind, o.GetGeneration(), run.State)
+	workflow.SetSucceededCondition(st, kind, o.GetGeneration(), run.State)
 	if err := e.patchStatus(ctx, base, o); err != nil {
 		return ctrl.Result{}, err
 	}
 	if changed {
-		log.Info("Workflow step held by a gate", "kind", e.Kind.Name, "object", klog.KObj(o), "step", step, "reason", held.Reason, "message", held.Message)
+		log.Info("Workflow step held by a gate", "kind", kind.Name, "object", klog.KObj(o), "step", step, "reason", held.Reason, "message", held.Message)
 		if e.Recorder != nil {
 			e.Recorder.Event(o, corev1.EventTypeNormal, held.Reason, audit.Shorten(msg, workflow.MaxEventMessageBytes))
 		}
@@ -167,40 +181,40 @@ func setHeld(st *nwv1.WorkflowStatus, generation int64, status metav1.ConditionS
 // Managed holds here when the cluster is switched back to Observe, before its next step
 // starts (a step that started runs to its end, and a rollback never waits), and goes on when
 // it is Managed again. The NodewrightCluster's watch wakes a held workflow.
-func checkManaged(ctx context.Context, e gateEnv, _ GatedObject, _ workflow.Step, _ time.Time) (Verdict, error) {
+func checkManaged(ctx context.Context, e GateEnv, _ GatedObject, _ workflow.Step, _ time.Time) (Verdict, error) {
 	var c nwv1.NodewrightCluster
-	if err := e.client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, &c); err != nil {
+	if err := e.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, &c); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return Verdict{Reason: nwv1.ReasonNotManaged, Message: fmt.Sprintf(
-				"there is no NodewrightCluster %s to hand the nodes over to Nodewright; a %s changes nodes only in the Managed mode", nwv1.NodewrightClusterName, e.kind.Noun)}, nil
+				"there is no NodewrightCluster %s to hand the nodes over to Nodewright; a %s changes nodes only in the Managed mode", nwv1.NodewrightClusterName, e.Kind.Noun)}, nil
 		}
 		return Verdict{}, err
 	}
 	if !management.InEffect(&c) {
-		return Verdict{Reason: nwv1.ReasonNotManaged, Message: fmt.Sprintf("%s; a %s changes nodes only in the Managed mode", management.WhyNot(&c), e.kind.Noun)}, nil
+		return Verdict{Reason: nwv1.ReasonNotManaged, Message: fmt.Sprintf("%s; a %s changes nodes only in the Managed mode", management.WhyNot(&c), e.Kind.Noun)}, nil
 	}
 	return Verdict{Open: true}, nil
 }
 
 // checkHealth: the cluster's phase is one the workflow allows, and every node's heartbeat is
 // fresh. The NodewrightCluster's watch wakes a held workflow.
-func checkHealth(ctx context.Context, e gateEnv, _ GatedObject, _ workflow.Step, _ time.Time) (Verdict, error) {
+func checkHealth(ctx context.Context, e GateEnv, _ GatedObject, _ workflow.Step, _ time.Time) (Verdict, error) {
 	held := func(format string, args ...any) (Verdict, error) {
 		return Verdict{Reason: nwv1.ReasonClusterNotReady, Message: fmt.Sprintf(format, args...)}, nil
 	}
 	var c nwv1.NodewrightCluster
-	if err := e.client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, &c); err != nil {
+	if err := e.Client.Get(ctx, client.ObjectKey{Name: nwv1.NodewrightClusterName}, &c); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			return held("there is no NodewrightCluster %s to say the cluster is healthy", nwv1.NodewrightClusterName)
 		}
 		return Verdict{}, err
 	}
-	if !slices.Contains(e.config.ClusterPhases, c.Status.Phase) {
-		phases := make([]string, len(e.config.ClusterPhases))
-		for i, p := range e.config.ClusterPhases {
+	if !slices.Contains(e.Config.ClusterPhases, c.Status.Phase) {
+		phases := make([]string, len(e.Config.ClusterPhases))
+		for i, p := range e.Config.ClusterPhases {
 			phases[i] = string(p)
 		}
-		return held("the cluster is %s; a %s runs only when it is %s", orUnknown(string(c.Status.Phase)), e.kind.Noun, strings.Join(phases, " or "))
+		return held("the cluster is %s; a %s runs only when it is %s", orUnknown(string(c.Status.Phase)), e.Kind.Noun, strings.Join(phases, " or "))
 	}
 	fresh := meta.FindStatusCondition(c.Status.Conditions, nwv1.ConditionHeartbeatsFresh)
 	if fresh == nil || fresh.Status != metav1.ConditionTrue {
@@ -222,7 +236,7 @@ func orUnknown(s string) string {
 
 // checkWindow: the maintenance window, when the spec sets one, is open. Closed, it says when
 // the next one opens, and the workflow is woken then.
-func checkWindow(_ context.Context, _ gateEnv, o GatedObject, _ workflow.Step, now time.Time) (Verdict, error) {
+func checkWindow(_ context.Context, _ GateEnv, o GatedObject, _ workflow.Step, now time.Time) (Verdict, error) {
 	_, spec := o.GetGates()
 	if spec == nil {
 		return Verdict{Open: true}, nil
@@ -243,13 +257,13 @@ func checkWindow(_ context.Context, _ gateEnv, o GatedObject, _ workflow.Step, n
 
 // checkApproval: with spec.approval Manual, the approve annotation names the step. The
 // object's own watch wakes the workflow when it is set.
-func checkApproval(_ context.Context, e gateEnv, o GatedObject, step workflow.Step, _ time.Time) (Verdict, error) {
+func checkApproval(_ context.Context, e GateEnv, o GatedObject, step workflow.Step, _ time.Time) (Verdict, error) {
 	if approval, _ := o.GetGates(); approval != nwv1.ApprovalManual {
 		return Verdict{Open: true}, nil
 	}
 	if o.GetAnnotations()[nwv1.AnnotationApprove] != string(step) {
 		return Verdict{Reason: nwv1.ReasonAwaitingApproval, Message: fmt.Sprintf(
-			"awaiting approval: kubectl nodewright approve %s/%s", strings.ToLower(e.kind.Name), o.GetName())}, nil
+			"awaiting approval: kubectl nodewright approve %s/%s", strings.ToLower(e.Kind.Name), o.GetName())}, nil
 	}
 	by := o.GetAnnotations()[nwv1.AnnotationApprovedBy]
 	if by == "" {

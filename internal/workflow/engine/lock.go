@@ -55,74 +55,93 @@ func parseHolder(id string) (kind, name string, uid types.UID, ok bool) {
 	return parts[0], parts[1], types.UID(parts[2]), true
 }
 
-// checkLock claims the Lease for o, or says which workflow holds it.
-func checkLock(ctx context.Context, e gateEnv, o GatedObject, _ workflow.Step, now time.Time) (Verdict, error) {
-	if e.config.LockNamespace == "" {
-		return Verdict{}, fmt.Errorf("no namespace configured for the Lease %s", LockName)
+// checkLock reads the claim: open when it is free, o's, or held by a workflow that no
+// longer exists; otherwise it says which workflow holds it. It writes nothing: the engine
+// claims it (claim) once every gate of the step is open.
+func checkLock(ctx context.Context, e GateEnv, o GatedObject, _ workflow.Step, _ time.Time) (Verdict, error) {
+	_, v, err := readLock(ctx, e, o)
+	return v, err
+}
+
+// readLock reads the Lease (nil when there is none) and says whether o may take it.
+func readLock(ctx context.Context, e GateEnv, o GatedObject) (*coordinationv1.Lease, Verdict, error) {
+	if e.Config.LockNamespace == "" {
+		return nil, Verdict{}, fmt.Errorf("no namespace configured for the Lease %s", LockName)
 	}
-	me, err := holder(e.client, o)
+	me, err := holder(e.Client, o)
+	if err != nil {
+		return nil, Verdict{}, err
+	}
+	key := client.ObjectKey{Namespace: e.Config.LockNamespace, Name: LockName}
+	var lease coordinationv1.Lease
+	if err := e.APIReader.Get(ctx, key, &lease); apierrors.IsNotFound(err) {
+		return nil, Verdict{Open: true}, nil
+	} else if err != nil {
+		return nil, Verdict{}, err
+	}
+	current := ptr.Deref(lease.Spec.HolderIdentity, "")
+	if current == "" || current == me {
+		return &lease, Verdict{Open: true}, nil
+	}
+	alive, err := e.holderExists(ctx, current)
+	if err != nil {
+		return nil, Verdict{}, err
+	}
+	if alive {
+		kind, name, _, _ := parseHolder(current)
+		return nil, Verdict{Reason: nwv1.ReasonAnotherWorkflowRunning, Message: fmt.Sprintf(
+			"%s %s holds the cluster (Lease %s/%s); one cluster-wide workflow at a time", kind, name, key.Namespace, key.Name)}, nil
+	}
+	return &lease, Verdict{Open: true}, nil
+}
+
+// claim takes the Lease for o, or says which workflow holds it: a creation, or an update with
+// the resourceVersion read (an optimistic lock), so that of two workflows that claim it at
+// once exactly one succeeds.
+func claim(ctx context.Context, e GateEnv, o GatedObject, now time.Time) (Verdict, error) {
+	me, err := holder(e.Client, o)
 	if err != nil {
 		return Verdict{}, err
 	}
-	key := client.ObjectKey{Namespace: e.config.LockNamespace, Name: LockName}
 	for range 5 {
-		var lease coordinationv1.Lease
-		err := e.apiReader.Get(ctx, key, &lease)
-		if apierrors.IsNotFound(err) {
-			lease = coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		lease, v, err := readLock(ctx, e, o)
+		if err != nil || !v.Open {
+			return v, err
+		}
+		if lease == nil {
+			lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.Config.LockNamespace, Name: LockName},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(me)}}
-			err = e.client.Create(ctx, &lease)
+			err = e.Client.Create(ctx, lease)
 			if apierrors.IsAlreadyExists(err) {
 				continue
 			}
-			if err != nil {
-				return Verdict{}, err
-			}
+			return Verdict{Open: err == nil}, err
+		}
+		if ptr.Deref(lease.Spec.HolderIdentity, "") == me {
 			return Verdict{Open: true}, nil
-		}
-		if err != nil {
-			return Verdict{}, err
-		}
-		current := ptr.Deref(lease.Spec.HolderIdentity, "")
-		if current == me {
-			return Verdict{Open: true}, nil
-		}
-		if current != "" {
-			alive, err := e.holderExists(ctx, current)
-			if err != nil {
-				return Verdict{}, err
-			}
-			if alive {
-				kind, name, _, _ := parseHolder(current)
-				return Verdict{Reason: nwv1.ReasonAnotherWorkflowRunning, Message: fmt.Sprintf(
-					"%s %s holds the cluster (Lease %s/%s); one cluster-wide workflow at a time", kind, name, key.Namespace, key.Name)}, nil
-			}
 		}
 		lease.Spec.HolderIdentity = ptr.To(me)
 		lease.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(now))
-		err = e.client.Update(ctx, &lease) // carries the resourceVersion read: an optimistic lock
+		err = e.Client.Update(ctx, lease)
 		if apierrors.IsConflict(err) {
 			continue
 		}
-		if err != nil {
-			return Verdict{}, err
-		}
-		return Verdict{Open: true}, nil
+		return Verdict{Open: err == nil}, err
 	}
-	return Verdict{}, fmt.Errorf("the Lease %s/%s kept changing while it was claimed", key.Namespace, key.Name)
+	return Verdict{}, fmt.Errorf("the Lease %s/%s kept changing while it was claimed", e.Config.LockNamespace, LockName)
 }
 
 // holderExists reports whether the workflow a holder identity names still exists, by UID.
 // An identity that does not parse names nothing; one whose kind the API server does not
 // serve is taken to exist (the claim fails closed: a person must look).
-func (e gateEnv) holderExists(ctx context.Context, id string) (bool, error) {
+func (e GateEnv) holderExists(ctx context.Context, id string) (bool, error) {
 	kind, name, uid, ok := parseHolder(id)
 	if !ok {
 		return false, nil
 	}
 	o := &metav1.PartialObjectMetadata{}
 	o.SetGroupVersionKind(nwv1.GroupVersion.WithKind(kind))
-	err := e.apiReader.Get(ctx, client.ObjectKey{Name: name}, o)
+	err := e.APIReader.Get(ctx, client.ObjectKey{Name: name}, o)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil
@@ -136,10 +155,10 @@ func (e gateEnv) holderExists(ctx context.Context, id string) (bool, error) {
 
 // releaseLock gives the claim up if o holds it.
 func (e *Engine[O]) releaseLock(ctx context.Context, o O) error {
-	if e.Gates.LockNamespace == "" {
+	if e.gates.LockNamespace == "" {
 		return nil
 	}
-	key := client.ObjectKey{Namespace: e.Gates.LockNamespace, Name: LockName}
+	key := client.ObjectKey{Namespace: e.gates.LockNamespace, Name: LockName}
 	var lease coordinationv1.Lease
 	if err := e.APIReader.Get(ctx, key, &lease); err != nil {
 		return client.IgnoreNotFound(err)

@@ -5,11 +5,11 @@ import (
 	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/utils/clock"
+	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -18,16 +18,20 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/workflow"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
-// Setup builds the kind's controller on mgr: the kind's own watch, the watches that wake a
-// step held by a gate when the plan is a workflow.GatedPlan (the claim's Lease, the
-// NodewrightCluster, the deletion of any cluster-wide workflow), and whatever more watches
-// adds (children, say; never WithEventFilter, see the package comment). The manager's cache
-// decides where the Lease is watched: the operator's holds only the claim's namespace.
-func (e *Engine[O]) Setup(mgr ctrl.Manager, name string, watches func(*builder.Builder) *builder.Builder) (controller.Controller, error) {
-	if e.Clock == nil {
-		e.Clock = clock.RealClock{}
+// Setup builds the kind's controller on mgr: the kind's own watch; a watch of each kind of
+// child the descriptor lists, mapped to its owner (OwnerOf) and only of the objects a
+// workflow labelled; the watches that wake a step held by a gate when the plan is a
+// workflow.GatedPlan (the claim's Lease, the NodewrightCluster, the deletion of any
+// cluster-wide workflow); and the Workflow's own when it is a Watcher (never WithEventFilter,
+// see the package comment). The manager's cache decides where the Lease is watched: the
+// operator's holds only the claim's namespace.
+func (e *Engine[O]) Setup(mgr ctrl.Manager) (controller.Controller, error) {
+	d := e.Descriptor
+	if err := d.Validate(); err != nil {
+		return nil, err
 	}
 	if e.Client == nil {
 		e.Client = mgr.GetClient()
@@ -35,15 +39,27 @@ func (e *Engine[O]) Setup(mgr ctrl.Manager, name string, watches func(*builder.B
 	if e.APIReader == nil {
 		e.APIReader = mgr.GetAPIReader()
 	}
-	_, gated := e.Workflow.Plan(e.Workflow.New()).(workflow.GatedPlan)
-	if gated && e.Gates.LockNamespace == "" {
-		return nil, fmt.Errorf("%s: the gates need the namespace of the Lease %s", name, LockName)
+	namespaced, err := apiutil.IsObjectNamespaced(d.New(), mgr.GetScheme(), mgr.GetRESTMapper())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.Kind.Name, err)
 	}
-	b := ctrl.NewControllerManagedBy(mgr).Named(name).For(e.Workflow.New())
+	e.namespaced = namespaced
+	_, gated := d.Plan(d.New()).(workflow.GatedPlan)
+	if gated && e.gates.LockNamespace == "" {
+		return nil, fmt.Errorf("%s: the gates need the namespace of the Lease %s", d.Controller, LockName)
+	}
+	b := ctrl.NewControllerManagedBy(mgr).Named(d.Controller).For(d.New())
+	if len(d.APIs) == 0 {
+		for _, child := range d.Children {
+			if !child.Unwatched {
+				b = b.Watches(child.Object, handler.EnqueueRequestsFromMapFunc(e.OwnerOf), builder.WithPredicates(e.labelled()))
+			}
+		}
+	}
 	if gated {
 		wake := handler.EnqueueRequestsFromMapFunc(e.waiting)
 		b = b.Watches(&coordinationv1.Lease{}, wake, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == e.Gates.LockNamespace && o.GetName() == LockName
+			return o.GetNamespace() == e.gates.LockNamespace && o.GetName() == LockName
 		}))).Watches(&nwv1.NodewrightCluster{}, wake)
 		// A holder deleted without releasing the claim (its finalizer removed by hand)
 		// frees it too.
@@ -55,39 +71,56 @@ func (e *Engine[O]) Setup(mgr ctrl.Manager, name string, watches func(*builder.B
 			b = b.Watches(kind, wake, builder.WithPredicates(deleted))
 		}
 	}
-	if watches != nil {
-		b = watches(b)
+	if w, ok := e.Workflow.(Watcher); ok {
+		b = w.Watches(b)
 	}
-	return b.Build(e)
+	c, err := b.Build(e)
+	if err != nil {
+		return nil, err
+	}
+	if len(d.APIs) > 0 {
+		// The children's watches start once the APIs are served (apis.go).
+		e.apis.controller, e.apis.cache, e.apis.discovery = c, mgr.GetCache(), e.Discovery
+		if e.apis.discovery == nil {
+			dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+			if err != nil {
+				return nil, fmt.Errorf("building the discovery client: %w", err)
+			}
+			e.apis.discovery = dc
+		}
+		if missing, err := d.APIs.Missing(e.apis.discovery); err == nil && len(missing) > 0 {
+			mgr.GetLogger().Info(d.Kind.Name+"s wait for APIs the cluster does not serve; they start once these are installed",
+				"missing", missing.String())
+		}
+	}
+	return c, nil
+}
+
+// labelled passes the objects a workflow of the kind labelled as its children.
+func (e *Engine[O]) labelled() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[children.LabelManagedBy] == children.ManagedBy && o.GetLabels()[e.Descriptor.UIDLabel] != ""
+	})
 }
 
 // waiting maps any change to the kind's workflows with a step held at its gates.
 func (e *Engine[O]) waiting(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := e.Workflow.NewList()
-	if err := e.Client.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the workflows a gate may hold", "kind", e.Kind.Name)
-		return nil
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, item := range items {
-		o, ok := item.(O)
-		if !ok {
-			continue
-		}
+	return e.requests(ctx, func(o O) bool {
 		st := o.GetWorkflowStatus()
-		if s := workflow.StateOf(st, e.Workflow.Plan(o)); s.Phase == nwv1.WorkflowRunning && workflow.Waiting(st, s.Step) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
-		}
-	}
-	return out
+		s := workflow.StateOf(st, e.Descriptor.Plan(o))
+		return s.Phase == nwv1.WorkflowRunning && workflow.Waiting(st, s.Step)
+	})
 }
 
-// ClusterWide lists the kinds of the cluster-wide workflows, one of which at a time holds the
-// claim.
-func ClusterWide() []client.Object {
-	return []client.Object{&nwv1.BondModeFlipPlan{}, &nwv1.ReplicationUpgrade{}}
+// Start builds the engine of the kind d describes with w's actions, registers its controller
+// on mgr, and fills in what the controller left unset: its clients (the manager's; a test
+// sets its own) and the clock of its deps.
+func Start[O Object](mgr ctrl.Manager, d *Descriptor[O], w Workflow[O], deps *Deps, c *client.Client, r *client.Reader) (*Engine[O], error) {
+	e := New(d, w, *deps)
+	e.Client, e.APIReader = *c, *r
+	if _, err := e.Setup(mgr); err != nil {
+		return nil, err
+	}
+	*deps, *c, *r = e.Deps, e.Client, e.APIReader
+	return e, nil
 }

@@ -275,3 +275,15 @@ func duplicate(steps []workflow.Step) (workflow.Step, bool) {
 	}
 	return "", false
 }
+
+// Actions checks that every step of plan p, forward and rollback, has an action in its
+// kind's table, whose keys are keys (engine.Actions.Keys): the engine fails a step that has
+// none, so a plan that names one is a bug found here rather than on a cluster.
+func Actions(t testing.TB, p workflow.Plan, keys []workflow.Step) {
+	t.Helper()
+	for _, s := range workflow.Steps(p) {
+		if key := workflow.ActionKey(p, s); !slices.Contains(keys, key) {
+			t.Errorf("%+v: step %s (action key %s) has no action in the table (%v)", p, s, key, keys)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package workflowtest
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -119,5 +120,38 @@ func TestBrokenPlansAreCaught(t *testing.T) {
 				t.Errorf("reported %q, want a report containing %q", errs, tc.wants)
 			}
 		})
+	}
+}
+
+// keyed is sound with the steps of its two nodes sharing their actions, as a flip's do.
+type keyed struct{ plan }
+
+func (k keyed) ActionKey(s workflow.Step) workflow.Step {
+	return workflow.Step(strings.TrimSuffix(strings.TrimSuffix(string(s), "1"), "2"))
+}
+
+// A step whose action is not in the kind's table is caught, naming it; a full table, and a
+// plan whose steps share actions by key, pass.
+func TestAStepWithoutAnActionIsCaught(t *testing.T) {
+	actions := func(p workflow.Plan, keys ...string) []string {
+		r := &recorder{TB: t}
+		Actions(r, p, steps(keys...))
+		return r.errors
+	}
+	all := []string{"Preflight", "Drain", "Change", "Confirm", "Commit", "Undrain", "Revert"}
+	if errs := actions(sound(), all...); len(errs) > 0 {
+		t.Errorf("a full table was reported: %v", errs)
+	}
+	errs := actions(sound(), slices.DeleteFunc(slices.Clone(all), func(s string) bool { return s == "Revert" })...)
+	if len(errs) != 1 || !strings.Contains(errs[0], "step Revert (action key Revert) has no action") {
+		t.Errorf("a table without Revert's action: reported %q", errs)
+	}
+	two := keyed{plan{forward: steps("Preflight", "Change1", "Change2"),
+		rollback: map[workflow.Step][]workflow.Step{"Change2": steps("Revert1")}}}
+	if errs := actions(two, "Preflight", "Change", "Revert"); len(errs) > 0 {
+		t.Errorf("steps sharing actions by key were reported: %v", errs)
+	}
+	if errs := actions(two, "Preflight", "Change"); len(errs) != 1 || !strings.Contains(errs[0], "step Revert1 (action key Revert)") {
+		t.Errorf("a keyed plan without Revert's action: reported %q", errs)
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
 	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 	"github.com/spectrocloud/nodewright/test/bench/agentlab"
 	"github.com/spectrocloud/nodewright/test/bench/benchproc"
 	"github.com/spectrocloud/nodewright/test/site/clusterplay"
@@ -128,8 +129,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := (&bondmodeflipplan.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("bench-flip"),
-		LockNamespace: lockNS, AgentNamespace: agentNS, ReportInterval: reportInterval}).SetupWithManager(mgr); err != nil {
+	if err := (&bondmodeflipplan.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("bench-flip"), LockNamespace: lockNS}, Client: mgr.GetClient(), AgentNamespace: agentNS, ReportInterval: reportInterval}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()

@@ -41,6 +41,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/replupgrade"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 	"github.com/spectrocloud/nodewright/test/bench/agentlab"
 	"github.com/spectrocloud/nodewright/test/bench/benchproc"
 	"github.com/spectrocloud/nodewright/test/site/clusterplay"
@@ -164,9 +165,7 @@ func run() error {
 		return err
 	}
 	flight := &inFlight{}
-	if err := (&replicationupgrade.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("bench-upgrade"),
-		LockNamespace: lockNS, AgentNamespace: agentNS,
-		LINSTOR: linstor.Config{URL: sim.URL, Transport: flight.wrap}}).SetupWithManager(mgr); err != nil {
+	if err := (&replicationupgrade.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("bench-upgrade"), LockNamespace: lockNS}, Client: mgr.GetClient(), AgentNamespace: agentNS, LINSTOR: linstor.Config{URL: sim.URL, Transport: flight.wrap}}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	go func() { _ = mgr.Start(ctx) }()
