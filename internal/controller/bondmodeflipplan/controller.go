@@ -71,8 +71,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Watches wakes the running flips when an agent reports (the nodes' modes, DRBD, bonds) and,
 // with agents, when one renews its heartbeat Lease (a node back after its change).
-func (r *Reconciler) Watches(b *builder.Builder) *builder.Builder {
-	active := handler.EnqueueRequestsFromMapFunc(r.engine.Active)
+func (r *Reconciler) Watches(b *builder.Builder, e *engine.Engine[*nwv1.BondModeFlipPlan]) *builder.Builder {
+	active := handler.EnqueueRequestsFromMapFunc(e.Active)
 	b = b.Watches(&nwv1.NodewrightAgentStatus{}, active)
 	if r.AgentNamespace != "" {
 		b = b.Watches(&coordinationv1.Lease{}, active, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {

@@ -79,8 +79,9 @@ type Preparer[O Object] interface {
 }
 
 // Watcher is a Workflow that watches more than its children (a flip: the agents' reports).
-type Watcher interface {
-	Watches(b *builder.Builder) *builder.Builder
+// Watches gets the engine being set up, whose maps (Active, All, OwnerOf) it may use.
+type Watcher[O Object] interface {
+	Watches(b *builder.Builder, e *Engine[O]) *builder.Builder
 }
 
 // Run is one reconcile's view of a workflow.

@@ -114,7 +114,7 @@ func (w *testWorkflow[O]) Actions() engine.Actions[O] {
 	return actions
 }
 
-func (w *testWorkflow[O]) Watches(b *builder.Builder) *builder.Builder {
+func (w *testWorkflow[O]) Watches(b *builder.Builder, _ *engine.Engine[O]) *builder.Builder {
 	if w.extra != nil {
 		return w.extra(b)
 	}

@@ -71,8 +71,8 @@ func (e *Engine[O]) Setup(mgr ctrl.Manager) (controller.Controller, error) {
 			b = b.Watches(kind, wake, builder.WithPredicates(deleted))
 		}
 	}
-	if w, ok := e.Workflow.(Watcher); ok {
-		b = w.Watches(b)
+	if w, ok := e.Workflow.(Watcher[O]); ok {
+		b = w.Watches(b, e)
 	}
 	c, err := b.Build(e)
 	if err != nil {
