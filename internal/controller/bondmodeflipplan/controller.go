@@ -10,10 +10,10 @@ package bondmodeflipplan
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -151,7 +151,8 @@ func (r *Reconciler) Plan(f *nwv1.BondModeFlipPlan) workflow.Plan { return bondf
 
 // Prepare keeps status.nodes, the per-node view, current before anything else: before the flip
 // starts it records the node order the spec leaves to the operator (which fixes the plan),
-// and on every reconcile each node's state (from the steps) and mode (from its agent).
+// and on every reconcile each node's state (from the steps) and mode (from its agent). The
+// record of each node's parts it keeps as the steps wrote it.
 func (r *Reconciler) Prepare(ctx context.Context, f *nwv1.BondModeFlipPlan) (bool, ctrl.Result, error) {
 	agents, err := r.agents(ctx)
 	if err != nil {
@@ -159,7 +160,7 @@ func (r *Reconciler) Prepare(ctx context.Context, f *nwv1.BondModeFlipPlan) (boo
 	}
 	view := nodeView(f, agents)
 	current, progress := summary(f, view)
-	if slices.Equal(view, f.Status.Nodes) && current == f.Status.CurrentNode && progress == f.Status.Progress {
+	if equality.Semantic.DeepEqual(view, f.Status.Nodes) && current == f.Status.CurrentNode && progress == f.Status.Progress {
 		return false, ctrl.Result{}, nil
 	}
 	base := f.DeepCopy()
