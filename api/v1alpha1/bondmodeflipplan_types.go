@@ -34,7 +34,7 @@ type BondModeFlipPlanSpec struct {
 	// secondaries and tiebreakers first and the primary last.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=253
 	NodeOrder []string `json:"nodeOrder,omitempty"`
 
@@ -85,8 +85,39 @@ const (
 	NodeFlipFailed NodeFlipState = "Failed"
 )
 
-// NodeFlip is one node's part in a bond-mode flip: a view of its steps, and what was
-// observed of it.
+// NodeFlipPart is one part of a node's step: each node's step (Node1, say) carries out the
+// parts ProtectVMs, PauseResync, SetBondMode, Confirm, ResumeResync and RestoreVMs in order,
+// and its rollback step (RollbackNode1) those of RollbackProtectVMs, RollbackBondMode and
+// RollbackVMs it needs. The record is the step's memory of where it is: written in the same
+// status patch as the step's own state, it is read back after a restart.
+type NodeFlipPart struct {
+	// name of the part.
+	// +required
+	// +kubebuilder:validation:Enum=ProtectVMs;PauseResync;SetBondMode;Confirm;ResumeResync;RestoreVMs;RollbackProtectVMs;RollbackBondMode;RollbackVMs
+	Name string `json:"name"`
+
+	// state of the part: Running while it is under way, then Succeeded, Skipped (nothing to
+	// do) or Failed; Cancelled when the flip stopped its step (its deletion) or failed it
+	// while the part was under way.
+	// +required
+	State StepState `json:"state"`
+
+	// startedAt is when the part began: its time limits count from it.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// finishedAt is when the part ended.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// message says what the part did, waits for, or why it failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// NodeFlip is one node's part in a bond-mode flip: a view of its steps, what was observed of
+// it, and the record of its steps' parts.
 type NodeFlip struct {
 	// name of the node.
 	// +required
@@ -94,10 +125,10 @@ type NodeFlip struct {
 	Name string `json:"name"`
 
 	// position of the node in the flip's order, from 1: its steps are named after it
-	// (Node1SetBondMode, say).
+	// (Node1, and RollbackNode1 for its rollback).
 	// +required
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=3
+	// +kubebuilder:validation:Maximum=16
 	Position int32 `json:"position"`
 
 	// previousMode is the mode the node had before, recorded before it was changed; its
@@ -112,6 +143,20 @@ type NodeFlip struct {
 	// state of the node's part, derived from its steps.
 	// +required
 	State NodeFlipState `json:"state"`
+
+	// part is the part of the node's step under way, or the last one that ran: SetBondMode,
+	// say, or RollbackBondMode.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Part string `json:"part,omitempty"`
+
+	// parts records each part the node's steps began, in the order they began: at most the
+	// six forward parts and the three of its rollback.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=9
+	Parts []NodeFlipPart `json:"parts,omitempty"`
 }
 
 // BondModeFlipPlanStatus is the flip's progress and evidence.
@@ -132,7 +177,7 @@ type BondModeFlipPlanStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:MaxItems=16
 	Nodes []NodeFlip `json:"nodes,omitempty"`
 }
 
@@ -148,7 +193,8 @@ type BondModeFlipPlanStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.currentNode`,description="The node being changed or brought back, or waiting to be"
 // +kubebuilder:printcolumn:name="Done",type=string,JSONPath=`.status.progress`,description="Nodes on the target mode, of all"
-// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.steps[?(@.state=="Running")].name`,description="The step now running"
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.steps[?(@.state=="Running")].name`,description="The step now running: Node<i> or RollbackNode<i>"
+// +kubebuilder:printcolumn:name="Part",type=string,JSONPath=`.status.nodes[*].parts[?(@.state=="Running")].name`,description="The part of the running step under way"
 // +kubebuilder:printcolumn:name="Waiting",type=string,JSONPath=`.status.steps[?(@.state=="Waiting")].name`,description="The step a gate holds"
 // +kubebuilder:printcolumn:name="Held By",type=string,JSONPath=`.status.conditions[?(@.type=="Held")].reason`,description="The gate that holds the next step, or GatesOpen"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -146,11 +146,13 @@ type WorkflowStatus struct {
 	// +optional
 	Phase WorkflowPhase `json:"phase,omitempty"`
 
-	// steps lists the workflow's steps in the order they run, each with its evidence.
+	// steps lists the workflow's steps in the order they run, each with its evidence. At
+	// most 48 (32 before a flip could change 16 nodes: a Preflight, a step per node and a
+	// rollback step per node make 33; the bound was loosened, never tightened).
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:MaxItems=48
 	Steps []WorkflowStep `json:"steps,omitempty"`
 
 	// startTime is when the first step began.

@@ -57,10 +57,11 @@ type SetBondModeOperation struct {
 // BondProbes are the checks an agent runs after a bond change, and again after restoring
 // the previous configuration.
 type BondProbes struct {
-	// peers are the storage addresses of the other nodes; each must answer.
+	// peers are the storage addresses of the other nodes; each must answer. At most 16 (8
+	// before a flip could change 16 nodes: each of a node's 15 peers is probed).
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=45
 	// +kubebuilder:validation:items:XValidation:rule="isIP(self)",message="must be an IPv4 or IPv6 address"
 	Peers []string `json:"peers,omitempty"`

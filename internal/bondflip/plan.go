@@ -2,20 +2,23 @@
 // mode on every node, one node at a time, and the rollback from every step, which the shared
 // workflow machine (internal/workflow) runs. It talks to no cluster.
 //
-// Each node's part is six steps, named after the node's position in the flip's order
-// (docs/decisions/0003): protect its VMs, pause the resynchronisation towards it on its
-// peers, change its bond under its agent's checkpoint, confirm from the operator's side and
-// commit, resume the resynchronisation and wait until DRBD is UpToDate, restore its VMs.
+// Each node has one step, named after the node's position in the flip's order (Node1, Node2,
+// ...; docs/decisions/0003), which carries out six parts in order: protect its VMs, pause the
+// resynchronisation towards it on its peers, change its bond under its agent's checkpoint,
+// confirm from the operator's side and commit, resume the resynchronisation and wait until
+// DRBD is UpToDate, restore its VMs. The step records each part (its state, start, finish and
+// message) in the node's entry of status.nodes, in the same status patch as the step itself.
 // A failure anywhere leaves the cluster as it was: the node being changed is brought back to
 // its previous mode (its agent has usually done so already, by its checkpoint), its
 // resynchronisation resumed and its VMs restored; then every node already flipped is flipped
 // back, the last first, each under a checkpoint of its own, its VMs protected while it is.
+// Each node's undo is one rollback step (RollbackNode1, ...), whose parts depend on the part
+// its forward step failed in (UndoParts).
 package bondflip
 
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 
 	"github.com/spectrocloud/nodewright/internal/workflow"
@@ -28,7 +31,7 @@ type Step = workflow.Step
 // hold it until the cluster is healthy and no other cluster-wide workflow runs).
 const Preflight Step = "Preflight"
 
-// The parts of a node's forward steps, in order: Node<i><Part>.
+// The parts of a node's forward step, in order.
 const (
 	ProtectVMs   = "ProtectVMs"
 	PauseResync  = "PauseResync"
@@ -38,7 +41,7 @@ const (
 	RestoreVMs   = "RestoreVMs"
 )
 
-// NodeParts are the parts of a node's forward steps, in order.
+// NodeParts are the parts of a node's forward step, in order.
 var NodeParts = []string{ProtectVMs, PauseResync, SetBondMode, Confirm, ResumeResync, RestoreVMs}
 
 // The parts of the rollback steps. A node brought back, whether the one whose step failed or
@@ -55,28 +58,54 @@ const (
 	RollbackBondMode = "RollbackBondMode"
 	// RollbackVMs restores the VMs the flip protected on the node.
 	RollbackVMs = "RollbackVMs"
-
-	// MaxNodes is the most nodes a flip changes.
-	MaxNodes          = 3
-	stepPatternSource = `^Node([1-9])([A-Za-z]+)$`
 )
 
-var stepPattern = regexp.MustCompile(stepPatternSource)
+// RollbackParts are every part a node's rollback step may carry out, in order.
+var RollbackParts = []string{RollbackProtectVMs, RollbackBondMode, RollbackVMs}
 
-// NodeStep is the step of the node at position (from 1) for part.
-func NodeStep(position int, part string) Step {
-	return Step("Node" + strconv.Itoa(position) + part)
-}
+// MaxNodes is the most nodes a flip changes: a Preflight, a step per node and a rollback step
+// per node are 33, within the 48 of status.steps.
+const MaxNodes = 16
 
-// ParseStep splits a node's step into its position and part; ok is false for Preflight and
-// for a name that is no node's step.
-func ParseStep(s Step) (position int, part string, ok bool) {
+var stepPattern = regexp.MustCompile(`^(Rollback)?Node([1-9][0-9]?)$`)
+
+// NodeStep is the step of the node at position (from 1): Node1.
+func NodeStep(position int) Step { return Step("Node" + strconv.Itoa(position)) }
+
+// RollbackStep is the rollback step of the node at position: RollbackNode1.
+func RollbackStep(position int) Step { return Step("RollbackNode" + strconv.Itoa(position)) }
+
+// ParseStep says whose step s is: the node's position and whether it is its rollback step; ok
+// is false for Preflight and for a name that is no node's step.
+func ParseStep(s Step) (position int, rollback bool, ok bool) {
 	m := stepPattern.FindStringSubmatch(string(s))
 	if m == nil {
-		return 0, "", false
+		return 0, false, false
 	}
-	position, _ = strconv.Atoi(m[1])
-	return position, m[2], true
+	position, _ = strconv.Atoi(m[2])
+	return position, m[1] != "", true
+}
+
+// PartName names part of the node at position outside the status, where one name says both
+// (the label on what the part made, a log line): Node1SetBondMode, Node1RollbackBondMode.
+func PartName(position int, part string) string { return string(NodeStep(position)) + part }
+
+// UndoParts are the parts of a node's rollback step, after its forward step ended in the part
+// failed ("" for a node whose forward step succeeded):
+//
+//   - failed in ProtectVMs (or before any part began): its VMs restored (some may have moved);
+//   - from PauseResync to ResumeResync: its mode back (and its resync resumed), its VMs
+//     restored;
+//   - in RestoreVMs, or a node flipped before: its VMs protected again first (some may be
+//     back), its mode back, its VMs restored.
+func UndoParts(failed string) []string {
+	switch failed {
+	case ProtectVMs:
+		return []string{RollbackVMs}
+	case PauseResync, SetBondMode, Confirm, ResumeResync:
+		return []string{RollbackBondMode, RollbackVMs}
+	}
+	return RollbackParts
 }
 
 // Plan is a flip's shape, fixed by its spec: how many nodes it changes.
@@ -84,7 +113,7 @@ type Plan struct {
 	Nodes int
 }
 
-// NewPlan is the plan of a flip of n nodes, 1 to 3.
+// NewPlan is the plan of a flip of n nodes, 1 to MaxNodes.
 func NewPlan(n int) (Plan, error) {
 	if n < 1 || n > MaxNodes {
 		return Plan{}, fmt.Errorf("a flip changes 1 to %d nodes, not %d", MaxNodes, n)
@@ -92,68 +121,63 @@ func NewPlan(n int) (Plan, error) {
 	return Plan{Nodes: n}, nil
 }
 
-// Forward lists the steps: Preflight, then each node's six, in order.
+// Forward lists the steps: Preflight, then each node's, in order.
 func (p Plan) Forward() []Step {
 	steps := []Step{Preflight}
 	for i := 1; i <= p.Nodes; i++ {
-		for _, part := range NodeParts {
-			steps = append(steps, NodeStep(i, part))
-		}
+		steps = append(steps, NodeStep(i))
 	}
 	return steps
 }
 
 // Rollback lists the steps that undo a failure (or cancellation) in the forward step failed:
-// the failed node's own, then each node flipped before it, the last flipped first. A failure in
-// Preflight changed nothing.
-//
-//   - failed in ProtectVMs: its VMs restored (some may have moved);
-//   - from PauseResync to ResumeResync: its mode back (and its resync resumed), its VMs
-//     restored;
-//   - in RestoreVMs: its VMs protected again first, as some may be back;
-//   - every node before it: its VMs protected, its mode back, its VMs restored.
+// the failed node's own, then each node flipped before it, the last flipped first. A failure
+// in Preflight changed nothing. What each undoes is UndoParts of the part its forward step
+// ended in, which its record says.
 func (p Plan) Rollback(failed Step) []Step {
-	k, part, ok := ParseStep(failed)
-	at := slices.Index(NodeParts, part)
-	if !ok || k > p.Nodes || at < 0 {
+	k, rollback, ok := ParseStep(failed)
+	if !ok || rollback || k > p.Nodes {
 		return nil
 	}
 	var steps []Step
-	if part == RestoreVMs {
-		steps = append(steps, NodeStep(k, RollbackProtectVMs))
-	}
-	if at >= slices.Index(NodeParts, PauseResync) {
-		steps = append(steps, NodeStep(k, RollbackBondMode))
-	}
-	steps = append(steps, NodeStep(k, RollbackVMs))
-	for j := k - 1; j >= 1; j-- {
-		steps = append(steps, NodeStep(j, RollbackProtectVMs), NodeStep(j, RollbackBondMode), NodeStep(j, RollbackVMs))
+	for j := k; j >= 1; j-- {
+		steps = append(steps, RollbackStep(j))
 	}
 	return steps
 }
 
-// ActionKey is the key of step s's action: its part (ProtectVMs for Node2ProtectVMs), or
-// the step itself (Preflight).
+// ActionKey is the key of step s's action: ActionNode for a node's step, ActionRollbackNode
+// for its rollback step, the step itself for the Preflight.
 func (p Plan) ActionKey(s Step) Step {
-	if _, part, ok := ParseStep(s); ok {
-		return Step(part)
+	switch _, rollback, ok := ParseStep(s); {
+	case !ok:
+		return s
+	case rollback:
+		return ActionRollbackNode
 	}
-	return s
+	return ActionNode
 }
+
+// The action keys of the nodes' steps: every Node<i> is the action ActionNode for node i,
+// every RollbackNode<i> ActionRollbackNode.
+const (
+	ActionNode         Step = "Node"
+	ActionRollbackNode Step = "RollbackNode"
+)
 
 // Irreversible is false for every step: no step of a flip is past undoing.
 func (p Plan) Irreversible(Step) bool { return false }
 
 // Gates says what holds each step: the Preflight waits for the management mode (Managed), the
-// claim and the cluster's health; each node's first step
-// also for approval and the maintenance window, so that a person approves each node, and a
-// node is started only inside the window (one started finishes, the window closing or not:
-// stopping a node half changed would be the harm).
+// claim and the cluster's health; each node's step also for approval and the maintenance
+// window, so that a person approves each node, and a node is started only inside the window
+// (one started finishes, the window closing or not: stopping a node half changed would be the
+// harm).
 func (p Plan) Gates(s Step) workflow.Gates {
 	if s == Preflight {
 		return workflow.GatesPreflight
 	}
-	if _, part, ok := ParseStep(s); ok && part == ProtectVMs {
+	if _, rollback, ok := ParseStep(s); ok && !rollback {
 		return workflow.GatesNodeChange
 	}
 	return 0

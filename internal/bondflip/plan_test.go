@@ -11,17 +11,17 @@ import (
 	"github.com/spectrocloud/nodewright/internal/workflow/workflowtest"
 )
 
-// TestConformance: a flip of one, two or three nodes keeps the rules every workflow keeps
-// (including that its steps fit the status's 32).
+// TestConformance: a flip of one to sixteen nodes keeps the rules every workflow keeps
+// (including that its steps fit status.steps).
 func TestConformance(t *testing.T) {
-	for n := 1; n <= 3; n++ {
+	for n := 1; n <= MaxNodes; n++ {
 		p, err := NewPlan(n)
 		if err != nil {
 			t.Fatal(err)
 		}
 		workflowtest.Conformance(t, p)
 	}
-	for _, n := range []int{0, 4} {
+	for _, n := range []int{0, MaxNodes + 1} {
 		if _, err := NewPlan(n); err == nil {
 			t.Errorf("a plan of %d nodes was accepted", n)
 		}
@@ -38,37 +38,29 @@ func join(steps []Step) string {
 
 func TestForward(t *testing.T) {
 	p, _ := NewPlan(2)
-	want := "Preflight Node1ProtectVMs Node1PauseResync Node1SetBondMode Node1Confirm Node1ResumeResync Node1RestoreVMs " +
-		"Node2ProtectVMs Node2PauseResync Node2SetBondMode Node2Confirm Node2ResumeResync Node2RestoreVMs"
-	if got := join(p.Forward()); got != want {
+	if got, want := join(p.Forward()), "Preflight Node1 Node2"; got != want {
 		t.Errorf("forward:\n%s\nwant\n%s", got, want)
 	}
-	p3, _ := NewPlan(3)
-	if n := len(p3.Forward()) + len(p3.Rollback(NodeStep(3, RestoreVMs))); n != 28 {
-		t.Errorf("a three-node flip's longest step list is %d; decision 0003 says 28 of 32", n)
+	p16, _ := NewPlan(MaxNodes)
+	if n := len(p16.Forward()) + len(p16.Rollback(NodeStep(MaxNodes))); n != 33 || n > workflowtest.MaxSteps {
+		t.Errorf("a sixteen-node flip's longest step list is %d; want 33, within %d", n, workflowtest.MaxSteps)
 	}
 }
 
-// TestRollbackFromEveryStep pins what each failure undoes.
+// TestRollbackFromEveryStep pins which nodes each failure undoes.
 func TestRollbackFromEveryStep(t *testing.T) {
 	p, _ := NewPlan(3)
 	cases := map[Step]string{
-		Preflight:                 "",
-		NodeStep(1, ProtectVMs):   "Node1RollbackVMs",
-		NodeStep(1, PauseResync):  "Node1RollbackBondMode Node1RollbackVMs",
-		NodeStep(1, SetBondMode):  "Node1RollbackBondMode Node1RollbackVMs",
-		NodeStep(1, Confirm):      "Node1RollbackBondMode Node1RollbackVMs",
-		NodeStep(1, ResumeResync): "Node1RollbackBondMode Node1RollbackVMs",
-		NodeStep(1, RestoreVMs):   "Node1RollbackProtectVMs Node1RollbackBondMode Node1RollbackVMs",
-		NodeStep(2, ProtectVMs):   "Node2RollbackVMs Node1RollbackProtectVMs Node1RollbackBondMode Node1RollbackVMs",
-		NodeStep(3, SetBondMode): "Node3RollbackBondMode Node3RollbackVMs " +
-			"Node2RollbackProtectVMs Node2RollbackBondMode Node2RollbackVMs Node1RollbackProtectVMs Node1RollbackBondMode Node1RollbackVMs",
-		NodeStep(3, RestoreVMs): "Node3RollbackProtectVMs Node3RollbackBondMode Node3RollbackVMs " +
-			"Node2RollbackProtectVMs Node2RollbackBondMode Node2RollbackVMs Node1RollbackProtectVMs Node1RollbackBondMode Node1RollbackVMs",
+		Preflight:   "",
+		NodeStep(1): "RollbackNode1",
+		NodeStep(2): "RollbackNode2 RollbackNode1",
+		NodeStep(3): "RollbackNode3 RollbackNode2 RollbackNode1",
 		// Not forward steps of this plan.
-		NodeStep(4, ProtectVMs):  "",
-		NodeStep(1, RollbackVMs): "",
-		Step("SomethingElse"):    "",
+		NodeStep(4):           "",
+		RollbackStep(1):       "",
+		Step("Node1Confirm"):  "",
+		Step("Node0"):         "",
+		Step("SomethingElse"): "",
 	}
 	for failed, want := range cases {
 		if got := join(p.Rollback(failed)); got != want {
@@ -77,7 +69,47 @@ func TestRollbackFromEveryStep(t *testing.T) {
 	}
 }
 
-// TestHappyPath: a flip of three nodes runs its 19 steps in order and succeeds.
+// TestUndoParts pins what a node's rollback step does after its forward step ended in each
+// part: the same as the rollback steps of each part did when each part was a step.
+func TestUndoParts(t *testing.T) {
+	cases := map[string]string{
+		ProtectVMs:   "RollbackVMs",
+		PauseResync:  "RollbackBondMode RollbackVMs",
+		SetBondMode:  "RollbackBondMode RollbackVMs",
+		Confirm:      "RollbackBondMode RollbackVMs",
+		ResumeResync: "RollbackBondMode RollbackVMs",
+		RestoreVMs:   "RollbackProtectVMs RollbackBondMode RollbackVMs",
+		"":           "RollbackProtectVMs RollbackBondMode RollbackVMs", // a node flipped before
+	}
+	for failed, want := range cases {
+		if got := strings.Join(UndoParts(failed), " "); got != want {
+			t.Errorf("after %q: %q; want %q", failed, got, want)
+		}
+	}
+}
+
+func TestParseStep(t *testing.T) {
+	for _, c := range []struct {
+		step     Step
+		k        int
+		rollback bool
+		ok       bool
+	}{
+		{"Node1", 1, false, true}, {"Node16", 16, false, true}, {"RollbackNode7", 7, true, true},
+		{"Preflight", 0, false, false}, {"Node0", 0, false, false}, {"Node1SetBondMode", 0, false, false},
+		{"Node100", 0, false, false}, {"RollbackNode", 0, false, false}, {"node1", 0, false, false},
+	} {
+		k, rollback, ok := ParseStep(c.step)
+		if k != c.k || rollback != c.rollback || ok != c.ok {
+			t.Errorf("%s: %d %v %v; want %d %v %v", c.step, k, rollback, ok, c.k, c.rollback, c.ok)
+		}
+	}
+	if NodeStep(16) != "Node16" || RollbackStep(3) != "RollbackNode3" || PartName(2, SetBondMode) != "Node2SetBondMode" {
+		t.Errorf("names: %s %s %s", NodeStep(16), RollbackStep(3), PartName(2, SetBondMode))
+	}
+}
+
+// TestHappyPath: a flip of three nodes runs its 4 steps in order and succeeds.
 func TestHappyPath(t *testing.T) {
 	p, _ := NewPlan(3)
 	s, err := workflow.Next(p, workflow.Pending, workflow.Start)
@@ -86,19 +118,19 @@ func TestHappyPath(t *testing.T) {
 		n++
 		s, err = workflow.Next(p, s, workflow.StepSucceeded)
 	}
-	if err != nil || s.Phase != nwv1.WorkflowSucceeded || n != 19 {
-		t.Errorf("ended %s after %d steps (%v); want Succeeded after 19", s, n, err)
+	if err != nil || s.Phase != nwv1.WorkflowSucceeded || n != 4 {
+		t.Errorf("ended %s after %d steps (%v); want Succeeded after 4", s, n, err)
 	}
 }
 
 func TestGates(t *testing.T) {
 	p, _ := NewPlan(2)
-	for _, s := range p.Forward() {
+	for _, s := range append(p.Forward(), p.Rollback(NodeStep(2))...) {
 		want := workflow.Gates(0)
 		switch {
 		case s == Preflight:
 			want = workflow.GatesPreflight
-		case strings.HasSuffix(string(s), ProtectVMs):
+		case strings.HasPrefix(string(s), "Node"):
 			want = workflow.GatesNodeChange
 		}
 		if got := p.Gates(s); got != want {
@@ -122,7 +154,7 @@ func TestNodeStateFollowsTheSteps(t *testing.T) {
 		workflow.Transition(st, p, workflow.Kind{Name: "BondModeFlipPlan"}, 1, s, next, e, "", false, metav1.Now())
 		s = next
 		if workflow.Waiting(st, s.Step) { // held by its gates: the engine admits it
-			if got := string(NodeState(st, 1)) + "," + string(NodeState(st, 2)); s.Step == NodeStep(1, ProtectVMs) && got != "Pending,Pending" {
+			if got := string(NodeState(st, 1)) + "," + string(NodeState(st, 2)); s.Step == NodeStep(1) && got != "Pending,Pending" {
 				t.Errorf("node 1 held at its first step: %s", got)
 			}
 			workflow.Admit(st, s.Step, "", metav1.Now())
@@ -137,23 +169,19 @@ func TestNodeStateFollowsTheSteps(t *testing.T) {
 	move(workflow.Start) // Preflight
 	move(workflow.StepSucceeded)
 	if got := states(); got != "InProgress,Pending" {
-		t.Errorf("at Node1ProtectVMs: %s", got)
+		t.Errorf("at Node1: %s", got)
 	}
-	for range NodeParts {
-		move(workflow.StepSucceeded)
-	}
+	move(workflow.StepSucceeded)
 	if got := states(); got != "Done,InProgress" {
-		t.Errorf("at Node2ProtectVMs: %s", got)
+		t.Errorf("at Node2: %s", got)
 	}
-	move(workflow.StepSucceeded) // Node2PauseResync
-	move(workflow.StepSucceeded) // Node2SetBondMode
 	move(workflow.StepFailed)
 	if got := states(); got != "Done,RollingBack" {
 		t.Errorf("rolling back node 2: %s (%s)", got, s)
 	}
 	for s.Phase == nwv1.WorkflowRollingBack {
 		move(workflow.StepSucceeded)
-		if s.Step == NodeStep(1, RollbackBondMode) {
+		if s.Step == RollbackStep(1) {
 			if got := states(); got != "RollingBack,RolledBack" {
 				t.Errorf("rolling back node 1: %s", got)
 			}
@@ -165,14 +193,12 @@ func TestNodeStateFollowsTheSteps(t *testing.T) {
 }
 
 // TestANodeNeverStartedStaysPending: a flip of three nodes rolled back at the second node's
-// change leaves the third Pending: its steps, skipped by the rollback, never started.
+// step leaves the third Pending: its step, skipped by the rollback, never started.
 func TestANodeNeverStartedStaysPending(t *testing.T) {
 	p, _ := NewPlan(3)
 	st := &nwv1.WorkflowStatus{}
 	s := workflow.Pending
-	for _, e := range []workflow.Event{workflow.Start, workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepSucceeded,
-		workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepSucceeded,
-		workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepFailed} {
+	for _, e := range []workflow.Event{workflow.Start, workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepFailed} {
 		next, err := workflow.Next(p, s, e)
 		if err != nil {
 			t.Fatal(err)
@@ -181,8 +207,8 @@ func TestANodeNeverStartedStaysPending(t *testing.T) {
 		s = next
 		workflow.Admit(st, s.Step, "", metav1.Now())
 	}
-	if s.FailedStep != NodeStep(2, SetBondMode) {
-		t.Fatalf("failed at %s; want Node2SetBondMode", s.FailedStep)
+	if s.FailedStep != NodeStep(2) {
+		t.Fatalf("failed at %s; want Node2", s.FailedStep)
 	}
 	for s.Phase == nwv1.WorkflowRollingBack {
 		next, _ := workflow.Next(p, s, workflow.StepSucceeded)

@@ -30,6 +30,9 @@ type NodeProgress struct {
 	Previous nwv1.BondMode      `json:"previous,omitempty"`
 	Current  nwv1.BondMode      `json:"current,omitempty"`
 	State    nwv1.NodeFlipState `json:"state"`
+	// Part is the part of its step under way, or the last that ran (status.nodes[].part;
+	// status.nodes[].parts has the record of each).
+	Part string `json:"part,omitempty"`
 }
 
 // ProgressOf is where f stands. Each node is as status.nodes has it (the controller's view of
@@ -56,7 +59,7 @@ func ProgressOf(f *nwv1.BondModeFlipPlan) Progress {
 	for _, node := range f.Status.Nodes {
 		if node.Position >= 1 && int(node.Position) <= n {
 			p.Nodes[node.Position-1] = NodeProgress{Position: int(node.Position), Name: node.Name,
-				Previous: node.PreviousMode, Current: node.CurrentMode, State: node.State}
+				Previous: node.PreviousMode, Current: node.CurrentMode, State: node.State, Part: node.Part}
 		}
 	}
 

@@ -63,11 +63,11 @@ func TestProgressOf(t *testing.T) {
 
 	// A node's first step waits for a person, who approves it.
 	m.admit().move(workflow.StepSucceeded).held(nwv1.ReasonAwaitingApproval)
-	if p := ProgressOf(m.flip); p.Approvable != "Node1ProtectVMs" || p.CurrentPosition != 1 || p.Approved != "" || p.Held.Reason != nwv1.ReasonAwaitingApproval {
-		t.Errorf("at Node1ProtectVMs: %+v", p)
+	if p := ProgressOf(m.flip); p.Approvable != "Node1" || p.CurrentPosition != 1 || p.Approved != "" || p.Held.Reason != nwv1.ReasonAwaitingApproval {
+		t.Errorf("at Node1: %+v", p)
 	}
-	m.flip.Annotations = map[string]string{nwv1.AnnotationApprove: "Node1ProtectVMs", nwv1.AnnotationApprovedBy: "ada"}
-	if p := ProgressOf(m.flip); p.Approvable != "" || p.Approved != "Node1ProtectVMs" || p.ApprovedBy != "ada" {
+	m.flip.Annotations = map[string]string{nwv1.AnnotationApprove: "Node1", nwv1.AnnotationApprovedBy: "ada"}
+	if p := ProgressOf(m.flip); p.Approvable != "" || p.Approved != "Node1" || p.ApprovedBy != "ada" {
 		t.Errorf("approved: %+v", p)
 	}
 	// Automatic: nothing to approve.
@@ -83,22 +83,20 @@ func TestProgressOf(t *testing.T) {
 		t.Errorf("status.nodes: %+v", p.Nodes)
 	}
 
-	// The second node fails at Confirm: rolling back, and once rolled back, the failure names
-	// its step and node.
+	// The second node fails (at its Confirm): rolling back, and once rolled back, the failure
+	// names its step and node.
 	m.admit()
-	for range NodeParts {
-		m.move(workflow.StepSucceeded)
-	}
-	m.admit().move(workflow.StepSucceeded).move(workflow.StepSucceeded).move(workflow.StepSucceeded).move(workflow.StepFailed)
-	if p := ProgressOf(m.flip); p.Failed == nil || p.Failed.Name != "Node2Confirm" || p.FailedPosition != 2 ||
-		p.Current == nil || p.Current.Name != "Node2RollbackBondMode" || p.CurrentPosition != 2 {
+	m.move(workflow.StepSucceeded)
+	m.admit().move(workflow.StepFailed)
+	if p := ProgressOf(m.flip); p.Failed == nil || p.Failed.Name != "Node2" || p.FailedPosition != 2 ||
+		p.Current == nil || p.Current.Name != "RollbackNode2" || p.CurrentPosition != 2 {
 		t.Errorf("rolling back: %+v", p)
 	}
 	for m.s.Phase != nwv1.WorkflowRolledBack {
 		m.move(workflow.StepSucceeded)
 	}
 	m.held(nwv1.ReasonClusterNotReady) // left from before: nothing is held once it ended
-	if p := ProgressOf(m.flip); p.Failed == nil || p.Failed.Name != "Node2Confirm" || p.FailedPosition != 2 || p.Current != nil || p.Held != nil {
+	if p := ProgressOf(m.flip); p.Failed == nil || p.Failed.Name != "Node2" || p.FailedPosition != 2 || p.Current != nil || p.Held != nil {
 		t.Errorf("rolled back: %+v", p)
 	}
 }

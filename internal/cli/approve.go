@@ -41,7 +41,7 @@ const approveExamples = `  # Approve the step the flip waits on
   kubectl nodewright approve bondmodeflipplan/to-lacp
 
   # Only if the step waiting is the one you reviewed
-  kubectl nodewright approve bmfp/to-lacp --step Node2SetBondMode
+  kubectl nodewright approve bmfp/to-lacp --step Node2
 
   # What waits, and why (the Waiting and Held By columns)
   kubectl get bondmodeflipplans,replicationupgrades

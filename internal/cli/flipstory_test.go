@@ -30,15 +30,14 @@ func newFlipStory(t *testing.T, flip *nwv1.BondModeFlipPlan, modes []nwv1.BondMo
 	}
 	node := func(position int) *nwv1.NodeFlip { return &flip.Status.Nodes[position-1] }
 	derive := func(from, to workflow.State, e workflow.Event) {
-		if k, part, ok := bondflip.ParseStep(from.Step); ok && e == workflow.StepSucceeded {
-			switch part {
-			case bondflip.SetBondMode:
-				node(k).CurrentMode = flip.Spec.TargetMode
-			case bondflip.RollbackBondMode:
+		if k, rollback, ok := bondflip.ParseStep(from.Step); ok && e == workflow.StepSucceeded {
+			if rollback {
 				node(k).CurrentMode = node(k).PreviousMode
+			} else {
+				node(k).CurrentMode = flip.Spec.TargetMode
 			}
 		}
-		if k, part, ok := bondflip.ParseStep(to.Step); ok && part == bondflip.ProtectVMs && e != "" {
+		if k, rollback, ok := bondflip.ParseStep(to.Step); ok && !rollback && e != "" {
 			node(k).PreviousMode = node(k).CurrentMode // recorded before the node is changed
 		}
 		for i := range flip.Status.Nodes {

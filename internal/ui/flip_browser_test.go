@@ -35,9 +35,12 @@ var stepMessages = map[string]string{
 	bondflip.RestoreVMs:   "VM web back",
 }
 
+// partOf is the last part a node's step carried out when it succeeded; "" for the Preflight.
 func partOf(s bondflip.Step) string {
-	_, part, _ := bondflip.ParseStep(s)
-	return part
+	if _, _, ok := bondflip.ParseStep(s); ok {
+		return bondflip.RestoreVMs
+	}
+	return ""
 }
 
 // flipWords are what a flip's steps say.
@@ -57,9 +60,9 @@ func flipProgress(f *nwv1.BondModeFlipPlan, done int, next nwv1.StepState, reaso
 	for i, name := range flipNodes {
 		node := nwv1.NodeFlip{Name: name, Position: int32(i + 1), CurrentMode: nwv1.BondModeActiveBackup,
 			State: bondflip.NodeState(&st.WorkflowStatus, i+1)}
-		setMode := string(bondflip.NodeStep(i+1, bondflip.SetBondMode))
+		setMode := string(bondflip.NodeStep(i + 1))
 		for _, s := range st.Steps {
-			if s.Name == string(bondflip.NodeStep(i+1, bondflip.ProtectVMs)) && s.State != nwv1.StepPending {
+			if s.Name == setMode && s.State != nwv1.StepPending {
 				node.PreviousMode = nwv1.BondModeActiveBackup
 			}
 			if s.Name == setMode && s.State == nwv1.StepSucceeded {

@@ -103,33 +103,13 @@ func (r *Reconciler) Prepare(ctx context.Context, run *engine.Run[*nwv1.BondMode
 	return engine.Hold{}, nil
 }
 
-// Actions are the steps' actions, by part: each node's step runs its part's for the node at
-// its position.
+// Actions are the steps' actions: the Preflight's, and a node's step's, forward or rollback,
+// which carries out its parts (nodeStep).
 func (r *Reconciler) Actions() engine.Actions[*nwv1.BondModeFlipPlan] {
-	type action = func(context.Context, *scope) (engine.Outcome, error)
-	node := func(act func(context.Context, *scope, int) (engine.Outcome, error)) action {
-		return func(ctx context.Context, s *scope) (engine.Outcome, error) {
-			k, _, ok := bondflip.ParseStep(s.State.Step)
-			if !ok || k > len(s.order) {
-				return engine.Failed("%s is no step of this flip", s.State.Step), nil
-			}
-			return act(ctx, s, k)
-		}
-	}
-	resume := func(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
-		return r.resumeResync(ctx, s, k, "resume", "pause")
-	}
-	return engine.Scoped(r.newScope, map[workflow.Step]action{
+	return engine.Scoped(r.newScope, map[workflow.Step]func(context.Context, *scope) (engine.Outcome, error){
 		bondflip.Preflight:          r.preflight,
-		bondflip.ProtectVMs:         node(r.protectVMs),
-		bondflip.PauseResync:        node(r.pauseResync),
-		bondflip.SetBondMode:        node(r.setBondMode),
-		bondflip.Confirm:            node(r.confirm),
-		bondflip.ResumeResync:       node(resume),
-		bondflip.RestoreVMs:         node(r.restoreVMs),
-		bondflip.RollbackProtectVMs: node(r.protectVMs),
-		bondflip.RollbackBondMode:   node(r.rollbackBondMode),
-		bondflip.RollbackVMs:        node(r.restoreVMs),
+		bondflip.ActionNode:         r.nodeStep,
+		bondflip.ActionRollbackNode: r.nodeStep,
 	})
 }
 

@@ -3,6 +3,7 @@ package bondmodeflipplan_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,30 +16,51 @@ import (
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
-// TestCrashAtEveryStepBoundary kills the operator right after it recorded the start of each
-// step of a two-node flip, forward and rollback, and starts a new one: each flip still ends
-// Succeeded (or RolledBack), and no node's bond is changed more often than the flip needs.
-// The flips of the table go back and forth between active-backup and 802.3ad on one site.
-func TestCrashAtEveryStepBoundary(t *testing.T) {
+// TestCrashAtEveryStepAndPartBoundary kills the operator right after it recorded the start of
+// each step of a two-node flip, and of each part of a node's step after its first (the write
+// that ends one part begins the next), forward and rollback, and starts a new one: each flip
+// still ends Succeeded (or RolledBack), and no node's bond is changed more often than the flip
+// needs. The flips of the table go back and forth between active-backup and 802.3ad on one
+// site.
+func TestCrashAtEveryStepAndPartBoundary(t *testing.T) {
 	s := plantSite(t, false, nil, "flipcrash-a=primary", "flipcrash-b=secondary")
 	plan, _ := bondflip.NewPlan(2)
 	type crash struct {
-		step     bondflip.Step
+		step bondflip.Step
+		// part, when set, is the part of the step whose start is the crash point.
+		part     string
 		rollback bool
 	}
 	var cases []crash
 	for _, step := range plan.Forward() {
 		cases = append(cases, crash{step: step})
+		if step == bondflip.Preflight {
+			continue
+		}
+		for _, part := range bondflip.NodeParts[1:] {
+			cases = append(cases, crash{step: step, part: part})
+		}
 	}
-	// Node 2's port never carries the mode: node 1 is flipped back.
-	for _, part := range []string{bondflip.RollbackProtectVMs, bondflip.RollbackBondMode, bondflip.RollbackVMs} {
-		cases = append(cases, crash{step: bondflip.NodeStep(1, part), rollback: true})
+	// Node 2's port never carries the mode: its SetBondMode fails, node 2 is brought back
+	// (its mode, by its own checkpoint, and its VMs), then node 1 is flipped back.
+	for _, back := range []struct {
+		k     int
+		parts []string
+	}{{2, bondflip.UndoParts(bondflip.SetBondMode)}, {1, bondflip.UndoParts("")}} {
+		cases = append(cases, crash{step: bondflip.RollbackStep(back.k), rollback: true})
+		for _, part := range back.parts[1:] {
+			cases = append(cases, crash{step: bondflip.RollbackStep(back.k), part: part, rollback: true})
+		}
+	}
+	if len(cases) != 18 {
+		t.Fatalf("%d crash points; want 18: the Preflight, two nodes' steps and five parts each after the first, "+
+			"node 2's rollback and its second part, node 1's and its second and third", len(cases))
 	}
 	modes := []nwv1.BondMode{nwv1.BondModeActiveBackup, nwv1.BondMode8023AD}
 	current := nwv1.BondModeActiveBackup
 	for i, c := range cases {
 		target := modes[(indexOf(modes, current)+1)%2]
-		name := fmt.Sprintf("crash-%d-%s", i, strings.ToLower(string(c.step)))
+		name := fmt.Sprintf("crash-%d-%s", i, strings.ToLower(string(c.step)+c.part))
 		t.Run(name, func(t *testing.T) {
 			before := map[string]int{}
 			for _, n := range s.nodes {
@@ -51,7 +73,7 @@ func TestCrashAtEveryStepBoundary(t *testing.T) {
 			f := s.flipTo(name, target, nwv1.VMProtectionNone, "flipcrash-a", "flipcrash-b")
 			crash := testenv.NewCrash(func(w testenv.Write) bool {
 				o, ok := w.Object.(*nwv1.BondModeFlipPlan)
-				return ok && w.SubResource == "status" && o.Name == name && running(o, c.step)
+				return ok && w.SubResource == "status" && o.Name == name && running(o, c.step, c.part)
 			})
 			env.RunUntilCrash(t, crash, s.cacheOptions(), func(_ context.Context, mgr manager.Manager, cl client.Client, r client.Reader) error {
 				return s.reconciler(mgr, cl, r).SetupWithManager(mgr)
@@ -102,11 +124,23 @@ func indexOf(modes []nwv1.BondMode, m nwv1.BondMode) int {
 	return -1
 }
 
-// running reports whether the flip's status shows step running.
-func running(f *nwv1.BondModeFlipPlan, step bondflip.Step) bool {
+// running reports whether the flip's status shows step running, and, with a part, the record
+// of the step's node that part under way.
+func running(f *nwv1.BondModeFlipPlan, step bondflip.Step, part string) bool {
+	k, _, _ := bondflip.ParseStep(step)
 	for _, s := range f.Status.Steps {
-		if s.Name == string(step) && s.State == nwv1.StepRunning {
+		if s.Name != string(step) || s.State != nwv1.StepRunning {
+			continue
+		}
+		if part == "" {
 			return true
+		}
+		for _, n := range f.Status.Nodes {
+			if int(n.Position) == k && slices.ContainsFunc(n.Parts, func(p nwv1.NodeFlipPart) bool {
+				return p.Name == part && p.State == nwv1.StepRunning
+			}) {
+				return true
+			}
 		}
 	}
 	return false

@@ -11,7 +11,6 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
-	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
@@ -31,9 +30,10 @@ func shortHash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))[:10]
 }
 
-// ensureOp asks node's agent for the operation spec, made at step, under name: it creates the
-// NodeOperation unless it exists, and returns it as it is now.
-func (r *Reconciler) ensureOp(ctx context.Context, s *scope, name, node string, step workflow.Step, deadline time.Duration, spec nwv1.NodeOperationSpec) (*nwv1.NodeOperation, error) {
+// ensureOp asks node's agent for the operation spec, made by the part step names
+// (Node1SetBondMode), under name: it creates the NodeOperation unless it exists, and returns
+// it as it is now.
+func (r *Reconciler) ensureOp(ctx context.Context, s *scope, name, node string, step string, deadline time.Duration, spec nwv1.NodeOperationSpec) (*nwv1.NodeOperation, error) {
 	if op, ok := s.ops[name]; ok {
 		return op, nil
 	}
@@ -41,7 +41,7 @@ func (r *Reconciler) ensureOp(ctx context.Context, s *scope, name, node string, 
 	spec.NodeName = node
 	spec.Deadline = metav1.NewTime(s.Now.Add(deadline))
 	op := &nwv1.NodeOperation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: r.AgentNamespace, Name: name, Labels: map[string]string{bondflip.LabelStep: string(step)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.AgentNamespace, Name: name, Labels: map[string]string{bondflip.LabelStep: step},
 			OwnerReferences: []metav1.OwnerReference{bondflip.Descriptor.ControllerRef(f)}},
 		Spec: spec,
 	}
@@ -102,14 +102,15 @@ func (s *scope) pairsTowards(node string) []pair {
 
 // syncOps asks, for each pair, the peer's agent to pause (or resume) the resynchronisation
 // towards node, under names made of prefix, and says whether all succeeded, or which failed.
-func (r *Reconciler) syncOps(ctx context.Context, s *scope, node, prefix string, pairs []pair, resume bool) (done bool, failed string, err error) {
+func (r *Reconciler) syncOps(ctx context.Context, s *scope, k int, prefix string, pairs []pair, resume bool) (done bool, failed string, err error) {
+	node := s.node(k)
 	done = true
 	for _, p := range pairs {
 		spec := nwv1.NodeOperationSpec{Type: nwv1.OperationDRBDPauseSync, DRBDPauseSync: &nwv1.DRBDPeerOperation{Resource: p.resource, Peer: node}}
 		if resume {
 			spec = nwv1.NodeOperationSpec{Type: nwv1.OperationDRBDResumeSync, DRBDResumeSync: &nwv1.DRBDPeerOperation{Resource: p.resource, Peer: node}}
 		}
-		op, err := r.ensureOp(ctx, s, opName(s.f, prefix+"-"+shortHash(p.peer, p.resource)), p.peer, s.State.Step, drbdOpDeadline, spec)
+		op, err := r.ensureOp(ctx, s, opName(s.f, prefix+"-"+shortHash(p.peer, p.resource)), p.peer, s.label(k), drbdOpDeadline, spec)
 		if err != nil {
 			return false, "", err
 		}

@@ -26,7 +26,30 @@ type scope struct {
 	agents map[string]*nwv1.NodewrightAgentStatus
 	// ops are the flip's NodeOperations, by name.
 	ops map[string]*nwv1.NodeOperation
+	// part is the part of a node's step under way, and partStarted when it began, as the
+	// node's record says: a part's time limits count from its own start.
+	part        string
+	partStarted time.Time
 }
+
+// StepStarted is when the part under way began; for the Preflight, when the step did.
+func (s *scope) StepStarted() time.Time {
+	if s.part != "" {
+		return s.partStarted
+	}
+	return s.Run.StepStarted()
+}
+
+// Deadline reports whether the part under way (the Preflight) has taken longer than limit,
+// measured from the start its record shows, and how long is left otherwise.
+func (s *scope) Deadline(limit time.Duration) (passed bool, left time.Duration) {
+	left = s.StepStarted().Add(limit).Sub(s.Now.Time)
+	return left <= 0, left
+}
+
+// label is what the flip's children made by node k's part under way say made them, in their
+// label nodewright.spectrocloud.com/step: Node1SetBondMode.
+func (s *scope) label(k int) string { return bondflip.PartName(k, s.part) }
 
 func (r *Reconciler) newScope(ctx context.Context, run *engine.Run[*nwv1.BondModeFlipPlan]) (*scope, error) {
 	f := run.Object
@@ -109,8 +132,8 @@ func modeOf(agents map[string]*nwv1.NodewrightAgentStatus, node string) nwv1.Bon
 // nodeView is status.nodes as it should be now: before the flip starts, with an order the
 // spec leaves to the operator, the default order of the nodes that report (none when none
 // does, or more than a flip can change: its Preflight says so); then, for each node, its
-// state derived from the steps, the mode its agent last reported, and the previous mode the
-// Preflight recorded.
+// state derived from the steps, the mode its agent last reported, and what the steps
+// recorded: the previous mode (the Preflight) and the record of its parts (its steps).
 func nodeView(f *nwv1.BondModeFlipPlan, agents map[string]*nwv1.NodewrightAgentStatus) []nwv1.NodeFlip {
 	order := bondflip.Order(f)
 	pending := f.Status.Phase == "" || f.Status.Phase == nwv1.WorkflowPending
@@ -124,14 +147,16 @@ func nodeView(f *nwv1.BondModeFlipPlan, agents map[string]*nwv1.NodewrightAgentS
 			order = nil
 		}
 	}
-	previous := map[string]nwv1.BondMode{}
+	recorded := map[string]nwv1.NodeFlip{}
 	for _, n := range f.Status.Nodes {
-		previous[n.Name] = n.PreviousMode
+		recorded[n.Name] = n
 	}
 	var view []nwv1.NodeFlip
 	for i, name := range order {
-		view = append(view, nwv1.NodeFlip{Name: name, Position: int32(i + 1), PreviousMode: previous[name],
-			CurrentMode: modeOf(agents, name), State: bondflip.NodeState(&f.Status.WorkflowStatus, i+1)})
+		was := recorded[name]
+		view = append(view, nwv1.NodeFlip{Name: name, Position: int32(i + 1), PreviousMode: was.PreviousMode,
+			CurrentMode: modeOf(agents, name), State: bondflip.NodeState(&f.Status.WorkflowStatus, i+1),
+			Part: was.Part, Parts: was.Parts})
 	}
 	return view
 }

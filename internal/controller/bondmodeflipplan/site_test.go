@@ -66,6 +66,8 @@ type site struct {
 	agents     map[string]*exec.Cmd
 	lockNS     string
 	trail      *audittest.Memory
+	// drbd is how many played DRBD resources each node holds.
+	drbd map[string]int
 }
 
 // startOperator runs the flip controller until the test ends or stop is called, with hook
@@ -113,6 +115,22 @@ func newSiteWith(t *testing.T, hook beforeCreate, nodes ...string) *site {
 // plantSite is newSiteWith, with the flip controller running only when operate.
 func plantSite(t *testing.T, operate bool, hook beforeCreate, nodes ...string) *site {
 	t.Helper()
+	// Two DRBD resources replicated on every node, their connections played on the network.
+	return plantSiteWith(t, operate, hook, func(n *netsite.Network, names []string) (map[string]int, error) {
+		held := map[string]int{}
+		for _, name := range names {
+			held[name] = len(drbdResources)
+		}
+		return held, n.PlayDRBD(drbdResources...)
+	}, nodes...)
+}
+
+// placement plays the DRBD resources of a site's nodes and says how many each holds.
+type placement func(n *netsite.Network, names []string) (map[string]int, error)
+
+// plantSiteWith is plantSite with the DRBD resources place plays.
+func plantSiteWith(t *testing.T, operate bool, hook beforeCreate, place placement, nodes ...string) *site {
+	t.Helper()
 	roles := map[string]nwv1.NodeRole{}
 	var names []string
 	for _, n := range nodes {
@@ -121,8 +139,8 @@ func plantSite(t *testing.T, operate bool, hook beforeCreate, nodes ...string) *
 		roles[name] = nwv1.NodeRole(role)
 	}
 	n := netsite.New(t, nwv1.BondModeActiveBackup, names...)
-	// Two DRBD resources replicated on every node, their connections played on the network.
-	if err := n.PlayDRBD(drbdResources...); err != nil {
+	held, err := place(n, names)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range names {
@@ -131,7 +149,7 @@ func plantSite(t *testing.T, operate bool, hook beforeCreate, nodes ...string) *
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go n.Run(ctx)
-	s := &site{t: t, net: n, ns: env.Namespace(t), nodes: names, stateDirs: map[string]string{}, agents: map[string]*exec.Cmd{}, trail: &audittest.Memory{}}
+	s := &site{t: t, net: n, ns: env.Namespace(t), nodes: names, stateDirs: map[string]string{}, agents: map[string]*exec.Cmd{}, trail: &audittest.Memory{}, drbd: held}
 	s.kubeconfig = n.APIServer(t, env.Kubeconfig(t))
 	for _, name := range names {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
@@ -187,8 +205,8 @@ func (s *site) reported(node string, mode nwv1.BondMode) {
 		if as.Status.Reporter != nwv1.ReporterAgent || b == nil || b.Mode != mode || len(b.Addresses) == 0 {
 			return fmt.Sprintf("%s reports %s / %+v; want %s %s with its address", node, as.Status.Reporter, b, netsite.Bond, mode)
 		}
-		if d := as.Status.Storage; d == nil || d.Resources != int32(len(drbdResources)) || d.Connected != d.Resources || d.UpToDate != d.Resources {
-			return fmt.Sprintf("%s reports DRBD %+v; want %d resources connected and UpToDate", node, d, len(drbdResources))
+		if d := as.Status.Storage; d == nil || d.Resources != int32(s.drbd[node]) || d.Connected != d.Resources || d.UpToDate != d.Resources {
+			return fmt.Sprintf("%s reports DRBD %+v; want %d resources connected and UpToDate", node, d, s.drbd[node])
 		}
 		return ""
 	})
@@ -340,7 +358,7 @@ func TestThreeNodesFlipOneAtATimeThePrimaryLast(t *testing.T) {
 	}
 	// Each node's peers paused their resync towards it for both resources, and resumed it.
 	for k, node := range []string{"flip3-b", "flip3-c", "flip3-a"} {
-		pause, resume := stepMessage(f, fmt.Sprintf("Node%dPauseResync", k+1)), stepMessage(f, fmt.Sprintf("Node%dResumeResync", k+1))
+		pause, resume := partMessage(f, k+1, "PauseResync"), partMessage(f, k+1, "ResumeResync")
 		if pause != "resynchronisation towards "+node+" paused on its peers (4 resources)" ||
 			resume != "resynchronisation towards "+node+" resumed (4 resources); its DRBD is UpToDate" {
 			t.Errorf("node %d: %q, %q", k+1, pause, resume)
@@ -381,8 +399,8 @@ func TestAPortThatNeverCarriesTheModeRollsEveryNodeBack(t *testing.T) {
 			failed = st.Name + ": " + st.Message
 		}
 	}
-	if !strings.HasPrefix(failed, "Node3SetBondMode: flipbad-a (node 3)") || !strings.Contains(failed, "ProbeFailed") {
-		t.Errorf("the failed step says %q; want Node3SetBondMode naming flipbad-a and ProbeFailed", failed)
+	if !strings.HasPrefix(failed, "Node3: SetBondMode: flipbad-a (node 3)") || !strings.Contains(failed, "ProbeFailed") {
+		t.Errorf("the failed step says %q; want Node3's SetBondMode naming flipbad-a and ProbeFailed", failed)
 	}
 	// The earlier nodes were flipped back under checkpoints of their own, committed.
 	for k := 1; k <= 2; k++ {
@@ -563,19 +581,19 @@ func TestApprovalAndAWindowThatClosesMidFlip(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), f) })
 
-	s.held(f, "Node1ProtectVMs", nwv1.ReasonAwaitingApproval)
+	s.held(f, "Node1", nwv1.ReasonAwaitingApproval)
 	var ops nwv1.NodeOperationList
 	if err := env.Client.List(context.Background(), &ops, client.InNamespace(s.ns)); err != nil || len(ops.Items) > 0 {
 		t.Fatalf("awaiting approval, the flip asked for %d operations (%v)", len(ops.Items), err)
 	}
-	approve(t, f, "Node1ProtectVMs")
-	s.held(f, "Node2ProtectVMs", nwv1.ReasonAwaitingApproval)
+	approve(t, f, "Node1")
+	s.held(f, "Node2", nwv1.ReasonAwaitingApproval)
 	if got := s.mode("flipgate-b"); got != nwv1.BondMode8023AD {
 		t.Fatalf("flipgate-b, approved, runs %s", got)
 	}
 	// The audit trail names who asked and who approved the node's change.
 	eventually(t, func() string {
-		start, node := s.trail.Find("flip-gates", "Running/Preflight"), s.trail.Find("flip-gates", "Running/Node1PauseResync")
+		start, node := s.trail.Find("flip-gates", "Running/Preflight"), s.trail.Find("flip-gates", "Running/Node2")
 		switch {
 		case start == nil || !slices.Contains(start.Details, audit.Detail{Name: "requestedBy", Value: "bob"}):
 			return fmt.Sprintf("the start's record %+v does not name bob", start)
@@ -586,8 +604,8 @@ func TestApprovalAndAWindowThatClosesMidFlip(t *testing.T) {
 	})
 
 	time.Sleep(time.Until(open.Add(time.Minute + time.Second)))
-	approve(t, f, "Node2ProtectVMs")
-	s.held(f, "Node2ProtectVMs", nwv1.ReasonOutsideWindow)
+	approve(t, f, "Node2")
+	s.held(f, "Node2", nwv1.ReasonOutsideWindow)
 	s.nodesAre(f, "", "", "flipgate-b=Done:802.3ad", "flipgate-a=Pending:active-backup")
 	if f.Status.CurrentNode != "flipgate-a" || f.Status.Progress != "1/2" {
 		t.Errorf("currentNode %q, progress %q; want flipgate-a, 1/2", f.Status.CurrentNode, f.Status.Progress)
@@ -697,12 +715,12 @@ func TestANodeThatCannotBeBroughtBackFailsTheFlip(t *testing.T) {
 	s.nodesAre(f, "", "", "flipdead-a=Failed:802.3ad", "flipdead-b=RolledBack:active-backup")
 	failed := ""
 	for _, st := range f.Status.Steps {
-		if st.State == nwv1.StepFailed && st.Name == "Node1RollbackBondMode" {
+		if st.State == nwv1.StepFailed && st.Name == "RollbackNode1" {
 			failed = st.Message
 		}
 	}
 	if want := "flipdead-a (node 1) cannot be brought back to active-backup"; !strings.Contains(failed, want) || !strings.Contains(failed, "it reports 802.3ad") {
-		t.Errorf("Node1RollbackBondMode says %q; want %q and what the node reports", failed, want)
+		t.Errorf("RollbackNode1 says %q; want %q and what the node reports", failed, want)
 	}
 	if got := s.mode("flipdead-a"); got != nwv1.BondMode8023AD {
 		t.Errorf("flipdead-a, its agent dead, runs %s", got)
@@ -735,8 +753,8 @@ func TestDRBDThatDoesNotReconnectRollsTheNodeBack(t *testing.T) {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), got); err != nil {
 			return err.Error()
 		}
-		if msg := stepMessage(got, "Node1Confirm"); !strings.Contains(msg, want) {
-			return fmt.Sprintf("Node1Confirm says %q; want %q", msg, want)
+		if msg := partMessage(got, 1, "Confirm"); !strings.Contains(msg, want) {
+			return fmt.Sprintf("Node1's Confirm says %q; want %q", msg, want)
 		}
 		return ""
 	})
@@ -757,8 +775,8 @@ func TestDRBDThatDoesNotReconnectRollsTheNodeBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	f = s.ended(f, nwv1.WorkflowRolledBack)
-	if msg := stepMessage(f, "Node1Confirm"); !strings.Contains(msg, "NotCommitted") {
-		t.Errorf("Node1Confirm says %q; want the agent's NotCommitted", msg)
+	if msg := partMessage(f, 1, "Confirm"); !strings.Contains(msg, "NotCommitted") {
+		t.Errorf("Node1's Confirm says %q; want the agent's NotCommitted", msg)
 	}
 	s.nodesAre(f, "", "", "flipdrbd-b=RolledBack:active-backup", "flipdrbd-a=Pending:active-backup")
 	for _, n := range s.nodes {

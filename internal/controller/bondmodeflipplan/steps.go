@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -32,6 +34,116 @@ const (
 	commitGrace = 30 * time.Second
 )
 
+// nodeStep is the action of a node's step, forward or rollback, which carries out its parts
+// in order (runParts).
+func (r *Reconciler) nodeStep(ctx context.Context, s *scope) (engine.Outcome, error) {
+	step := s.State.Step
+	k, rollback, ok := bondflip.ParseStep(step)
+	if !ok || k > len(s.order) {
+		return engine.Failed("%s is no step of this flip", step), nil
+	}
+	if k > len(s.f.Status.Nodes) || s.f.Status.Nodes[k-1].Name != s.node(k) {
+		return engine.Failed("%s: status.nodes does not record node %d as %s", step, k, s.node(k)), nil
+	}
+	rec := &s.f.Status.Nodes[k-1]
+	parts := bondflip.NodeParts
+	if rollback {
+		parts = bondflip.UndoParts(bondflip.FailedPart(rec))
+		r.stopForward(s, k, rec)
+	}
+	return r.runParts(ctx, s, k, rec, parts)
+}
+
+// runParts carries out node k's step: the part its record shows under way, or the first not
+// begun, recorded in rec (status.nodes[k-1]) in the status patch the engine writes with the
+// step's own state. A part that waits makes the step wait, saying why; one that ends is
+// recorded and the next begun in the same patch, its action run on the next reconcile; the
+// step fails with the first part that fails and succeeds when its last part did.
+func (r *Reconciler) runParts(ctx context.Context, s *scope, k int, rec *nwv1.NodeFlip, parts []string) (engine.Outcome, error) {
+	part := bondflip.Current(rec, parts)
+	if part == "" {
+		return engine.Succeeded("%s", partsSummary(rec, parts)), nil
+	}
+	bondflip.Begin(rec, part, "", s.Now)
+	s.part, s.partStarted = part, bondflip.Part(rec, part).StartedAt.Time
+	out, err := r.part(ctx, s, k, part)
+	if err != nil {
+		return out, err
+	}
+	switch out.Event {
+	case workflow.StepFailed:
+		bondflip.End(rec, part, nwv1.StepFailed, out.Message, s.Now)
+		out.Message = part + ": " + out.Message
+		return out, nil
+	case workflow.StepSucceeded:
+		state := nwv1.StepSucceeded
+		if out.Skipped {
+			state = nwv1.StepSkipped
+		}
+		bondflip.End(rec, part, state, out.Message, s.Now)
+		next := bondflip.Next(parts, part)
+		if next == "" {
+			return engine.Succeeded("%s", partsSummary(rec, parts)), nil
+		}
+		bondflip.Begin(rec, next, "", s.Now)
+		return engine.Waiting(time.Millisecond, "%s %s: %s; %s next", part, state, out.Message, next), nil
+	}
+	bondflip.Say(rec, part, out.Message)
+	out.Message = part + ": " + out.Message
+	return out, nil
+}
+
+// part runs the action of node k's part.
+func (r *Reconciler) part(ctx context.Context, s *scope, k int, part string) (engine.Outcome, error) {
+	switch part {
+	case bondflip.ProtectVMs, bondflip.RollbackProtectVMs:
+		return r.protectVMs(ctx, s, k)
+	case bondflip.PauseResync:
+		return r.pauseResync(ctx, s, k)
+	case bondflip.SetBondMode:
+		return r.setBondMode(ctx, s, k)
+	case bondflip.Confirm:
+		return r.confirm(ctx, s, k)
+	case bondflip.ResumeResync:
+		return r.resumeResync(ctx, s, k, "resume", "pause")
+	case bondflip.RestoreVMs, bondflip.RollbackVMs:
+		return r.restoreVMs(ctx, s, k)
+	case bondflip.RollbackBondMode:
+		return r.rollbackBondMode(ctx, s, k)
+	}
+	return engine.Failed("%s is no part of a flip's step", part), nil
+}
+
+// stopForward ends the part of node k's forward step still recorded under way when its
+// rollback begins: the flip's deletion cancelled the step, or the engine failed it (a write
+// the API server refused) while the part ran.
+func (r *Reconciler) stopForward(s *scope, k int, rec *nwv1.NodeFlip) {
+	for _, st := range s.f.Status.Steps {
+		if st.Name != string(bondflip.NodeStep(k)) {
+			continue
+		}
+		state := nwv1.StepFailed
+		if st.State == nwv1.StepCancelled {
+			state = nwv1.StepCancelled
+		}
+		bondflip.StopForward(rec, state, st.Message, s.Now)
+	}
+}
+
+// partsSummary is the message of a node's step that ended well: each part's outcome, the last
+// part's message.
+func partsSummary(rec *nwv1.NodeFlip, parts []string) string {
+	var done []string
+	last := ""
+	for _, part := range parts {
+		if p := bondflip.Part(rec, part); p != nil {
+			done = append(done, part+" "+string(p.State))
+			last = p.Message
+		}
+	}
+	return strings.Join(done, ", ") + ": " + last
+}
+
 // Names of the operations of node k's steps.
 func setModeName(k int) string   { return "n" + strconv.Itoa(k) + "-setmode" }
 func commitName(k int) string    { return "n" + strconv.Itoa(k) + "-commit" }
@@ -46,7 +158,7 @@ func (r *Reconciler) pauseResync(ctx context.Context, s *scope, k int) (engine.O
 	if len(pairs) == 0 {
 		return engine.Skipped("no peer reports a DRBD resource shared with %s", node), nil
 	}
-	done, failed, err := r.syncOps(ctx, s, node, pausePrefix(k), pairs, false)
+	done, failed, err := r.syncOps(ctx, s, k, pausePrefix(k), pairs, false)
 	switch {
 	case err != nil:
 		return engine.Outcome{}, err
@@ -62,15 +174,17 @@ func (r *Reconciler) pauseResync(ctx context.Context, s *scope, k int) (engine.O
 }
 
 // setModeSpec is the SetBondMode that changes node k to mode under a checkpoint, probing
-// every peer's bond address, the API server, and DRBD's connections when the node has any.
+// every peer's bond address (up to bondflip.MaxProbeAddresses, every peer at least once), the
+// API server, and DRBD's connections when the node has any.
 func (s *scope) setModeSpec(k int, bond string, mode nwv1.BondMode) nwv1.NodeOperationSpec {
 	node := s.node(k)
-	var peers []string
+	var addresses [][]string
 	for _, other := range s.order {
 		if a := s.agents[other]; other != node && a != nil && a.Status.Network.Bond != nil {
-			peers = append(peers, a.Status.Network.Bond.Addresses...)
+			addresses = append(addresses, a.Status.Network.Bond.Addresses)
 		}
 	}
+	peers := bondflip.ProbeAddresses(addresses)
 	drbd := false
 	if a := s.agents[node]; a != nil && a.Status.Storage != nil && a.Status.Storage.Resources > 0 {
 		drbd = true
@@ -90,7 +204,7 @@ func (r *Reconciler) setBondMode(ctx context.Context, s *scope, k int) (engine.O
 	}
 	spec := s.setModeSpec(k, bond, s.f.Spec.TargetMode)
 	spec.SetBondMode.CheckpointTimeout.Duration = connectivityTimeout(s.f)
-	op, err := r.ensureOp(ctx, s, opName(s.f, setModeName(k)), s.node(k), s.State.Step, connectivityTimeout(s.f)+opMargin, spec)
+	op, err := r.ensureOp(ctx, s, opName(s.f, setModeName(k)), s.node(k), s.label(k), connectivityTimeout(s.f)+opMargin, spec)
 	if err != nil {
 		return engine.Outcome{}, err
 	}
@@ -176,7 +290,7 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 		return r.waitCheckpoint(s, k, op, "confirming %s: %s", node, missing)
 	}
 	bond := op.Spec.SetBondMode.Bond
-	c, err := r.ensureOp(ctx, s, opName(s.f, commit), node, s.State.Step, commitGrace+time.Minute, nwv1.NodeOperationSpec{
+	c, err := r.ensureOp(ctx, s, opName(s.f, commit), node, s.label(k), commitGrace+time.Minute, nwv1.NodeOperationSpec{
 		Type: nwv1.OperationCommitCheckpoint, CommitCheckpoint: &nwv1.CommitCheckpointOperation{Bond: bond, Operation: op.Name}})
 	if err != nil {
 		return engine.Outcome{}, err
@@ -242,7 +356,7 @@ func (r *Reconciler) resumeResync(ctx context.Context, s *scope, k int, resume s
 		prefixes[i] = "n" + strconv.Itoa(k) + "-" + p
 	}
 	pairs := s.pausedPairs(node, prefixes...)
-	done, failed, err := r.syncOps(ctx, s, node, "n"+strconv.Itoa(k)+"-"+resume, pairs, true)
+	done, failed, err := r.syncOps(ctx, s, k, "n"+strconv.Itoa(k)+"-"+resume, pairs, true)
 	switch {
 	case err != nil:
 		return engine.Outcome{}, err
@@ -337,7 +451,7 @@ func (r *Reconciler) undoChange(ctx context.Context, s *scope, k int, previous n
 	node := s.node(k)
 	pairs := s.pairsTowards(node)
 	if len(pairs) > 0 {
-		done, failed, err := r.syncOps(ctx, s, node, "n"+strconv.Itoa(k)+"-rb-pause", pairs, false)
+		done, failed, err := r.syncOps(ctx, s, k, "n"+strconv.Itoa(k)+"-rb-pause", pairs, false)
 		switch {
 		case err != nil:
 			return engine.Outcome{}, err, false
@@ -359,7 +473,7 @@ func (r *Reconciler) undoChange(ctx context.Context, s *scope, k int, previous n
 	}
 	spec := s.setModeSpec(k, bond, previous)
 	spec.SetBondMode.CheckpointTimeout.Duration = connectivityTimeout(s.f)
-	op, err := r.ensureOp(ctx, s, opName(s.f, rbSetModeName(k)), node, s.State.Step, connectivityTimeout(s.f)+opMargin, spec)
+	op, err := r.ensureOp(ctx, s, opName(s.f, rbSetModeName(k)), node, s.label(k), connectivityTimeout(s.f)+opMargin, spec)
 	if err != nil {
 		return engine.Outcome{}, err, false
 	}

@@ -127,7 +127,7 @@ func (r *Reconciler) protectVMs(ctx context.Context, s *scope, k int) (engine.Ou
 		return r.stopVMs(ctx, s, k)
 	}
 	tag := tagOut
-	if _, part, _ := bondflip.ParseStep(s.State.Step); part == bondflip.RollbackProtectVMs {
+	if s.part == bondflip.RollbackProtectVMs {
 		tag = tagRbOut
 	}
 	vmis, served, err := r.vmisOn(ctx, node)
@@ -189,7 +189,7 @@ func (r *Reconciler) restoreVMs(ctx context.Context, s *scope, k int) (engine.Ou
 		return r.startVMs(ctx, s, k)
 	}
 	tag := tagBack
-	if _, part, _ := bondflip.ParseStep(s.State.Step); part == bondflip.RollbackVMs {
+	if s.part == bondflip.RollbackVMs {
 		tag = tagRbBack
 	}
 	moved := map[string]*virtv1.VirtualMachineInstanceMigration{}
@@ -300,7 +300,7 @@ const labelTag = "nodewright.spectrocloud.com/vm-step"
 
 // migrate asks KubeVirt to move vmi (off its node, or to the node selector names).
 func (r *Reconciler) migrate(ctx context.Context, s *scope, k int, tag string, vmi *virtv1.VirtualMachineInstance, to map[string]string) error {
-	labels := map[string]string{bondflip.LabelStep: string(s.State.Step), labelTag: "n" + strconv.Itoa(k) + "-" + tag}
+	labels := map[string]string{bondflip.LabelStep: s.label(k), labelTag: "n" + strconv.Itoa(k) + "-" + tag}
 	m := &virtv1.VirtualMachineInstanceMigration{
 		ObjectMeta: metav1.ObjectMeta{Namespace: vmi.Namespace, Name: migrationName(s.f, k, tag, vmi), Labels: labels,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: nwv1.GroupVersion.String(), Kind: bondflip.Kind.Name, Name: s.f.Name, UID: s.f.UID}}},

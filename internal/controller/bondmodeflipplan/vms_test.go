@@ -145,7 +145,7 @@ func TestLiveMigrateMovesTheVMsOffEachNodeAndBack(t *testing.T) {
 			t.Errorf("the flip's migrations:\n%s\nwant %q", got, want)
 		}
 	}
-	if msg := stepMessage(f, "Node3ProtectVMs"); msg != "2 VMs moved off flipvm-a" {
+	if msg := partMessage(f, 3, "ProtectVMs"); msg != "2 VMs moved off flipvm-a" {
 		t.Errorf("Node3ProtectVMs says %q", msg)
 	}
 }
@@ -154,6 +154,21 @@ func stepMessage(f *nwv1.BondModeFlipPlan, step string) string {
 	for _, st := range f.Status.Steps {
 		if st.Name == step {
 			return st.Message
+		}
+	}
+	return ""
+}
+
+// partMessage is the message of part in the record of the node at position k.
+func partMessage(f *nwv1.BondModeFlipPlan, k int, part string) string {
+	for _, n := range f.Status.Nodes {
+		if int(n.Position) != k {
+			continue
+		}
+		for _, p := range n.Parts {
+			if p.Name == part {
+				return p.Message
+			}
 		}
 	}
 	return ""
@@ -191,7 +206,7 @@ func TestStopHaltsTheVMsAndStartsThemAgain(t *testing.T) {
 	if vm.Spec.RunStrategy == nil || *vm.Spec.RunStrategy != virtv1.RunStrategyAlways || vm.Annotations[bondmodeflipplan.AnnotationStopped] != "" {
 		t.Errorf("the VM's run strategy %v, annotations %v; want Always and no flip's", vm.Spec.RunStrategy, vm.Annotations)
 	}
-	if msg := stepMessage(f, "Node2ProtectVMs"); msg != "1 VMs stopped on flipstop-a" {
+	if msg := partMessage(f, 2, "ProtectVMs"); msg != "1 VMs stopped on flipstop-a" {
 		t.Errorf("Node2ProtectVMs says %q", msg)
 	}
 }
@@ -218,7 +233,7 @@ func TestAVMThatDoesNotComeBackRollsTheFlipBack(t *testing.T) {
 	runningVM(t, ns, "web", corev1.ReadWriteMany)
 	f := s.ended(s.flip("flip-no-return", nwv1.VMProtectionLiveMigrate), nwv1.WorkflowRolledBack)
 	s.nodesAre(f, nwv1.NodeFlipRolledBack, nwv1.BondModeActiveBackup, "flipback-b", "flipback-a")
-	if msg := stepMessage(f, "Node2RestoreVMs"); !strings.Contains(msg, "VM "+ns+"/web did not come back to it") {
+	if msg := partMessage(f, 2, "RestoreVMs"); !strings.Contains(msg, "VM "+ns+"/web did not come back to it") {
 		t.Errorf("Node2RestoreVMs says %q", msg)
 	}
 	vmiOn(t, ns, "web", "flipback-a")

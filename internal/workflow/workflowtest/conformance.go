@@ -18,7 +18,7 @@ import (
 
 // MaxSteps is the most entries status.steps[] holds (the API's maxItems): every step a
 // workflow can show, forward and rollback, must fit.
-const MaxSteps = 32
+const MaxSteps = 48
 
 // stepName is the pattern status.steps[].name must match.
 var stepName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)

@@ -182,9 +182,9 @@ func run() error {
 
 // Events this process notes the time of, as it sees them.
 func stepStarted(k int, part string) string {
-	return "started " + string(bondflip.NodeStep(k, part))
+	return "started " + bondflip.PartName(k, part)
 }
-func stepDone(k int, part string) string { return "done " + string(bondflip.NodeStep(k, part)) }
+func stepDone(k int, part string) string { return "done " + bondflip.PartName(k, part) }
 func opRunning(k int) string             { return fmt.Sprintf("op n%d Running", k) }
 func opArmed(k int) string               { return fmt.Sprintf("op n%d armed", k) }
 func opEnded(k int) string               { return fmt.Sprintf("op n%d ended", k) }
@@ -252,6 +252,18 @@ func flip(ctx context.Context, c client.WithWatch, ns, name string, mode nwv1.Bo
 				}
 				if st.State == nwv1.StepSucceeded || st.State == nwv1.StepSkipped {
 					seen.note("done "+st.Name, now)
+				}
+			}
+			// Each node's parts, as its record in status.nodes says.
+			for _, n := range got.Status.Nodes {
+				for _, p := range n.Parts {
+					name := bondflip.PartName(int(n.Position), p.Name)
+					if p.StartedAt != nil {
+						seen.note("started "+name, now)
+					}
+					if p.State == nwv1.StepSucceeded || p.State == nwv1.StepSkipped {
+						seen.note("done "+name, now)
+					}
 				}
 			}
 			if got.Status.Phase.Finished() {
