@@ -120,10 +120,10 @@ func TestFlipList(t *testing.T) {
 
 	manual := manualSucceededStory(t, "list-manual")
 	rolledBack := rolledBackStory(t, "list-rolledback")
-	waiting := heldAt(t, manual, "Node2ProtectVMs")
-	running := firstVersion(t, rolledBack, "Node2Confirm running", func(f *nwv1.BondModeFlipPlan) bool {
+	waiting := heldAt(t, manual, "Node2")
+	running := firstVersion(t, rolledBack, "Node2 running its Confirm", func(f *nwv1.BondModeFlipPlan) bool {
 		st, ok := currentStep(&f.Status.WorkflowStatus)
-		return ok && st.Name == "Node2Confirm"
+		return ok && st.Name == "Node2" && strings.HasPrefix(st.Message, "Confirm")
 	})
 	running.Name = "list-running"
 	storeWorkflow(t, waiting)
@@ -136,11 +136,11 @@ func TestFlipList(t *testing.T) {
 	r := plugin(t, runOpts{}, "flip", "list")
 	r.wantCode(t, ExitOK)
 	wantAll(t, "flip list", ages.ReplaceAllString(r.stdout, "   AGE"),
-		"NAME              TARGET    PHASE        NODE              STEP                        HELD BY            AGE\n",
-		"list-manual       802.3ad   Running      edge-2 (2 of 2)   Node2ProtectVMs (waiting)   AwaitingApproval   AGE\n",
-		"list-pending      802.3ad   Pending      -                 -                           -                  AGE\n",
-		"list-rolledback   802.3ad   RolledBack   -                 -                           -                  AGE\n",
-		"list-running      802.3ad   Running      edge-3 (2 of 3)   Node2Confirm                -                  AGE\n")
+		"NAME              TARGET    PHASE        NODE              STEP              HELD BY            AGE\n",
+		"list-manual       802.3ad   Running      edge-2 (2 of 2)   Node2 (waiting)   AwaitingApproval   AGE\n",
+		"list-pending      802.3ad   Pending      -                 -                 -                  AGE\n",
+		"list-rolledback   802.3ad   RolledBack   -                 -                 -                  AGE\n",
+		"list-running      802.3ad   Running      edge-3 (2 of 3)   Node2             -                  AGE\n")
 
 	r = plugin(t, runOpts{}, "flip", "list", "-o", "json")
 	r.wantCode(t, ExitOK)
@@ -184,7 +184,7 @@ func TestFlipWatchFollowsTheAPIServer(t *testing.T) {
 // On a terminal the view is redrawn in place, with the command that approves the waiting step.
 func TestFlipWatchOnATerminal(t *testing.T) {
 	snaps := manualSucceededStory(t, "watch-terminal")
-	r := approvedOnATerminal(t, "flip", heldAt(t, snaps, "Node1ProtectVMs"), "bondflip/watch-terminal", "Node1ProtectVMs")
+	r := approvedOnATerminal(t, "flip", heldAt(t, snaps, "Node1"), "bondflip/watch-terminal", "Node1")
 	if !strings.Contains(r.stdout, "\x1b[9A\x1b[J") {
 		t.Errorf("the second frame does not move back over the first:\n%q", r.stdout)
 	}
@@ -222,7 +222,7 @@ func TestFlipWait(t *testing.T) {
 		code          int
 	}{
 		{"flip-manual-succeeded", "Result: Succeeded after 3m26s: every node runs the target bond mode\n", ExitOK},
-		{"flip-rolledback", "Result: RolledBack after 3m11s on node edge-3 (2 of 3): Node2ConfirmFailed: ", ExitFailed},
+		{"flip-rolledback", "Result: RolledBack after 3m11s on node edge-3 (2 of 3): Node2Failed: ", ExitFailed},
 	} {
 		t.Run(c.story, func(t *testing.T) {
 			name := "wait-" + strings.TrimPrefix(c.story, "flip-")

@@ -61,13 +61,14 @@ func manualSucceededStory(t *testing.T, name string) []flipSnapshot {
 		s.after(time.Second).awaitingApproval()
 		s.after(40 * time.Second).approve("ada@example.com")
 		s.after(time.Second).admit()
-		s.after(12 * time.Second).succeed("VM web moved to " + map[int]string{1: "edge-2", 2: "edge-1"}[k])
-		s.after(2 * time.Second).succeed("paused the resync towards it on its peer")
-		s.after(5 * time.Second).says("waiting for the agent's checkpoint")
-		s.after(4 * time.Second).succeed("bond0 runs 802.3ad under checkpoint")
-		s.after(6 * time.Second).succeed("peers reached in 3s; committed")
-		s.after(20 * time.Second).succeed("resync resumed; DRBD UpToDate")
-		s.after(10 * time.Second).succeed("VM web back")
+		// The node's step carries out its six parts; each says what it did.
+		s.after(12 * time.Second).says("ProtectVMs: VM web moved to " + map[int]string{1: "edge-2", 2: "edge-1"}[k])
+		s.after(2 * time.Second).says("PauseResync: paused the resync towards it on its peer")
+		s.after(5 * time.Second).says("SetBondMode: waiting for the agent's checkpoint")
+		s.after(4 * time.Second).says("Confirm: bond0 runs 802.3ad under checkpoint")
+		s.after(6 * time.Second).says("ResumeResync: peers reached in 3s; committed")
+		s.after(20 * time.Second).says("RestoreVMs: resync resumed; DRBD UpToDate")
+		s.after(10 * time.Second).succeed("ProtectVMs Succeeded, PauseResync Succeeded, SetBondMode Succeeded, Confirm Succeeded, ResumeResync Succeeded, RestoreVMs Succeeded: VM web back")
 	}
 	return s.snaps
 }
@@ -86,19 +87,23 @@ func rolledBackStory(t *testing.T, name string) []flipSnapshot {
 	s.after(3*time.Second).event(workflow.StepSucceeded, "the cluster is healthy; 3 nodes run active-backup on bond0")
 	s.after(time.Second).held(nwv1.ReasonOutsideWindow, "outside the maintenance window (every day 22:00-04:00 UTC); the next one opens at 2026-11-21T22:00:00Z")
 	s.after(55 * time.Second).admit()
-	for _, msg := range []string{"stopped VM db", "paused the resync towards it on its peers", "bond0 runs 802.3ad under checkpoint",
-		"peers reached in 2s; committed", "resync resumed; DRBD UpToDate", "started VM db"} {
-		s.after(5 * time.Second).succeed(msg)
+	for _, msg := range []string{"ProtectVMs: stopped VM db", "PauseResync: paused the resync towards it on its peers",
+		"SetBondMode: bond0 runs 802.3ad under checkpoint", "Confirm: peers reached in 2s; committed", "ResumeResync: resync resumed; DRBD UpToDate"} {
+		s.after(5 * time.Second).says(msg)
 	}
-	for _, msg := range []string{"stopped VM web", "paused the resync towards it on its peers", "bond0 runs 802.3ad under checkpoint"} {
-		s.after(5 * time.Second).succeed(msg)
+	s.after(5 * time.Second).succeed("ProtectVMs Succeeded, PauseResync Succeeded, SetBondMode Succeeded, Confirm Succeeded, ResumeResync Succeeded, RestoreVMs Succeeded: started VM db")
+	for _, msg := range []string{"ProtectVMs: stopped VM web", "PauseResync: paused the resync towards it on its peers", "SetBondMode: bond0 runs 802.3ad under checkpoint"} {
+		s.after(5 * time.Second).says(msg)
 	}
-	s.after(30 * time.Second).says("edge-3 reaches no peer yet (30s of 60s)")
-	s.after(30*time.Second).event(workflow.StepFailed, "edge-3 did not reach its peers within 60s; its agent restored active-backup")
-	for _, msg := range []string{"edge-3's agent had restored active-backup; resync resumed, DRBD UpToDate", "started VM web",
-		"stopped VM db", "bond0 back to active-backup under checkpoint; committed; DRBD UpToDate", "started VM db"} {
-		s.after(5*time.Second).event(workflow.StepSucceeded, msg)
+	s.after(30 * time.Second).says("Confirm: edge-3 reaches no peer yet (30s of 60s)")
+	s.after(30*time.Second).event(workflow.StepFailed, "Confirm: edge-3 did not reach its peers within 60s; its agent restored active-backup")
+	// The rollback: edge-3's own step (its mode, then its VMs), then edge-2's.
+	s.after(5*time.Second).says("RollbackBondMode: edge-3's agent had restored active-backup; resync resumed, DRBD UpToDate")
+	s.after(5*time.Second).event(workflow.StepSucceeded, "RollbackBondMode Succeeded, RollbackVMs Succeeded: started VM web")
+	for _, msg := range []string{"RollbackProtectVMs: stopped VM db", "RollbackBondMode: bond0 back to active-backup under checkpoint; committed; DRBD UpToDate"} {
+		s.after(5 * time.Second).says(msg)
 	}
+	s.after(5*time.Second).event(workflow.StepSucceeded, "RollbackProtectVMs Succeeded, RollbackBondMode Succeeded, RollbackVMs Succeeded: started VM db")
 	return s.snaps
 }
 

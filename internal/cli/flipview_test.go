@@ -68,18 +68,18 @@ func storyFrames[O gatedWorkflow](snaps []storySnapshot[O], render func(O, time.
 // why, the command that approves it, and where a flip that rolled back failed.
 func TestFlipViewSaysWhatWaitsAndWhy(t *testing.T) {
 	snaps := manualSucceededStory(t, "to-lacp")
-	frame := frameText(renderFlipFrame(heldAt(t, snaps, "Node2ProtectVMs"), snaps[len(snaps)-1].At))
+	frame := frameText(renderFlipFrame(heldAt(t, snaps, "Node2"), snaps[len(snaps)-1].At))
 	wantAll(t, "the frame", frame,
 		"  ✓ 1  edge-1  active-backup → 802.3ad  Done\n",
 		"  · 2  edge-2  active-backup            Pending\n",
-		"      ‖ Node2ProtectVMs  Waiting\n",
+		"      ‖ Node2      Waiting\n",
 		"  ‖ Held: AwaitingApproval: awaiting approval: kubectl nodewright approve bondmodeflipplan/to-lacp\n",
-		"    Approve it: kubectl nodewright approve bondflip/to-lacp --step Node2ProtectVMs\n")
+		"    Approve it: kubectl nodewright approve bondflip/to-lacp --step Node2\n")
 
 	rolledBack := rolledBackStory(t, "to-lacp")
 	last := rolledBack[len(rolledBack)-1].Obj
 	end := frameText(flipFinalLines(last))
-	if want := "Result: RolledBack after 3m11s on node edge-3 (2 of 3): Node2ConfirmFailed: step Node2Confirm failed: edge-3 did not reach its peers within 60s; its agent restored active-backup; rolled back: every node runs the bond mode it had before the flip\n"; end != want {
+	if want := "Result: RolledBack after 3m11s on node edge-3 (2 of 3): Node2Failed: step Node2 failed: Confirm: edge-3 did not reach its peers within 60s; its agent restored active-backup; rolled back: every node runs the bond mode it had before the flip\n"; end != want {
 		t.Errorf("the result:\n%q\nwant\n%q", end, want)
 	}
 }

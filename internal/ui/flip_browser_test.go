@@ -115,7 +115,7 @@ func TestFlipOnTheWorkflowsPage(t *testing.T) {
 	bobURL, _ := runUIAs(t, as(own, viewer), ui.Options{})
 	bob := openPage(t, bobURL, laptopWidth, laptopHeight)
 	bob.goTo("workflows")
-	bob.waitJS("the flip waiting for approval", query(approve)+`?.dataset.step === 'Node1ProtectVMs'`)
+	bob.waitJS("the flip waiting for approval", query(approve)+`?.dataset.step === 'Node1'`)
 	bob.press(approve, kb.Enter)
 	bob.waitJS("the refusal on the card", query(card+` .approve-feedback`)+`?.innerText.includes('Not approved')`)
 	refusal := bob.text(card + ` .approve-feedback`)
@@ -138,8 +138,8 @@ func TestFlipOnTheWorkflowsPage(t *testing.T) {
 		`[...document.querySelectorAll(%s)].map((n) => n.dataset.node + ':' + n.dataset.state).join(',') === 'edge-2:Pending,edge-3:Pending,edge-1:Pending'`,
 		js(card+` .flip-node`)))
 	shown := p.text(card)
-	for _, want := range []string{"Running", "Bond mode → 802.3ad on bond0", "approval Manual", "Preflight", "Node1ProtectVMs waits: AwaitingApproval",
-		"kubectl nodewright approve bondflip/to-lacp --step Node1ProtectVMs", "active-backup"} {
+	for _, want := range []string{"Running", "Bond mode → 802.3ad on bond0", "approval Manual", "Preflight", "Node1 waits: AwaitingApproval",
+		"kubectl nodewright approve bondflip/to-lacp --step Node1", "active-backup"} {
 		if !contains(shown, want) {
 			t.Errorf("the flip's card does not show %q:\n%s", want, shown)
 		}
@@ -147,22 +147,22 @@ func TestFlipOnTheWorkflowsPage(t *testing.T) {
 	p.shot("flip", laptopWidth, laptopHeight)
 	stopChurn := p.churn()
 	p.press(approve, kb.Enter)
-	p.waitJS("the approval said on the card, with the focus on it", query(card+` .approve-feedback`)+`?.innerText.includes('approved step Node1ProtectVMs') && document.activeElement?.dataset.key === 'flip/to-lacp#feedback'`)
+	p.waitJS("the approval said on the card, with the focus on it", query(card+` .approve-feedback`)+`?.innerText.includes('approved step Node1') && document.activeElement?.dataset.key === 'flip/to-lacp#feedback'`)
 	stopChurn()
 	got := annotationsOf(t, own, flip)
-	if got[nwv1.AnnotationApprove] != "Node1ProtectVMs" {
-		t.Fatalf("annotations %v; want %s=Node1ProtectVMs", got, nwv1.AnnotationApprove)
+	if got[nwv1.AnnotationApprove] != "Node1" {
+		t.Fatalf("annotations %v; want %s=Node1", got, nwv1.AnnotationApprove)
 	}
-	p.waitJS("the approval shown once the flip says so", query(card+` .approved`)+`?.innerText.includes('Step Node1ProtectVMs approved')`)
+	p.waitJS("the approval shown once the flip says so", query(card+` .approved`)+`?.innerText.includes('Step Node1 approved')`)
 
-	// The controller starts the step, then the node's steps run; the page follows each write.
+	// The controller starts the node's step, which carries out its parts; the page follows
+	// each write.
 	write(1, nwv1.StepRunning, "")
-	p.waitJS("node 1 in progress, its step running", query(node(1))+`?.dataset.state === 'InProgress' && `+query(node(1)+` [data-step="Node1ProtectVMs"]`)+`?.dataset.state === 'Running'`)
-	write(4, nwv1.StepRunning, "")
-	p.waitJS("node 1's bond changed, confirming", query(node(1))+`?.innerText.includes('active-backup → 802.3ad') && `+query(node(1)+` [data-step="Node1Confirm"]`)+` !== null`)
-	write(7, nwv1.StepWaiting, nwv1.ReasonAwaitingApproval)
-	p.waitJS("node 1 done, node 2 waiting for approval", query(node(1))+`?.dataset.state === 'Done' && `+query(approve)+`?.dataset.step === 'Node2ProtectVMs'`)
-	write(19, "", "")
+	p.waitJS("node 1 in progress, its step running", query(node(1))+`?.dataset.state === 'InProgress' && `+query(node(1)+` [data-step="Node1"]`)+`?.dataset.state === 'Running'`)
+	write(2, nwv1.StepWaiting, nwv1.ReasonAwaitingApproval)
+	p.waitJS("node 1 done on the new mode, node 2 waiting for approval", query(node(1))+`?.dataset.state === 'Done' && `+
+		query(node(1))+`?.innerText.includes('active-backup → 802.3ad') && `+query(approve)+`?.dataset.step === 'Node2'`)
+	write(4, "", "")
 	p.waitJSFor("the flip Succeeded, every node Done", query(card)+`?.dataset.phase === 'Succeeded' && [...document.querySelectorAll(`+js(card+` .flip-node`)+`)].every((n) => n.dataset.state === 'Done')`, patience)
 	if shown := p.text(card); !contains(shown, bondflip.Kind.Succeeded) {
 		t.Errorf("the finished flip does not say %q:\n%s", bondflip.Kind.Succeeded, shown)
@@ -175,17 +175,17 @@ func TestFlipOnTheWorkflowsPage(t *testing.T) {
 	if err := own.Client.Create(ctx, back); err != nil {
 		t.Fatal(err)
 	}
-	flipProgress(back, 10, nwv1.StepFailed, "")
+	flipProgress(back, 2, nwv1.StepFailed, "")
 	if err := own.Client.Status().Update(ctx, back); err != nil {
 		t.Fatal(err)
 	}
 	backCard := `[data-key="flip/to-rr"]`
 	p.waitJS("the rolled back flip, where and why", query(backCard)+`?.dataset.phase === 'RolledBack' && `+
-		query(backCard+` .result`)+`?.innerText.includes('RolledBack on node edge-3 (2 of 3): Node2ConfirmFailed: step Node2Confirm failed: edge-3 did not reach its peers within 60s')`)
+		query(backCard+` .result`)+`?.innerText.includes('RolledBack on node edge-3 (2 of 3): Node2Failed: step Node2 failed: edge-3 did not reach its peers within 60s')`)
 	if states, _ := evaluate[string](p, fmt.Sprintf(`[...document.querySelectorAll(%s)].map((n) => n.dataset.state).join(',')`, js(backCard+` .flip-node`))); states != "RolledBack,RolledBack,Pending" {
 		t.Errorf("the rolled back flip's nodes are %s, want RolledBack,RolledBack,Pending", states)
 	}
-	if failed, _ := evaluate[string](p, query(backCard+` [data-position="2"] [data-step="Node2Confirm"]`)+`?.dataset.state || ''`); failed != "Failed" {
+	if failed, _ := evaluate[string](p, query(backCard+` [data-position="2"] [data-step="Node2"]`)+`?.dataset.state || ''`); failed != "Failed" {
 		t.Errorf("node 2 does not show its failed step (%q)", failed)
 	}
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
