@@ -98,7 +98,7 @@ func rolledBackStory(t *testing.T, name string) []flipSnapshot {
 	s.after(30 * time.Second).says("Confirm: edge-3 reaches no peer yet (30s of 60s)")
 	s.after(30*time.Second).event(workflow.StepFailed, "Confirm: edge-3 did not reach its peers within 60s; its agent restored active-backup")
 	// The rollback: edge-3's own step (its mode, then its VMs), then edge-2's.
-	s.after(5*time.Second).says("RollbackBondMode: edge-3's agent had restored active-backup; resync resumed, DRBD UpToDate")
+	s.after(5 * time.Second).says("RollbackBondMode: edge-3's agent had restored active-backup; resync resumed, DRBD UpToDate")
 	s.after(5*time.Second).event(workflow.StepSucceeded, "RollbackBondMode Succeeded, RollbackVMs Succeeded: started VM web")
 	for _, msg := range []string{"RollbackProtectVMs: stopped VM db", "RollbackBondMode: bond0 back to active-backup under checkpoint; committed; DRBD UpToDate"} {
 		s.after(5 * time.Second).says(msg)
