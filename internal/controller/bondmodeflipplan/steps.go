@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -49,48 +48,12 @@ func (r *Reconciler) nodeStep(ctx context.Context, s *scope) (engine.Outcome, er
 	parts := bondflip.NodeParts
 	if rollback {
 		parts = bondflip.UndoParts(bondflip.FailedPart(rec))
-		r.stopForward(s, k, rec)
+		bondflip.StopForwardOf(&s.f.Status.WorkflowStatus, k, rec, s.Now)
 	}
-	return r.runParts(ctx, s, k, rec, parts)
-}
-
-// runParts carries out node k's step: the part its record shows under way, or the first not
-// begun, recorded in rec (status.nodes[k-1]) in the status patch the engine writes with the
-// step's own state. A part that waits makes the step wait, saying why; one that ends is
-// recorded and the next begun in the same patch, its action run on the next reconcile; the
-// step fails with the first part that fails and succeeds when its last part did.
-func (r *Reconciler) runParts(ctx context.Context, s *scope, k int, rec *nwv1.NodeFlip, parts []string) (engine.Outcome, error) {
-	part := bondflip.Current(rec, parts)
-	if part == "" {
-		return engine.Succeeded("%s", partsSummary(rec, parts)), nil
-	}
-	bondflip.Begin(rec, part, "", s.Now)
-	s.part, s.partStarted = part, bondflip.Part(rec, part).StartedAt.Time
-	out, err := r.part(ctx, s, k, part)
-	if err != nil {
-		return out, err
-	}
-	switch out.Event {
-	case workflow.StepFailed:
-		bondflip.End(rec, part, nwv1.StepFailed, out.Message, s.Now)
-		out.Message = part + ": " + out.Message
-		return out, nil
-	case workflow.StepSucceeded:
-		state := nwv1.StepSucceeded
-		if out.Skipped {
-			state = nwv1.StepSkipped
-		}
-		bondflip.End(rec, part, state, out.Message, s.Now)
-		next := bondflip.Next(parts, part)
-		if next == "" {
-			return engine.Succeeded("%s", partsSummary(rec, parts)), nil
-		}
-		bondflip.Begin(rec, next, "", s.Now)
-		return engine.Waiting(time.Millisecond, "%s %s: %s; %s next", part, state, out.Message, next), nil
-	}
-	bondflip.Say(rec, part, out.Message)
-	out.Message = part + ": " + out.Message
-	return out, nil
+	return bondflip.RunParts(rec, parts, s.Now, func(part string) (engine.Outcome, error) {
+		s.part, s.partStarted = part, bondflip.Part(rec, part).StartedAt.Time
+		return r.part(ctx, s, k, part)
+	})
 }
 
 // part runs the action of node k's part.
@@ -112,36 +75,6 @@ func (r *Reconciler) part(ctx context.Context, s *scope, k int, part string) (en
 		return r.rollbackBondMode(ctx, s, k)
 	}
 	return engine.Failed("%s is no part of a flip's step", part), nil
-}
-
-// stopForward ends the part of node k's forward step still recorded under way when its
-// rollback begins: the flip's deletion cancelled the step, or the engine failed it (a write
-// the API server refused) while the part ran.
-func (r *Reconciler) stopForward(s *scope, k int, rec *nwv1.NodeFlip) {
-	for _, st := range s.f.Status.Steps {
-		if st.Name != string(bondflip.NodeStep(k)) {
-			continue
-		}
-		state := nwv1.StepFailed
-		if st.State == nwv1.StepCancelled {
-			state = nwv1.StepCancelled
-		}
-		bondflip.StopForward(rec, state, st.Message, s.Now)
-	}
-}
-
-// partsSummary is the message of a node's step that ended well: each part's outcome, the last
-// part's message.
-func partsSummary(rec *nwv1.NodeFlip, parts []string) string {
-	var done []string
-	last := ""
-	for _, part := range parts {
-		if p := bondflip.Part(rec, part); p != nil {
-			done = append(done, part+" "+string(p.State))
-			last = p.Message
-		}
-	}
-	return strings.Join(done, ", ") + ": " + last
 }
 
 // Names of the operations of node k's steps.
