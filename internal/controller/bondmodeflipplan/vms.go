@@ -130,13 +130,17 @@ func (r *Reconciler) protectVMs(ctx context.Context, s *scope, k int) (engine.Ou
 	if s.part == bondflip.RollbackProtectVMs {
 		tag = tagRbOut
 	}
-	vmis, served, err := r.vmisOn(ctx, node)
-	if err != nil || !served {
-		return engine.Skipped(noKubeVirt), err
-	}
+	// The migrations first, then the VMIs: KubeVirt places a VMI on its target before it says
+	// the migration Succeeded, so a VMI read after a Succeeded migration shows where it went.
+	// Read the other way round, a migration that ended in between looked like one that left
+	// the VM where it was.
 	migrations, err := r.migrations(ctx, s, k, tag)
 	if err != nil {
 		return engine.Outcome{}, err
+	}
+	vmis, served, err := r.vmisOn(ctx, node)
+	if err != nil || !served {
+		return engine.Skipped(noKubeVirt), err
 	}
 	var waiting []string
 	for _, m := range migrations {
