@@ -153,9 +153,10 @@ func (e GateEnv) holderExists(ctx context.Context, id string) (bool, error) {
 	return o.UID == uid, nil
 }
 
-// releaseLock gives the claim up if o holds it.
+// releaseLock gives the claim up if o holds it. Only a cluster-wide kind's workflows ever
+// hold it: another kind reads nothing (its operator's role need not let it read the Lease).
 func (e *Engine[O]) releaseLock(ctx context.Context, o O) error {
-	if e.gates.LockNamespace == "" {
+	if !e.Descriptor.ClusterWide || e.gates.LockNamespace == "" {
 		return nil
 	}
 	key := client.ObjectKey{Namespace: e.gates.LockNamespace, Name: LockName}
