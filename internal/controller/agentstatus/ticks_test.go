@@ -60,18 +60,23 @@ func TestHeartbeatTicksReconcileNothing(t *testing.T) {
 	// Distinct heartbeats moving forward, one write each, as fast as the API server takes them.
 	heartbeat := legacy.NodeKey(f.Node(1), legacy.FieldHeartbeat)
 	start := time.Now().UTC().Truncate(time.Second)
-	const ticks = 20
+	const ticks = 60
 	for i := 1; i <= ticks; i++ {
 		f.Data[heartbeat] = start.Add(time.Duration(i) * time.Second).Format(time.RFC3339)
 		f.Write()
 	}
 	settle(legacy.SingleNodeReady, 1024)
 
-	// The real change costs each controller one reconcile; one more is a retry at most.
+	// The real change costs each controller one reconcile. A few more are retries (a write
+	// that met the other controller's) and what a loaded machine's timing adds: CI saw 4 in a
+	// full run beside other packages. A tick that cost a reconcile would cost dozens: 60
+	// writes, each a round trip to the API server, coalesce into few queue entries only when
+	// the controller is slower than all of them together.
+	const most = 5
 	cluster, agents := bt.Reconciles(t, "nodewrightcluster")-clusterBefore, bt.Reconciles(t, "nodewrightagentstatus")-agentsBefore
-	if cluster > 2 || agents > 2 {
-		t.Errorf("%d heartbeat ticks and one change cost the NodewrightCluster controller %.0f reconciles and the NodewrightAgentStatus controller %.0f; want 1 each (2 at most)",
-			ticks, cluster, agents)
+	if cluster > most || agents > most {
+		t.Errorf("%d heartbeat ticks and one change cost the NodewrightCluster controller %.0f reconciles and the NodewrightAgentStatus controller %.0f; want 1 each (%d at most)",
+			ticks, cluster, agents, most)
 	}
 }
 
