@@ -9,7 +9,6 @@ package workflows
 import (
 	"cmp"
 	"slices"
-	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,13 +64,3 @@ func register[O engine.Object](d *engine.Descriptor[O], w engine.Workflow[O], se
 
 // All lists every workflow kind, by name.
 func All() []Kind { return slices.Clone(all) }
-
-// Lookup finds a kind by its name, in any case.
-func Lookup(name string) (Kind, bool) {
-	for _, k := range all {
-		if strings.EqualFold(k.Name, name) {
-			return k, true
-		}
-	}
-	return Kind{}, false
-}
