@@ -11,7 +11,6 @@ import (
 	"slices"
 
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
@@ -33,13 +32,9 @@ type Options struct {
 
 // Kind is one workflow kind as the register holds it.
 type Kind struct {
-	// Name is the API kind (BondModeFlipPlan); Noun what a person calls one (flip).
-	Name, Noun string
-	// Object is an empty object of the kind; NewList makes an empty list of them.
-	Object  engine.Object
-	NewList func() client.ObjectList
-	// ClusterWide, NeedsAgents, Children and APIs are the descriptor's.
-	ClusterWide bool
+	// Name is the API kind (BondModeFlipPlan).
+	Name string
+	// NeedsAgents, Children and APIs are the descriptor's.
 	NeedsAgents bool
 	Children    []engine.Child
 	APIs        servedapis.Kinds
@@ -55,8 +50,7 @@ var all []Kind
 // register adds a kind: d its descriptor, w a Workflow of it (only its table of actions is
 // read here), setup what builds its controller.
 func register[O engine.Object](d *engine.Descriptor[O], w engine.Workflow[O], setup func(ctrl.Manager, Options) error) Kind {
-	k := Kind{Name: d.Kind.Name, Noun: d.Kind.Noun, Object: d.New(), NewList: d.NewList, ClusterWide: d.ClusterWide,
-		NeedsAgents: d.NeedsAgents, Children: d.Children, APIs: d.APIs, Plans: d.Plans, ActionKeys: w.Actions().Keys(), Setup: setup}
+	k := Kind{Name: d.Kind.Name, NeedsAgents: d.NeedsAgents, Children: d.Children, APIs: d.APIs, Plans: d.Plans, ActionKeys: w.Actions().Keys(), Setup: setup}
 	all = append(all, k)
 	slices.SortFunc(all, func(a, b Kind) int { return cmp.Compare(a.Name, b.Name) })
 	return k

@@ -207,9 +207,6 @@ func New[O Object](d *Descriptor[O], w Workflow[O], deps Deps) *Engine[O] {
 	return e
 }
 
-// Kind is the kind's words.
-func (e *Engine[O]) Kind() workflow.Kind { return e.Descriptor.Kind }
-
 // Reconcile advances one workflow by at most one action.
 func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	d := e.Descriptor
@@ -355,11 +352,8 @@ func (e *Engine[O]) act(ctx context.Context, run *Run[O]) (Outcome, error) {
 // sameButStatus reports whether a and b differ at most in their status: what the engine
 // writes.
 func sameButStatus[O Object](a, b O) bool {
-	ma, mb := a.DeepCopyObject().(O), b.DeepCopyObject().(O)
-	*ma.GetWorkflowStatus() = nwv1.WorkflowStatus{}
-	*mb.GetWorkflowStatus() = nwv1.WorkflowStatus{}
-	ua, errA := runtime.DefaultUnstructuredConverter.ToUnstructured(ma)
-	ub, errB := runtime.DefaultUnstructuredConverter.ToUnstructured(mb)
+	ua, errA := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+	ub, errB := runtime.DefaultUnstructuredConverter.ToUnstructured(b)
 	if errA != nil || errB != nil {
 		return false
 	}

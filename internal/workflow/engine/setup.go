@@ -49,13 +49,6 @@ func (e *Engine[O]) Setup(mgr ctrl.Manager) (controller.Controller, error) {
 		return nil, fmt.Errorf("%s: the gates need the namespace of the Lease %s", d.Controller, LockName)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).Named(d.Controller).For(d.New())
-	if len(d.APIs) == 0 {
-		for _, child := range d.Children {
-			if !child.Unwatched {
-				b = b.Watches(child.Object, handler.EnqueueRequestsFromMapFunc(e.OwnerOf), builder.WithPredicates(e.labelled()))
-			}
-		}
-	}
 	if gated {
 		wake := handler.EnqueueRequestsFromMapFunc(e.waiting)
 		b = b.Watches(&coordinationv1.Lease{}, wake, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -78,7 +71,14 @@ func (e *Engine[O]) Setup(mgr ctrl.Manager) (controller.Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(d.APIs) > 0 {
+	if len(d.APIs) == 0 {
+		// The children's watches start with the controller; with APIs, once they are served.
+		for _, src := range e.childSources(mgr.GetCache()) {
+			if err := c.Watch(src); err != nil {
+				return nil, fmt.Errorf("%s: watching %s: %w", d.Kind.Name, src, err)
+			}
+		}
+	} else {
 		// The children's watches start once the APIs are served (apis.go).
 		e.apis.controller, e.apis.cache, e.apis.discovery = c, mgr.GetCache(), e.Discovery
 		if e.apis.discovery == nil {
