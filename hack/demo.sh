@@ -12,6 +12,8 @@
 #   hack/demo.sh upgrade        upgrade the release ($NODEWRIGHT_DEMO_CHART) and restart the operator
 #   hack/demo.sh stop-operator  stop the operator (before a helm uninstall, say)
 #   hack/demo.sh stop-agents    stop the three agents (before a helm uninstall, say)
+#   hack/demo.sh stop-legacy-sim  stop the legacy DaemonSet simulator (before the handover to Managed)
+#   hack/demo.sh fault ARGS...  a fault of the played storage network (nodewright-site fault)
 #   hack/demo.sh down           stop every process it started and remove its state
 #
 # Environment: NODEWRIGHT_DEMO_DIR (state folder, default .demo), NODEWRIGHT_DEMO_NAME
@@ -19,8 +21,15 @@
 # 127.0.0.1:PORT), NODEWRIGHT_DEMO_WEBHOOK_PORT (the operator's admission webhooks on 127.0.0.1, 19443),
 # NODEWRIGHT_DEMO_STEP_INTERVAL (pause between the simulated DaemonSet's transitions, 3s),
 # NODEWRIGHT_DEMO_CHART (the chart to install: a folder or a packaged .tgz; charts/nodewright),
-# NODEWRIGHT_DEMO_VALUES (a values file over config/demo/chart-values.yaml) and
-# NODEWRIGHT_DEMO_PATIENCE (the limit of each wait for the site to come up, 300 seconds).
+# NODEWRIGHT_DEMO_VALUES (a values file over config/demo/chart-values.yaml),
+# NODEWRIGHT_DEMO_PATIENCE (the limit of each wait for the site to come up, 300 seconds),
+# NODEWRIGHT_DEMO_STORAGE (replicated: every volume on the three nodes; single-node: on edge-1
+# alone, for a ReplicationUpgrade) and NODEWRIGHT_DEMO_NETWORK (off: no played storage network
+# even as root).
+#
+# As root (network namespaces need it) the nodes' agents run on the played storage network
+# (nodewright-site network, test/site/netsite): each node in a network namespace with a bond in
+# the profile's mode, a switch, played DRBD, and LINSTOR's stand-in behind the LINSTOR gate.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,6 +56,17 @@ helm="$root/bin/tools/helm-$HELM_VERSION"
 agents_dir="$state/agents"
 demo_nodes=(edge-1 edge-2 edge-3)
 sim_log="$state/legacy-sim.log"
+net_dir="$state/net"
+net_log="$state/net.log"
+net_pid="$state/net.pid"
+gate_log="$state/linstor-gate.log"
+gate_pid="$state/linstor-gate.pid"
+gate_addr=${NODEWRIGHT_DEMO_GATE_ADDR:-127.0.0.1:18443}
+gate_probe_addr=${NODEWRIGHT_DEMO_GATE_PROBE_ADDR:-127.0.0.1:18082}
+storage=${NODEWRIGHT_DEMO_STORAGE:-replicated}
+# The demo's EdgeProfile: the sample's site, with the storage bond in active-backup and its
+# switch also carrying 802.3ad, so that a flip can be tried.
+demo_profile="$root/config/demo/edgeprofile.yaml"
 sim_pid="$state/legacy-sim.pid"
 site_log="$state/site.log"
 site_pid="$state/site.pid"
@@ -109,11 +129,13 @@ check_components() {
   done
 }
 
-# http_ok URL-PATH: true when the operator's probe endpoint answers 200 (no curl needed).
+# http_ok URL-PATH [ADDRESS]: true when the operator's probe endpoint (or ADDRESS's) answers
+# 200 (no curl needed).
 http_ok() {
-  local host=${probe_addr%:*} port=${probe_addr##*:} status
+  local addr=${2:-$probe_addr}
+  local host=${addr%:*} port=${addr##*:} status
   { exec 3<>"/dev/tcp/$host/$port"; } 2>/dev/null || return 1
-  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$probe_addr" >&3
+  printf 'GET %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$addr" >&3
   read -r _ status _ <&3 || status=
   exec 3<&-
   [ "$status" = 200 ]
@@ -158,9 +180,12 @@ start_agents() {
     say "the release runs no agent DaemonSet (agent.enabled: false): no agents"
     return
   fi
-  local server ca args=() n dir token i
-  server=$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
-  ca=$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+  local args=() n dir token i server= server_name= netns host
+  if running "$net_pid"; then
+    # The nodes reach the API server through the storage network's forwarder.
+    server=$("$k8s/kubectl" --kubeconfig "$net_dir/nodes.kubeconfig" config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+    server_name=$("$k8s/kubectl" --kubeconfig "$net_dir/nodes.kubeconfig" config view --raw --minify -o jsonpath='{.clusters[0].cluster.tls-server-name}')
+  fi
   mapfile -t args < <("${kubectl[@]}" get daemonset -n "$ns" nodewright-agent \
     -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}' |
     grep -v -e '^--host-root=' -e '^--state-dir=')
@@ -172,18 +197,19 @@ start_agents() {
     fi
     mkdir -p "$dir/host/etc/systemd/network" "$dir/host/oem" "$dir/state" "$dir/bond"
     token=$("${kubectl[@]}" create token -n "$ns" nodewright-agent --bound-object-kind Node --bound-object-name "$n" --duration 48h)
-    (
-      umask 077
-      printf 'apiVersion: v1\nkind: Config\ncurrent-context: agent\n'
-      printf 'clusters:\n- name: site\n  cluster:\n    server: %s\n    certificate-authority: %s\n' "$server" "$ca"
-      printf 'users:\n- name: nodewright-agent\n  user:\n    token: %s\n' "$token"
-      printf 'contexts:\n- name: agent\n  context:\n    cluster: site\n    user: nodewright-agent\n'
-    ) >"$dir/kubeconfig"
-    chmod 600 "$dir/kubeconfig"
+    write_kubeconfig "$dir/kubeconfig" nodewright-agent "$token" ${server:+"$server" "$server_name"}
     # The log is appended to: a restart (hack/demo.sh upgrade) keeps what the previous run wrote.
-    NODE_NAME=$n POD_NAMESPACE=$ns nohup "$root/bin/agent-site" --kubeconfig "$dir/kubeconfig" "${args[@]}" \
-      --host-root "$dir/host" --state-dir "$dir/state" --network-backend site --site-bond-dir "$dir/bond" \
-      >>"$dir/agent.log" 2>&1 &
+    if [ -n "$server" ]; then
+      # On the storage network: in the node's namespace, its bond, DRBD and root files there.
+      netns=$(cat "$net_dir/$n/netns") host="$net_dir/$n"
+      NODE_NAME=$n POD_NAMESPACE=$ns nohup ip netns exec "$netns" "$root/bin/agent-site" --kubeconfig "$dir/kubeconfig" "${args[@]}" \
+        --host-root "$host/root" --state-dir "$dir/state" --network-backend site --site-bond-dir "$host/bond" \
+        --site-drbd-dir "$host/drbd" >>"$dir/agent.log" 2>&1 &
+    else
+      NODE_NAME=$n POD_NAMESPACE=$ns nohup "$root/bin/agent-site" --kubeconfig "$dir/kubeconfig" "${args[@]}" \
+        --host-root "$dir/host" --state-dir "$dir/state" --network-backend site --site-bond-dir "$dir/bond" \
+        >>"$dir/agent.log" 2>&1 &
+    fi
     echo $! >"$dir/agent.pid"
   done
   say "started the agents of ${demo_nodes[*]} as ServiceAccount $ns/nodewright-agent (logs: ${agents_dir#"$root"/}/<node>/agent.log)"
@@ -200,6 +226,102 @@ start_agents() {
 stop_agents() {
   local n
   for n in "${demo_nodes[@]}"; do stop "$agents_dir/$n/agent.pid" "agent of $n"; done
+}
+
+# network_wanted: true when the agents run on the played storage network: as root, with
+# iproute2, unless NODEWRIGHT_DEMO_NETWORK=off. network_skipped says in one line why not.
+network_wanted() {
+  [ "${NODEWRIGHT_DEMO_NETWORK:-}" != off ] && [ "$(id -u)" = 0 ] && command -v ip >/dev/null
+}
+network_skipped() {
+  if [ "${NODEWRIGHT_DEMO_NETWORK:-}" = off ]; then
+    say "NODEWRIGHT_DEMO_NETWORK=off: no storage network, so no bonds, DRBD or LINSTOR: flips and replication upgrades cannot run here"
+  elif [ "$(id -u)" != 0 ]; then
+    say "not root: no storage network (network namespaces need root), so no bonds, DRBD or LINSTOR: flips and replication upgrades cannot run here"
+  else
+    say "no iproute2 (ip): no storage network, so no bonds, DRBD or LINSTOR: flips and replication upgrades cannot run here (make test installs it)"
+  fi
+}
+
+# start_network: the played storage network of the three nodes, and LINSTOR's stand-in
+# (nodewright-site network): it writes what it made into $net_dir, and "ready" once up.
+start_network() {
+  case "$storage" in replicated | single-node) ;; *) fail "NODEWRIGHT_DEMO_STORAGE=$storage: must be replicated or single-node" ;; esac
+  if running "$net_pid"; then
+    say "the storage network is already running (pid $(cat "$net_pid"))"
+    return
+  fi
+  local mode also i
+  mode=$(sed -n 's/^ *bondMode: *//p' "$demo_profile")
+  also=$(sed -n 's/^ *allowedBondModes: *\[\(.*\)\]/\1/p' "$demo_profile" | tr -d '" ')
+  say "starting the storage network: edge-1, edge-2, edge-3 in network namespaces, bonds in $mode, DRBD and LINSTOR played, volumes $storage (log: $net_log)"
+  nohup "$root/bin/nodewright-site" network --kubeconfig "$kubeconfig" --dir "$net_dir" \
+    --nodes "$(IFS=,; echo "${demo_nodes[*]}")" --mode "$mode" --also-carry "$also" --storage "$storage" >"$net_log" 2>&1 &
+  echo $! >"$net_pid"
+  for i in $(seq 1 $((patience * 2))); do
+    running "$net_pid" || fail "the storage network exited" "$net_log"
+    [ -f "$net_dir/ready" ] && return
+    sleep 0.5
+  done
+  fail "the storage network is not up after ${patience}s" "$net_log"
+}
+
+# network_values: the chart's values for the storage network: the LINSTOR gate forwards to
+# the stand-in, with its client certificate in the Secret piraeus-datastore/linstor-client-tls,
+# as Piraeus keeps it.
+network_values() {
+  ns_apply piraeus-datastore
+  "${kubectl[@]}" create secret generic -n piraeus-datastore linstor-client-tls --type kubernetes.io/tls \
+    --from-file=tls.crt="$net_dir/linstor/tls.crt" --from-file=tls.key="$net_dir/linstor/tls.key" \
+    --from-file=ca.crt="$net_dir/linstor/ca.crt" --dry-run=client -o yaml | "${kubectl[@]}" apply -f - >/dev/null
+  printf 'linstor:\n  url: %s\n  clientSecret:\n    namespace: piraeus-datastore\n    name: linstor-client-tls\nagent:\n  storageBond: bond0\n' \
+    "$(cat "$net_dir/linstor/url")" >"$state/network-values.yaml"
+}
+
+# start_gate: runs the LINSTOR gate on this machine, as its pod would: with the arguments of
+# the chart's Deployment and a token of its ServiceAccount, serving on $gate_addr with a
+# certificate for 127.0.0.1 that the storage network made (the chart's is for the Service's
+# names, which do not resolve here).
+start_gate() {
+  if running "$gate_pid"; then
+    say "the LINSTOR gate is already running (pid $(cat "$gate_pid"))"
+    return
+  fi
+  local args=() i
+  write_kubeconfig "$state/linstor-gate.kubeconfig" nodewright-linstor-gate \
+    "$("${kubectl[@]}" create token -n nodewright-system nodewright-linstor-gate --duration 48h)"
+  mapfile -t args < <("${kubectl[@]}" get deployment -n nodewright-system nodewright-linstor-gate \
+    -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}' |
+    grep -v -e '^--listen=' -e '^--health-probe-bind-address=' -e '^--tls-cert-file=' -e '^--tls-key-file=' -e '^--audit-dir=')
+  say "starting the LINSTOR gate as ServiceAccount nodewright-system/nodewright-linstor-gate on $gate_addr (log: $gate_log)"
+  nohup "$root/bin/nodewright-linstor-gate" --kubeconfig "$state/linstor-gate.kubeconfig" "${args[@]}" \
+    --listen "$gate_addr" --health-probe-bind-address "$gate_probe_addr" \
+    --tls-cert-file "$net_dir/gate-tls/tls.crt" --tls-key-file "$net_dir/gate-tls/tls.key" \
+    --audit-dir "$state/linstor-gate-audit" >>"$gate_log" 2>&1 &
+  echo $! >"$gate_pid"
+  for i in $(seq 1 $((patience * 2))); do
+    running "$gate_pid" || fail "the LINSTOR gate exited" "$gate_log"
+    if http_ok /readyz "$gate_probe_addr"; then return; fi
+    sleep 0.5
+  done
+  fail "the LINSTOR gate is not ready after ${patience}s (readyz on $gate_probe_addr)" "$gate_log"
+}
+
+# write_kubeconfig FILE USER TOKEN [SERVER TLS-SERVER-NAME]: a kubeconfig of the site's API
+# server (or SERVER, verified for TLS-SERVER-NAME) with USER's bearer token.
+write_kubeconfig() {
+  local server ca
+  server=${4:-$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')}
+  ca=$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
+  (
+    umask 077
+    printf 'apiVersion: v1\nkind: Config\ncurrent-context: %s\n' "$2"
+    printf 'clusters:\n- name: site\n  cluster:\n    server: %s\n    certificate-authority: %s\n' "$server" "$ca"
+    [ -z "${5:-}" ] || printf '    tls-server-name: %s\n' "$5"
+    printf 'users:\n- name: %s\n  user:\n    token: %s\n' "$2" "$3"
+    printf 'contexts:\n- name: %s\n  context:\n    cluster: site\n    user: %s\n' "$2" "$2"
+  ) >"$1"
+  chmod 600 "$1"
 }
 
 # ns_apply NAME [LABEL=VALUE...]: the namespace exists, with these labels.
@@ -220,6 +342,7 @@ install_chart() {
     "$helm" show crds "$chart" | "${kubectl[@]}" apply --server-side --force-conflicts -f - >/dev/null
   fi
   local values=(-f "$root/config/demo/chart-values.yaml")
+  [ ! -f "$state/network-values.yaml" ] || values+=(-f "$state/network-values.yaml")
   [ -z "$extra_values" ] || values+=(-f "$extra_values")
   say "helm $1: Nodewright from $(from_root "$chart") into namespace nodewright-system (values: config/demo/chart-values.yaml${extra_values:+ and $(from_root "$extra_values")})"
   "$helm" upgrade --install nodewright "$chart" --kubeconfig "$kubeconfig" -n nodewright-system "${values[@]}" \
@@ -236,21 +359,22 @@ start_operator() {
     say "the operator is already running (pid $(cat "$operator_pid"))"
     return
   fi
-  local server ca token args=()
-  server=$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
-  ca=$("${kubectl[@]}" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority}')
-  token=$("${kubectl[@]}" create token -n nodewright-system nodewright-operator --duration 48h)
-  (
-    umask 077
-    printf 'apiVersion: v1\nkind: Config\ncurrent-context: operator\n'
-    printf 'clusters:\n- name: site\n  cluster:\n    server: %s\n    certificate-authority: %s\n' "$server" "$ca"
-    printf 'users:\n- name: nodewright-operator\n  user:\n    token: %s\n' "$token"
-    printf 'contexts:\n- name: operator\n  context:\n    cluster: site\n    user: nodewright-operator\n'
-  ) >"$operator_kubeconfig"
-  chmod 600 "$operator_kubeconfig"
+  local args=() gate=() pod
+  write_kubeconfig "$operator_kubeconfig" nodewright-operator \
+    "$("${kubectl[@]}" create token -n nodewright-system nodewright-operator --duration 48h)"
   mapfile -t args < <("${kubectl[@]}" get deployment -n nodewright-system nodewright-operator \
     -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}' |
-    grep -v -e '^--health-probe-bind-address=' -e '^--metrics-bind-address=')
+    grep -v -e '^--health-probe-bind-address=' -e '^--metrics-bind-address=' -e '^--linstor-gate-')
+  if running "$gate_pid"; then
+    # The LINSTOR gate on this machine; the operator's token for it is bound to the operator's
+    # pod (kwok's), as the kubelet projects it, since the gate takes no other.
+    pod=$("${kubectl[@]}" get pods -n nodewright-system -l app.kubernetes.io/component=operator -o jsonpath='{.items[0].metadata.name}')
+    [ -n "$pod" ] || fail "the operator's Deployment has no pod to bind the LINSTOR gate's token to" "$state/helm.log"
+    (umask 077; "${kubectl[@]}" create token -n nodewright-system nodewright-operator --audience nodewright-linstor-gate \
+      --bound-object-kind Pod --bound-object-name "$pod" --duration 48h >"$state/linstor-gate-token")
+    gate=(--linstor-gate-url "https://$gate_addr" --linstor-gate-ca-file "$net_dir/gate-tls/ca.crt"
+      --linstor-gate-token-file "$state/linstor-gate-token")
+  fi
   [ "${#args[@]}" -gt 0 ] || fail "the chart's Deployment has no operator arguments" "$state/helm.log"
   # The audit trail: in $state/audit, checkpoints signed with a key made for this site and
   # published in the ConfigMap nodewright-system/nodewright-audit-checkpoint.
@@ -259,7 +383,7 @@ start_operator() {
   fi
   # The log is appended to: a restart (hack/demo.sh upgrade) keeps what the previous run wrote.
   say "starting the operator as ServiceAccount nodewright-system/nodewright-operator (log: $operator_log, audit trail: $state/audit)"
-  nohup "$root/bin/operator" --kubeconfig "$operator_kubeconfig" "${args[@]}" \
+  nohup "$root/bin/operator" --kubeconfig "$operator_kubeconfig" "${args[@]}" "${gate[@]}" \
     --audit-dir "$state/audit" --audit-key-file "$state/audit-key.pem" --audit-checkpoint-interval 5s \
     --audit-checkpoint-configmap nodewright-system/nodewright-audit-checkpoint \
     --health-probe-bind-address "$probe_addr" --metrics-bind-address "$metrics_addr" \
@@ -347,6 +471,12 @@ NODE
   "${kubectl[@]}" apply --server-side "${thirdparty[@]}" >/dev/null
   "${kubectl[@]}" wait --for=condition=Established "${thirdparty[@]}" --timeout="${patience}s" >/dev/null
 
+  if network_wanted; then
+    start_network
+  else
+    network_skipped
+  fi
+
   if running "$site_pid"; then
     say "the site is already running (pid $(cat "$site_pid"))"
   else
@@ -356,7 +486,8 @@ NODE
     local i
     say "starting the site: edge-1, KubeVirt and CSI on files (log: $site_log)"
     nohup "$root/bin/nodewright-site" run --kubeconfig "$kubeconfig" --dir "$state/site" \
-      --copy-binary "$root/bin/nodewright-copy" --node-name edge-1 --drivers linstor.csi.linbit.com \
+      --copy-binary "$root/bin/nodewright-copy" --node-name edge-1 --nodes "$(IFS=,; echo "${demo_nodes[*]}")" \
+      --drivers linstor.csi.linbit.com \
       >"$site_log" 2>&1 &
     echo $! >"$site_pid"
   fi
@@ -377,7 +508,9 @@ NODE
   if [ ! -f "$state/profile.key" ]; then
     "$root/bin/nodewright-profile" keygen --output-key-prefix "$state/profile" >/dev/null
   fi
+  running "$net_pid" && network_values
   install_chart install
+  running "$net_pid" && start_gate
   start_operator
   start_agents
 
@@ -394,8 +527,8 @@ NODE
 
   # The chart's values name this profile; the operator applies the NodewrightCluster once it
   # is there and verifies.
-  say "signing the sample EdgeProfile with the demo's key and applying it"
-  "$root/bin/nodewright-profile" sign --key "$state/profile.key" "$root/config/samples/nodewright_v1alpha1_edgeprofile.yaml" \
+  say "signing the demo's EdgeProfile (config/demo/edgeprofile.yaml) with the demo's key and applying it"
+  "$root/bin/nodewright-profile" sign --key "$state/profile.key" "$demo_profile" \
     >"$state/edgeprofile.yaml"
   "${kubectl[@]}" apply -f "$state/edgeprofile.yaml" >/dev/null
   local applied=
@@ -470,7 +603,10 @@ down() {
   stop "$sim_pid" "legacy DaemonSet simulator"
   stop_agents
   stop "$operator_pid" operator
+  stop "$gate_pid" "LINSTOR gate"
   stop "$site_pid" site
+  # SIGTERM: the network removes its namespaces and links.
+  stop "$net_pid" "storage network"
   if [ -x "$k8s/kwokctl" ] && [ -d "$KWOK_WORKDIR/clusters/$cluster" ]; then
     say "deleting cluster $cluster"
     "${kwokctl[@]}" delete cluster >/dev/null 2>&1 || true
@@ -500,6 +636,10 @@ upgrade() {
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   install_chart upgrade
   stop "$operator_pid" operator
+  if running "$gate_pid"; then
+    stop "$gate_pid" "LINSTOR gate"
+    start_gate
+  fi
   start_operator
   stop_agents
   start_agents
@@ -511,6 +651,12 @@ case "${1:-}" in
   upgrade) upgrade ;;
   stop-operator) stop "$operator_pid" operator ;;
   stop-agents) stop_agents ;;
+  stop-legacy-sim) stop "$sim_pid" "legacy DaemonSet simulator" ;;
+  fault)
+    shift
+    running "$net_pid" || fail "the storage network is not running (make demo as root starts it)"
+    "$root/bin/nodewright-site" fault --dir "$net_dir" "$@"
+    ;;
   down) down ;;
-  *) echo "usage: $0 up|upgrade|stop-operator|stop-agents|down" >&2; exit 2 ;;
+  *) echo "usage: $0 up|upgrade|stop-operator|stop-agents|stop-legacy-sim|fault ARGS|down" >&2; exit 2 ;;
 esac

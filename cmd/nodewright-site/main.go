@@ -3,8 +3,10 @@
 // clones, and the Job controller, all on real files (see test/site). make demo runs it beside
 // the simulated cluster so that a VM's volume can really be migrated there.
 //
-//	nodewright-site run  --kubeconfig FILE --dir DIR --copy-binary FILE [--drivers D,...] [--node-name N] [--namespaces NS,...]
+//	nodewright-site run  --kubeconfig FILE --dir DIR --copy-binary FILE [--drivers D,...] [--node-name N] [--nodes N,...] [--namespaces NS,...]
 //	nodewright-site fill --kubeconfig FILE --dir DIR [--drivers D,...] --mib N NAMESPACE PVC
+//	nodewright-site network --kubeconfig FILE --dir DIR [--nodes N,...] [--mode MODE] [--storage replicated|single-node]
+//	nodewright-site fault --dir DIR never-carry NODE MODE | carry NODE
 package main
 
 import (
@@ -30,15 +32,27 @@ import (
 )
 
 const usage = `usage:
-  nodewright-site run  --kubeconfig FILE --dir DIR --copy-binary FILE [--drivers D,...] [--node-name N] [--namespaces NS,...]
+  nodewright-site run  --kubeconfig FILE --dir DIR --copy-binary FILE [--drivers D,...] [--node-name N] [--nodes N,...] [--namespaces NS,...]
       play the kubelet of one node, KubeVirt, the CSI drivers and the Job controller until SIGTERM
   nodewright-site fill --kubeconfig FILE --dir DIR [--drivers D,...] --mib N NAMESPACE PVC
       write N MiB of pseudo-random data at the start of a claim's volume, once it is bound
+  nodewright-site network --kubeconfig FILE --dir DIR [--nodes N,...] [--mode MODE] [--storage replicated|single-node] [--sync-time D]
+      play the nodes' storage network (network namespaces, a switch, bonds, DRBD) and LINSTOR until SIGTERM; needs root
+  nodewright-site fault --dir DIR never-carry NODE MODE | carry NODE
+      make the switch port of NODE refuse MODE (a port not set up for it), or carry it again
 `
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stderr)
+	var err error
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == "network":
+		err = runNetwork(ctx, os.Args[2:], os.Stderr)
+	case len(os.Args) > 1 && os.Args[1] == "fault":
+		err = runFault(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	default:
+		err = run(ctx, os.Args[1:], os.Stderr)
+	}
 	stop()
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -50,9 +64,9 @@ func main() {
 }
 
 type settings struct {
-	kubeconfig, dir, copyBinary, nodeName, drivers, namespaces string
-	mib                                                        int
-	seed                                                       uint64
+	kubeconfig, dir, copyBinary, nodeName, drivers, namespaces, nodes string
+	mib                                                               int
+	seed                                                              uint64
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
@@ -61,7 +75,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			return flag.ErrHelp
 		}
-		return errors.New("say run or fill")
+		return errors.New("say run, fill, network or fault")
 	}
 	command := args[0]
 	var s settings
@@ -74,6 +88,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		fs.StringVar(&s.copyBinary, "copy-binary", "", "the nodewright-copy executable the data Jobs run (required)")
 		fs.StringVar(&s.nodeName, "node-name", site.DefaultNodeName, "the Node the site registers and runs pods on")
 		fs.StringVar(&s.namespaces, "namespaces", "", "namespaces to act in, comma-separated; empty for all")
+		fs.StringVar(&s.nodes, "nodes", "", "the nodes VMIs run on and live-migrate between, comma-separated, --node-name among them; empty: --node-name alone")
 	} else {
 		fs.IntVar(&s.mib, "mib", 0, "MiB of pseudo-random data to write at the start of the volume (required)")
 		fs.Uint64Var(&s.seed, "seed", 1, "seed of the pseudo-random data")
@@ -91,6 +106,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	opts := site.Options{Dir: s.dir, Drivers: strings.Split(s.drivers, ","), CopyBinary: s.copyBinary, NodeName: s.nodeName}
 	if s.namespaces != "" {
 		opts.Namespaces = strings.Split(s.namespaces, ",")
+	}
+	if s.nodes != "" {
+		opts.Nodes = strings.Split(s.nodes, ",")
 	}
 	if command == "fill" {
 		if fs.NArg() != 2 || s.mib <= 0 {
