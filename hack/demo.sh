@@ -23,7 +23,8 @@
 # NODEWRIGHT_DEMO_CHART (the chart to install: a folder or a packaged .tgz; charts/nodewright),
 # NODEWRIGHT_DEMO_VALUES (a values file over config/demo/chart-values.yaml),
 # NODEWRIGHT_DEMO_PATIENCE (the limit of each wait for the site to come up, 300 seconds),
-# NODEWRIGHT_DEMO_STORAGE (replicated: every volume on the three nodes; single-node: on edge-1
+# NODEWRIGHT_DEMO_GATE_ADDR / NODEWRIGHT_DEMO_GATE_PROBE_ADDR (the LINSTOR gate's, 127.0.0.1:18443 and
+# 127.0.0.1:18082), NODEWRIGHT_DEMO_STORAGE (replicated: every volume on the three nodes; single-node: on edge-1
 # alone, for a ReplicationUpgrade) and NODEWRIGHT_DEMO_NETWORK (off: no played storage network
 # even as root).
 #
@@ -402,6 +403,8 @@ start_operator() {
 up() {
   check_loopback NODEWRIGHT_DEMO_PROBE_ADDR "$probe_addr"
   check_loopback NODEWRIGHT_DEMO_METRICS_ADDR "$metrics_addr"
+  check_loopback NODEWRIGHT_DEMO_GATE_ADDR "$gate_addr"
+  check_loopback NODEWRIGHT_DEMO_GATE_PROBE_ADDR "$gate_probe_addr"
   check_patience
   # Any step that fails without its own message is named, with the API server's log.
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
@@ -551,7 +554,12 @@ NODE
     running "$sim_pid" || fail "the legacy DaemonSet simulator exited" "$sim_log"
   fi
 
-  local show_k show_bin show_state server agent_ns agents_line
+  local show_k show_bin show_state server agent_ns agents_line network_line
+  network_line="  storage network: none (as root, make demo plays one: docs/local-site.md)"
+  if running "$net_pid"; then
+    network_line="  storage network: pid $(cat "$net_pid"), log ${net_log#"$root"/}, volumes $storage; LINSTOR gate: pid $(cat "$gate_pid"), https://$gate_addr, log ${gate_log#"$root"/}
+  walk through a flip and a replication upgrade: docs/local-site.md#walkthrough"
+  fi
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s") show_state=$(from_root "$state")
   server=$("${kubectl[@]}" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
   agent_ns=$(agent_namespace)
@@ -570,6 +578,7 @@ The local site is up, on 127.0.0.1 only (reach it from this machine; docs/local-
   legacy DaemonSet simulator: pid $(cat "$sim_pid"), log ${sim_log#"$root"/}, one transition every $step_interval
   site (edge-1's kubelet, KubeVirt, CSI on files): pid $(cat "$site_pid"), log ${site_log#"$root"/}
   node agents (edge-1, edge-2, edge-3): $agents_line
+$network_line
 
 Try (from the repository root):
   export KUBECONFIG=$show_k PATH=$show_bin:\$PATH
@@ -632,6 +641,8 @@ down() {
 upgrade() {
   check_loopback NODEWRIGHT_DEMO_PROBE_ADDR "$probe_addr"
   check_loopback NODEWRIGHT_DEMO_METRICS_ADDR "$metrics_addr"
+  check_loopback NODEWRIGHT_DEMO_GATE_ADDR "$gate_addr"
+  check_loopback NODEWRIGHT_DEMO_GATE_PROBE_ADDR "$gate_probe_addr"
   check_patience
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   install_chart upgrade

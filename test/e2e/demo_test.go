@@ -293,7 +293,9 @@ func newSite(t *testing.T) *site {
 		fmt.Sprintf("NODEWRIGHT_DEMO_NAME=nodewright-e2e-%d", os.Getpid()),
 		"NODEWRIGHT_DEMO_PROBE_ADDR="+testenv.FreeAddr(t),
 		"NODEWRIGHT_DEMO_METRICS_ADDR="+testenv.FreeAddr(t),
-		"NODEWRIGHT_DEMO_WEBHOOK_PORT="+port(testenv.FreeAddr(t)))
+		"NODEWRIGHT_DEMO_WEBHOOK_PORT="+port(testenv.FreeAddr(t)),
+		"NODEWRIGHT_DEMO_GATE_ADDR="+testenv.FreeAddr(t),
+		"NODEWRIGHT_DEMO_GATE_PROBE_ADDR="+testenv.FreeAddr(t))
 	return s
 }
 

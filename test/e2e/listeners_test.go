@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,13 @@ var listeningComponents = []string{"etcd", "kube-apiserver", "kube-controller-ma
 func (s *site) expectLoopbackOnly(t *testing.T) {
 	t.Helper()
 	procs := s.processes(t)
+	storage, played := s.storageNetwork(t)
+	components := listeningComponents
+	if played {
+		// The storage network (LINSTOR's stand-in, the forwarder to the API server) and the
+		// LINSTOR gate serve too.
+		components = append(slices.Clone(components), "net", "linstor-gate")
+	}
 	listening := map[string]bool{}
 	pids := make([]int, 0, len(procs))
 	for pid := range procs {
@@ -44,16 +52,50 @@ func (s *site) expectLoopbackOnly(t *testing.T) {
 		for _, a := range addrs {
 			t.Logf("%s (pid %d) listens on %s", name, pid, a)
 			listening[name] = true
-			if !loopbackOnly(a.Addr()) {
-				t.Errorf("%s (pid %d) listens on %s; the local site listens on 127.0.0.1 or ::1 only", name, pid, a)
+			switch {
+			case loopbackOnly(a.Addr()):
+			case played && storage.Contains(a.Addr().Unmap()):
+				// The played storage network's addresses: the nodes' own, in their network
+				// namespaces, and the host's port on it, whose forwarder serves the nodes'
+				// addresses alone (netsite's TestTheAPIServerIsServedToTheNodesAlone).
+			default:
+				t.Errorf("%s (pid %d) listens on %s; the local site listens on 127.0.0.1 or ::1 only (and on its played storage network %s)", name, pid, a, storage)
 			}
 		}
 	}
-	for _, name := range listeningComponents {
+	for _, name := range components {
 		if !listening[name] {
 			t.Errorf("found no listening socket of the site's %s among %v: the check cannot see it", name, procs)
 		}
 	}
+}
+
+// storageNetwork is the subnet of the site's played storage network, when it runs one: that
+// of the address its nodes reach the API server at.
+func (s *site) storageNetwork(t *testing.T) (netip.Prefix, bool) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(s.dir, "net", "nodes.kubeconfig"))
+	if os.IsNotExist(err) {
+		return netip.Prefix{}, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if server, ok := strings.CutPrefix(strings.TrimSpace(line), "server: https://"); ok {
+			ap, err := netip.ParseAddrPort(server)
+			if err != nil {
+				t.Fatalf("the storage network's kubeconfig: server %q: %v", server, err)
+			}
+			p, err := ap.Addr().Prefix(24)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p, true
+		}
+	}
+	t.Fatalf("the storage network's kubeconfig names no server:\n%s", data)
+	return netip.Prefix{}, false
 }
 
 func loopbackOnly(a netip.Addr) bool {

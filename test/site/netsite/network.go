@@ -408,7 +408,7 @@ func (n *Network) APIServer(t testing.TB, kubeconfig string) string {
 }
 
 // ServeAPI starts a forwarder on the host's storage address to the API server of the
-// kubeconfig at from, and writes to path a kubeconfig for the nodes that reaches it there
+// kubeconfig at from, for the nodes' addresses alone, and writes to path a kubeconfig for the nodes that reaches it there
 // (verifying the API server's certificate for its own host name).
 func (n *Network) ServeAPI(from, path string) error {
 	cfg, err := clientcmd.LoadFromFile(from)
@@ -470,10 +470,12 @@ func (p *proxy) serve() {
 func (p *proxy) forward(c net.Conn) {
 	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	p.mu.Lock()
-	node := p.addrs[host]
+	node, known := p.addrs[host]
 	cut := p.cut[node]
 	p.mu.Unlock()
-	if cut {
+	// Only the nodes are served: the host's address on the network is a local address of the
+	// machine, which a packet from elsewhere could be routed to.
+	if cut || !known {
 		_ = c.Close()
 		return
 	}
