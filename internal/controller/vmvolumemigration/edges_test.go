@@ -60,11 +60,60 @@ func TestVMDeletedDuringTheMigrationRollsBackWhatItCan(t *testing.T) {
 	}
 	close(hold)
 	m := f.waitPhase("orphaned", nwv1.WorkflowRolledBack)
-	if got := describeSteps(m); !strings.Contains(got, "Copy=Failed (VirtualMachine web no longer exists)") ||
-		!strings.Contains(got, "RollbackStartVM=Skipped") || !strings.Contains(got, "RollbackCleanup=Succeeded") {
-		t.Errorf("steps %s: want the step to fail, the VM's rollback step skipped and the cleanup done", got)
+	if got := describeSteps(m); !strings.Contains(got, "Copy=Failed (VirtualMachine web was deleted during the migration, in step Copy; the migration stops and deletes what it made)") ||
+		!strings.Contains(got, "RollbackStartVM=Skipped (VirtualMachine web was deleted during the migration: there is no VM to restore)") ||
+		!strings.Contains(got, "RollbackCleanup=Succeeded (deleted the migration's target PVC, snapshots and data Jobs)") {
+		t.Errorf("steps %s: want the step to fail, the VM's rollback step skipped and the cleanup done, each saying why", got)
+	}
+	// The rollback cannot have put the VM back as it was: it is gone.
+	c := f.condition(m)
+	if !strings.HasPrefix(c, "CopyFailed: step Copy failed: VirtualMachine web was deleted during the migration") ||
+		!strings.Contains(c, "rolled back without the VM, which was deleted during the migration: what the migration made is deleted and there is no VM to restore") ||
+		strings.Contains(c, "as it was before") {
+		t.Errorf("condition %q, want it to say the VM was deleted and cannot be restored", c)
 	}
 	f.assertLeftBehind([]string{"web-root"}, nil)
+}
+
+// TestTargetNameTakenAfterValidateIsLeftUntouched: a claim named as the migration's target,
+// made by someone else after Validate, fails CreateTarget; the rollback starts the VM on its
+// source and deletes what the migration made, and says that it left the claim alone.
+func TestTargetNameTakenAfterValidateIsLeftUntouched(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	startOperator(t)
+	ctx := context.Background()
+	// A finalizer keeps the VMI, so StopVM waits while the claim is made.
+	vmi := &virtv1.VirtualMachineInstance{}
+	patchVMI := func(finalizers []string) {
+		t.Helper()
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, vmi); err != nil {
+			t.Fatal(err)
+		}
+		base := vmi.DeepCopy()
+		vmi.Finalizers = finalizers
+		if err := env.Client.Patch(ctx, vmi, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patchVMI([]string{"example.com/hold"})
+	f.create(f.migration("late", nwv1.MigrationCold, linstorClass))
+	f.waitStep("late", "StopVM=Running")
+	f.createVolume("late-target", linstorClass)
+	patchVMI(nil)
+
+	m := f.waitPhase("late", nwv1.WorkflowRolledBack)
+	want := "CreateTarget=Failed (PersistentVolumeClaim " + f.ns + "/late-target exists and was not created by this migration)"
+	if got := describeSteps(m); !strings.Contains(got, want) ||
+		!strings.Contains(got, "RollbackStartVM=Succeeded") ||
+		!strings.Contains(got, "RollbackCleanup=Succeeded (deleted the migration's snapshots and data Jobs; PersistentVolumeClaim late-target exists and was not made by this migration: left untouched)") {
+		t.Errorf("steps %s: want CreateTarget failed and the cleanup to say the claim was left untouched", got)
+	}
+	if c := f.condition(m); !strings.HasPrefix(c, "CreateTargetFailed") || !strings.Contains(c, "rolled back: the VM is as it was before the migration") {
+		t.Errorf("condition %q", c)
+	}
+	f.waitVMRunsOn("web-root")
+	f.assertLeftBehind([]string{"web-root", "late-target"}, nil)
+	f.assertVMAsBefore()
 }
 
 func TestTwoMigrationsOfOneVMAtOnceOneWins(t *testing.T) {
