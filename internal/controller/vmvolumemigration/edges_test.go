@@ -2,6 +2,8 @@ package vmvolumemigration_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
@@ -192,17 +195,41 @@ func TestFailedMigrationKeepsItsRecordWhenDeleted(t *testing.T) {
 	m.Spec.Timeouts.VMStart = metav1.Duration{Duration: 10 * time.Second}
 	f.create(m)
 	m = f.waitPhase("doomed", nwv1.WorkflowFailed)
-	if c := f.condition(m); !strings.HasPrefix(c, "StartVMFailed") || !strings.Contains(c, "then rollback step RollbackStartVM failed") {
+	if c := f.condition(m); !strings.HasPrefix(c, "StartVMFailed") || !strings.Contains(c, "then rollback step RollbackStartVM failed") ||
+		!strings.HasSuffix(c, "a person must look: see status.steps") {
 		t.Errorf("condition %q", c)
 	}
+	// What a Failed migration leaves (docs/migration.md): the rollback stops at the step that
+	// failed; the data Jobs go, the target PVC and the snapshot stay, and the migration keeps
+	// its finalizer and its hold on the VM.
+	if got := stepStates(m); !strings.HasSuffix(got, "RollbackStopVM=Succeeded RollbackRepoint=Succeeded RollbackStartVM=Failed RollbackCleanup=Pending") {
+		t.Errorf("steps %s: want the rollback stopped at RollbackStartVM, RollbackCleanup not run", got)
+	}
+	f.eventually(func() (bool, string) {
+		m = f.get("doomed")
+		c := meta.FindStatusCondition(m.Status.Conditions, nwv1.ConditionCleanedUp)
+		return c != nil && c.Status == metav1.ConditionTrue &&
+			c.Message == "the data Jobs are gone; VirtualMachine web stays held by the failed migration until it is deleted", fmt.Sprintf("CleanedUp %+v", c)
+	})
+	f.assertLeftBehind([]string{"web-root", "doomed-target"}, []string{"doomed-before"})
+	if !slices.Contains(m.Finalizers, migration.Descriptor.Finalizer) {
+		t.Errorf("finalizers %v: want the migration's kept", m.Finalizers)
+	}
+	if _, held := f.vm().Annotations[vmvolumemigration.AnnotationMigration]; !held {
+		t.Error("the Failed migration let go of the VM")
+	}
+
 	if err := env.Client.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
 	f.eventually(func() (bool, string) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), m)
 		_, kept := f.vm().Annotations[vmvolumemigration.AnnotationFailedMigration]
-		return err != nil && kept, "the failed migration is not gone with its record kept on the VM"
+		_, held := f.vm().Annotations[vmvolumemigration.AnnotationMigration]
+		return err != nil && kept && !held, "the failed migration is not gone with its record moved on the VM"
 	})
+	// Its target PVC and snapshot outlive it: a person deletes them, by the migration's labels.
+	f.assertLeftBehind([]string{"web-root", "doomed-target"}, []string{"doomed-before"})
 	f.create(f.migration("after", nwv1.MigrationCold, linstorClass))
 	after := f.waitPhase("after", nwv1.WorkflowRolledBack)
 	if c := f.condition(after); !strings.Contains(c, "a failed migration left VirtualMachine web") {
