@@ -4,13 +4,14 @@
 // the simulated cluster so that a VM's volume can really be migrated there.
 //
 //	nodewright-site run  --kubeconfig FILE --dir DIR --copy-binary FILE [--drivers D,...] [--node-name N] [--nodes N,...] [--namespaces NS,...]
-//	nodewright-site fill --kubeconfig FILE --dir DIR [--drivers D,...] --mib N NAMESPACE PVC
+//	nodewright-site fill --kubeconfig FILE --dir DIR [--drivers D,...] --mib N [--seed S] NAMESPACE PVC
 //	nodewright-site network --kubeconfig FILE --dir DIR [--nodes N,...] [--mode MODE] [--storage replicated|single-node]
 //	nodewright-site fault --dir DIR never-carry NODE MODE | carry NODE
 package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -34,8 +35,12 @@ import (
 const usage = `usage:
   nodewright-site run  --kubeconfig FILE --dir DIR --copy-binary FILE [--drivers D,...] [--node-name N] [--nodes N,...] [--namespaces NS,...]
       play the kubelet of one node, KubeVirt, the CSI drivers and the Job controller until SIGTERM
-  nodewright-site fill --kubeconfig FILE --dir DIR [--drivers D,...] --mib N NAMESPACE PVC
-      write N MiB of pseudo-random data at the start of a claim's volume, once it is bound
+  nodewright-site fill --kubeconfig FILE --dir DIR [--drivers D,...] --mib N [--seed S] NAMESPACE PVC
+      write N MiB of pseudo-random data at the start of a claim's volume (its backing file
+      DIR/volumes/<the PV's spec.csi.volumeHandle>.img), once it is bound; the rest of the
+      volume is left as it was. The data is ChaCha8 from a key made of the namespace and the
+      claim's name, so two claims get different bytes and the same claim the same bytes at
+      every fill; --seed S uses the key of S instead, the same for any claim it is given.
   nodewright-site network --kubeconfig FILE --dir DIR [--nodes N,...] [--mode MODE] [--storage replicated|single-node] [--sync-time D]
       play the nodes' storage network (network namespaces, a switch, bonds, DRBD) and LINSTOR until SIGTERM; needs root
   nodewright-site fault --dir DIR never-carry NODE MODE | carry NODE
@@ -66,7 +71,9 @@ func main() {
 type settings struct {
 	kubeconfig, dir, copyBinary, nodeName, drivers, namespaces, nodes string
 	mib                                                               int
-	seed                                                              uint64
+	// seed, when seeded, keys the fill's data instead of the claim's name.
+	seed   uint64
+	seeded bool
 }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
@@ -91,11 +98,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		fs.StringVar(&s.nodes, "nodes", "", "the nodes VMIs run on and live-migrate between, comma-separated, --node-name among them; empty: --node-name alone")
 	} else {
 		fs.IntVar(&s.mib, "mib", 0, "MiB of pseudo-random data to write at the start of the volume (required)")
-		fs.Uint64Var(&s.seed, "seed", 1, "seed of the pseudo-random data")
+		fs.Uint64Var(&s.seed, "seed", 0, "seed of the pseudo-random data; default: one made of the namespace and the claim's name")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	fs.Visit(func(f *flag.Flag) { s.seeded = s.seeded || f.Name == "seed" })
 	if s.kubeconfig == "" || s.dir == "" {
 		return errors.New("--kubeconfig and --dir are required")
 	}
@@ -116,7 +124,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		// Filling runs no pods; New only needs a path here.
 		opts.CopyBinary = "unused"
-		return fill(ctx, cfg, opts, fs.Arg(0), fs.Arg(1), int64(s.mib)<<20, s.seed)
+		key := claimKey(fs.Arg(0), fs.Arg(1))
+		if s.seeded {
+			key = seedKey(s.seed)
+		}
+		return fill(ctx, cfg, opts, fs.Arg(0), fs.Arg(1), int64(s.mib)<<20, key)
 	}
 	if s.copyBinary == "" {
 		return errors.New("--copy-binary is required")
@@ -137,9 +149,22 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	return nil
 }
 
-// fill writes n bytes of pseudo-random data at the start of the claim's volume, once the
-// claim is bound.
-func fill(ctx context.Context, cfg *rest.Config, opts site.Options, ns, pvc string, n int64, seed uint64) error {
+// claimKey is the key of a claim's data when no seed is given: two claims get different data
+// (a copy between them that did nothing is then seen), one claim the same at every fill.
+func claimKey(ns, pvc string) [32]byte {
+	return sha256.Sum256([]byte("nodewright-site fill\x00" + ns + "\x00" + pvc))
+}
+
+// seedKey is the key of --seed S.
+func seedKey(seed uint64) [32]byte {
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], seed)
+	return key
+}
+
+// fill writes n bytes of pseudo-random data, the ChaCha8 stream of key, at the start of the
+// claim's volume, once the claim is bound.
+func fill(ctx context.Context, cfg *rest.Config, opts site.Options, ns, pvc string, n int64, key [32]byte) error {
 	opts.Logger = logr.Discard()
 	st, err := site.New(cfg, opts)
 	if err != nil {
@@ -160,7 +185,5 @@ func fill(ctx context.Context, cfg *rest.Config, opts site.Options, ns, pvc stri
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	var key [32]byte
-	binary.LittleEndian.PutUint64(key[:], seed)
 	return st.Fill(ctx, ns, pvc, io.LimitReader(rand.NewChaCha8(key), n))
 }

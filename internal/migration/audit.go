@@ -29,12 +29,13 @@ const (
 // Descriptor is the migration as the workflow engine, the operator and admission know it.
 var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.VMVolumeMigration]{
 	Kind: workflow.Kind{
-		Name:        "VMVolumeMigration",
-		AuditAction: ActionStep,
-		Succeeded:   "the VM's volume is the verified target PVC",
-		RolledBack:  "rolled back: the VM is as it was before the migration",
-		Cancelled:   "the migration was deleted",
-		Noun:        "migration",
+		Name:         "VMVolumeMigration",
+		AuditAction:  ActionStep,
+		Succeeded:    "the VM's volume is the verified target PVC",
+		RolledBack:   "rolled back: the VM is as it was before the migration",
+		RolledBackAs: rolledBackWithoutTheVM,
+		Cancelled:    "the migration was deleted",
+		Noun:         "migration",
 	},
 	Controller: "vmvolumemigration",
 	ShortNames: []string{"vmvm", "vmmig"},

@@ -114,3 +114,21 @@ func checkCut(t *testing.T, what, got, was string) {
 		t.Errorf("%s: %d bytes cut to %d, %q...: want valid UTF-8, the beginning of the text, and \"...\"", what, len(was), len(got), got[:min(len(got), 40)])
 	}
 }
+
+// A rollback that found the VM deleted does not say the VM is as it was before.
+func TestARollbackWithoutTheVMSaysSo(t *testing.T) {
+	gone := &nwv1.WorkflowStatus{Steps: []nwv1.WorkflowStep{
+		{Name: string(Copy), State: nwv1.StepFailed, Message: VMDeleted("web", Copy, false)},
+		{Name: string(RollbackStartVM), State: nwv1.StepSkipped, Message: VMDeleted("web", RollbackStartVM, true)},
+	}}
+	if got := rolledBackWithoutTheVM(gone); !strings.Contains(got, "rolled back without the VM, which was deleted during the migration") {
+		t.Errorf("VM deleted: %q", got)
+	}
+	there := &nwv1.WorkflowStatus{Steps: []nwv1.WorkflowStep{
+		{Name: string(Copy), State: nwv1.StepFailed, Message: "Job m-copy failed: bad input"},
+		{Name: string(RollbackStartVM), State: nwv1.StepSkipped, Message: "the VM was not running before the migration; it stays stopped"},
+	}}
+	if got := rolledBackWithoutTheVM(there); got != "" {
+		t.Errorf("VM there: %q, want the kind's RolledBack", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -111,4 +112,27 @@ func Validated(m *nwv1.VMVolumeMigration) bool {
 	return slices.ContainsFunc(m.Status.Steps, func(s nwv1.WorkflowStep) bool {
 		return s.Name == string(Validate) && s.State == nwv1.StepSucceeded
 	})
+}
+
+// vmDeleted is what the steps that found the migration's VM gone say of it.
+const vmDeleted = "was deleted during the migration"
+
+// VMDeleted is the message of a step that found the migration's VM deleted: a forward step
+// fails with it, and a rollback step that would act on the VM is skipped with it.
+func VMDeleted(vm string, step Step, rollingBack bool) string {
+	if rollingBack {
+		return fmt.Sprintf("VirtualMachine %s %s: there is no VM to restore", vm, vmDeleted)
+	}
+	return fmt.Sprintf("VirtualMachine %s %s, in step %s; the migration stops and deletes what it made", vm, vmDeleted, step)
+}
+
+// rolledBackWithoutTheVM says what holds after a rollback that found the VM deleted: the
+// migration's Kind says the VM is as it was before, which it is not.
+func rolledBackWithoutTheVM(st *nwv1.WorkflowStatus) string {
+	for _, s := range st.Steps {
+		if strings.Contains(s.Message, vmDeleted) {
+			return "rolled back without the VM, which " + vmDeleted + ": what the migration made is deleted and there is no VM to restore"
+		}
+	}
+	return ""
 }

@@ -34,6 +34,9 @@ type Kind struct {
 	Succeeded string
 	// RolledBack says what holds once it rolled back.
 	RolledBack string
+	// RolledBackAs, when set, says what holds once it rolled back where the status shows that
+	// RolledBack does not (the migration's VM was deleted meanwhile, say); "" means RolledBack.
+	RolledBackAs func(st *nwv1.WorkflowStatus) string
 	// Cancelled is the message of the step a cancellation stopped (who cancelled, how).
 	Cancelled string
 	// Noun is what Events call one ("migration").
@@ -230,7 +233,7 @@ func SetSucceededCondition(st *nwv1.WorkflowStatus, k Kind, generation int64, s 
 		if cancelled {
 			c.Reason = nwv1.ReasonCancelled
 		}
-		c.Message = failure + "; " + k.RolledBack
+		c.Message = failure + "; " + k.rolledBack(st)
 		if s.FailedStep == "" {
 			c.Reason, c.Message = nwv1.ReasonCancelled, "cancelled before it started"
 		}
@@ -242,6 +245,16 @@ func SetSucceededCondition(st *nwv1.WorkflowStatus, k Kind, generation int64, s 
 	}
 	c.Message = audit.Shorten(c.Message, MaxConditionMessageBytes)
 	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+// rolledBack says what holds once the workflow rolled back.
+func (k Kind) rolledBack(st *nwv1.WorkflowStatus) string {
+	if k.RolledBackAs != nil {
+		if said := k.RolledBackAs(st); said != "" {
+			return said
+		}
+	}
+	return k.RolledBack
 }
 
 // stepState is the state the status records for step, empty when it lists no such step.

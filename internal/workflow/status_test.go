@@ -68,6 +68,42 @@ func TestACancellationIsTyped(t *testing.T) {
 	}
 }
 
+// A kind whose RolledBackAs speaks says what it says once rolled back; when it says nothing,
+// RolledBack holds.
+func TestARollbackSaysWhatTheKindSeesInTheStatus(t *testing.T) {
+	k := kind
+	k.RolledBackAs = func(st *nwv1.WorkflowStatus) string {
+		for _, s := range st.Steps {
+			if strings.Contains(s.Message, "the thing is gone") {
+				return "rolled back without the thing"
+			}
+		}
+		return ""
+	}
+	for _, c := range []struct{ revert, want string }{
+		{"the thing is gone: nothing to revert", "step Change failed: refused; rolled back without the thing"},
+		{"reverted", "step Change failed: refused; rolled back: all as before"},
+	} {
+		st := &nwv1.WorkflowStatus{}
+		p := twoSteps{}
+		for _, e := range []struct {
+			event   workflow.Event
+			message string
+		}{{workflow.Start, "started"}, {workflow.StepFailed, "refused"}, {workflow.StepSucceeded, c.revert}} {
+			from := workflow.StateOf(st, p)
+			to, err := workflow.Next(p, from, e.event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			workflow.Transition(st, p, k, 3, from, to, e.event, e.message, false, metav1.NewTime(time.Unix(1_800_000_000, 0)))
+		}
+		c0 := meta.FindStatusCondition(st.Conditions, nwv1.ConditionSucceeded)
+		if st.Phase != nwv1.WorkflowRolledBack || c0 == nil || c0.Message != c.want {
+			t.Errorf("phase %s, Succeeded condition %+v; want %q", st.Phase, c0, c.want)
+		}
+	}
+}
+
 // A failure names its step as the reason, and the rollback step that failed after it.
 func TestAFailureNamesItsStep(t *testing.T) {
 	st := &nwv1.WorkflowStatus{}

@@ -3,6 +3,7 @@ package vmvolumemigration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -63,9 +64,9 @@ func (r *Reconciler) Actions() engine.Actions[*nwv1.VMVolumeMigration] {
 			}
 			switch {
 			case s.vm == nil && s.State.Phase == nwv1.WorkflowRollingBack && vmSteps[step]:
-				return engine.Skipped("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+				return engine.Skipped("%s", migration.VMDeleted(s.m.Spec.VMName, step, true)), nil
 			case s.vm == nil:
-				return engine.Failed("VirtualMachine %s no longer exists", s.m.Spec.VMName), nil
+				return engine.Failed("%s", migration.VMDeleted(s.m.Spec.VMName, step, s.State.Phase == nwv1.WorkflowRollingBack)), nil
 			case s.rec == nil:
 				return engine.Failed("the migration's record on VirtualMachine %s (annotation %s) is gone; what to restore is unknown", s.m.Spec.VMName, AnnotationMigration), nil
 			}
@@ -408,17 +409,19 @@ func (r *Reconciler) releaseSource(ctx context.Context, s *scope) (engine.Outcom
 	return engine.Succeeded("source PVC %s deleted (spec.retainSource is false)", pvc.Name), nil
 }
 
-// cleanup deletes everything the migration created and waits until it is gone.
+// cleanup deletes everything the migration created and waits until it is gone. An object
+// that bears one of its children's names but was not made by it is left alone, and named.
 func (r *Reconciler) cleanup(ctx context.Context, s *scope) (engine.Outcome, error) {
 	gone, err := r.deleteEphemeral(ctx, s)
 	if err != nil {
 		return engine.Outcome{}, err
 	}
-	for _, obj := range []client.Object{
+	made := []client.Object{
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: migration.ChildName(s.m, migration.SuffixTarget)}},
 		&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: migration.ChildName(s.m, migration.SuffixBefore)}},
 		&snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.m.Namespace, Name: migration.ChildName(s.m, migration.SuffixAfter)}},
-	} {
+	}
+	for _, obj := range made {
 		g, err := deleteIfOurs(ctx, r.Client, s.m, obj)
 		if err != nil {
 			return engine.Outcome{}, err
@@ -428,7 +431,27 @@ func (r *Reconciler) cleanup(ctx context.Context, s *scope) (engine.Outcome, err
 	if !gone {
 		return engine.Waiting(0, "waiting for the migration's PVCs, snapshots and Jobs to be deleted"), nil
 	}
-	return engine.Succeeded("deleted the target PVC, the snapshots and the data Jobs"), nil
+	deleted := "deleted the migration's target PVC, snapshots and data Jobs"
+	var untouched []string
+	for _, obj := range made {
+		// Read past the cache, which holds only the migration's own snapshots.
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return engine.Outcome{}, err
+		}
+		if migration.Owner(s.m).Owns(obj) {
+			continue // ours, and being deleted
+		}
+		if _, pvc := obj.(*corev1.PersistentVolumeClaim); pvc {
+			deleted = "deleted the migration's snapshots and data Jobs"
+		}
+		untouched = append(untouched, fmt.Sprintf("%s %s exists and was not made by this migration: left untouched", kindOf(obj), obj.GetName()))
+	}
+	if len(untouched) > 0 {
+		return engine.Succeeded("%s; %s", deleted, strings.Join(untouched, "; ")), nil
+	}
+	return engine.Succeeded("%s", deleted), nil
 }
 
 // deleteEphemeral deletes the data Jobs (with their pods) and the snapshot view, reporting

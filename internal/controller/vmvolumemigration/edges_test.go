@@ -2,6 +2,8 @@ package vmvolumemigration_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/test/site"
 )
 
@@ -60,11 +63,60 @@ func TestVMDeletedDuringTheMigrationRollsBackWhatItCan(t *testing.T) {
 	}
 	close(hold)
 	m := f.waitPhase("orphaned", nwv1.WorkflowRolledBack)
-	if got := describeSteps(m); !strings.Contains(got, "Copy=Failed (VirtualMachine web no longer exists)") ||
-		!strings.Contains(got, "RollbackStartVM=Skipped") || !strings.Contains(got, "RollbackCleanup=Succeeded") {
-		t.Errorf("steps %s: want the step to fail, the VM's rollback step skipped and the cleanup done", got)
+	if got := describeSteps(m); !strings.Contains(got, "Copy=Failed (VirtualMachine web was deleted during the migration, in step Copy; the migration stops and deletes what it made)") ||
+		!strings.Contains(got, "RollbackStartVM=Skipped (VirtualMachine web was deleted during the migration: there is no VM to restore)") ||
+		!strings.Contains(got, "RollbackCleanup=Succeeded (deleted the migration's target PVC, snapshots and data Jobs)") {
+		t.Errorf("steps %s: want the step to fail, the VM's rollback step skipped and the cleanup done, each saying why", got)
+	}
+	// The rollback cannot have put the VM back as it was: it is gone.
+	c := f.condition(m)
+	if !strings.HasPrefix(c, "CopyFailed: step Copy failed: VirtualMachine web was deleted during the migration") ||
+		!strings.Contains(c, "rolled back without the VM, which was deleted during the migration: what the migration made is deleted and there is no VM to restore") ||
+		strings.Contains(c, "as it was before") {
+		t.Errorf("condition %q, want it to say the VM was deleted and cannot be restored", c)
 	}
 	f.assertLeftBehind([]string{"web-root"}, nil)
+}
+
+// TestTargetNameTakenAfterValidateIsLeftUntouched: a claim named as the migration's target,
+// made by someone else after Validate, fails CreateTarget; the rollback starts the VM on its
+// source and deletes what the migration made, and says that it left the claim alone.
+func TestTargetNameTakenAfterValidateIsLeftUntouched(t *testing.T) {
+	f := newFixture(t, site.Options{})
+	startOperator(t)
+	ctx := context.Background()
+	// A finalizer keeps the VMI, so StopVM waits while the claim is made.
+	vmi := &virtv1.VirtualMachineInstance{}
+	patchVMI := func(finalizers []string) {
+		t.Helper()
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "web"}, vmi); err != nil {
+			t.Fatal(err)
+		}
+		base := vmi.DeepCopy()
+		vmi.Finalizers = finalizers
+		if err := env.Client.Patch(ctx, vmi, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patchVMI([]string{"example.com/hold"})
+	f.create(f.migration("late", nwv1.MigrationCold, linstorClass))
+	f.waitStep("late", "StopVM=Running")
+	f.createVolume("late-target", linstorClass)
+	patchVMI(nil)
+
+	m := f.waitPhase("late", nwv1.WorkflowRolledBack)
+	want := "CreateTarget=Failed (PersistentVolumeClaim " + f.ns + "/late-target exists and was not created by this migration)"
+	if got := describeSteps(m); !strings.Contains(got, want) ||
+		!strings.Contains(got, "RollbackStartVM=Succeeded") ||
+		!strings.Contains(got, "RollbackCleanup=Succeeded (deleted the migration's snapshots and data Jobs; PersistentVolumeClaim late-target exists and was not made by this migration: left untouched)") {
+		t.Errorf("steps %s: want CreateTarget failed and the cleanup to say the claim was left untouched", got)
+	}
+	if c := f.condition(m); !strings.HasPrefix(c, "CreateTargetFailed") || !strings.Contains(c, "rolled back: the VM is as it was before the migration") {
+		t.Errorf("condition %q", c)
+	}
+	f.waitVMRunsOn("web-root")
+	f.assertLeftBehind([]string{"web-root", "late-target"}, nil)
+	f.assertVMAsBefore()
 }
 
 func TestTwoMigrationsOfOneVMAtOnceOneWins(t *testing.T) {
@@ -143,17 +195,41 @@ func TestFailedMigrationKeepsItsRecordWhenDeleted(t *testing.T) {
 	m.Spec.Timeouts.VMStart = metav1.Duration{Duration: 10 * time.Second}
 	f.create(m)
 	m = f.waitPhase("doomed", nwv1.WorkflowFailed)
-	if c := f.condition(m); !strings.HasPrefix(c, "StartVMFailed") || !strings.Contains(c, "then rollback step RollbackStartVM failed") {
+	if c := f.condition(m); !strings.HasPrefix(c, "StartVMFailed") || !strings.Contains(c, "then rollback step RollbackStartVM failed") ||
+		!strings.HasSuffix(c, "a person must look: see status.steps") {
 		t.Errorf("condition %q", c)
 	}
+	// What a Failed migration leaves (docs/migration.md): the rollback stops at the step that
+	// failed; the data Jobs go, the target PVC and the snapshot stay, and the migration keeps
+	// its finalizer and its hold on the VM.
+	if got := stepStates(m); !strings.HasSuffix(got, "RollbackStopVM=Succeeded RollbackRepoint=Succeeded RollbackStartVM=Failed RollbackCleanup=Pending") {
+		t.Errorf("steps %s: want the rollback stopped at RollbackStartVM, RollbackCleanup not run", got)
+	}
+	f.eventually(func() (bool, string) {
+		m = f.get("doomed")
+		c := meta.FindStatusCondition(m.Status.Conditions, nwv1.ConditionCleanedUp)
+		return c != nil && c.Status == metav1.ConditionTrue &&
+			c.Message == "the data Jobs are gone; VirtualMachine web stays held by the failed migration until it is deleted", fmt.Sprintf("CleanedUp %+v", c)
+	})
+	f.assertLeftBehind([]string{"web-root", "doomed-target"}, []string{"doomed-before"})
+	if !slices.Contains(m.Finalizers, migration.Descriptor.Finalizer) {
+		t.Errorf("finalizers %v: want the migration's kept", m.Finalizers)
+	}
+	if _, held := f.vm().Annotations[vmvolumemigration.AnnotationMigration]; !held {
+		t.Error("the Failed migration let go of the VM")
+	}
+
 	if err := env.Client.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
 	f.eventually(func() (bool, string) {
 		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(m), m)
 		_, kept := f.vm().Annotations[vmvolumemigration.AnnotationFailedMigration]
-		return err != nil && kept, "the failed migration is not gone with its record kept on the VM"
+		_, held := f.vm().Annotations[vmvolumemigration.AnnotationMigration]
+		return err != nil && kept && !held, "the failed migration is not gone with its record moved on the VM"
 	})
+	// Its target PVC and snapshot outlive it: a person deletes them, by the migration's labels.
+	f.assertLeftBehind([]string{"web-root", "doomed-target"}, []string{"doomed-before"})
 	f.create(f.migration("after", nwv1.MigrationCold, linstorClass))
 	after := f.waitPhase("after", nwv1.WorkflowRolledBack)
 	if c := f.condition(after); !strings.Contains(c, "a failed migration left VirtualMachine web") {

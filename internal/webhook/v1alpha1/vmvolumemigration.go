@@ -2,10 +2,13 @@ package v1alpha1
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -148,4 +151,42 @@ func (w *migrations) vm(ctx context.Context, m *nwv1.VMVolumeMigration) (*virtv1
 		return nil, fmt.Errorf("reading VirtualMachine %s: %w", m.Spec.VMName, err)
 	}
 	return vm, nil
+}
+
+// malformedTargetSize says what is wrong with a migration's spec.target.size as sent: an
+// empty one, one that is not a quantity, or one not greater than zero. Without it the request
+// is refused by the Go types' decoder without the field's name, or by the CRD's rule as
+// `spec.target.size: Invalid value: ""` whatever the value (the API server shows the schema's
+// type there, which a size, an integer or a string, does not have).
+func malformedTargetSize(raw []byte) string {
+	var obj struct {
+		Spec struct {
+			Target struct {
+				Size json.RawMessage `json:"size"`
+			} `json:"target"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(raw, &obj) != nil {
+		return "" // not this check's to say; the decoder does
+	}
+	sent := obj.Spec.Target.Size
+	if len(sent) == 0 || string(sent) == "null" {
+		return "" // unset: the source's size
+	}
+	text := string(sent)
+	var s string
+	if json.Unmarshal(sent, &s) == nil {
+		text = s
+	}
+	if strings.TrimSpace(text) == "" {
+		return "spec.target.size: empty, which is no size; leave the field out for the source's size, or give one such as 10Gi"
+	}
+	q, err := resource.ParseQuantity(strings.TrimSpace(text))
+	if err != nil {
+		return fmt.Sprintf("spec.target.size: %s is not a size such as 10Gi or 10737418240", text)
+	}
+	if q.Sign() <= 0 {
+		return fmt.Sprintf("spec.target.size: %s is not greater than zero; leave the field out for the source's size", text)
+	}
+	return ""
 }

@@ -52,6 +52,10 @@ type kindWebhook[T client.Object] struct {
 	update func(ctx context.Context, old, obj T) (admission.Warnings, error)
 	// workflow: the kind is a workflow, whose deletion cancels it and is recorded.
 	workflow bool
+	// malformed says what is wrong with a request's object, as sent, that the Go types cannot
+	// decode or that the CRD's schema would refuse without naming the value; empty: nothing.
+	// The mutating webhook, which runs before the schema's checks, refuses it. Optional.
+	malformed func(raw []byte) string
 }
 
 // fieldDefault is one field the mutating webhook fills in: its path for people
@@ -94,10 +98,19 @@ func (w *kindWebhook[T]) register(mgr ctrl.Manager, obj T) error {
 //     stored spec as it is, so that a spec that may not change is not seen to change.
 func (w *kindWebhook[T]) Handle(ctx context.Context, req admission.Request) admission.Response {
 	obj := w.newObject()
-	if err := w.decoder.Decode(req, obj); err != nil {
-		return admission.Errored(http.StatusBadRequest, err)
-	}
+	decodeErr := w.decoder.Decode(req, obj)
 	ctx = admission.NewContextWithRequest(ctx, req)
+	if w.malformed != nil {
+		if problem := w.malformed(req.Object.Raw); problem != "" {
+			if decodeErr == nil {
+				w.decisions.record(ctx, obj, w.kind, Refused, problem)
+			}
+			return admission.Denied(problem)
+		}
+	}
+	if decodeErr != nil {
+		return admission.Errored(http.StatusBadRequest, decodeErr)
+	}
 	patches, tries, err := stampPatches(req, obj)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -286,6 +299,7 @@ func workflowWebhooks(mgr ctrl.Manager, o Options) error {
 		if k.Name == migration.Descriptor.Kind.Name {
 			hook.defaults = typed(mig.defaults)
 			hook.create = typed(mig.create)
+			hook.malformed = malformedTargetSize
 		}
 		errs = append(errs, hook.register(mgr, s.New()))
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -373,6 +375,42 @@ func TestMigrationRefusals(t *testing.T) {
 			})
 		})
 	}
+
+	// A size that is empty, not a quantity or not positive is refused naming the field and
+	// the value as sent; the decoder would not name the field, and the CRD's rule shows
+	// `Invalid value: ""` for any size.
+	for i, c := range []struct {
+		size any
+		want string
+	}{
+		{"", "spec.target.size: empty, which is no size; leave the field out for the source's size"},
+		{" ", "spec.target.size: empty, which is no size"},
+		{"0", "spec.target.size: 0 is not greater than zero; leave the field out for the source's size"},
+		{0, "spec.target.size: 0 is not greater than zero"},
+		{"-1Gi", "spec.target.size: -1Gi is not greater than zero"},
+		{"ten gigs", "spec.target.size: ten gigs is not a size such as 10Gi"},
+	} {
+		name := fmt.Sprintf("size-%d", i)
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": nwv1.GroupVersion.String(), "kind": "VMVolumeMigration",
+			"metadata": map[string]any{"name": name, "namespace": ns},
+			"spec": map[string]any{"vmName": "db", "volumeName": "root",
+				"target": map[string]any{"storageClassName": linstorClass, "size": c.size}},
+		}}
+		err := alice.Create(ctx, u)
+		refused(t, err, c.want)
+		if strings.Contains(err.Error(), `Invalid value: ""`) || strings.Contains(err.Error(), "regular expression") {
+			t.Errorf("size %#v: %v", c.size, err)
+		}
+	}
+	eventually(t, "the record of the refused size 0", func() bool {
+		for _, r := range trailRecords(t, ns, "size-2") {
+			if r.To == "Refused" && r.Actor == "alice" && strings.Contains(r.Message, "spec.target.size: 0 is not greater than zero") {
+				return true
+			}
+		}
+		return false
+	})
 
 	// One migration per VM: a second one is refused while the first has not finished.
 	if err := alice.Create(ctx, migration(ns, "first", "web", linstorClass)); err != nil {
