@@ -33,7 +33,8 @@ help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2} /^##@/ {printf "\n%s\n", substr($$0, 5)}' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: build control-plane $(HELM) ## Start the local site: a simulated 3-node cluster with Nodewright running on it.
+demo: build control-plane $(HELM) ## Start the local site: a simulated 3-node cluster with Nodewright running on it (as root, with its storage network).
+	@if [ "$$(id -u)" = 0 ] && [ "$${NODEWRIGHT_DEMO_NETWORK:-}" != off ]; then hack/iproute2.sh >/dev/null && hack/drbd-utils.sh >/dev/null; fi
 	@hack/demo.sh up
 
 .PHONY: demo-down

@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+// TestWalkthrough runs the walkthroughs of docs/local-site.md as a newcomer pastes them, on
+// sites of its own started as `make demo` starts them: the first on the default (replicated)
+// site, the second on a single-node one. Every command must succeed and print the lines the
+// doc shows under it, in that order (see docWalk), so that the walkthrough cannot rot. It
+// needs root, as the storage network does; without root it is skipped unless
+// NODEWRIGHT_REQUIRE_NETNS is set.
+func TestWalkthrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two whole local sites")
+	}
+	if os.Geteuid() != 0 {
+		if os.Getenv("NODEWRIGHT_REQUIRE_NETNS") != "" {
+			t.Fatal("the walkthrough needs root: the storage network creates network namespaces")
+		}
+		t.Skip("the walkthrough needs root: the storage network creates network namespaces")
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "local-site.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		section, storage string
+	}{
+		{"## Walkthrough\n", "replicated"},
+		{"## Walkthrough: single-node storage made replicated\n", "single-node"},
+	} {
+		t.Run(w.storage, func(t *testing.T) {
+			steps, err := docWalk(string(doc), w.section)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSite(t)
+			s.env = append(s.env, "NODEWRIGHT_DEMO_STORAGE="+w.storage)
+			s.run(t, "up")
+			t.Cleanup(func() {
+				if t.Failed() {
+					s.dumpLogs(t)
+				}
+				s.run(t, "down")
+			})
+			var exports []string
+			for _, st := range steps {
+				command := s.local(st.command)
+				if strings.HasPrefix(command, "export ") {
+					exports = append(exports, command)
+				}
+				out, err := s.shell(strings.Join(append(exports[:len(exports):len(exports)], command), "\n"))
+				if err != nil {
+					t.Fatalf("$ %s\n%s\n%v", st.command, out, err)
+				}
+				if missing := unmatched(st.want, out); missing != "" {
+					t.Fatalf("$ %s\nprinted:\n%s\nwhich lacks, in the doc's order, the line\n%s", st.command, out, missing)
+				}
+			}
+		})
+	}
+}
+
+// step is one command of a walkthrough and the lines the doc shows under it.
+type step struct {
+	command string
+	want    []string
+}
+
+// docWalk reads the console blocks of the doc's section that starts with heading (up to the
+// next "## "): a line starting with "$ " is a command, the lines under it what it prints.
+func docWalk(doc, heading string) ([]step, error) {
+	i := strings.Index(doc, heading)
+	if i < 0 {
+		return nil, fmt.Errorf("docs/local-site.md has no section %q", strings.TrimSpace(heading))
+	}
+	section := doc[i+len(heading):]
+	if j := strings.Index(section, "\n## "); j >= 0 {
+		section = section[:j]
+	}
+	var steps []step
+	in := false
+	for _, line := range strings.Split(section, "\n") {
+		switch {
+		case line == "```console":
+			in = true
+		case in && line == "```":
+			in = false
+		case in && strings.HasPrefix(line, "$ "):
+			steps = append(steps, step{command: strings.TrimPrefix(line, "$ ")})
+		case in && len(steps) == 0:
+			return nil, fmt.Errorf("section %q: a console block starts with %q, not a command", strings.TrimSpace(heading), line)
+		case in:
+			steps[len(steps)-1].want = append(steps[len(steps)-1].want, line)
+		}
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("section %q has no console block", strings.TrimSpace(heading))
+	}
+	return steps, nil
+}
+
+// unmatched returns the first line of want that out lacks, each wanted line matched after the
+// one before it; "" when out has them all. A line matches when its pieces between "..." appear
+// in it in order, the first at its start and the last at its end unless "..." stands there;
+// runs of spaces count as one. A line "..." alone matches any lines.
+func unmatched(want []string, out string) string {
+	got := strings.Split(out, "\n")
+	next := 0
+	for _, w := range want {
+		if strings.TrimSpace(w) == "..." {
+			continue
+		}
+		found := false
+		for next < len(got) {
+			line := got[next]
+			next++
+			if matchLine(w, line) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return w
+		}
+	}
+	return ""
+}
+
+func matchLine(pattern, line string) bool {
+	squeeze := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	pattern, line = squeeze(pattern), squeeze(line)
+	pieces := strings.Split(pattern, "...")
+	for i := range pieces {
+		pieces[i] = strings.TrimSpace(pieces[i])
+	}
+	rest := line
+	for i, p := range pieces {
+		if p == "" {
+			continue
+		}
+		k := strings.Index(rest, p)
+		if k < 0 || (i == 0 && k != 0) {
+			return false
+		}
+		rest = rest[k+len(p):]
+		if i == len(pieces)-1 && rest != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// local is a command of the doc for this site: the doc's .demo folder is the site's.
+func (s *site) local(command string) string {
+	command = strings.ReplaceAll(command, "$PWD/.demo/", s.dir+"/")
+	return strings.ReplaceAll(command, ".demo/", s.dir+"/")
+}
+
+// shell runs script with bash at the repository root, in the site's environment (so
+// hack/demo.sh is this site's), and returns what it printed; a command still running after
+// twice patience is killed (the doc's waits give up after patience, saying why).
+func (s *site) shell(script string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = s.root
+	cmd.Env = s.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("still running after %s: %w", 2*patience, err)
+	}
+	return out.String(), err
+}
+
+// TestWalkthroughMatching: the walkthrough's check fails on a line missing, out of order or
+// different, and ignores what "..." stands for.
+func TestWalkthroughMatching(t *testing.T) {
+	out := "NAME      PHASE\nto-lacp   Running   12s\nResult: Succeeded after 54s: every node\nexit status 1\n"
+	for _, c := range []struct {
+		want    []string
+		missing string
+	}{
+		{[]string{"NAME PHASE", "to-lacp Running ...", "Result: Succeeded after ...: every node"}, ""},
+		{[]string{"...", "exit status 1"}, ""},
+		{[]string{"Result: Succeeded after ...: every node", "to-lacp Running ..."}, "to-lacp Running ..."},
+		{[]string{"to-lacp Running"}, "to-lacp Running"},
+		{[]string{"Result: RolledBack after ..."}, "Result: RolledBack after ..."},
+		{[]string{"... Running ..."}, ""},
+		{[]string{"exit status 0"}, "exit status 0"},
+	} {
+		if got := unmatched(c.want, out); got != c.missing {
+			t.Errorf("unmatched(%q) = %q, want %q", c.want, got, c.missing)
+		}
+	}
+	if _, err := docWalk("## Walkthrough\n```console\nno command\n```\n", "## Walkthrough\n"); err == nil {
+		t.Error("a console block without a command was read")
+	}
+}
