@@ -65,12 +65,13 @@ build: ## Build the binaries into bin/.
 # PLATFORMS (default linux/amd64,linux/arm64), VERSION, REVISION and SOURCE_DATE_EPOCH (defaults
 # from git) may be set, e.g. `make images PLATFORMS=linux/arm64`; see docs/images.md.
 .PHONY: images
-images: ## Build the OCI image archives (operator, nodewright-copy, nodewright-linstor-gate, agent) into bin/images/, reproducibly, without a container engine.
+images: ## Build the OCI image archives (operator, nodewright-copy, nodewright-linstor-gate, agent, nodewright-fleet) into bin/images/, reproducibly, without a container engine.
 	go run ./hack/images -out bin/images$(if $(PLATFORMS), -platforms '$(PLATFORMS)')$(if $(VERSION), -version '$(VERSION)')$(if $(REVISION), -revision '$(REVISION)')
 
 .PHONY: chart
-chart: images $(HELM) ## Package the chart into bin/charts/, referencing the images of bin/images by digest.
+chart: images $(HELM) ## Package the charts (nodewright, nodewright-fleet) into bin/charts/, referencing the images of bin/images by digest.
 	go run ./hack/chartpackage -helm $(HELM) -digests bin/images/digests.yaml -out bin/charts
+	go run ./hack/chartpackage -helm $(HELM) -chart charts/nodewright-fleet -digests bin/images/fleet-digests.yaml -out bin/charts
 
 .PHONY: chromium
 chromium: ## Install Debian's chromium (for the UI's browser tests) when it is missing.
