@@ -90,13 +90,14 @@ control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into b
 	@hack/control-plane.sh >/dev/null
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones), RBAC, webhooks, the chart's generated parts and docs/capabilities.md.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones), RBAC, webhooks, the charts' generated parts and docs/capabilities.md.
 	$(CONTROLLER_GEN) object paths={./api/...,./internal/workflow/example/api/...}
 	# The example workflow's CRD is installed by its tests alone.
 	$(CONTROLLER_GEN) crd paths=./internal/workflow/example/api/... output:crd:artifacts:config=internal/workflow/example/testdata/crd
 	$(CONTROLLER_GEN) crd paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
 	{ echo "resources:"; for f in config/crd/bases/*.yaml; do echo "- bases/$${f##*/}"; done; } > config/crd/kustomization.yaml
-	# The fleet hub's CRDs go on the hub only, never in the member chart (which ships config/crd/bases).
+	# The fleet hub's CRDs go on the hub only, never in the member chart (which ships config/crd/bases);
+	# hack/chart copies them, with the ClusterProfile CRD, into the hub's chart (charts/nodewright-fleet/crds).
 	$(CONTROLLER_GEN) crd paths=./api/fleet/... output:crd:artifacts:config=config/crd/fleet
 	$(CONTROLLER_GEN) rbac:roleName=nodewright-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths={./internal/webhook/...,./internal/workflows/...} output:webhook:artifacts:config=config/webhook

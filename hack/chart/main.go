@@ -88,8 +88,11 @@ func run() error {
 		return err
 	}
 	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", inventoryModule).Output()
-	if err != nil || len(bytes.TrimSpace(dir)) == 0 {
-		return fmt.Errorf("go list -m %s: %v (go mod download it)", inventoryModule, err)
+	if err != nil {
+		return fmt.Errorf("go list -m %s: %w", inventoryModule, err)
+	}
+	if len(bytes.TrimSpace(dir)) == 0 {
+		return fmt.Errorf("go list -m %s: not downloaded (go mod download %[1]s)", inventoryModule)
 	}
 	version, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", inventoryModule).Output()
 	if err != nil {
