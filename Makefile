@@ -66,12 +66,13 @@ build: ## Build the binaries into bin/.
 # PLATFORMS (default linux/amd64,linux/arm64), VERSION, REVISION and SOURCE_DATE_EPOCH (defaults
 # from git) may be set, e.g. `make images PLATFORMS=linux/arm64`; see docs/images.md.
 .PHONY: images
-images: ## Build the OCI image archives (operator, nodewright-copy, nodewright-linstor-gate, agent) into bin/images/, reproducibly, without a container engine.
+images: ## Build the OCI image archives (operator, nodewright-copy, nodewright-linstor-gate, agent, nodewright-fleet) into bin/images/, reproducibly, without a container engine.
 	go run ./hack/images -out bin/images$(if $(PLATFORMS), -platforms '$(PLATFORMS)')$(if $(VERSION), -version '$(VERSION)')$(if $(REVISION), -revision '$(REVISION)')
 
 .PHONY: chart
-chart: images $(HELM) ## Package the chart into bin/charts/, referencing the images of bin/images by digest.
+chart: images $(HELM) ## Package the charts (nodewright, nodewright-fleet) into bin/charts/, referencing the images of bin/images by digest.
 	go run ./hack/chartpackage -helm $(HELM) -digests bin/images/digests.yaml -out bin/charts
+	go run ./hack/chartpackage -helm $(HELM) -chart charts/nodewright-fleet -digests bin/images/fleet-digests.yaml -out bin/charts
 
 .PHONY: chromium
 chromium: ## Install Debian's chromium (for the UI's browser tests) when it is missing.
@@ -90,13 +91,14 @@ control-plane: ## Build (or reuse) kube-apiserver, etcd, kubectl, kwok... into b
 	@hack/control-plane.sh >/dev/null
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones), RBAC, webhooks, the chart's generated parts and docs/capabilities.md.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (ours and the third-party ones), RBAC, webhooks, the charts' generated parts and docs/capabilities.md.
 	$(CONTROLLER_GEN) object paths={./api/...,./internal/workflow/example/api/...}
 	# The example workflow's CRD is installed by its tests alone.
 	$(CONTROLLER_GEN) crd paths=./internal/workflow/example/api/... output:crd:artifacts:config=internal/workflow/example/testdata/crd
 	$(CONTROLLER_GEN) crd paths=./api/v1alpha1/... output:crd:artifacts:config=config/crd/bases
 	{ echo "resources:"; for f in config/crd/bases/*.yaml; do echo "- bases/$${f##*/}"; done; } > config/crd/kustomization.yaml
-	# The fleet hub's CRDs go on the hub only, never in the member chart (which ships config/crd/bases).
+	# The fleet hub's CRDs go on the hub only, never in the member chart (which ships config/crd/bases);
+	# hack/chart copies them, with the ClusterProfile CRD, into the hub's chart (charts/nodewright-fleet/crds).
 	$(CONTROLLER_GEN) crd paths=./api/fleet/... output:crd:artifacts:config=config/crd/fleet
 	$(CONTROLLER_GEN) rbac:roleName=nodewright-operator paths=./internal/... output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths={./internal/webhook/...,./internal/workflows/...} output:webhook:artifacts:config=config/webhook

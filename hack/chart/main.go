@@ -1,13 +1,16 @@
-// Command chart writes the parts of the Helm chart (charts/nodewright) that are generated from
-// what controller-gen generates, so that the chart cannot drift from the code:
+// Command chart writes the parts of the Helm charts (charts/nodewright, the member's, and
+// charts/nodewright-fleet, the fleet hub's) that are generated from what controller-gen
+// generates, so that the charts cannot drift from the code:
 //
-//   - crds/: the CustomResourceDefinitions of config/crd/bases, as they are;
+//   - crds/: the CustomResourceDefinitions of config/crd/bases, as they are (the hub's chart:
+//     config/crd/fleet, and the ClusterProfile CRD of the pinned sigs.k8s.io/cluster-inventory-api);
 //   - templates/rbac.yaml: the operator's ClusterRole and Roles of config/rbac/role.yaml (the
 //     kubebuilder RBAC markers), with the markers' namespaces mapped to the chart's, and their
 //     bindings to the operator's ServiceAccount;
 //   - templates/webhooks.yaml: the webhook configurations of config/webhook/manifests.yaml,
 //     calling the Service of the release's namespace;
-//   - README.md: the table of the chart's values, from values.schema.json and values.yaml.
+//   - README.md (both charts): the table of the chart's values, from values.schema.json and
+//     values.yaml.
 //
 // Run it from the repository's root:
 //
@@ -20,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -45,7 +49,13 @@ var namespaces = map[string]struct{ name, expr, cond string }{
 	"nodewright-agent": {"nodewright-operator-agent", "{{ .Values.agent.namespace }}", ".Values.agent.enabled"},
 }
 
-const chart = "charts/nodewright"
+const (
+	chart      = "charts/nodewright"
+	fleetChart = "charts/nodewright-fleet"
+	// inventoryModule holds the ClusterProfile CRD (KEP-4322), which the hub watches.
+	inventoryModule   = "sigs.k8s.io/cluster-inventory-api"
+	clusterProfileCRD = "config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml"
+)
 
 func main() {
 	if err := run(); err != nil {
@@ -55,7 +65,11 @@ func main() {
 }
 
 func run() error {
-	if err := crds(); err != nil {
+	files, err := filepath.Glob("config/crd/bases/*.yaml")
+	if err != nil {
+		return err
+	}
+	if err := crds(chart, files, nil); err != nil {
 		return err
 	}
 	if err := rbac(); err != nil {
@@ -64,12 +78,38 @@ func run() error {
 	if err := webhooks(); err != nil {
 		return err
 	}
-	return readme()
+	if err := readme(chart, memberIntro); err != nil {
+		return err
+	}
+	// The hub's chart: its own CRD, and the ClusterProfile CRD of the module the hub is built
+	// with, without which it cannot start (it watches ClusterProfiles).
+	files, err = filepath.Glob("config/crd/fleet/*.yaml")
+	if err != nil {
+		return err
+	}
+	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", inventoryModule).Output()
+	if err != nil {
+		return fmt.Errorf("go list -m %s: %w", inventoryModule, err)
+	}
+	if len(bytes.TrimSpace(dir)) == 0 {
+		return fmt.Errorf("go list -m %s: not downloaded (go mod download %[1]s)", inventoryModule)
+	}
+	version, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", inventoryModule).Output()
+	if err != nil {
+		return fmt.Errorf("go list -m %s: %w", inventoryModule, err)
+	}
+	profile := filepath.Join(strings.TrimSpace(string(dir)), clusterProfileCRD)
+	named := map[string]string{profile: inventoryModule + "@" + strings.TrimSpace(string(version)) + "/" + clusterProfileCRD}
+	if err := crds(fleetChart, append(files, profile), named); err != nil {
+		return err
+	}
+	return readme(fleetChart, fleetIntro)
 }
 
-// crds copies the CRDs into crds/, which Helm installs before the templates and never
-// upgrades or deletes (docs/install.md says how an upgrade applies them).
-func crds() error {
+// crds copies the CRD files into the chart's crds/, which Helm installs before the templates
+// and never upgrades or deletes (docs/install.md says how an upgrade applies them). A file's
+// header names it as named says, else by its path.
+func crds(chart string, files []string, named map[string]string) error {
 	dir := filepath.Join(chart, "crds")
 	old, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	for _, f := range old {
@@ -77,19 +117,22 @@ func crds() error {
 			return err
 		}
 	}
-	files, err := filepath.Glob("config/crd/bases/*.yaml")
-	if err != nil {
-		return err
-	}
 	if len(files) == 0 {
-		return errors.New("no CRDs in config/crd/bases (run from the repository root)")
+		return fmt.Errorf("no CRDs for %s (run from the repository root)", chart)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return err
 		}
-		header := fmt.Sprintf("# Generated from %s by %s; do not edit.\n", f, command)
+		name := f
+		if n, ok := named[f]; ok {
+			name = n
+		}
+		header := fmt.Sprintf("# Generated from %s by %s; do not edit.\n", name, command)
 		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), append([]byte(header), data...), 0o644); err != nil {
 			return err
 		}
@@ -243,7 +286,7 @@ func webhooks() error {
 // properties, such as resources, is a leaf) with the type and description of
 // values.schema.json and the default of values.yaml. A key in one file and not the other, or a
 // schema property without a description or type, is an error naming the key.
-func readme() error {
+func readme(chart string, intro []string) error {
 	schemaData, err := os.ReadFile(filepath.Join(chart, "values.schema.json"))
 	if err != nil {
 		return err
@@ -324,38 +367,9 @@ func readme() error {
 	sort.Slice(rows, func(i, j int) bool { return rows[i][0] < rows[j][0] })
 	lines := []string{
 		"<!-- Generated from values.schema.json and values.yaml by " + command + "; do not edit. -->",
-		"# The Nodewright chart",
-		"",
-		"Nodewright, the operator for the lifecycle of small edge storage clusters. The chart installs:",
-		"",
-		"- the Nodewright CRDs (`crds/`; Helm installs them first and never upgrades or deletes them);",
-		"- the operator, a Deployment in the release's namespace that meets the `restricted` Pod Security",
-		"  level, with its admission webhooks, its ServiceAccount and the least-privilege ClusterRole and",
-		"  Roles generated from the kubebuilder RBAC markers (read-only in `legacy.namespace`);",
-		"- admission policies that hold the operator's ServiceAccount to what its code writes: Jobs only",
-		"  as nodewright-copy's unprivileged copy Jobs, and of webhook configurations only the CA bundle",
-		"  of its own two;",
-		"- the NodewrightCluster spec, from `legacy.*` and `cluster.*`, which the operator applies;",
-		"- a PodDisruptionBudget, a NetworkPolicy (the operator admits only what it serves and reaches",
-		"  only the API server, DNS, the LINSTOR gate and the audit receiver) and the metrics Service;",
-		"  optionally a ServiceMonitor, cert-manager certificates for the webhooks, and the audit trail's",
-		"  volume;",
-		"- with `linstor.url`, the LINSTOR gate (`nodewright-linstor-gate`, [docs/linstor.md](../../docs/linstor.md#the-linstor-gate)):",
-		"  a Deployment of its own, the only holder of LINSTOR's client Secret, which forwards to LINSTOR",
-		"  only what a ReplicationUpgrade asks of it, for the operator's projected token alone; the",
-		"  operator holds no LINSTOR credential;",
-		"- the node agent, a DaemonSet in a namespace of its own (the only one labelled `privileged`):",
-		"  on the host's network, as root, with NET_ADMIN and NET_RAW and the host folders it needs,",
-		"  each justified in `templates/agent.yaml` and [docs/agent.md](../../docs/agent.md#the-agents-pod);",
-		"  on by default (`agent.enabled`); set `agent.hostOS` to the nodes' operating system.",
-		"",
-		"```sh",
-		"helm install nodewright charts/nodewright -n nodewright-system",
-		"```",
-		"",
-		"What to prepare first (the namespace, the images), how to upgrade (the CRDs) and how to remove",
-		"it: [docs/install.md](../../docs/install.md).",
-		"",
+	}
+	lines = append(lines, intro...)
+	lines = append(lines,
 		"## Values",
 		"",
 		"`values.schema.json` checks every value: Helm refuses an unknown key or a bad value, naming it,",
@@ -363,9 +377,78 @@ func readme() error {
 		"",
 		"| Key | Type | Default | Description |",
 		"| --- | --- | --- | --- |",
-	}
+	)
 	for _, row := range rows {
 		lines = append(lines, row[1])
 	}
 	return os.WriteFile(filepath.Join(chart, "README.md"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+// memberIntro is the start of the member chart's README.md.
+var memberIntro = []string{
+	"# The Nodewright chart",
+	"",
+	"Nodewright, the operator for the lifecycle of small edge storage clusters. The chart installs:",
+	"",
+	"- the Nodewright CRDs (`crds/`; Helm installs them first and never upgrades or deletes them);",
+	"- the operator, a Deployment in the release's namespace that meets the `restricted` Pod Security",
+	"  level, with its admission webhooks, its ServiceAccount and the least-privilege ClusterRole and",
+	"  Roles generated from the kubebuilder RBAC markers (read-only in `legacy.namespace`);",
+	"- admission policies that hold the operator's ServiceAccount to what its code writes: Jobs only",
+	"  as nodewright-copy's unprivileged copy Jobs, and of webhook configurations only the CA bundle",
+	"  of its own two;",
+	"- the NodewrightCluster spec, from `legacy.*` and `cluster.*`, which the operator applies;",
+	"- a PodDisruptionBudget, a NetworkPolicy (the operator admits only what it serves and reaches",
+	"  only the API server, DNS, the LINSTOR gate and the audit receiver) and the metrics Service;",
+	"  optionally a ServiceMonitor, cert-manager certificates for the webhooks, and the audit trail's",
+	"  volume;",
+	"- with `linstor.url`, the LINSTOR gate (`nodewright-linstor-gate`, [docs/linstor.md](../../docs/linstor.md#the-linstor-gate)):",
+	"  a Deployment of its own, the only holder of LINSTOR's client Secret, which forwards to LINSTOR",
+	"  only what a ReplicationUpgrade asks of it, for the operator's projected token alone; the",
+	"  operator holds no LINSTOR credential;",
+	"- the node agent, a DaemonSet in a namespace of its own (the only one labelled `privileged`):",
+	"  on the host's network, as root, with NET_ADMIN and NET_RAW and the host folders it needs,",
+	"  each justified in `templates/agent.yaml` and [docs/agent.md](../../docs/agent.md#the-agents-pod);",
+	"  on by default (`agent.enabled`); set `agent.hostOS` to the nodes' operating system.",
+	"",
+	"```sh",
+	"helm install nodewright charts/nodewright -n nodewright-system",
+	"```",
+	"",
+	"What to prepare first (the namespace, the images), how to upgrade (the CRDs) and how to remove",
+	"it: [docs/install.md](../../docs/install.md).",
+	"",
+}
+
+// fleetIntro is the start of the fleet hub chart's README.md.
+var fleetIntro = []string{
+	"# The Nodewright fleet hub chart",
+	"",
+	"The fleet hub (`nodewright-fleet`, [docs/fleet.md](../../docs/fleet.md)) keeps one",
+	"NodewrightClusterSummary per member cluster, read-only on the members. The chart installs, on",
+	"the hub cluster:",
+	"",
+	"- the CRDs (`crds/`: NodewrightClusterSummary, and the ClusterProfile of",
+	"  sigs.k8s.io/cluster-inventory-api, which the hub watches; Helm installs them first, skips",
+	"  those that exist and never upgrades or deletes them);",
+	"- the hub, a Deployment in the release's namespace that meets the `restricted` Pod Security",
+	"  level, electing one active replica through a Lease;",
+	"- its ServiceAccount and least-privilege RBAC: the summaries (cluster-wide, the only writes),",
+	"  the Secrets of the release's namespace (read), the ClusterProfiles of",
+	"  `clusterProfileNamespace` (read), its Lease by name and the Events of leader election;",
+	"- a NetworkPolicy: the pods admit only the metrics scrape and the probes, and reach only the",
+	"  hub cluster's API server, DNS and the members' API servers (`networkPolicy.egress.memberCIDRs`).",
+	"",
+	"Each member runs the `nodewright` chart with `fleet.hubReader` (and, for a token the hub",
+	"holds, `fleet.hubReader.serviceAccount.create`); the hub's kubeconfig Secrets or Secret",
+	"Reader's Secrets name them.",
+	"",
+	"```sh",
+	"kubectl create namespace nodewright-fleet",
+	"kubectl label namespace nodewright-fleet pod-security.kubernetes.io/enforce=restricted",
+	"helm install nodewright-fleet charts/nodewright-fleet -n nodewright-fleet",
+	"```",
+	"",
+	"Registering members, upgrading (the CRDs) and removing it: [docs/fleet.md](../../docs/fleet.md#installing-the-hub).",
+	"",
 }

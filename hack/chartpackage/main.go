@@ -1,12 +1,14 @@
-// Command chartpackage packages the chart with the digests of the images `make images` built,
+// Command chartpackage packages a chart with the digests of the images `make images` built,
 // so that the packaged chart references them by digest:
 //
 //	go run ./hack/chartpackage -helm bin/tools/helm-<version> -digests bin/images/digests.yaml -out bin/charts
+//	go run ./hack/chartpackage -helm bin/tools/helm-<version> -chart charts/nodewright-fleet -digests bin/images/fleet-digests.yaml -out bin/charts
 //
-// It copies charts/nodewright, sets image.digest, copyImage.digest, linstor.gate.image.digest
-// and agent.image.digest in the copy's values.yaml (comments kept), packages the copy with helm,
-// and checks that the package renders the four images by digest (the LINSTOR gate's with a
-// linstor.url).
+// It copies the chart, sets the digest of each of its images in the copy's values.yaml
+// (comments kept): for charts/nodewright image.digest, copyImage.digest,
+// linstor.gate.image.digest and agent.image.digest; for charts/nodewright-fleet image.digest.
+// It then packages the copy with helm, and checks that the package renders every image by
+// digest (the LINSTOR gate's with a linstor.url).
 package main
 
 import (
@@ -29,7 +31,7 @@ import (
 
 func main() {
 	chart := flag.String("chart", "charts/nodewright", "the chart folder")
-	digests := flag.String("digests", "bin/images/digests.yaml", "the digests `make images` wrote")
+	digests := flag.String("digests", "bin/images/digests.yaml", "the digests `make images` wrote for this chart")
 	out := flag.String("out", "bin/charts", "folder the package is written to")
 	helm := flag.String("helm", "helm", "the helm binary")
 	flag.Parse()
@@ -39,38 +41,88 @@ func main() {
 	}
 }
 
-// imageDigests is the part of digests.yaml this reads.
-type imageDigests struct {
-	Image     struct{ Digest string } `json:"image"`
-	CopyImage struct{ Digest string } `json:"copyImage"`
-	LINSTOR   struct {
-		Gate struct {
-			Image struct{ Digest string } `json:"image"`
-		} `json:"gate"`
-	} `json:"linstor"`
-	Agent struct {
-		Image struct{ Digest string } `json:"image"`
-	} `json:"agent"`
+// chartImages is what a chart's package gets: the values keys of its images (each
+// <key>.digest), with the image each names, and the helm template arguments under which
+// every one of them is rendered.
+type chartImages struct {
+	images   []chartImage
+	template []string
+}
+
+type chartImage struct{ key, name string }
+
+// charts are the charts this packages, by their folder's name.
+var charts = map[string]chartImages{
+	"nodewright": {
+		images: []chartImage{{"image", "operator"}, {"copyImage", "nodewright-copy"}, {"linstor.gate.image", "nodewright-linstor-gate"}, {"agent.image", "agent"}},
+		// With a LINSTOR controller, so that the LINSTOR gate is rendered too.
+		template: []string{"--set", "linstor.url=https://linstor-controller.piraeus-datastore.svc:3371"},
+	},
+	"nodewright-fleet": {images: []chartImage{{"image", "nodewright-fleet"}}},
 }
 
 var digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 
+// readDigests reads <key>.digest of each image from the digests file, which must hold those
+// and nothing else.
+func readDigests(data []byte, images []chartImage) (map[string]string, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	found := map[string]string{}
+	var walk func(prefix string, m map[string]any) error
+	walk = func(prefix string, m map[string]any) error {
+		for k, v := range m {
+			switch v := v.(type) {
+			case map[string]any:
+				if err := walk(prefix+k+".", v); err != nil {
+					return err
+				}
+			case string:
+				if k != "digest" {
+					return fmt.Errorf("%s%s: not a digest", prefix, k)
+				}
+				found[strings.TrimSuffix(prefix, ".")] = v
+			default:
+				return fmt.Errorf("%s%s: not a digest", prefix, k)
+			}
+		}
+		return nil
+	}
+	if err := walk("", doc); err != nil {
+		return nil, err
+	}
+	digests := map[string]string{}
+	for _, img := range images {
+		v, ok := found[img.key]
+		if !ok {
+			return nil, fmt.Errorf("no %s.digest (%s's)", img.key, img.name)
+		}
+		if !digestRE.MatchString(v) {
+			return nil, fmt.Errorf("%s.digest %q is not a sha256 digest", img.key, v)
+		}
+		digests[img.key] = v
+		delete(found, img.key)
+	}
+	if len(found) > 0 {
+		return nil, fmt.Errorf("digests of images this chart does not have: %s", strings.Join(slices.Sorted(maps.Keys(found)), ", "))
+	}
+	return digests, nil
+}
+
 func run(chart, digestsFile, out, helm string) error {
+	spec, ok := charts[filepath.Base(filepath.Clean(chart))]
+	if !ok {
+		return fmt.Errorf("-chart %s: not a chart this packages (%s)", chart, strings.Join(slices.Sorted(maps.Keys(charts)), ", "))
+	}
 	data, err := os.ReadFile(digestsFile)
 	if err != nil {
 		return fmt.Errorf("%w (run make images first)", err)
 	}
-	var d imageDigests
-	if err := yaml.UnmarshalStrict(data, &d); err != nil {
+	digests, err := readDigests(data, spec.images)
+	if err != nil {
 		return fmt.Errorf("%s: %w", digestsFile, err)
-	}
-	digests := map[string]string{"image": d.Image.Digest, "copyImage": d.CopyImage.Digest, "linstor.gate.image": d.LINSTOR.Gate.Image.Digest,
-		"agent.image": d.Agent.Image.Digest}
-	for key, v := range digests {
-		field := key + ".digest"
-		if !digestRE.MatchString(v) {
-			return fmt.Errorf("%s: %s %q is not a sha256 digest", digestsFile, field, v)
-		}
 	}
 	work, err := os.MkdirTemp("", "chartpackage-")
 	if err != nil {
@@ -101,19 +153,18 @@ func run(chart, digestsFile, out, helm string) error {
 		return fmt.Errorf("helm package: %w\n%s", err, pkg)
 	}
 	path := strings.TrimSpace(string(pkg[bytes.LastIndex(pkg, []byte(": "))+2:]))
-	// With a LINSTOR controller, so that the LINSTOR gate is rendered too.
-	rendered, err := exec.Command(helm, "template", "nodewright", path, "--kube-version", "1.34.2",
-		"--set", "linstor.url=https://linstor-controller.piraeus-datastore.svc:3371").CombinedOutput()
+	rendered, err := exec.Command(helm, append([]string{"template", filepath.Base(chart), path, "--kube-version", "1.34.2"}, spec.template...)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("helm template %s: %w\n%s", path, err, rendered)
 	}
-	for _, digest := range []string{d.Image.Digest, d.CopyImage.Digest, d.LINSTOR.Gate.Image.Digest, d.Agent.Image.Digest} {
-		if !bytes.Contains(rendered, []byte("@"+digest)) {
-			return fmt.Errorf("%s does not render an image by digest %s", path, digest)
+	var said []string
+	for _, img := range spec.images {
+		if !bytes.Contains(rendered, []byte("@"+digests[img.key])) {
+			return fmt.Errorf("%s does not render %s's image by digest %s", path, img.name, digests[img.key])
 		}
+		said = append(said, img.name+" @"+digests[img.key])
 	}
-	fmt.Printf("%s: operator @%s, nodewright-copy @%s, nodewright-linstor-gate @%s, agent @%s\n", path, d.Image.Digest, d.CopyImage.Digest,
-		d.LINSTOR.Gate.Image.Digest, d.Agent.Image.Digest)
+	fmt.Printf("%s: %s\n", path, strings.Join(said, ", "))
 	return nil
 }
 

@@ -74,3 +74,30 @@ func TestSetDigestsNamesWhatIsMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestReadDigests: each chart's digests file gives exactly its images' digests; one of
+// another chart (the member's digests.yaml given for the hub's chart) or a missing or bad one
+// is refused, naming it.
+func TestReadDigests(t *testing.T) {
+	d := "sha256:" + strings.Repeat("e", 64)
+	fleet := charts["nodewright-fleet"].images
+	got, err := readDigests([]byte("# comment\nimage:\n  digest: "+d+"\n"), fleet)
+	if err != nil || len(got) != 1 || got["image"] != d {
+		t.Fatalf("fleet digests: %v, %v", got, err)
+	}
+	member := "image: {digest: " + d + "}\ncopyImage: {digest: " + d + "}\nlinstor: {gate: {image: {digest: " + d + "}}}\nagent: {image: {digest: " + d + "}}\n"
+	if got, err := readDigests([]byte(member), charts["nodewright"].images); err != nil || len(got) != 4 {
+		t.Fatalf("member digests: %v, %v", got, err)
+	}
+	for data, want := range map[string]string{
+		member:                          "digests of images this chart does not have: agent.image, copyImage, linstor.gate.image",
+		"image: {}\n":                   "no image.digest (nodewright-fleet's)",
+		"image: {digest: sha256:abc}\n": `image.digest "sha256:abc" is not a sha256 digest`,
+		"image: {digest: 1}\n":          "image.digest: not a digest",
+		"image: {tag: v1}\n":            "image.tag: not a digest",
+	} {
+		if _, err := readDigests([]byte(data), fleet); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", data, err, want)
+		}
+	}
+}

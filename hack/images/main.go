@@ -1,14 +1,17 @@
 // Command images builds the OCI image archives of the binaries that run in a cluster
-// (operator, nodewright-copy, nodewright-linstor-gate, agent) without a container engine, reproducibly; `make images`
-// runs it. For each platform it compiles the binaries itself:
+// (operator, nodewright-copy, nodewright-linstor-gate, agent, and the fleet hub nodewright-fleet)
+// without a container engine, reproducibly; `make images` runs it. For each platform it compiles the binaries itself:
 //
 //	CGO_ENABLED=0 GOOS=<os> GOARCH=<arch> go build -trimpath -buildvcs=false -ldflags='-s -w -buildid=' ...
 //
 // then writes, in -out:
 //
 //	<name>.oci.tar   a tar of an OCI image layout holding one image index, one image per platform
-//	digests.yaml     the index digests, as Helm values (image.digest, copyImage.digest,
-//	                 linstor.gate.image.digest, agent.image.digest)
+//	digests.yaml     the index digests, as the nodewright chart's Helm values (image.digest,
+//	                 copyImage.digest, linstor.gate.image.digest, agent.image.digest)
+//	fleet-digests.yaml  the fleet hub's, as the nodewright-fleet chart's (image.digest): one
+//	                 file cannot serve both charts, whose schemas refuse each other's keys
+//	                 and which both name their main image `image`
 //
 // The agent's image also carries Debian's drbd-utils and the C library it needs, from .deb
 // files pinned by version and SHA-256 (debian.go), downloaded once with apt-get into
@@ -36,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,7 +52,10 @@ type image struct {
 	name        string // image and binary name
 	pkg         string // the main package, relative to the module root
 	description string
-	valuesKey   string // its key in digests.yaml: <valuesKey>.digest, dots for nesting
+	valuesKey   string // its key in its values file: <valuesKey>.digest, dots for nesting
+	// valuesFile is the file of -out its digest is written to: its chart's values; empty is
+	// digests.yaml (the nodewright chart's).
+	valuesFile string
 	// drbdUtils: the image also carries Debian's drbd-utils (debian.go).
 	drbdUtils bool
 }
@@ -80,6 +87,28 @@ var images = []image{
 		valuesKey:   "agent.image",
 		drbdUtils:   true,
 	},
+	{
+		name:        "nodewright-fleet",
+		pkg:         "./cmd/nodewright-fleet",
+		description: "Nodewright fleet hub: one NodewrightClusterSummary per member cluster, read-only on the members.",
+		valuesKey:   "image",
+		valuesFile:  fleetDigests,
+	},
+}
+
+// The values files of the charts (digests.yaml: charts/nodewright; fleet-digests.yaml:
+// charts/nodewright-fleet).
+const (
+	memberDigests = "digests.yaml"
+	fleetDigests  = "fleet-digests.yaml"
+)
+
+// file is the values file img's digest goes to.
+func (img image) file() string {
+	if img.valuesFile == "" {
+		return memberDigests
+	}
+	return img.valuesFile
 }
 
 // config is what one run does.
@@ -246,14 +275,23 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 		results = append(results, r)
 	}
 
-	digests := filepath.Join(cfg.out, "digests.yaml")
-	if err := writeFileAtomic(digests, []byte(digestsYAML(cfg.images, results))); err != nil {
-		return fmt.Errorf("digests: %w", err)
+	var files []string
+	for _, img := range cfg.images {
+		if !slices.Contains(files, img.file()) {
+			files = append(files, img.file())
+		}
+	}
+	for _, f := range files {
+		if err := writeFileAtomic(filepath.Join(cfg.out, f), []byte(digestsYAML(f, cfg.images, results))); err != nil {
+			return fmt.Errorf("digests: %w", err)
+		}
 	}
 	for _, r := range results {
 		_, _ = fmt.Fprintf(stdout, "%-16s %s  %s  %s  %s\n", r.name, strings.Join(cfg.platforms, ","), r.digest, humanSize(r.size), r.path)
 	}
-	_, _ = fmt.Fprintf(stdout, "%-16s %s\n", "digests", digests)
+	for _, f := range files {
+		_, _ = fmt.Fprintf(stdout, "%-16s %s\n", "digests", filepath.Join(cfg.out, f))
+	}
 	return nil
 }
 
@@ -314,12 +352,16 @@ func writeImage(cfg config, spec ociimage.Spec) (result, error) {
 	return result{name: spec.Name, digest: digest.String(), path: path, size: st.Size()}, nil
 }
 
-// digestsYAML is the Helm values fragment with every image's index digest.
-func digestsYAML(imgs []image, results []result) string {
+// digestsYAML is the Helm values fragment of file: the index digest of each image whose
+// digest goes there.
+func digestsYAML(file string, imgs []image, results []result) string {
 	var b strings.Builder
 	b.WriteString("# Written by `make images` (hack/images): the image index digests of the archives\n")
-	b.WriteString("# beside this file. Use with: helm install ... -f bin/images/digests.yaml\n")
+	fmt.Fprintf(&b, "# beside this file. Use with: helm install ... -f bin/images/%s\n", file)
 	for i, img := range imgs {
+		if img.file() != file {
+			continue
+		}
 		indent := ""
 		for _, key := range strings.Split(img.valuesKey, ".") {
 			fmt.Fprintf(&b, "%s%s:\n", indent, key)

@@ -39,7 +39,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	}
 	if cfg.out != "bin/images" || strings.Join(cfg.platforms, ",") != "linux/amd64,linux/arm64" ||
 		cfg.version != "v0.3.0-2-g1234567-dirty" || cfg.revision != "1234567890abcdef1234567890abcdef12345678" ||
-		!cfg.epoch.Equal(time.Unix(1700000000, 0)) || len(cfg.images) != 4 {
+		!cfg.epoch.Equal(time.Unix(1700000000, 0)) || len(cfg.images) != 5 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 
@@ -115,6 +115,7 @@ func TestRun(t *testing.T) {
 	write("go.mod", "module tiny\n\ngo 1.22\n")
 	write("hello/main.go", "package main\n\nfunc main() { println(\"hello\") }\n")
 	write("bye/main.go", "package main\n\nfunc main() { println(\"bye\") }\n")
+	write("hub/main.go", "package main\n\nfunc main() { println(\"hub\") }\n")
 	t.Setenv("GOWORK", "off")
 
 	base := config{
@@ -125,6 +126,8 @@ func TestRun(t *testing.T) {
 		images: []image{
 			{name: "hello", pkg: "./hello", description: "says hello", valuesKey: "image"},
 			{name: "bye", pkg: "./bye", description: "says bye", valuesKey: "agent.image", drbdUtils: true},
+			// Another chart's image: its own values file.
+			{name: "hub", pkg: "./hub", description: "says hub", valuesKey: "image", valuesFile: fleetDigests},
 		},
 		moduleDir: mod,
 		debCache:  debCache(t),
@@ -149,7 +152,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("output has no line for hello:\n%s", outputs[0])
 	}
 
-	for _, name := range []string{"hello.oci.tar", "bye.oci.tar", "digests.yaml"} {
+	for _, name := range []string{"hello.oci.tar", "bye.oci.tar", "hub.oci.tar", "digests.yaml", "fleet-digests.yaml"} {
 		a, err := os.ReadFile(filepath.Join(dirs[0], name))
 		if err != nil {
 			t.Fatal(err)
@@ -175,12 +178,19 @@ func TestRun(t *testing.T) {
 			t.Errorf("digests.yaml does not have %s's printed digest:\n%s", name, digests)
 		}
 	}
+	fleet, err := os.ReadFile(filepath.Join(dirs[0], fleetDigests))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "image:\n  digest: " + digestOf(t, outputs[0], "hub") + "\n"; !strings.HasSuffix(string(fleet), want) || strings.Count(string(fleet), "digest: ") != 1 {
+		t.Errorf("fleet-digests.yaml:\n%s\nwant it to end with, and hold only:\n%s", fleet, want)
+	}
 	entries, err := os.ReadDir(dirs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 3 {
-		t.Errorf("output directory has %d entries, want the 2 archives and digests.yaml (no temporary files)", len(entries))
+	if len(entries) != 5 {
+		t.Errorf("output directory has %d entries, want the 3 archives, digests.yaml and fleet-digests.yaml (no temporary files)", len(entries))
 	}
 }
 

@@ -306,6 +306,7 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{[]string{"podDisruptionBudget.maxUnavailable=2"}, "at '/podDisruptionBudget': additional properties 'maxUnavailable' not allowed"},
 		{[]string{"fleet.hubReader.serviceAccount.name=Fleet_Hub"}, "at '/fleet/hubReader/serviceAccount/name'"},
 		{[]string{"fleet.hubReader.enabled=yes"}, "at '/fleet/hubReader/enabled'"},
+		{[]string{"fleet.hubReader.serviceAccount.create=yes"}, "at '/fleet/hubReader/serviceAccount/create'"},
 	} {
 		t.Run(strings.Join(tc.set, ","), func(t *testing.T) {
 			t.Parallel()
@@ -332,6 +333,8 @@ func TestSchemaRefusesBadValues(t *testing.T) {
 		{[]string{"cluster.profileRef=site"}, "cluster.profileRef:"},
 		{[]string{"agent.enabled=true", "agent.namespace=" + releaseNS}, "agent.namespace:"},
 		{[]string{"fleet.hubReader.enabled=true"}, "fleet.hubReader: enabled with no identity"},
+		{[]string{"fleet.hubReader.enabled=true", "fleet.hubReader.user=hub", "fleet.hubReader.serviceAccount.create=true"}, "fleet.hubReader.serviceAccount.create: set fleet.hubReader.serviceAccount.name"},
+		{[]string{"fleet.hubReader.serviceAccount.name=hub", "fleet.hubReader.serviceAccount.create=true"}, "fleet.hubReader.serviceAccount.create: set fleet.hubReader.enabled too"},
 		// The operator refuses to start with these (operator.Options.Validate).
 		{[]string{"leaderElection.leaseDuration=5s"}, "leaderElection.renewDeadline: 10s must be shorter than leaderElection.leaseDuration (5s)"},
 		{[]string{"leaderElection.retryPeriod=10s"}, "leaderElection.retryPeriod: 10s must be shorter than leaderElection.renewDeadline (10s)"},
@@ -374,6 +377,7 @@ func TestSchemaAcceptsGoodValues(t *testing.T) {
 		{"agent.hostOS=Talos", "agent.drbd.enabled=false"},
 		{"fleet.hubReader.enabled=true", "fleet.hubReader.user=system:fleet:hub"},
 		{"fleet.hubReader.enabled=true", "fleet.hubReader.serviceAccount.name=fleet-hub"},
+		{"fleet.hubReader.enabled=true", "fleet.hubReader.serviceAccount.name=fleet-hub", "fleet.hubReader.serviceAccount.create=true"},
 		{"agent.hostOS=Kairos", "agent.privileged=true", "agent.terminationGracePeriodSeconds=120"},
 	} {
 		t.Run(strings.Join(set, ","), func(t *testing.T) {
@@ -395,6 +399,18 @@ func TestSchemaAcceptsGoodValues(t *testing.T) {
 // values.yaml comment, closes every object the chart defines, and leaves open only the maps
 // that are free-form.
 func TestSchemaDescribesValues(t *testing.T) {
+	checkSchemaDescribesValues(t, chartDir, map[string]bool{
+		"resources": true, "nodeSelector": true, "affinity": true, "podAnnotations": true, "podLabels": true,
+		"profile.trustedKeys": true, "webhook.certManager.issuerRef": true, "metrics.serviceMonitor.labels": true,
+		"agent.resources": true, "agent.nodeSelector": true, "linstor.gate.resources": true,
+	})
+}
+
+// checkSchemaDescribesValues checks a chart's values.schema.json against its values.yaml: a
+// description equal to each value's comment, a type for each, every object closed but the
+// free-form maps.
+func checkSchemaDescribesValues(t *testing.T, chartDir string, freeForm map[string]bool) {
+	t.Helper()
 	root, _ := tools(t)
 	data, err := os.ReadFile(filepath.Join(root, chartDir, "values.schema.json"))
 	if err != nil {
@@ -405,11 +421,6 @@ func TestSchemaDescribesValues(t *testing.T) {
 		t.Fatalf("values.schema.json: %v", err)
 	}
 	comments := valuesComments(t, filepath.Join(root, chartDir, "values.yaml"))
-	freeForm := map[string]bool{
-		"resources": true, "nodeSelector": true, "affinity": true, "podAnnotations": true, "podLabels": true,
-		"profile.trustedKeys": true, "webhook.certManager.issuerRef": true, "metrics.serviceMonitor.labels": true,
-		"agent.resources": true, "agent.nodeSelector": true, "linstor.gate.resources": true,
-	}
 	if schema["additionalProperties"] != false {
 		t.Error("values.schema.json: the top level must have additionalProperties: false")
 	}
@@ -559,7 +570,6 @@ func TestPodSecurityRestricted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	restricted := psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
@@ -572,53 +582,62 @@ func TestPodSecurityRestricted(t *testing.T) {
 					t.Errorf("%s: a pod outside the release's namespace", p.owner)
 				}
 				checked++
-				result := policy.AggregateCheckResults(evaluator.EvaluatePod(restricted, &p.meta, &p.spec))
-				if !result.Allowed {
-					t.Errorf("%s does not meet the restricted Pod Security level: %s", p.owner, result.ForbiddenDetail())
-				}
-				// Checked by hand too: the admission library assumes what API validation ensures
-				// (one source per volume, say), which a rendered manifest has not been through.
-				for _, vol := range p.spec.Volumes {
-					if vol.HostPath != nil {
-						t.Errorf("%s: volume %s is a host path", p.owner, vol.Name)
-					}
-				}
-				if p.spec.HostNetwork || p.spec.HostPID || p.spec.HostIPC {
-					t.Errorf("%s: shares a host namespace (hostNetwork %v, hostPID %v, hostIPC %v)", p.owner, p.spec.HostNetwork, p.spec.HostPID, p.spec.HostIPC)
-				}
-				if sc := p.spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
-					t.Errorf("%s: the pod must set runAsNonRoot: true", p.owner)
-				}
-				podSeccomp := p.spec.SecurityContext != nil && p.spec.SecurityContext.SeccompProfile != nil &&
-					p.spec.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault
-				for _, c := range append(append([]corev1.Container{}, p.spec.InitContainers...), p.spec.Containers...) {
-					sc := c.SecurityContext
-					if sc == nil {
-						t.Errorf("%s: container %s has no securityContext", p.owner, c.Name)
-						continue
-					}
-					if sc.Privileged != nil && *sc.Privileged {
-						t.Errorf("%s: container %s is privileged", p.owner, c.Name)
-					}
-					if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
-						t.Errorf("%s: container %s must set allowPrivilegeEscalation: false", p.owner, c.Name)
-					}
-					if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
-						t.Errorf("%s: container %s must set readOnlyRootFilesystem: true", p.owner, c.Name)
-					}
-					if sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
-						t.Errorf("%s: container %s must drop ALL capabilities and add none", p.owner, c.Name)
-					}
-					if sc.SeccompProfile != nil && sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
-						sc.SeccompProfile == nil && !podSeccomp {
-						t.Errorf("%s: container %s must run with the RuntimeDefault seccomp profile", p.owner, c.Name)
-					}
-				}
+				checkRestricted(t, evaluator, p)
 			}
 			if checked == 0 {
 				t.Error("no pod template rendered: nothing was checked")
 			}
 		})
+	}
+}
+
+// checkRestricted checks that the pod meets the restricted Pod Security level, as the Pod
+// Security admission evaluates it (latest version), with a read-only root file system, no
+// capability added and the runtime's default seccomp profile.
+func checkRestricted(t *testing.T, evaluator policy.Evaluator, p pod) {
+	t.Helper()
+	restricted := psaapi.LevelVersion{Level: psaapi.LevelRestricted, Version: psaapi.LatestVersion()}
+	result := policy.AggregateCheckResults(evaluator.EvaluatePod(restricted, &p.meta, &p.spec))
+	if !result.Allowed {
+		t.Errorf("%s does not meet the restricted Pod Security level: %s", p.owner, result.ForbiddenDetail())
+	}
+	// Checked by hand too: the admission library assumes what API validation ensures
+	// (one source per volume, say), which a rendered manifest has not been through.
+	for _, vol := range p.spec.Volumes {
+		if vol.HostPath != nil {
+			t.Errorf("%s: volume %s is a host path", p.owner, vol.Name)
+		}
+	}
+	if p.spec.HostNetwork || p.spec.HostPID || p.spec.HostIPC {
+		t.Errorf("%s: shares a host namespace (hostNetwork %v, hostPID %v, hostIPC %v)", p.owner, p.spec.HostNetwork, p.spec.HostPID, p.spec.HostIPC)
+	}
+	if sc := p.spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Errorf("%s: the pod must set runAsNonRoot: true", p.owner)
+	}
+	podSeccomp := p.spec.SecurityContext != nil && p.spec.SecurityContext.SeccompProfile != nil &&
+		p.spec.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault
+	for _, c := range append(append([]corev1.Container{}, p.spec.InitContainers...), p.spec.Containers...) {
+		sc := c.SecurityContext
+		if sc == nil {
+			t.Errorf("%s: container %s has no securityContext", p.owner, c.Name)
+			continue
+		}
+		if sc.Privileged != nil && *sc.Privileged {
+			t.Errorf("%s: container %s is privileged", p.owner, c.Name)
+		}
+		if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s: container %s must set allowPrivilegeEscalation: false", p.owner, c.Name)
+		}
+		if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s: container %s must set readOnlyRootFilesystem: true", p.owner, c.Name)
+		}
+		if sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+			t.Errorf("%s: container %s must drop ALL capabilities and add none", p.owner, c.Name)
+		}
+		if sc.SeccompProfile != nil && sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault ||
+			sc.SeccompProfile == nil && !podSeccomp {
+			t.Errorf("%s: container %s must run with the RuntimeDefault seccomp profile", p.owner, c.Name)
+		}
 	}
 }
 
@@ -897,7 +916,8 @@ func TestRBACReviewed(t *testing.T) {
 		"--set", "linstor.clientSecret.namespace=piraeus-datastore", "--set", "linstor.clientSecret.name=linstor-client-tls",
 		"--set", "linstor.gate.registerNodes=true",
 		"--set", "fleet.hubReader.enabled=true", "--set", "fleet.hubReader.user=fleet-hub", "--set", "fleet.hubReader.group=fleet-hubs",
-		"--set", "fleet.hubReader.serviceAccount.namespace=fleet-hub-ns", "--set", "fleet.hubReader.serviceAccount.name=fleet-hub")
+		"--set", "fleet.hubReader.serviceAccount.namespace=fleet-hub-ns", "--set", "fleet.hubReader.serviceAccount.name=fleet-hub",
+		"--set", "fleet.hubReader.serviceAccount.create=true")
 	// The fleet hub's reader (templates/fleet-hub-reader.yaml) grants another identity than the
 	// operator's: its lines carry the prefix fleet-hub: before their scope; so does the LINSTOR
 	// gate's, linstor-gate:.
@@ -996,6 +1016,11 @@ func TestRBACReviewed(t *testing.T) {
 			}
 			continue
 		}
+		for _, s := range subjects {
+			if s.Kind == "ServiceAccount" && s.Namespace == "fleet-hub-ns" && s.Name == "fleet-hub" {
+				t.Errorf("%s binds the fleet hub's ServiceAccount to %s %s: it gets the reader roles only", o, ref.Kind, ref.Name)
+			}
+		}
 		gateBinding := strings.HasPrefix(o.Metadata.Name, linstorGate)
 		if o.Metadata.Namespace == "piraeus-datastore" && !gateBinding {
 			t.Errorf("%s: a binding in LINSTOR's namespace that is not the LINSTOR gate's", o)
@@ -1010,6 +1035,44 @@ func TestRBACReviewed(t *testing.T) {
 		}
 	}
 
+	checkHubReaderAccount(t, objs)
+	compareReviewed(t, root, reviewedRBAC, granted)
+}
+
+// checkHubReaderAccount: with fleet.hubReader.serviceAccount.create the chart makes the hub's
+// ServiceAccount fleet-hub-ns/fleet-hub and its token Secret fleet-hub-token, which the API
+// server fills for that ServiceAccount alone (the bindings are checked in TestRBACReviewed).
+func checkHubReaderAccount(t *testing.T, objs []object) {
+	t.Helper()
+	var sa corev1.ServiceAccount
+	o, ok := find(objs, "ServiceAccount", "fleet-hub")
+	if !ok || o.Metadata.Namespace != "fleet-hub-ns" {
+		t.Fatalf("fleet.hubReader.serviceAccount.create renders no ServiceAccount fleet-hub-ns/fleet-hub (%v)", o)
+	}
+	o.decode(t, &sa)
+	if sa.AutomountServiceAccountToken != nil || len(sa.Secrets) > 0 {
+		t.Errorf("%s: want a plain ServiceAccount", o)
+	}
+	o, ok = find(objs, "Secret", "fleet-hub-token")
+	if !ok || o.Metadata.Namespace != "fleet-hub-ns" {
+		t.Fatalf("fleet.hubReader.serviceAccount.create renders no Secret fleet-hub-ns/fleet-hub-token (%v)", o)
+	}
+	var secret corev1.Secret
+	o.decode(t, &secret)
+	if secret.Type != corev1.SecretTypeServiceAccountToken || secret.Annotations[corev1.ServiceAccountNameKey] != "fleet-hub" || len(secret.Data)+len(secret.StringData) > 0 {
+		t.Errorf("%s: type %s, annotations %v, %d keys of data; want an empty kubernetes.io/service-account-token Secret of fleet-hub", o, secret.Type, secret.Annotations, len(secret.Data)+len(secret.StringData))
+	}
+	for _, o := range objs {
+		if (o.Kind == "ServiceAccount" || o.Kind == "Secret") && o.Metadata.Namespace == "fleet-hub-ns" && o.Metadata.Name != "fleet-hub" && o.Metadata.Name != "fleet-hub-token" {
+			t.Errorf("%s: in the hub reader's namespace", o)
+		}
+	}
+}
+
+// compareReviewed fails the test on a grant the reviewed list does not have, and on a line of
+// the list that is no longer granted.
+func compareReviewed(t *testing.T, root, reviewedRBAC string, granted map[string]bool) {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join(root, reviewedRBAC))
 	if err != nil {
 		t.Fatal(err)

@@ -37,11 +37,18 @@ networkPolicy:
     - namespaceSelector:
         matchLabels:
           kubernetes.io/metadata.name: monitoring
+fleet:
+  hubReader:
+    enabled: true
+    serviceAccount:
+      name: nodewright-fleet-hub
+      create: true
 `
 
 // TestChartLifecycle installs the previous chart version on a local site, keeps Nodewright
 // objects through an upgrade to this tree's chart with custom values, checks the chart's
-// default rendering against the site's API server, and uninstalls it: what is left is exactly
+// default rendering against the site's API server, installs, upgrades and uninstalls the fleet
+// hub's chart on the same site (checkFleetHubChart), and uninstalls it: what is left is exactly
 // what docs/install.md says is kept.
 func TestChartLifecycle(t *testing.T) {
 	if testing.Short() {
@@ -154,6 +161,10 @@ func TestChartLifecycle(t *testing.T) {
 	// The upgrade turned the agent on (the previous chart had it off): its DaemonSet, and the
 	// site's agents, one per node, renewing their Leases.
 	s.expectAgentsRenew(t)
+
+	// The fleet hub's chart, on this site as its hub, the site its member through the upgrade's
+	// fleet.hubReader: installed, upgraded and uninstalled (fleet_chart_test.go).
+	s.checkFleetHubChart(t, helm)
 
 	// Uninstall, the operator and the agents stopped as their pods would be: only what
 	// docs/install.md says is kept remains.

@@ -86,6 +86,15 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/nodewright-webhook
 {{- if and .enabled (not (or .user .group .serviceAccount.name)) -}}
 {{- fail "fleet.hubReader: enabled with no identity to grant; set user, group or serviceAccount.name (the fleet hub's identity on this cluster)" -}}
 {{- end -}}
+{{- if and .serviceAccount.create (not .serviceAccount.name) -}}
+{{- fail "fleet.hubReader.serviceAccount.create: set fleet.hubReader.serviceAccount.name, the ServiceAccount to create" -}}
+{{- end -}}
+{{- if and .serviceAccount.create (not .enabled) -}}
+{{- fail "fleet.hubReader.serviceAccount.create: set fleet.hubReader.enabled too (a ServiceAccount for the hub with nothing granted)" -}}
+{{- end -}}
+{{- if and .serviceAccount.create (gt (len .serviceAccount.name) 247) -}}
+{{- fail "fleet.hubReader.serviceAccount.name: at most 247 characters with create (its token Secret is <name>-token)" -}}
+{{- end -}}
 {{- end -}}
 {{- with .Values.linstor -}}
 {{- if and (or .clientSecret.namespace .clientSecret.name) (not (and .clientSecret.namespace .clientSecret.name)) -}}
