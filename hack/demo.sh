@@ -600,7 +600,7 @@ Try (from the repository root):
   bin/kubectl-nodewright status              # the same, as the kubectl plugin shows it (kubectl nodewright ...)
   bin/kubectl-nodewright ui -n demo --trail-dir $show_state/audit --trail-key $show_state/audit-key.pub
                                              # the web UI: cluster, migrations (start one from the form), audit trail
-  kubectl get edgeprofile                    # the sample profile, signed with the demo's key: Verified True
+  kubectl get edgeprofile                    # the demo's profile, signed with the demo's key: Verified True
   kubectl apply -f config/samples/nodewright_v1alpha1_edgeprofile.yaml   # refused: not signed
   kubectl apply -f config/samples/nodewright_v1alpha1_vmvolumemigration.yaml   # refused: no VM "database" in default
 
