@@ -41,6 +41,14 @@ demo: build control-plane $(HELM) ## Start the local site: a simulated 3-node cl
 demo-down: ## Stop the local site and every process it started.
 	@hack/demo.sh down
 
+.PHONY: demo-fleet
+demo-fleet: build control-plane $(HELM) ## Start a fleet hub and three member sites (docs/demo-fleet.md).
+	@hack/demo-fleet.sh up
+
+.PHONY: demo-fleet-down
+demo-fleet-down: ## Stop the fleet demo and every process it started.
+	@hack/demo-fleet.sh down
+
 .PHONY: test
 test: control-plane $(COSIGN) $(HELM) chromium drbd-utils iproute2 ## Run the unit, integration (real API server), browser and end-to-end tests.
 	go test $(GO_TEST_FLAGS) ./...
