@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -270,4 +271,24 @@ func waitSummary(t *testing.T, hub client.Client, name string, check func(*fleet
 		}
 		return ""
 	})
+}
+
+// TestTheHubAnswersItsProbes: the chart probes /healthz and /readyz; the hub answers both, ready
+// once its cache has synced (a hub without them would never be Ready, and be restarted).
+func TestTheHubAnswersItsProbes(t *testing.T) {
+	probes := testenv.FreeAddr(t)
+	startFleetWith(t, 0, func(o *Options) { o.Manager.HealthProbeBindAddress = probes })
+	for _, path := range []string{"/healthz", "/readyz"} {
+		testenv.Eventually(t, 2*time.Minute, func() string {
+			res, err := http.Get("http://" + probes + path)
+			if err != nil {
+				return err.Error()
+			}
+			_ = res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				return fmt.Sprintf("%s: %s", path, res.Status)
+			}
+			return ""
+		})
+	}
 }

@@ -2,7 +2,10 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
@@ -120,6 +124,29 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 		registry.stop()
 		return nil
 	})); err != nil {
+		return nil, err
+	}
+	// The probes: alive while it serves; ready once its cache of the hub (the registrations,
+	// the inventory, the summaries) has synced.
+	var synced atomic.Bool
+	if err := local.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if local.GetCache().WaitForCacheSync(ctx) {
+			synced.Store(true)
+		}
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("hub-cache", func(*http.Request) error {
+		if !synced.Load() {
+			return errors.New("the hub's cache has not synced yet")
+		}
+		return nil
+	}); err != nil {
 		return nil, err
 	}
 	checker := NewChecker(opts.Health)
