@@ -64,7 +64,7 @@ func TestWalkthrough(t *testing.T) {
 				if strings.HasPrefix(command, "export ") {
 					exports = append(exports, command)
 				}
-				out, err := s.shell(strings.Join(append(exports[:len(exports):len(exports)], command), "\n"))
+				out, err := s.walk(strings.Join(append(exports[:len(exports):len(exports)], command), "\n"))
 				if err != nil {
 					t.Fatalf("$ %s\n%s\n%v", st.command, out, err)
 				}
@@ -172,10 +172,10 @@ func (s *site) local(command string) string {
 	return strings.ReplaceAll(command, ".demo/", s.dir+"/")
 }
 
-// shell runs script with bash at the repository root, in the site's environment (so
+// walk runs script with bash at the repository root, in the site's environment (so
 // hack/demo.sh is this site's), and returns what it printed; a command still running after
 // twice patience is killed (the doc's waits give up after patience, saying why).
-func (s *site) shell(script string) (string, error) {
+func (s *site) walk(script string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
