@@ -901,6 +901,60 @@ func grantLines(scope string, rule rbacv1.PolicyRule) []string {
 	return lines
 }
 
+// role is one ClusterRole or Role the chart renders: its scope ("cluster", or what scopes
+// calls its namespace) and its rules.
+type role struct {
+	obj   object
+	scope string
+	rules []rbacv1.PolicyRule
+}
+
+// rolesOf returns the ClusterRoles and Roles among objs, and their names ("ClusterRole/NAME",
+// "Role/NAMESPACE/NAME") for the bindings' check. An aggregated ClusterRole (its grants would
+// not be reviewed), a Role in a namespace scopes does not name, and a wildcard in any rule
+// fail the test.
+func rolesOf(t *testing.T, objs []object, scopes map[string]string) ([]role, map[string]bool) {
+	t.Helper()
+	var out []role
+	names := map[string]bool{}
+	for _, o := range objs {
+		r := role{obj: o}
+		switch o.Kind {
+		case "ClusterRole":
+			var cr rbacv1.ClusterRole
+			o.decode(t, &cr)
+			if cr.AggregationRule != nil {
+				t.Errorf("%s aggregates other ClusterRoles: its grants would not be reviewed here", o)
+			}
+			r.rules, r.scope = cr.Rules, "cluster"
+			names["ClusterRole/"+o.Metadata.Name] = true
+		case "Role":
+			var rr rbacv1.Role
+			o.decode(t, &rr)
+			var ok bool
+			if r.scope, ok = scopes[o.Metadata.Namespace]; !ok {
+				t.Errorf("%s: a Role in a namespace this test does not know; add it to the scopes", o)
+				r.scope = "namespace:" + o.Metadata.Namespace
+			}
+			r.rules = rr.Rules
+			names["Role/"+o.Metadata.Namespace+"/"+o.Metadata.Name] = true
+		default:
+			continue
+		}
+		for _, rule := range r.rules {
+			for _, field := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs, rule.ResourceNames, rule.NonResourceURLs} {
+				for _, s := range field {
+					if strings.Contains(s, "*") {
+						t.Errorf("%s: a wildcard in %+v", o, rule)
+					}
+				}
+			}
+		}
+		out = append(out, r)
+	}
+	return out, names
+}
+
 // TestRBACReviewed: every grant of every ClusterRole and Role the chart renders (the agent, the
 // LINSTOR gate with its client Secret and node registration, and the fleet hub's reader on, so
 // that their roles count too) is in testdata/reviewed-rbac.txt and every line there is still
@@ -928,32 +982,9 @@ func TestRBACReviewed(t *testing.T) {
 	scopes := map[string]string{releaseNS: "namespace:release", legacyNS: "namespace:legacy", "default": "namespace:default", agentNS: "namespace:agent",
 		"piraeus-datastore": "namespace:linstor"}
 	granted := map[string]bool{}
-	roles := map[string]bool{}
-	for _, o := range objs {
-		var rules []rbacv1.PolicyRule
-		var scope string
-		switch o.Kind {
-		case "ClusterRole":
-			var cr rbacv1.ClusterRole
-			o.decode(t, &cr)
-			if cr.AggregationRule != nil {
-				t.Errorf("%s aggregates other ClusterRoles: its grants would not be reviewed here", o)
-			}
-			rules, scope = cr.Rules, "cluster"
-			roles["ClusterRole/"+o.Metadata.Name] = true
-		case "Role":
-			var r rbacv1.Role
-			o.decode(t, &r)
-			var ok bool
-			if scope, ok = scopes[o.Metadata.Namespace]; !ok {
-				t.Errorf("%s: a Role in a namespace this test does not know; add it to the scopes", o)
-				scope = "namespace:" + o.Metadata.Namespace
-			}
-			rules = r.Rules
-			roles["Role/"+o.Metadata.Namespace+"/"+o.Metadata.Name] = true
-		default:
-			continue
-		}
+	rs, roles := rolesOf(t, objs, scopes)
+	for _, r := range rs {
+		o, scope, rules := r.obj, r.scope, r.rules
 		if o.Metadata.Name == hubReader {
 			scope = "fleet-hub:" + scope
 		}
@@ -962,13 +993,6 @@ func TestRBACReviewed(t *testing.T) {
 			scope = "linstor-gate:" + scope
 		}
 		for _, rule := range rules {
-			for _, field := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs, rule.ResourceNames, rule.NonResourceURLs} {
-				for _, s := range field {
-					if strings.Contains(s, "*") {
-						t.Errorf("%s: a wildcard in %+v", o, rule)
-					}
-				}
-			}
 			for _, line := range grantLines(scope, rule) {
 				granted[line] = true
 				f := strings.Fields(line)

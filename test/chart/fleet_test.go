@@ -190,40 +190,10 @@ func TestFleetRBACReviewed(t *testing.T) {
 	writes := map[string]bool{"fleet.nodewright.spectrocloud.com nodewrightclustersummaries": true,
 		"fleet.nodewright.spectrocloud.com nodewrightclustersummaries/status": true, "coordination.k8s.io leases": true, "core events": true}
 	granted := map[string]bool{}
-	roles := map[string]bool{}
-	for _, o := range objs {
-		var rules []rbacv1.PolicyRule
-		var scope string
-		switch o.Kind {
-		case "ClusterRole":
-			var cr rbacv1.ClusterRole
-			o.decode(t, &cr)
-			if cr.AggregationRule != nil {
-				t.Errorf("%s aggregates other ClusterRoles: its grants would not be reviewed here", o)
-			}
-			rules, scope = cr.Rules, "cluster"
-			roles["ClusterRole/"+o.Metadata.Name] = true
-		case "Role":
-			var r rbacv1.Role
-			o.decode(t, &r)
-			var ok bool
-			if scope, ok = scopes[o.Metadata.Namespace]; !ok {
-				t.Errorf("%s: a Role in a namespace this test does not know", o)
-				scope = "namespace:" + o.Metadata.Namespace
-			}
-			rules = r.Rules
-			roles["Role/"+o.Metadata.Namespace+"/"+o.Metadata.Name] = true
-		default:
-			continue
-		}
-		for _, rule := range rules {
-			for _, field := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs, rule.ResourceNames, rule.NonResourceURLs} {
-				for _, s := range field {
-					if strings.Contains(s, "*") {
-						t.Errorf("%s: a wildcard in %+v", o, rule)
-					}
-				}
-			}
+	rs, roles := rolesOf(t, objs, scopes)
+	for _, r := range rs {
+		o, scope := r.obj, r.scope
+		for _, rule := range r.rules {
 			for _, line := range grantLines(scope, rule) {
 				granted[line] = true
 				f := strings.Fields(line)
