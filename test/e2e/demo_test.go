@@ -55,7 +55,7 @@ func TestLocalSite(t *testing.T) {
 	// The category lists every Nodewright object; the demo applied two samples.
 	all := s.kubectlOut(t, "get", "nodewright", "-A", "-o", "name")
 	for _, want := range []string{"nodewrightcluster.nodewright.spectrocloud.com/nodewright",
-		"edgeprofile.nodewright.spectrocloud.com/three-node-linstor-kairos"} {
+		"edgeprofile.nodewright.spectrocloud.com/edge-demo"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("kubectl get nodewright does not list %s:\n%s", want, all)
 		}
@@ -81,7 +81,7 @@ func TestLocalSite(t *testing.T) {
 	// Admission, as the demo's hints say: the profile it signed verified, and what cannot be
 	// done is refused with the webhook's own words.
 	s.waitOutput(t, patience, "the signed sample profile to verify", func(out string) bool { return out == "True" },
-		"get", "edgeprofile", "three-node-linstor-kairos", "-o", `jsonpath={.status.conditions[?(@.type=="SignatureVerified")].status}`)
+		"get", "edgeprofile", "edge-demo", "-o", `jsonpath={.status.conditions[?(@.type=="SignatureVerified")].status}`)
 	for file, want := range map[string]string{
 		"nodewright_v1alpha1_edgeprofile.yaml":        "signature: the profile is not signed",
 		"nodewright_v1alpha1_vmvolumemigration.yaml":  `spec.vmName: VirtualMachine "database" not found in namespace default`,
@@ -193,8 +193,14 @@ func (s *site) expectAgentsRenew(t *testing.T) {
 		}
 	}
 	// The token names the node: another node's Lease is refused, by the chart's policy.
-	cmd := exec.Command(s.kubectl, "--kubeconfig", filepath.Join(s.dir, "agents", "edge-1", "kubeconfig"),
-		"annotate", "lease", "-n", agentNS, "edge-2", "nodewright.spectrocloud.com/test=x")
+	argv := []string{s.kubectl, "--kubeconfig", filepath.Join(s.dir, "agents", "edge-1", "kubeconfig"),
+		"annotate", "lease", "-n", agentNS, "edge-2", "nodewright.spectrocloud.com/test=x"}
+	// On the storage network the agent's kubeconfig reaches the API server through the
+	// network's forwarder, which serves the nodes alone: ask from edge-1's namespace.
+	if netns, err := os.ReadFile(filepath.Join(s.dir, "net", "edge-1", "netns")); err == nil {
+		argv = append([]string{"ip", "netns", "exec", strings.TrimSpace(string(netns))}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "the agent of node edge-1 may write only its own node's Lease, not the Lease edge-2") {
 		t.Errorf("edge-1's agent annotating edge-2's Lease: %v\n%s\nwant the policy's refusal", err, out)
 	}
