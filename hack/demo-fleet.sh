@@ -595,9 +595,12 @@ message() {
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s")
   local cmd_fleet="bin/kubectl-nodewright fleet --kubeconfig $show_k --context hub"
   local cmd_ui="bin/kubectl-nodewright ui --fleet --kubeconfig $show_k --context hub"
-  local site_b="healthy (MultiNode, Observe): no flip, as it has no storage network (it needs root)"
+  local site_b="healthy (MultiNode, Observe): no flip, as it has no storage network (it needs root)" flip_cmds=""
   if flip_wanted; then
     site_b="Managed, its agents on a played storage network: the flip to-lacp waits for the approval of Node1"
+    flip_cmds="
+  bin/kubectl-nodewright flip list --kubeconfig $show_k --context site-b   # the flip on the member
+  bin/kubectl-nodewright approve bondflip/to-lacp --step Node1 --kubeconfig $show_k --context site-b"
   fi
   cat <<MSG
 
@@ -614,9 +617,7 @@ Try (from the repository root):
   export KUBECONFIG=$show_k PATH=$show_bin:\$PATH
   kubectl --context hub get nodewrightclustersummaries
   bin/kubectl-nodewright status --kubeconfig $show_k --context site-a   # a member itself
-  kubectl --context hub describe nodewrightclustersummary kubeconfig.site-c   # CheckpointConsistent: why
-  bin/kubectl-nodewright flip list --kubeconfig $show_k --context site-b   # the flip on the member
-  bin/kubectl-nodewright approve bondflip/to-lacp --step Node1 --kubeconfig $show_k --context site-b
+  kubectl --context hub describe nodewrightclustersummary kubeconfig.site-c   # CheckpointConsistent: why$flip_cmds
 
 Stop it with: make demo-fleet-down
 MSG
