@@ -42,7 +42,8 @@ demo-down: ## Stop the local site and every process it started.
 	@hack/demo.sh down
 
 .PHONY: demo-fleet
-demo-fleet: build control-plane $(HELM) ## Start a fleet hub and three member sites (docs/demo-fleet.md).
+demo-fleet: build control-plane $(HELM) ## Start a fleet hub and three member sites (docs/demo-fleet.md), as root with a flip running on site-b.
+	@if [ "$$(id -u)" = 0 ] && [ "$${NODEWRIGHT_DEMO_NETWORK:-}" != off ]; then hack/iproute2.sh >/dev/null && hack/drbd-utils.sh >/dev/null; fi
 	@hack/demo-fleet.sh up
 
 .PHONY: demo-fleet-down

@@ -2,12 +2,16 @@
 # The fleet demo: a fleet hub and three member sites on this machine (docs/demo-fleet.md).
 # One etcd; four kube-apiservers on it, each under its own prefix (/hub, /site-a, /site-b,
 # /site-c) with its own CA and ServiceAccount signing key. Each member has Nodewright's chart
-# installed with helm (fleet.hubReader on), its operator running as the chart's ServiceAccount,
-# the legacy DaemonSet simulator keeping it MultiNode, and a witness receiving its audit trail.
-# The hub (nodewright-fleet) runs as its own ServiceAccount on the hub's API server, with the
-# arguments of the hub chart's Deployment, and reads each member through a kubeconfig Secret
-# holding a token of the member's hub-reader ServiceAccount. site-c's audit trail is lost and
-# restarted, which its witness catches and the hub shows.
+# installed with helm (fleet.hubReader on, its ServiceAccount created by the chart), its
+# operator running as the chart's ServiceAccount, the legacy DaemonSet simulator keeping it
+# MultiNode, and a witness receiving its audit trail. The hub has its chart
+# (charts/nodewright-fleet) installed on the hub's API server, and nodewright-fleet runs as the
+# chart's ServiceAccount with the arguments of the chart's Deployment; it reads each member
+# through a kubeconfig Secret made as docs/fleet.md says, from the token of the member's
+# hub-reader ServiceAccount. site-c's audit trail is lost and restarted, which its witness
+# catches and the hub shows. As root, site-b gets three Nodes whose agents run in network
+# namespaces of their own on a played storage network (nodewright-site network), is handed
+# over to Managed, and runs a bond mode flip that waits for approval of its first node.
 # Everything it writes stays in .demo-fleet/.
 #
 #   hack/demo-fleet.sh up     start it (idempotent: what runs is reused)
@@ -15,7 +19,8 @@
 #
 # Environment: NODEWRIGHT_FLEET_DEMO_DIR (state folder, default .demo-fleet),
 # NODEWRIGHT_FLEET_DEMO_PORT (the first of the 46 loopback ports it uses, 16400) and
-# NODEWRIGHT_FLEET_DEMO_PATIENCE (the limit of each wait, 300 seconds).
+# NODEWRIGHT_FLEET_DEMO_PATIENCE (the limit of each wait, 300 seconds). NODEWRIGHT_DEMO_NETWORK=off
+# leaves site-b without its storage network, agents and flip (as without root).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +33,11 @@ state=${NODEWRIGHT_FLEET_DEMO_DIR:-$root/.demo-fleet}
 base=${NODEWRIGHT_FLEET_DEMO_PORT:-16400}
 patience=${NODEWRIGHT_FLEET_DEMO_PATIENCE:-300}
 members=(site-a site-b site-c)
+# The member that runs a flip (as root), its nodes and the agents' namespace (the member chart's
+# agent.namespace).
+flip_member=site-b
+flip_nodes=(edge-1 edge-2 edge-3)
+agent_ns=nodewright-agent
 kubeconfig="$state/kubeconfig"
 # The hub's namespaces, as the hub chart's (its release namespace and inventory).
 hub_ns=nodewright-fleet
@@ -236,6 +246,17 @@ start_operator() {
   wait_for "the operator of $m to be ready" "$d/operator.log" "$d/operator.pid" http_ok "$(member_port "$m" probes)" /readyz
 }
 
+# start_token_controller MEMBER: the token controller of a kube-controller-manager (that
+# controller alone), which fills ServiceAccount token Secrets as on a cluster: the member
+# chart's nodewright-fleet-hub-token, which registering the member reads (docs/fleet.md).
+start_token_controller() {
+  local m=$1 d="$state/$1"
+  start "the token controller of $m" "$d/token-controller.pid" "$d/token-controller.log" "$k8s/kube-controller-manager" \
+    --kubeconfig "$d/admin.kubeconfig" --controllers serviceaccount-token --leader-elect=false \
+    --service-account-private-key-file "$d/pki/sa.key" --root-ca-file "$d/pki/ca.crt" \
+    --bind-address 127.0.0.1 --secure-port 0
+}
+
 # up_member MEMBER: the member's API server, chart, operator, witness and simulator.
 up_member() {
   local m=$1 d="$state/$1"
@@ -251,9 +272,6 @@ up_member() {
   kc "$m" create namespace node-init --dry-run=client -o yaml | kc "$m" apply -f - >/dev/null
   kc "$m" create namespace "$member_ns" --dry-run=client -o yaml | kc "$m" apply -f - >/dev/null
   kc "$m" label namespace "$member_ns" --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
-  # The hub's identity on the member, which the chart's fleet.hubReader binds (the chart does
-  # not create it).
-  kc "$m" create serviceaccount -n "$member_ns" nodewright-fleet-hub --dry-run=client -o yaml | kc "$m" apply -f - >/dev/null
   say "helm: Nodewright from charts/nodewright on $m (values: config/demo/fleet-member-values.yaml)"
   # No --wait: a member has no controller-manager or nodes, so its Deployment never has pods.
   "$helm" upgrade --install nodewright "$root/charts/nodewright" --kubeconfig "$kubeconfig" --kube-context "$m" \
@@ -261,6 +279,7 @@ up_member() {
     --set webhook.port="$(member_port "$m" webhook)" --set webhook.service.port="$(member_port "$m" webhook)" \
     --set-file 'profile.trustedKeys.demo\.pub'="$state/profile.pub" >"$d/helm.log" 2>&1 ||
     fail "helm on $m failed" "$d/helm.log"
+  start_token_controller "$m"
   start_operator "$m"
   kc "$m" apply -f "$state/edgeprofile.yaml" >/dev/null
   wait_for "the operator of $m to apply the NodewrightCluster" "$d/operator.log" "$d/operator.pid" kc "$m" get nodewrightcluster nodewright
@@ -269,6 +288,135 @@ up_member() {
   start "the legacy DaemonSet simulator of $m" "$d/legacy-sim.pid" "$d/legacy-sim.log" "$root/bin/legacy-sim" run \
     --scenario upgrade --step-interval 0s --kubeconfig "$d/admin.kubeconfig" --nodes edge-1,edge-2,edge-3
 }
+
+# flip_wanted: true when site-b gets its storage network, agents and flip: as root, with
+# iproute2, unless NODEWRIGHT_DEMO_NETWORK=off. flip_skipped says in one line why not.
+flip_wanted() {
+  [ "${NODEWRIGHT_DEMO_NETWORK:-}" != off ] && [ "$(id -u)" = 0 ] && command -v ip >/dev/null
+}
+flip_skipped() {
+  local why="not root (network namespaces need root)"
+  [ "$(id -u)" = 0 ] && why="no iproute2 (ip)"
+  [ "${NODEWRIGHT_DEMO_NETWORK:-}" = off ] && why="NODEWRIGHT_DEMO_NETWORK=off"
+  say "$why: $flip_member has no storage network and no agents, so it stays in Observe and shows no flip"
+}
+
+# make_nodes MEMBER: the member's Node objects, Ready as a kubelet would say, written here:
+# there is no kubelet (and no node lifecycle controller to say otherwise). The agents' tokens
+# are bound to them, and a Managed cluster's nodes are its Nodes.
+make_nodes() {
+  local m=$1 n now
+  now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for n in "${flip_nodes[@]}"; do
+    printf 'apiVersion: v1\nkind: Node\nmetadata:\n  name: %s\n  labels:\n    kubernetes.io/hostname: %s\n    kubernetes.io/os: linux\n' "$n" "$n" |
+      kc "$m" apply -f - >/dev/null
+    kc "$m" patch node "$n" --subresource=status --type=merge -p "{\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"KubeletReady\",\"message\":\"written by hack/demo-fleet.sh: no kubelet runs\",\"lastHeartbeatTime\":\"$now\",\"lastTransitionTime\":\"$now\"}]}}" >/dev/null
+  done
+}
+
+# start_network MEMBER: the played storage network of its nodes (nodewright-site network, as
+# hack/demo.sh starts the local site's): each node in a network namespace of its own with a
+# bond0 on a played switch, the bonds in the profile's mode, the switch ports also carrying its
+# allowedBondModes, DRBD and LINSTOR played, and a forwarder to the member's API server. It
+# writes what it made into <member>/net, and "ready" once up; SIGTERM removes the namespaces.
+start_network() {
+  local m=$1 d="$state/$1" mode also i
+  if running "$d/net.pid"; then
+    say "the storage network of $m is already running (pid $(cat "$d/net.pid"))"
+    return
+  fi
+  mode=$(sed -n 's/^ *bondMode: *//p' "$root/config/demo/edgeprofile.yaml")
+  also=$(sed -n 's/^ *allowedBondModes: *\[\(.*\)\]/\1/p' "$root/config/demo/edgeprofile.yaml" | tr -d '" ')
+  say "starting the storage network of $m: ${flip_nodes[*]} in network namespaces, bonds in $mode, DRBD and LINSTOR played (log: ${d#"$root"/}/net.log)"
+  start "the storage network of $m" "$d/net.pid" "$d/net.log" "$root/bin/nodewright-site" network \
+    --kubeconfig "$d/admin.kubeconfig" --dir "$d/net" --nodes "$(IFS=,; echo "${flip_nodes[*]}")" \
+    --mode "$mode" --also-carry "$also"
+  wait_for "the storage network of $m" "$d/net.log" "$d/net.pid" test -f "$d/net/ready"
+}
+
+# start_agents MEMBER: the node agent of each node, as hack/demo.sh runs the local site's and
+# the DaemonSet's pods would: the DaemonSet's arguments, NODE_NAME and POD_NAMESPACE, a token of
+# the chart's ServiceAccount bound to the node's Node object (so exactly the chart's RBAC and
+# admission policy), in the node's network namespace on its played bond and DRBD, reaching the
+# API server through the network's forwarder.
+start_agents() {
+  local m=$1 d="$state/$1" args=() n dir token server server_name ca
+  server=$("$k8s/kubectl" --kubeconfig "$d/net/nodes.kubeconfig" config view --raw --minify -o jsonpath='{.clusters[0].cluster.server}')
+  server_name=$("$k8s/kubectl" --kubeconfig "$d/net/nodes.kubeconfig" config view --raw --minify -o jsonpath='{.clusters[0].cluster.tls-server-name}')
+  ca=$("$k8s/kubectl" --kubeconfig "$kubeconfig" config view --raw -o jsonpath="{.clusters[?(@.name==\"$m\")].cluster.certificate-authority-data}")
+  mapfile -t args < <(kc "$m" get daemonset -n "$agent_ns" nodewright-agent \
+    -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}' |
+    grep -v -e '^$' -e '^--host-root=' -e '^--state-dir=')
+  [ "${#args[@]}" -gt 0 ] || fail "the chart's agent DaemonSet on $m has no arguments" "$d/helm.log"
+  for n in "${flip_nodes[@]}"; do
+    dir="$d/agents/$n"
+    if running "$dir/agent.pid"; then
+      say "the agent of $m's $n is already running (pid $(cat "$dir/agent.pid"))"
+      continue
+    fi
+    mkdir -p "$dir/state"
+    token=$(kc "$m" create token -n "$agent_ns" nodewright-agent --bound-object-kind Node --bound-object-name "$n" --duration 48h)
+    (
+      umask 077
+      printf 'apiVersion: v1\nkind: Config\ncurrent-context: %s\n' "$n"
+      printf 'clusters:\n- name: %s\n  cluster:\n    server: %s\n    tls-server-name: %s\n    certificate-authority-data: %s\n' "$m" "$server" "$server_name" "$ca"
+      printf 'users:\n- name: nodewright-agent\n  user:\n    token: %s\n' "$token"
+      printf 'contexts:\n- name: %s\n  context:\n    cluster: %s\n    user: nodewright-agent\n' "$n" "$m"
+    ) >"$dir/kubeconfig"
+    start "the agent of $m's $n" "$dir/agent.pid" "$dir/agent.log" \
+      env NODE_NAME="$n" POD_NAMESPACE="$agent_ns" ip netns exec "$(cat "$d/net/$n/netns")" "$root/bin/agent-site" --kubeconfig "$dir/kubeconfig" "${args[@]}" \
+      --host-root "$d/net/$n/root" --state-dir "$dir/state" --network-backend site \
+      --site-bond-dir "$d/net/$n/bond" --site-drbd-dir "$d/net/$n/drbd"
+  done
+  say "started the agents of $m's ${flip_nodes[*]} as ServiceAccount $agent_ns/nodewright-agent (logs: ${d#"$root"/}/agents/<node>/agent.log)"
+  for n in "${flip_nodes[@]}"; do
+    wait_for "the agent of $m's $n to renew its Lease" "$d/agents/$n/agent.log" "$d/agents/$n/agent.pid" \
+      lease_renewed "$m" "$n"
+  done
+}
+lease_renewed() { [ -n "$(kc "$1" get lease -n "$agent_ns" "$2" -o jsonpath='{.spec.renewTime}' 2>/dev/null)" ]; }
+
+# agent_ready MEMBER NODE: the node's agent reports its bond and every DRBD resource connected
+# and UpToDate (what a flip's Preflight needs).
+agent_ready() {
+  local s reporter mode res conn up
+  s=$(kc "$1" get nodewrightagentstatus "$2" \
+    -o go-template='{{with .status}}{{.reporter}} {{with .network}}{{with .bond}}{{.mode}}{{end}}{{end}} {{with .storage}}{{.resources}} {{.connected}} {{.upToDate}}{{end}}{{end}}' 2>/dev/null) || return 1
+  read -r reporter mode res conn up <<<"$s"
+  [ "$reporter" = Agent ] && [ -n "$mode" ] && [ -n "$res" ] && [ "$res" -gt 0 ] && [ "$conn" = "$res" ] && [ "$up" = "$res" ]
+}
+
+# flip MEMBER: the member handed over to Managed as docs/local-site.md's walkthrough does (the
+# legacy simulator stopped, its DaemonSet deleted), then a flip to 802.3ad approved node by
+# node; it runs its Preflight and waits for the approval of Node1.
+flip() {
+  local m=$1 d="$state/$1" n
+  make_nodes "$m"
+  start_network "$m"
+  start_agents "$m"
+  if ! managed "$m"; then
+    say "handing $m over to Managed: its legacy DaemonSet stops, the agents report"
+    stop "$d/legacy-sim.pid" "legacy DaemonSet simulator of $m"
+    # Background deletion: it has no pods, and no garbage collector runs here to finish a
+    # foreground one.
+    kc "$m" delete daemonset -n node-init node-init --ignore-not-found >/dev/null
+    kc "$m" patch nwc nodewright --type merge -p '{"spec":{"management":"Managed"}}' >/dev/null
+    wait_for "$m to be Managed" "$d/operator.log" "$d/operator.pid" managed "$m"
+  fi
+  for n in "${flip_nodes[@]}"; do
+    wait_for "the agent of $m's $n to report its bond and DRBD in sync" "$d/agents/$n/agent.log" "$d/agents/$n/agent.pid" \
+      agent_ready "$m" "$n"
+  done
+  if ! kc "$m" get bmfp to-lacp >/dev/null 2>&1; then
+    say "on $m: kubectl nodewright flip --to 802.3ad --approval Manual --name to-lacp"
+    "$root/bin/kubectl-nodewright" flip --kubeconfig "$kubeconfig" --context "$m" --to 802.3ad --approval Manual --name to-lacp >>"$d/flip.log" 2>&1 ||
+      fail "the flip on $m was refused" "$d/flip.log"
+  fi
+  wait_for "$m's flip to wait for the approval of Node1" "$d/operator.log" "$d/operator.pid" \
+    waiting_for "$m" Node1
+}
+managed() { [ "$(kc "$1" get nwc nodewright -o jsonpath='{.status.management}' 2>/dev/null)" = Managed ]; }
+waiting_for() { [ "$(kc "$1" get bmfp to-lacp -o jsonpath='{.status.steps[?(@.state=="Waiting")].name}' 2>/dev/null)" = "$2" ]; }
 
 # summary_field MEMBER JSONPATH: a field of the member's summary on the hub.
 summary_field() { kc hub get nodewrightclustersummary "kubeconfig.$1" -o "jsonpath=$2" 2>/dev/null; }
@@ -285,6 +433,11 @@ up() {
   done
   [ -x "$k8s/kube-apiserver" ] || fail "the control plane is not built: run 'make demo-fleet', which builds it"
   [ -x "$helm" ] || fail "helm is not built: run 'make demo-fleet', which builds it"
+  if flip_wanted; then
+    for b in nodewright-site agent-site; do
+      [ -x "$root/bin/$b" ] || fail "bin/$b is missing: run 'make demo-fleet', which builds it"
+    done
+  fi
   mkdir -p "$state/etcd"
   trap 'fail "this step failed: $BASH_COMMAND"' ERR
 
@@ -308,69 +461,103 @@ up() {
   "$k8s/kubectl" --kubeconfig "$kubeconfig" config use-context hub >/dev/null
   chmod 600 "$kubeconfig"
 
-  # The sample EdgeProfile, signed with a key made for the demo; each member trusts it.
+  # The local site's EdgeProfile (its bond in active-backup, the switch also carrying 802.3ad),
+  # signed with a key made for the demo; each member trusts it.
   [ -f "$state/profile.key" ] || "$root/bin/nodewright-profile" keygen --output-key-prefix "$state/profile" >/dev/null 2>&1
-  "$root/bin/nodewright-profile" sign --key "$state/profile.key" "$root/config/samples/nodewright_v1alpha1_edgeprofile.yaml" \
-    >"$state/edgeprofile.yaml"
+  "$root/bin/nodewright-profile" sign --key "$state/profile.key" "$root/config/demo/edgeprofile.yaml" >"$state/edgeprofile.yaml"
 
   for m in "${members[@]}"; do up_member "$m"; done
   up_hub
   register_members
 
+  if flip_wanted; then flip "$flip_member"; else flip_skipped; fi
   break_checkpoint site-c
   for m in "${members[@]}"; do
     wait_for "the hub to see $m's NodewrightCluster" "$state/hub/hub.log" "$state/hub/hub.pid" \
       is "$m" '{.status.phase}' MultiNode
   done
+  if flip_wanted; then
+    wait_for "the hub to see $flip_member's flip" "$state/hub/hub.log" "$state/hub/hub.pid" \
+      is "$flip_member" '{.status.workflows[0].name}' to-lacp
+  fi
   trap - ERR
   message
 }
 
-# up_hub: the hub's API server with the fleet CRD and the ClusterProfile CRD (the inventory),
-# the hub's ServiceAccount and grants (config/demo/fleet-hub.yaml, as the hub chart's), and
-# the hub itself, as that ServiceAccount.
+# up_hub: the hub's chart (charts/nodewright-fleet) on the hub's API server, its CRDs from the
+# chart's crds/ (the fleet's and the inventory's ClusterProfile), the witnesses' keys and a
+# shorter grace as its values; then the hub itself, as hack/demo.sh runs the operator: the
+# arguments of the chart's Deployment, as the chart's ServiceAccount with a token, and only the
+# demo's additions (the witness keys' files, loopback addresses).
 up_hub() {
-  local d="$state/hub" inventory_crd args=() key
+  local d="$state/hub" args=() m set_keys=()
   wait_for "the hub's API server" "$d/apiserver.log" "$d/apiserver.pid" kc hub get --raw /readyz
-  inventory_crd="$(cd "$root" && go list -m -f '{{.Dir}}' sigs.k8s.io/cluster-inventory-api)/config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml"
-  kc hub apply --server-side -f "$root/config/crd/fleet" -f "$inventory_crd" >/dev/null
+  # Helm installs crds/ on the first install and never upgrades them: applied first, as an
+  # upgrade of the chart would be, so that a second up finds them too.
+  kc hub apply --server-side -f "$root/charts/nodewright-fleet/crds" >/dev/null
   kc hub wait --for=condition=Established crd --all --timeout="${patience}s" >/dev/null
-  kc hub apply -f "$root/config/demo/fleet-hub.yaml" >/dev/null
+  kc hub create namespace "$hub_ns" --dry-run=client -o yaml | kc hub apply -f - >/dev/null
+  kc hub label namespace "$hub_ns" --overwrite pod-security.kubernetes.io/enforce=restricted >/dev/null
+  kc hub create namespace "$inventory_ns" --dry-run=client -o yaml | kc hub apply -f - >/dev/null
+  for m in "${members[@]}"; do set_keys+=(--set-file "auditWitness.publicKeys.$m\\.pub=$state/$m/witness.pub"); done
+  say "helm: the fleet hub from charts/nodewright-fleet on the hub (inventory $inventory_ns, the members' witness keys, grace $witness_grace)"
+  # No --wait: the hub cluster has no nodes, so the Deployment never has pods; the hub runs here.
+  "$helm" upgrade --install nodewright-fleet "$root/charts/nodewright-fleet" --kubeconfig "$kubeconfig" --kube-context hub \
+    -n "$hub_ns" --set clusterProfileNamespace="$inventory_ns" --set memberNamespace="$member_ns" \
+    --set auditWitness.grace="$witness_grace" "${set_keys[@]}" >"$d/helm.log" 2>&1 ||
+    fail "helm on the hub failed" "$d/helm.log"
   if running "$d/hub.pid"; then
     say "the hub is already running (pid $(cat "$d/hub.pid"))"
     return
   fi
   sa_kubeconfig hub "$hub_ns" nodewright-fleet "$d/hub.kubeconfig"
-  # The hub chart's Deployment's arguments (charts/nodewright-fleet), with loopback addresses.
-  args=(--namespace="$hub_ns" --clusterprofile-namespace="$inventory_ns" --member-namespace="$member_ns"
-    --health-interval=5s --health-timeout=5s --health-failure-threshold=2 --leader-elect=true
-    --health-probe-bind-address="127.0.0.1:$(port_of hub-probes)" --metrics-bind-address="127.0.0.1:$(port_of hub-metrics)"
-    --audit-witness-grace="$witness_grace")
-  for key in "${members[@]}"; do args+=(--audit-witness-public-key="$state/$key/witness.pub"); done
+  mapfile -t args < <(deployment_args hub "$hub_ns" nodewright-fleet \
+    '^--health-probe-bind-address=' '^--metrics-bind-address=' '^--audit-witness-public-key=')
+  [ "${#args[@]}" -gt 0 ] || fail "the chart's Deployment on the hub has no arguments" "$d/helm.log"
+  # The chart mounts the keys from its ConfigMap nodewright-fleet-witness-keys; here they are
+  # the witnesses' files.
+  for m in "${members[@]}"; do args+=(--audit-witness-public-key="$state/$m/witness.pub"); done
   say "starting the hub as ServiceAccount $hub_ns/nodewright-fleet (log: ${d#"$root"/}/hub.log)"
-  start "the hub" "$d/hub.pid" "$d/hub.log" "$root/bin/nodewright-fleet" --kubeconfig "$d/hub.kubeconfig" "${args[@]}"
-  # The hub registers no health checks (its probe server answers 404 to /readyz): it is up
-  # once it serves its metrics; the members' summaries then say whether it works.
-  wait_for "the hub to serve its metrics" "$d/hub.log" "$d/hub.pid" http_ok "$(port_of hub-metrics)" /metrics
+  start "the hub" "$d/hub.pid" "$d/hub.log" "$root/bin/nodewright-fleet" --kubeconfig "$d/hub.kubeconfig" "${args[@]}" \
+    --health-probe-bind-address="127.0.0.1:$(port_of hub-probes)" --metrics-bind-address="127.0.0.1:$(port_of hub-metrics)"
+  wait_for "the hub to be ready" "$d/hub.log" "$d/hub.pid" http_ok "$(port_of hub-probes)" /readyz
 }
 
-# register_members: a kubeconfig Secret on the hub for each member (docs/fleet.md), holding a
-# token of the member's hub-reader ServiceAccount and the member's CA.
+# register_members: a kubeconfig Secret on the hub for each member, as docs/fleet.md
+# ("Registering a member") makes it: the token and CA the member's API server wrote into the
+# Secret nodewright-fleet-hub-token of the member chart (fleet.hubReader.serviceAccount.create),
+# and the member's server.
 register_members() {
-  local m
+  local m d server
   for m in "${members[@]}"; do
-    if ! kc hub get secret -n "$hub_ns" "$m" >/dev/null 2>&1; then
-      sa_kubeconfig "$m" "$member_ns" nodewright-fleet-hub "$state/$m/hub-reader.kubeconfig"
-      kc hub create secret generic -n "$hub_ns" "$m" --from-file kubeconfig="$state/$m/hub-reader.kubeconfig" >/dev/null
-      kc hub label secret -n "$hub_ns" "$m" sigs.k8s.io/multicluster-runtime-kubeconfig=true >/dev/null
-      say "registered $m on the hub: Secret $hub_ns/$m with a token of $m's $member_ns/nodewright-fleet-hub"
-    fi
+    d="$state/$m"
+    if kc hub get secret -n "$hub_ns" "$m" >/dev/null 2>&1; then continue; fi
+    wait_for "the token of $m's hub reader (Secret $member_ns/nodewright-fleet-hub-token)" "$d/token-controller.log" "" \
+      token_filled "$m"
+    server=$(kc "$m" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+    (
+      umask 077
+      cd "$d"
+      rm -f hub-reader.kubeconfig
+      kc "$m" -n "$member_ns" get secret nodewright-fleet-hub-token -o jsonpath='{.data.token}' | base64 -d >token
+      kc "$m" -n "$member_ns" get secret nodewright-fleet-hub-token -o jsonpath='{.data.ca\.crt}' | base64 -d >ca.crt
+      k=("$k8s/kubectl" config --kubeconfig=hub-reader.kubeconfig)
+      "${k[@]}" set-cluster "$m" --server="$server" --certificate-authority=ca.crt --embed-certs=true >/dev/null
+      "${k[@]}" set-credentials fleet-hub --token="$(cat token)" >/dev/null
+      "${k[@]}" set-context "$m" --cluster="$m" --user=fleet-hub >/dev/null
+      "${k[@]}" use-context "$m" >/dev/null
+      kc hub -n "$hub_ns" create secret generic "$m" --from-file=kubeconfig=hub-reader.kubeconfig >/dev/null
+      kc hub -n "$hub_ns" label secret "$m" sigs.k8s.io/multicluster-runtime-kubeconfig=true >/dev/null
+      rm token ca.crt hub-reader.kubeconfig
+    )
+    say "registered $m on the hub: Secret $hub_ns/$m with the token of $m's $member_ns/nodewright-fleet-hub"
   done
   for m in "${members[@]}"; do
     wait_for "the hub to reach $m" "$state/hub/hub.log" "$state/hub/hub.pid" \
       is "$m" '{.status.conditions[?(@.type=="Reachable")].status}' True
   done
 }
+token_filled() { [ -n "$(kc "$1" -n "$member_ns" get secret nodewright-fleet-hub-token -o jsonpath='{.data.token}' 2>/dev/null)" ]; }
 
 # break_checkpoint MEMBER: the member's audit trail is lost after the witness countersigned
 # it: the operator stops, its trail folder is replaced by an empty one (a volume lost or
@@ -408,13 +595,20 @@ message() {
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s")
   local cmd_fleet="bin/kubectl-nodewright fleet --kubeconfig $show_k --context hub"
   local cmd_ui="bin/kubectl-nodewright ui --fleet --kubeconfig $show_k --context hub"
+  local site_b="healthy (MultiNode, Observe): no flip, as it has no storage network (it needs root)" flip_cmds=""
+  if flip_wanted; then
+    site_b="Managed, its agents on a played storage network: the flip to-lacp waits for the approval of Node1"
+    flip_cmds="
+  bin/kubectl-nodewright flip list --kubeconfig $show_k --context site-b   # the flip on the member
+  bin/kubectl-nodewright approve bondflip/to-lacp --step Node1 --kubeconfig $show_k --context site-b"
+  fi
   cat <<MSG
 
 The fleet demo is up, on 127.0.0.1 only: a hub and three members (docs/demo-fleet.md).
   kubeconfig:  $kubeconfig (contexts hub, site-a, site-b, site-c: each API server's admin)
   hub:         pid $(cat "$state/hub/hub.pid"), log ${state#"$root"/}/hub/hub.log, metrics http://127.0.0.1:$(port_of hub-metrics)/metrics
   site-a:      healthy (MultiNode, Observe)
-  site-b:      healthy (MultiNode, Observe)
+  site-b:      $site_b
   site-c:      its audit trail restarted after its witness countersigned it: checkpoint mismatch
 
 Try (from the repository root):
@@ -423,7 +617,7 @@ Try (from the repository root):
   export KUBECONFIG=$show_k PATH=$show_bin:\$PATH
   kubectl --context hub get nodewrightclustersummaries
   bin/kubectl-nodewright status --kubeconfig $show_k --context site-a   # a member itself
-  kubectl --context hub describe nodewrightclustersummary kubeconfig.site-c   # CheckpointConsistent: why
+  kubectl --context hub describe nodewrightclustersummary kubeconfig.site-c   # CheckpointConsistent: why$flip_cmds
 
 Stop it with: make demo-fleet-down
 MSG
@@ -438,7 +632,12 @@ from_root() { case "$1" in "$root"/*) echo "\$PWD/${1#"$root"/}" ;; *) echo "$1"
 down() {
   local m
   stop "$state/hub/hub.pid" hub
+  local n
+  for n in "${flip_nodes[@]}"; do stop "$state/$flip_member/agents/$n/agent.pid" "agent of $flip_member's $n"; done
+  # SIGTERM: the network removes its namespaces and links.
+  stop "$state/$flip_member/net.pid" "storage network of $flip_member"
   for m in "${members[@]}"; do
+    stop "$state/$m/token-controller.pid" "token controller of $m"
     stop "$state/$m/legacy-sim.pid" "legacy DaemonSet simulator of $m"
     stop "$state/$m/operator.pid" "operator of $m"
     stop "$state/$m/witness.pid" "witness of $m"
