@@ -137,7 +137,7 @@ func TestFleetDemo(t *testing.T) {
 		}
 		// NAME REACHABLE PHASE NODES MANAGEMENT WORKFLOW (words) PROFILE CHECKPOINT AGE
 		if len(f) < 9 || f[1] != "True" || f[2] != "MultiNode" || f[3] != "3/3" || f[4] != management ||
-			strings.Join(f[5:len(f)-3], " ") != workflow || f[len(f)-3] != "three-node-linstor-kairos@1.0.0" || f[len(f)-2] != checkpoint {
+			strings.Join(f[5:len(f)-3], " ") != workflow || f[len(f)-3] != "edge-demo@1.0.0" || f[len(f)-2] != checkpoint {
 			t.Errorf("member %s: row %q, want reachable, MultiNode 3/3, %s, workflow %q, the demo's profile and checkpoint %s; the table:\n%s",
 				m, f, management, workflow, checkpoint, table)
 		}
