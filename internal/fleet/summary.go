@@ -64,9 +64,10 @@ func unfinished(p nodewrightv1alpha1.WorkflowPhase) bool {
 	return true
 }
 
-// workflow summarises one workflow: its running step, or else the latest one that started.
-// The workflows list every planned step from the start, Pending until it starts (Waiting
-// while a gate holds it), so neither counts as started.
+// workflow summarises one workflow: its running step; else the step a gate holds, "(waiting)"
+// (a Manual flip's next node, waiting for its approval); else the latest one that started.
+// The workflows list every planned step from the start, Pending until it starts, so a Pending
+// one does not count.
 func workflow(kind, name string, s nodewrightv1alpha1.WorkflowStatus, progress string) fleetv1alpha1.MemberWorkflow {
 	w := fleetv1alpha1.MemberWorkflow{Kind: kind, Name: name, Phase: string(s.Phase), Progress: progress}
 	for _, step := range s.Steps {
@@ -74,7 +75,10 @@ func workflow(kind, name string, s nodewrightv1alpha1.WorkflowStatus, progress s
 		case nodewrightv1alpha1.StepRunning:
 			w.Step = step.Name
 			return w
-		case nodewrightv1alpha1.StepPending, nodewrightv1alpha1.StepWaiting:
+		case nodewrightv1alpha1.StepWaiting:
+			w.Step = step.Name + " (waiting)"
+			return w
+		case nodewrightv1alpha1.StepPending:
 		default:
 			w.Step = step.Name
 		}

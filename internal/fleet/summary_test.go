@@ -154,11 +154,12 @@ func TestWorkflowStep(t *testing.T) {
 	}{
 		{nil, ""},
 		{steps(pending, pending), ""},
-		{steps(waiting, pending), ""},
+		// A step a gate holds (a Manual flip's next node, waiting for its approval).
+		{steps(waiting, pending), "s1 (waiting)"},
 		{steps(succeeded, running, pending), "s2"},
 		// Between two steps: the latest that started, not the last of the plan.
 		{steps(succeeded, pending, pending), "s1"},
-		{steps(succeeded, waiting, pending), "s1"},
+		{steps(succeeded, waiting, pending), "s2 (waiting)"},
 		{steps(succeeded, skipped, failed, pending), "s3"},
 		// A rollback step running after the step it undoes.
 		{steps(succeeded, failed, running), "s3"},

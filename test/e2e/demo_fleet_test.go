@@ -133,7 +133,7 @@ func TestFleetDemo(t *testing.T) {
 		}
 		if m == "site-b" && withFlip {
 			// The step is the latest one that started: Node1 waits, so it has not.
-			management, workflow = "Managed", "BondModeFlipPlan/to-lacp Preflight 0/3"
+			management, workflow = "Managed", "BondModeFlipPlan/to-lacp Node1 (waiting) 0/3"
 		}
 		// NAME REACHABLE PHASE NODES MANAGEMENT WORKFLOW (words) PROFILE CHECKPOINT AGE
 		if len(f) < 9 || f[1] != "True" || f[2] != "MultiNode" || f[3] != "3/3" || f[4] != management ||
