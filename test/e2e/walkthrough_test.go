@@ -24,20 +24,8 @@ func TestWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two whole local sites")
 	}
-	if os.Geteuid() != 0 {
-		if os.Getenv("NODEWRIGHT_REQUIRE_NETNS") != "" {
-			t.Fatal("the walkthrough needs root: the storage network creates network namespaces")
-		}
-		t.Skip("the walkthrough needs root: the storage network creates network namespaces")
-	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "local-site.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	requireRoot(t, "the walkthrough")
+	doc := readDoc(t, "local-site.md")
 	for _, w := range []struct {
 		section, storage string
 	}{
@@ -45,9 +33,9 @@ func TestWalkthrough(t *testing.T) {
 		{"## Walkthrough: single-node storage made replicated\n", "single-node"},
 	} {
 		t.Run(w.storage, func(t *testing.T) {
-			steps, err := docWalk(string(doc), w.section)
+			steps, err := docWalk(doc, w.section)
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("docs/local-site.md: %v", err)
 			}
 			s := newSite(t)
 			s.env = append(s.env, "NODEWRIGHT_DEMO_STORAGE="+w.storage)
@@ -58,21 +46,54 @@ func TestWalkthrough(t *testing.T) {
 				}
 				s.run(t, "down")
 			})
-			var exports []string
-			for _, st := range steps {
-				command := s.local(st.command)
-				if strings.HasPrefix(command, "export ") {
-					exports = append(exports, command)
-				}
-				out, err := s.walk(strings.Join(append(exports[:len(exports):len(exports)], command), "\n"))
-				if err != nil {
-					t.Fatalf("$ %s\n%s\n%v", st.command, out, err)
-				}
-				if missing := unmatched(st.want, out); missing != "" {
-					t.Fatalf("$ %s\nprinted:\n%s\nwhich lacks, in the doc's order, the line\n%s", st.command, out, missing)
-				}
-			}
+			s.walkSteps(t, steps)
 		})
+	}
+}
+
+// requireRoot skips the test (what) without root, which the storage network needs to create
+// network namespaces, or fails it when NODEWRIGHT_REQUIRE_NETNS is set.
+func requireRoot(t *testing.T, what string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("NODEWRIGHT_REQUIRE_NETNS") != "" {
+			t.Fatal(what + " needs root: the storage network creates network namespaces")
+		}
+		t.Skip(what + " needs root: the storage network creates network namespaces")
+	}
+}
+
+// readDoc returns docs/name of the repository.
+func readDoc(t *testing.T, name string) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(doc)
+}
+
+// walkSteps runs the steps in order on the site, as a reader pastes them (each export kept for
+// the commands after it): each must succeed and print the lines the doc shows under it.
+func (s *site) walkSteps(t *testing.T, steps []step) {
+	t.Helper()
+	var exports []string
+	for _, st := range steps {
+		command := s.local(st.command)
+		if strings.HasPrefix(command, "export ") {
+			exports = append(exports, command)
+		}
+		out, err := s.walk(strings.Join(append(exports[:len(exports):len(exports)], command), "\n"))
+		if err != nil {
+			t.Fatalf("$ %s\n%s\n%v", st.command, out, err)
+		}
+		if missing := unmatched(st.want, out); missing != "" {
+			t.Fatalf("$ %s\nprinted:\n%s\nwhich lacks, in the doc's order, the line\n%s", st.command, out, missing)
+		}
 	}
 }
 
@@ -83,15 +104,19 @@ type step struct {
 }
 
 // docWalk reads the console blocks of the doc's section that starts with heading (up to the
-// next "## "): a line starting with "$ " is a command, the lines under it what it prints.
+// next "## "), or of the whole doc when heading is "": a line starting with "$ " is a command,
+// the lines under it what it prints.
 func docWalk(doc, heading string) ([]step, error) {
-	i := strings.Index(doc, heading)
-	if i < 0 {
-		return nil, fmt.Errorf("docs/local-site.md has no section %q", strings.TrimSpace(heading))
-	}
-	section := doc[i+len(heading):]
-	if j := strings.Index(section, "\n## "); j >= 0 {
-		section = section[:j]
+	section := doc
+	if heading != "" {
+		i := strings.Index(doc, heading)
+		if i < 0 {
+			return nil, fmt.Errorf("no section %q", strings.TrimSpace(heading))
+		}
+		section = doc[i+len(heading):]
+		if j := strings.Index(section, "\n## "); j >= 0 {
+			section = section[:j]
+		}
 	}
 	var steps []step
 	in := false
@@ -212,5 +237,12 @@ func TestWalkthroughMatching(t *testing.T) {
 	}
 	if _, err := docWalk("## Walkthrough\n```console\nno command\n```\n", "## Walkthrough\n"); err == nil {
 		t.Error("a console block without a command was read")
+	}
+	doc := "```console\n$ a\nA\n```\n## Two\n```sh\nnot run\n```\n```console\n$ b\n```\n"
+	if steps, err := docWalk(doc, ""); err != nil || len(steps) != 2 || steps[0].command != "a" || steps[1].command != "b" {
+		t.Errorf("the whole doc's console blocks: %+v, %v", steps, err)
+	}
+	if steps, err := docWalk(doc, "## Two\n"); err != nil || len(steps) != 1 || steps[0].command != "b" {
+		t.Errorf("section Two's console blocks: %+v, %v", steps, err)
 	}
 }
