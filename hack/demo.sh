@@ -289,6 +289,10 @@ start_gate() {
     return
   fi
   local args=() i
+  if ! "${kubectl[@]}" get deployment -n nodewright-system nodewright-linstor-gate >/dev/null 2>&1; then
+    say "the release runs no LINSTOR gate (a chart from before it): replication upgrades cannot reach LINSTOR"
+    return
+  fi
   write_kubeconfig "$state/linstor-gate.kubeconfig" nodewright-linstor-gate \
     "$("${kubectl[@]}" create token -n nodewright-system nodewright-linstor-gate --duration 48h)"
   mapfile -t args < <("${kubectl[@]}" get deployment -n nodewright-system nodewright-linstor-gate \
@@ -647,10 +651,8 @@ upgrade() {
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
   install_chart upgrade
   stop "$operator_pid" operator
-  if running "$gate_pid"; then
-    stop "$gate_pid" "LINSTOR gate"
-    start_gate
-  fi
+  stop "$gate_pid" "LINSTOR gate"
+  running "$net_pid" && start_gate
   start_operator
   stop_agents
   start_agents
