@@ -535,7 +535,14 @@ NODE
   # The chart's values name this profile; the operator applies the NodewrightCluster once it
   # is there and verifies.
   say "signing the demo's EdgeProfile (config/demo/edgeprofile.yaml) with the demo's key and applying it"
-  "$root/bin/nodewright-profile" sign --key "$state/profile.key" "$demo_profile" \
+  local profile=$demo_profile
+  if ! "${kubectl[@]}" explain edgeprofile.spec.network.allowedBondModes >/dev/null 2>&1; then
+    # A release from before allowedBondModes: its API server would refuse the field.
+    say "the release's EdgeProfile has no allowedBondModes (a chart from before it): the profile is signed without it, and no flip to 802.3ad can be tried"
+    profile="$state/edgeprofile-unsigned.yaml"
+    grep -v '^ *allowedBondModes:' "$demo_profile" >"$profile"
+  fi
+  "$root/bin/nodewright-profile" sign --key "$state/profile.key" "$profile" \
     >"$state/edgeprofile.yaml"
   "${kubectl[@]}" apply -f "$state/edgeprofile.yaml" >/dev/null
   local applied=
@@ -561,7 +568,9 @@ NODE
   local show_k show_bin show_state server agent_ns agents_line network_line
   network_line="  storage network: none (as root, make demo plays one: docs/local-site.md)"
   if running "$net_pid"; then
-    network_line="  storage network: pid $(cat "$net_pid"), log ${net_log#"$root"/}, volumes $storage; LINSTOR gate: pid $(cat "$gate_pid"), https://$gate_addr, log ${gate_log#"$root"/}
+    local gate_line="LINSTOR gate: none (the release runs none)"
+    if running "$gate_pid"; then gate_line="LINSTOR gate: pid $(cat "$gate_pid"), https://$gate_addr, log ${gate_log#"$root"/}"; fi
+    network_line="  storage network: pid $(cat "$net_pid"), log ${net_log#"$root"/}, volumes $storage; $gate_line
   walk through a flip and a replication upgrade: docs/local-site.md#walkthrough"
   fi
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s") show_state=$(from_root "$state")
