@@ -261,7 +261,10 @@ func (s *site) flipTo(name string, mode nwv1.BondMode, protection nwv1.VMProtect
 // ended waits until the flip has ended in phase, and returns it.
 func (s *site) ended(f *nwv1.BondModeFlipPlan, phase nwv1.WorkflowPhase) *nwv1.BondModeFlipPlan {
 	s.t.Helper()
-	testenv.Eventually(s.t, patience, func() string {
+	// A flip's time grows with its nodes (each changed, and maybe each brought back): the limit
+	// is patience per three nodes, so that sixteen on a busy machine are not cut short.
+	limit := patience * time.Duration(max(1, (len(f.Spec.NodeOrder)+2)/3))
+	testenv.Eventually(s.t, limit, func() string {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), f); err != nil {
 			return err.Error()
 		}
