@@ -955,6 +955,32 @@ func rolesOf(t *testing.T, objs []object, scopes map[string]string) ([]role, map
 	return out, names
 }
 
+// bindingOf reads a ClusterRoleBinding or RoleBinding of objs: its role and subjects, failing
+// the test when it binds a role the chart does not render (by rolesOf's names); ok is false
+// for any other kind.
+func bindingOf(t *testing.T, o object, roles map[string]bool) (ref rbacv1.RoleRef, subjects []rbacv1.Subject, ok bool) {
+	t.Helper()
+	switch o.Kind {
+	case "ClusterRoleBinding":
+		var b rbacv1.ClusterRoleBinding
+		o.decode(t, &b)
+		ref, subjects = b.RoleRef, b.Subjects
+		if ref.Kind != "ClusterRole" || !roles["ClusterRole/"+ref.Name] {
+			t.Errorf("%s binds %s %s, which the chart does not render", o, ref.Kind, ref.Name)
+		}
+	case "RoleBinding":
+		var b rbacv1.RoleBinding
+		o.decode(t, &b)
+		ref, subjects = b.RoleRef, b.Subjects
+		if ref.Kind != "Role" || !roles["Role/"+o.Metadata.Namespace+"/"+ref.Name] {
+			t.Errorf("%s binds %s %s, which the chart does not render in its namespace", o, ref.Kind, ref.Name)
+		}
+	default:
+		return ref, nil, false
+	}
+	return ref, subjects, true
+}
+
 // TestRBACReviewed: every grant of every ClusterRole and Role the chart renders (the agent, the
 // LINSTOR gate with its client Secret and node registration, and the fleet hub's reader on, so
 // that their roles count too) is in testdata/reviewed-rbac.txt and every line there is still
@@ -1014,24 +1040,8 @@ func TestRBACReviewed(t *testing.T) {
 	// Bindings: only to the roles above (a binding to cluster-admin or edit would grant what this
 	// list does not show), and only to the chart's ServiceAccounts.
 	for _, o := range objs {
-		var ref rbacv1.RoleRef
-		var subjects []rbacv1.Subject
-		switch o.Kind {
-		case "ClusterRoleBinding":
-			var b rbacv1.ClusterRoleBinding
-			o.decode(t, &b)
-			ref, subjects = b.RoleRef, b.Subjects
-			if !roles["ClusterRole/"+ref.Name] || ref.Kind != "ClusterRole" {
-				t.Errorf("%s binds %s %s, which the chart does not render", o, ref.Kind, ref.Name)
-			}
-		case "RoleBinding":
-			var b rbacv1.RoleBinding
-			o.decode(t, &b)
-			ref, subjects = b.RoleRef, b.Subjects
-			if ref.Kind != "Role" || !roles["Role/"+o.Metadata.Namespace+"/"+ref.Name] {
-				t.Errorf("%s binds %s %s, which the chart does not render in its namespace", o, ref.Kind, ref.Name)
-			}
-		default:
+		ref, subjects, ok := bindingOf(t, o, roles)
+		if !ok {
 			continue
 		}
 		if o.Metadata.Name == hubReader {

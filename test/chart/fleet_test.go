@@ -211,24 +211,8 @@ func TestFleetRBACReviewed(t *testing.T) {
 	}
 	want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "nodewright-fleet", Namespace: fleetNS}}
 	for _, o := range objs {
-		var ref rbacv1.RoleRef
-		var subjects []rbacv1.Subject
-		switch o.Kind {
-		case "ClusterRoleBinding":
-			var b rbacv1.ClusterRoleBinding
-			o.decode(t, &b)
-			ref, subjects = b.RoleRef, b.Subjects
-			if ref.Kind != "ClusterRole" || !roles["ClusterRole/"+ref.Name] {
-				t.Errorf("%s binds %s %s, which the chart does not render", o, ref.Kind, ref.Name)
-			}
-		case "RoleBinding":
-			var b rbacv1.RoleBinding
-			o.decode(t, &b)
-			ref, subjects = b.RoleRef, b.Subjects
-			if ref.Kind != "Role" || !roles["Role/"+o.Metadata.Namespace+"/"+ref.Name] {
-				t.Errorf("%s binds %s %s, which the chart does not render in its namespace", o, ref.Kind, ref.Name)
-			}
-		default:
+		_, subjects, ok := bindingOf(t, o, roles)
+		if !ok {
 			continue
 		}
 		if !reflect.DeepEqual(subjects, want) {
