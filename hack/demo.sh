@@ -521,16 +521,23 @@ NODE
   start_operator
   start_agents
 
-  say "creating the demo VM (namespace demo) with 256 MiB of data on a ReadWriteOnce volume"
-  "${kubectl[@]}" apply -f "$root/config/demo/storage.yaml" -f "$root/config/demo/vm.yaml" >/dev/null
-  "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Bound pvc/database-rootdisk --timeout="${patience}s" >/dev/null ||
-    fail "the demo VM's volume was not provisioned" "$site_log"
+  "${kubectl[@]}" apply -f "$root/config/demo/storage.yaml" >/dev/null
+  # The VM is created once. Applied again, its manifest would undo what a migration did
+  # (the volume's claim, a VM stopped for the copy), so a VM already there is left as it is.
+  if "${kubectl[@]}" get -n demo vm/database >/dev/null 2>&1; then
+    say "the demo VM is already there (namespace demo): left as it is"
+  else
+    say "creating the demo VM (namespace demo) with 256 MiB of data on a ReadWriteOnce volume"
+    "${kubectl[@]}" apply -f "$root/config/demo/vm.yaml" >/dev/null
+    "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout="${patience}s" >/dev/null ||
+      fail "the demo VM did not start" "$site_log"
+  fi
   if [ ! -f "$state/site/demo-filled" ]; then
+    "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Bound pvc/database-rootdisk --timeout="${patience}s" >/dev/null ||
+      fail "the demo VM's volume was not provisioned" "$site_log"
     "$root/bin/nodewright-site" fill --kubeconfig "$kubeconfig" --dir "$state/site" --mib 256 demo database-rootdisk
     touch "$state/site/demo-filled"
   fi
-  "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout="${patience}s" >/dev/null ||
-    fail "the demo VM did not start" "$site_log"
 
   # The chart's values name this profile; the operator applies the NodewrightCluster once it
   # is there and verifies.
