@@ -303,6 +303,20 @@ func TestEvents2BoundsTheCounts(t *testing.T) {
 	if err := s.Read(strings.NewReader(b.String()), nil); !errors.As(err, &evErr) || evErr.Field != "conn-name" || !strings.Contains(evErr.Reason, "more than the 31") {
 		t.Fatalf("%v; want the 32nd connection refused", err)
 	}
+	// Devices, connections and peer devices, all resources together.
+	s = &Events2{}
+	b.Reset()
+	for i := 0; i < MaxStatusResources; i++ {
+		r := "r" + itoa(i)
+		b.WriteString("create resource name:" + r + " role:Secondary\n")
+		for v := 0; v < 30; v++ {
+			b.WriteString("create device name:" + r + " volume:" + itoa(v) + " minor:" + itoa(v) + " disk:UpToDate client:no quorum:yes\n")
+		}
+	}
+	err = s.Read(strings.NewReader(b.String()), nil)
+	if !errors.As(err, &evErr) || !strings.Contains(evErr.Reason, "more than the 20000") || s.objects != MaxEventObjects {
+		t.Fatalf("%v with %d objects; want the 20001st refused", err, s.objects)
+	}
 }
 
 func itoa(i int) string {
