@@ -16,7 +16,7 @@ import (
 // StreamPoll is how often an open events2 stream looks at what the played kernel cannot
 // announce itself: the links of the storage network and the fault hook's files. A command
 // (drbdadm, a status read) wakes the streams at once.
-const StreamPoll = 25 * time.Millisecond
+const StreamPoll = 50 * time.Millisecond
 
 // Stream answers `drbdsetup events2 [--now] [--statistics]` as drbdsetup 9.22 prints it
 // (user/v9/drbdsetup_events2.c, internal/drbd/testdata/events2): an "exists" line for each
@@ -132,6 +132,7 @@ func (k *Kernel) peek() map[string]playedResource {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.syncConfig()
+	defer k.readPass()()
 	out := map[string]playedResource{}
 	for name, r := range k.resources {
 		res, flags := k.resourceState(name, r, false)

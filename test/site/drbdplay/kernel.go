@@ -68,6 +68,8 @@ type Kernel struct {
 	// changed the state.
 	streamsMu sync.Mutex
 	streams   map[chan struct{}]bool
+	// pass is the fault hook's StandAlone peers during one read of the state (readPass).
+	pass map[string]bool
 }
 
 type resource struct {
@@ -226,6 +228,7 @@ func (k *Kernel) status(name string) (drbd.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.syncConfig()
+	defer k.readPass()()
 	var out []drbd.Resource
 	if r := k.resources[name]; r != nil {
 		out = append(out, k.resourceStatus(name, r))
@@ -238,6 +241,7 @@ func (k *Kernel) statusAll() (drbd.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.syncConfig()
+	defer k.readPass()()
 	out := []drbd.Resource{}
 	for _, name := range slices.Sorted(maps.Keys(k.resources)) {
 		out = append(out, k.resourceStatus(name, k.resources[name]))
@@ -390,11 +394,37 @@ func (k *Kernel) playLinks(name string, r *resource) {
 // StandAloneFile is the fault hook's file in FaultDir.
 const StandAloneFile = "standalone"
 
-// standAlone reports whether the fault hook makes the connection to peer StandAlone.
+// standAlone reports whether the fault hook makes the connection to peer StandAlone; the
+// caller holds k.mu. Within one read of the state (k.pass) the file is read once.
 func (k *Kernel) standAlone(peer string) bool {
+	if k.pass != nil {
+		return k.pass[peer]
+	}
+	return k.standAlonePeers()[peer]
+}
+
+// standAlonePeers are the peers the fault hook's file lists.
+func (k *Kernel) standAlonePeers() map[string]bool {
 	if k.FaultDir == "" {
-		return false
+		return nil
 	}
 	raw, err := os.ReadFile(filepath.Join(k.FaultDir, StandAloneFile))
-	return err == nil && slices.Contains(strings.Fields(string(raw)), peer)
+	if err != nil {
+		return map[string]bool{}
+	}
+	out := map[string]bool{}
+	for _, p := range strings.Fields(string(raw)) {
+		out[p] = true
+	}
+	return out
+}
+
+// readPass reads the fault hook once for a read of every resource's state; the caller holds
+// k.mu and calls the function returned when done.
+func (k *Kernel) readPass() func() {
+	k.pass = k.standAlonePeers()
+	if k.pass == nil {
+		k.pass = map[string]bool{}
+	}
+	return func() { k.pass = nil }
 }
