@@ -155,12 +155,7 @@ Flags:
 	}
 	reporter := &agent.Reporter{Client: client, Node: node, Interval: reportInterval,
 		Observer: &agent.HostObserver{Bond: net, BondName: storageBond, DRBD: drbd.Runner, Drbdsetup: drbdsetupArgv, ProcDRBD: procDRBD, OS: provider, Host: host}}
-	parts := []func(context.Context) error{h.Run, reporter.Run}
-	// DRBD's events ask the reporter for a report as they come.
-	if streamer, ok := drbd.Runner.(drbdutil.Streamer); ok && drbdEvents {
-		events := &agent.DRBDEvents{Streamer: streamer, Drbdsetup: drbdsetupArgv, ProcDRBD: procDRBD, Changed: reporter.Trigger}
-		parts = append(parts, events.Run)
-	}
+
 	ops := &agent.Operations{Client: client, Node: node, Namespace: namespace, Recorded: reporter.Trigger}
 	bonds := &agent.Bonds{Net: net, OS: provider, HostRoot: hostRoot, StateDir: stateDir, Resolved: ops.Wake,
 		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(client.HTTP(), client.URL("")), DRBD: drbd.Runner},
@@ -173,6 +168,18 @@ Flags:
 		os.Exit(1)
 	}
 	ops.Executors = agent.Executors(bonds, drbd)
+	parts := []func(context.Context) error{h.Run, reporter.Run}
+	// DRBD's events ask the reporter for a report as they come, and wake the verifications
+	// running, whose end they may announce.
+	if streamer, ok := drbd.Runner.(drbdutil.Streamer); ok && drbdEvents {
+		events := &agent.DRBDEvents{Streamer: streamer, Drbdsetup: drbdsetupArgv, ProcDRBD: procDRBD, Changed: func() {
+			reporter.Trigger()
+			for _, key := range drbd.Verifying() {
+				ops.Wake(key)
+			}
+		}}
+		parts = append(parts, events.Run)
+	}
 	log.Info("Agent starting", "node", node, "namespace", namespace, "server", cfg.Host, "kubeconfig", cfg.Source,
 		"heartbeatInterval", interval, "reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot,
 		"hostOS", provider.Kind(), "profileKeys", profileKeys, "drbdEvents", drbdEvents)
