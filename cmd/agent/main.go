@@ -25,6 +25,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
+	drbdutil "github.com/spectrocloud/nodewright/internal/drbd"
 	"github.com/spectrocloud/nodewright/internal/hostos"
 	"github.com/spectrocloud/nodewright/internal/kubelite"
 	"github.com/spectrocloud/nodewright/internal/netconf"
@@ -53,6 +54,8 @@ func osKinds() []string {
 func main() {
 	var kubeconfig, node, namespace, hostRoot, stateDir, hostOS, network, storageBond, profileKeys string
 	var interval, reportInterval time.Duration
+	var drbdEvents bool
+	var drbdsetup, procDRBDFlag string
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "The kubeconfig file to reach the API server with. Default: $KUBECONFIG, else the in-cluster service account, else ~/.kube/config.")
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node this agent runs on and acts for (in a DaemonSet, from the downward API: spec.nodeName). Default: $NODE_NAME.")
 	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The agent's namespace, where its heartbeat Lease and its node's NodeOperations are. Default: $POD_NAMESPACE.")
@@ -64,13 +67,17 @@ func main() {
 	flag.StringVar(&storageBond, "storage-bond", "", "The storage bond the agent reports in its node's NodewrightAgentStatus (e.g. bond0, the EdgeProfile's spec.network.bondInterface); none when empty.")
 	flag.StringVar(&profileKeys, "profile-keys-configmap", "nodewright-system/nodewright-profile-keys", "The ConfigMap (namespace/name) of the public keys EdgeProfile signatures are verified with, as the operator's --profile-keys-configmap: the agent verifies the EdgeProfile in force itself and changes a bond only as it allows.")
 	flag.DurationVar(&reportInterval, "report-interval", agent.ReportInterval, "How often the host is read for the node's NodewrightAgentStatus (also at once after an operation changed it); the status is written only when what it says changed.")
+	flag.BoolVar(&drbdEvents, "drbd-events", true, "Follow DRBD's own announcements of its state changes (drbdsetup events2) and report a change of a connection, disk, role, pause flag or verification within a fraction of a second, rather than at the next --report-interval; started again with a backoff when it stops. The periodic read goes on either way.")
+	flag.StringVar(&drbdsetup, "drbdsetup", "", "The drbdsetup program the agent reads DRBD's state with (status and events2); empty: drbdsetup from drbd-utils, found on the host's PATH.")
+	flag.StringVar(&procDRBDFlag, "proc-drbd", "", "The file whose presence says the kernel's DRBD module is loaded; empty: /proc/drbd (or the played DRBD's, on the local site).")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), `Usage: %s [flags]
 
 Runs the Nodewright node agent for one node: it renews the node's heartbeat Lease (named after
 the node, in the agent's namespace) every --heartbeat-interval, as the kubelet renews its node
 Lease; reads the host every --report-interval (the --storage-bond, DRBD with drbdsetup, the OS
-under --host-root) and writes what changed to the node's NodewrightAgentStatus; and runs the
+under --host-root), and at once when drbdsetup events2 announces a change of DRBD's state
+(--drbd-events), and writes what changed to the node's NodewrightAgentStatus; and runs the
 node's NodeOperations (in the agent's namespace, spec.nodeName the node), reporting each one's
 outcome in its status. A bond change is made only as the EdgeProfile in force allows (the
 NodewrightCluster's spec.profileRef), once the agent has verified its signature with the keys
@@ -139,8 +146,16 @@ Flags:
 	net := newBackend()
 	// The reporter reads and writes its node's NodewrightAgentStatus straight from the API
 	// server.
+	if procDRBDFlag != "" {
+		procDRBD = procDRBDFlag
+	}
+	var drbdsetupArgv []string
+	if drbdsetup != "" {
+		drbdsetupArgv = []string{drbdsetup}
+	}
 	reporter := &agent.Reporter{Client: client, Node: node, Interval: reportInterval,
-		Observer: &agent.HostObserver{Bond: net, BondName: storageBond, DRBD: drbd.Runner, ProcDRBD: procDRBD, OS: provider, Host: host}}
+		Observer: &agent.HostObserver{Bond: net, BondName: storageBond, DRBD: drbd.Runner, Drbdsetup: drbdsetupArgv, ProcDRBD: procDRBD, OS: provider, Host: host}}
+
 	ops := &agent.Operations{Client: client, Node: node, Namespace: namespace, Recorded: reporter.Trigger}
 	bonds := &agent.Bonds{Net: net, OS: provider, HostRoot: hostRoot, StateDir: stateDir, Resolved: ops.Wake,
 		Prober: agent.Prober{APIServer: agent.ProbeAPIServer(client.HTTP(), client.URL("")), DRBD: drbd.Runner},
@@ -153,13 +168,26 @@ Flags:
 		os.Exit(1)
 	}
 	ops.Executors = agent.Executors(bonds, drbd)
+	parts := []func(context.Context) error{h.Run, reporter.Run}
+	// DRBD's events ask the reporter for a report as they come, and wake the verifications
+	// running, whose end they may announce.
+	if streamer, ok := drbd.Runner.(drbdutil.Streamer); ok && drbdEvents {
+		events := &agent.DRBDEvents{Streamer: streamer, Drbdsetup: drbdsetupArgv, ProcDRBD: procDRBD, Changed: func() {
+			reporter.Trigger()
+			for _, key := range drbd.Verifying() {
+				ops.Wake(key)
+			}
+		}}
+		parts = append(parts, events.Run)
+	}
 	log.Info("Agent starting", "node", node, "namespace", namespace, "server", cfg.Host, "kubeconfig", cfg.Source,
 		"heartbeatInterval", interval, "reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot,
-		"hostOS", provider.Kind(), "profileKeys", profileKeys)
+		"hostOS", provider.Kind(), "profileKeys", profileKeys, "drbdEvents", drbdEvents)
 	// Each part runs until SIGTERM or SIGINT; one that cannot start stops the agent.
-	failed := make(chan error, 3)
+	parts = append(parts, ops.Run)
+	failed := make(chan error, len(parts))
 	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{h.Run, reporter.Run, ops.Run} {
+	for _, run := range parts {
 		wg.Go(func() {
 			if err := run(ctx); err != nil {
 				failed <- err

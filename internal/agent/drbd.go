@@ -30,7 +30,7 @@ type DRBD struct {
 	VerifyPoll time.Duration
 
 	mu       sync.Mutex
-	verifies map[types.UID]bool // the verifications this process started
+	verifies map[types.UID]types.NamespacedName // the verifications this process started
 }
 
 // Executors are the DRBD operations d performs.
@@ -84,7 +84,7 @@ func (e verifyExecutor) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.
 		if _, err := (drbdExecutor{e.d, func(*nwv1.NodeOperation) ([]string, error) { return drbd.VerifyCommand(resource) }}).Run(ctx, op); err != nil {
 			return nil, err
 		}
-		e.d.markVerify(op.UID, true)
+		e.d.markVerify(op, true)
 	}
 	status, err := drbd.ResourceStatusCommand(resource)
 	if err != nil {
@@ -105,33 +105,47 @@ func (e verifyExecutor) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.
 		}
 	}
 	if found == nil {
-		e.d.markVerify(op.UID, false)
+		e.d.markVerify(op, false)
 		return nil, &OperationError{Reason: "ResourceNotFound", Message: fmt.Sprintf("drbdsetup does not know %s on this node", resource)}
 	}
 	if verifying(*found) {
 		return &nwv1.NodeOperationResult{}, &Pending{Until: time.Now().Add(poll)}
 	}
-	e.d.markVerify(op.UID, false)
+	e.d.markVerify(op, false)
 	return &nwv1.NodeOperationResult{OutOfSyncKiB: ptr.To(int64(min(found.OutOfSyncKiB(), math.MaxInt64)))}, nil
 }
 
 func (d *DRBD) verifyStarted(uid types.UID) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.verifies[uid]
+	_, ok := d.verifies[uid]
+	return ok
 }
 
-func (d *DRBD) markVerify(uid types.UID, on bool) {
+func (d *DRBD) markVerify(op *nwv1.NodeOperation, on bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.verifies == nil {
-		d.verifies = map[types.UID]bool{}
+		d.verifies = map[types.UID]types.NamespacedName{}
 	}
 	if on {
-		d.verifies[uid] = true
+		d.verifies[op.UID] = types.NamespacedName{Namespace: op.Namespace, Name: op.Name}
 	} else {
-		delete(d.verifies, uid)
+		delete(d.verifies, op.UID)
 	}
+}
+
+// Verifying names the verifications this process started and has not seen end: DRBD's events
+// wake them (Operations.Wake) on a change, so that a verification's end is recorded as DRBD
+// announces it rather than at its next VerifyPoll.
+func (d *DRBD) Verifying() []types.NamespacedName {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]types.NamespacedName, 0, len(d.verifies))
+	for _, key := range d.verifies {
+		out = append(out, key)
+	}
+	return out
 }
 
 // verifying: a volume of r is being verified against a peer.

@@ -98,3 +98,36 @@ func TestDRBDVerifyReportsWhatItFound(t *testing.T) {
 		t.Errorf("result %+v; want 8192 KiB out of sync (4096 towards each of the two peers)", got.Status.Result)
 	}
 }
+
+// TestDRBDVerifyEndsAsDRBDAnnouncesIt: with a VerifyPoll of an hour, the verification's end is
+// recorded because DRBD's events stream announces it and wakes the operation, as the agent
+// wires them (cmd/agent).
+func TestDRBDVerifyEndsAsDRBDAnnouncesIt(t *testing.T) {
+	d := drbdadmDryRun(t)
+	// The played verification lasts two status reads, the operation's first look and the one
+	// its own write of Running brings; only the events can bring a third before the hour.
+	kernel := &drbdplay.Kernel{Real: d.Runner, VerifySteps: 2}
+	kernel.AddResource(r3, "node-b", "node-c")
+	kernel.Mismatch(r3, 64)
+	d.Runner, d.VerifyPoll = kernel, time.Hour
+	ns := env.Namespace(t)
+	ops := &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()}
+	events := &agent.DRBDEvents{Streamer: kernel, ProcDRBD: loadedDRBD(t), Changed: func() {
+		for _, key := range d.Verifying() {
+			ops.Wake(key)
+		}
+	}}
+	run(t, events.Run)
+	runOperations(t, ops)
+	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-announced"},
+		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
+			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
+	create(t, verify)
+	got := phaseOf(t, verify, nwv1.OperationSucceeded)
+	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 2*64 {
+		t.Errorf("result %+v; want 128 KiB out of sync (64 towards each of the two peers)", got.Status.Result)
+	}
+	if left := d.Verifying(); len(left) != 0 {
+		t.Errorf("still verifying %v after the end", left)
+	}
+}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -130,4 +132,107 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 	}
 	b.data = append(b.data, p...)
 	return written, nil
+}
+
+// Streamer starts a command that goes on printing until it is stopped (drbdsetup events2) and
+// gives its standard output as it comes. Reading returns io.EOF once the command exited with
+// status 0, or a *CommandError when it failed; Close stops the command, and so does the end of
+// ctx. The real agent streams with ExecRunner; the played site (test/site/drbdplay) plays the
+// kernel's stream.
+type Streamer interface {
+	Stream(ctx context.Context, argv []string) (io.ReadCloser, error)
+}
+
+// Stream starts argv and gives its standard output. Its stderr is kept, bounded, for the error
+// that says why it ended.
+func (r ExecRunner) Stream(ctx context.Context, argv []string) (io.ReadCloser, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("stream: empty argv")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = r.Env
+	cmd.WaitDelay = waitDelay
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	stderr := &lockedBuffer{b: boundedBuffer{limit: MaxStderrBytes}}
+	cmd.Stderr = stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, &CommandError{Argv: argv, ExitCode: -1, Err: err}
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, &CommandError{Argv: argv, ExitCode: -1, Err: err}
+	}
+	return &execStream{argv: argv, cmd: cmd, stdout: stdout, stderr: stderr, cancel: cancel}, nil
+}
+
+// execStream is a running command's standard output.
+type execStream struct {
+	argv   []string
+	cmd    *exec.Cmd
+	stdout io.Reader
+	stderr *lockedBuffer
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	waited bool
+	err    error
+}
+
+func (s *execStream) Read(p []byte) (int, error) {
+	n, err := s.stdout.Read(p)
+	if errors.Is(err, io.EOF) {
+		if werr := s.wait(); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
+}
+
+// wait waits for the command once, after its output ended or it was stopped.
+func (s *execStream) wait() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waited {
+		return s.err
+	}
+	s.waited = true
+	runErr := s.cmd.Wait()
+	exit := -1
+	if s.cmd.ProcessState != nil && s.cmd.ProcessState.Exited() {
+		exit = s.cmd.ProcessState.ExitCode()
+	}
+	if runErr != nil {
+		s.err = &CommandError{Argv: s.argv, ExitCode: exit, Stderr: s.stderr.bytes(), Err: runErr}
+	}
+	return s.err
+}
+
+// Close stops the command (its whole process group) and waits for it.
+func (s *execStream) Close() error {
+	s.cancel()
+	_ = s.wait()
+	return nil
+}
+
+// lockedBuffer is a boundedBuffer written by the command's stderr copier while another
+// goroutine may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  boundedBuffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]byte(nil), l.b.data...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"reflect"
@@ -164,5 +165,50 @@ func TestExecRunnerKillsTheCommandsChildrenToo(t *testing.T) {
 			t.Fatalf("the command's child %d still runs after Run returned", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stream gives a command's output as it comes, then its failure with its stderr.
+func TestExecRunnerStreamsAndReportsTheEnd(t *testing.T) {
+	s, err := ExecRunner{}.Stream(context.Background(), []string{"sh", "-c", "echo exists -; echo oops >&2; exit 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Close() }()
+	out, err := io.ReadAll(s)
+	var cmdErr *CommandError
+	if string(out) != "exists -\n" || !errors.As(err, &cmdErr) || cmdErr.ExitCode != 3 || !strings.Contains(cmdErr.Error(), "oops") {
+		t.Fatalf("read %q, %v; want the line, then exit status 3 quoting stderr", out, err)
+	}
+	// A command that exits 0 ends the stream with io.EOF.
+	s, err = ExecRunner{}.Stream(context.Background(), []string{"sh", "-c", "echo exists -"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := io.ReadAll(s); err != nil || string(out) != "exists -\n" {
+		t.Fatalf("read %q, %v", out, err)
+	}
+	_ = s.Close()
+}
+
+// Close stops a command that goes on, and its children.
+func TestExecRunnerStreamCloseStopsTheCommand(t *testing.T) {
+	s, err := ExecRunner{}.Stream(context.Background(), []string{"sh", "-c", "echo started; sleep 600 & wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 8)
+	if _, err := io.ReadFull(s, line); err != nil || string(line) != "started\n" {
+		t.Fatalf("read %q, %v", line, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("Close did not stop the command")
+	}
+	if _, err := s.Read(line); err == nil {
+		t.Fatal("the stream reads on after Close")
 	}
 }

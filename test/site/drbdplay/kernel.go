@@ -9,6 +9,9 @@
 //     MismatchFile in FaultDir) says it found out of sync (0 by default);
 //   - `pause-sync` and `resume-sync` of a resource towards a peer: the pause flag.
 //
+// Kernel also streams `drbdsetup events2` (events2.go): the dump of the played state, then
+// each change in drbdsetup's own format, as a real agent follows it.
+//
 // With Links, the connections are played on the storage network (links.go): a peer the node
 // cannot reach is Connecting, and a connection found again resynchronises for SyncTime of
 // unpaused time. The side that lost every peer of the resource while apart is the SyncTarget
@@ -61,6 +64,12 @@ type Kernel struct {
 	resources map[string]*resource
 	mismatch  map[string]uint64
 	files     map[string]*resFile
+	// streams are the events2 streams open (events2.go), each woken when a command may have
+	// changed the state.
+	streamsMu sync.Mutex
+	streams   map[chan struct{}]bool
+	// pass is the fault hook's StandAlone peers during one read of the state (readPass).
+	pass map[string]bool
 }
 
 type resource struct {
@@ -100,6 +109,7 @@ func (k *Kernel) AddResource(name string, peers ...string) {
 		r.links[p] = &link{}
 	}
 	k.resources[name] = r
+	k.wake()
 }
 
 // PausedTowards lists the resources whose resynchronisation this node paused towards peer.
@@ -134,6 +144,7 @@ func (k *Kernel) Run(ctx context.Context, argv []string) (drbd.Result, error) {
 	switch filepath.Base(argv[0]) {
 	case "drbdadm":
 		res, err := k.Real.Run(ctx, argv)
+		defer k.wake()
 		if err == nil && len(argv) >= 2 {
 			switch cmd, arg := argv[len(argv)-2], argv[len(argv)-1]; cmd {
 			case "verify":
@@ -145,6 +156,8 @@ func (k *Kernel) Run(ctx context.Context, argv []string) (drbd.Result, error) {
 		}
 		return res, err
 	case "drbdsetup":
+		// A read moves a verification on: the streams see its end.
+		defer k.wake()
 		switch {
 		case len(argv) == 4 && argv[1] == "status" && argv[3] == "--json":
 			return k.status(argv[2])
@@ -215,6 +228,7 @@ func (k *Kernel) status(name string) (drbd.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.syncConfig()
+	defer k.readPass()()
 	var out []drbd.Resource
 	if r := k.resources[name]; r != nil {
 		out = append(out, k.resourceStatus(name, r))
@@ -227,6 +241,7 @@ func (k *Kernel) statusAll() (drbd.Result, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.syncConfig()
+	defer k.readPass()()
 	out := []drbd.Resource{}
 	for _, name := range slices.Sorted(maps.Keys(k.resources)) {
 		out = append(out, k.resourceStatus(name, k.resources[name]))
@@ -245,15 +260,26 @@ func marshal(out []drbd.Resource) (drbd.Result, error) {
 	return drbd.Result{Stdout: append(data, '\n')}, nil
 }
 
-// resourceStatus is the resource r's state now; the caller holds k.mu.
+// resourceStatus is the resource r's state now, a verification moved one step on; the caller
+// holds k.mu.
 func (k *Kernel) resourceStatus(name string, r *resource) drbd.Resource {
+	out, _ := k.resourceState(name, r, true)
+	return out
+}
+
+// resourceState is the resource r's state now and each peer's pause flags as drbdsetup prints
+// them (resync-suspended); step moves a verification one step on. The caller holds k.mu.
+func (k *Kernel) resourceState(name string, r *resource, step bool) (drbd.Resource, map[string]string) {
 	state, percent := "Established", (*float64)(nil)
 	if r.verifyLeft > 0 {
 		state = "VerifyS"
 		done := 100 * float64(r.steps-r.verifyLeft) / float64(r.steps)
 		percent = &done
-		r.verifyLeft--
+		if step {
+			r.verifyLeft--
+		}
 	}
+	flags := map[string]string{}
 	k.playLinks(name, r)
 	out := drbd.Resource{Name: name, NodeID: 0, Role: "Secondary",
 		Devices: []drbd.Device{{Volume: 0, Minor: 1000, DiskState: "UpToDate", Quorum: true}},
@@ -288,6 +314,17 @@ func (k *Kernel) resourceStatus(name string, r *resource) drbd.Resource {
 				pd.ReplicationState = strings.Replace(pd.ReplicationState, "PausedTarget", "PausedSyncT", 1)
 			}
 		}
+		var flag []string
+		if l := r.links[peer]; l.paused {
+			flag = append(flag, "user")
+		}
+		if l := r.links[peer]; l.target && k.Links != nil && k.Links.PeerPaused(peer, name) {
+			flag = append(flag, "peer")
+		}
+		flags[peer] = "no"
+		if len(flag) > 0 {
+			flags[peer] = strings.Join(flag, ",")
+		}
 		if r.diskless[peer] && c.ConnectionState == "Connected" {
 			// A diskless peer has no disk to resynchronise or verify.
 			c.PeerDevices[0] = drbd.PeerDevice{Volume: 0, ReplicationState: "Established", PeerDiskState: "Diskless", PeerClient: true}
@@ -297,7 +334,7 @@ func (k *Kernel) resourceStatus(name string, r *resource) drbd.Resource {
 	if r.diskless[k.Self] {
 		out.Devices[0].DiskState, out.Devices[0].Client = "Diskless", true
 	}
-	return out
+	return out, flags
 }
 
 func (k *Kernel) syncTime() time.Duration {
@@ -357,11 +394,37 @@ func (k *Kernel) playLinks(name string, r *resource) {
 // StandAloneFile is the fault hook's file in FaultDir.
 const StandAloneFile = "standalone"
 
-// standAlone reports whether the fault hook makes the connection to peer StandAlone.
+// standAlone reports whether the fault hook makes the connection to peer StandAlone; the
+// caller holds k.mu. Within one read of the state (k.pass) the file is read once.
 func (k *Kernel) standAlone(peer string) bool {
+	if k.pass != nil {
+		return k.pass[peer]
+	}
+	return k.standAlonePeers()[peer]
+}
+
+// standAlonePeers are the peers the fault hook's file lists.
+func (k *Kernel) standAlonePeers() map[string]bool {
 	if k.FaultDir == "" {
-		return false
+		return nil
 	}
 	raw, err := os.ReadFile(filepath.Join(k.FaultDir, StandAloneFile))
-	return err == nil && slices.Contains(strings.Fields(string(raw)), peer)
+	if err != nil {
+		return map[string]bool{}
+	}
+	out := map[string]bool{}
+	for _, p := range strings.Fields(string(raw)) {
+		out[p] = true
+	}
+	return out
+}
+
+// readPass reads the fault hook once for a read of every resource's state; the caller holds
+// k.mu and calls the function returned when done.
+func (k *Kernel) readPass() func() {
+	k.pass = k.standAlonePeers()
+	if k.pass == nil {
+		k.pass = map[string]bool{}
+	}
+	return func() { k.pass = nil }
 }
