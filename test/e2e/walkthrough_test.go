@@ -8,31 +8,41 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
-// TestWalkthrough runs the walkthroughs of docs/local-site.md as a newcomer pastes them, on
-// sites of its own started as `make demo` starts them: the first on the default (replicated)
-// site, the second on a single-node one. Every command must succeed and print the lines the
-// doc shows under it, in that order (see docWalk), so that the walkthrough cannot rot. It
-// needs root, as the storage network does; without root it is skipped unless
-// NODEWRIGHT_REQUIRE_NETNS is set.
+// TestWalkthrough runs the console blocks of docs/local-site.md as a newcomer pastes them, on
+// sites of its own started as `make demo` starts them: the first steps the doc has a newcomer
+// try and the first walkthrough on the default (replicated) site, each on its own, and the
+// second walkthrough on a single-node one. Every command must succeed and print the lines the
+// doc shows under it, in that order (see docWalk), so that the doc cannot rot; a button the
+// walkthrough has the reader press in the web UI is pressed in a headless Chromium. It needs
+// root, as the storage network does; without root it is skipped unless
+// NODEWRIGHT_REQUIRE_NETNS is set. The doc's two sh blocks are not run: the one that starts the
+// single-node site is what this test does itself, and the other runs on a second machine.
 func TestWalkthrough(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts two whole local sites")
+		t.Skip("starts three whole local sites")
 	}
 	requireRoot(t, "the walkthrough")
 	doc := readDoc(t, "local-site.md")
 	for _, w := range []struct {
-		section, storage string
+		name, section, storage string
 	}{
-		{"## Walkthrough\n", "replicated"},
-		{"## Walkthrough: single-node storage made replicated\n", "single-node"},
+		// The part before the walkthroughs: the site as make demo leaves it, a migration,
+		// the site's files, a restart.
+		{"first-steps", "# The local site\n", "replicated"},
+		{"replicated", "## Walkthrough\n", "replicated"},
+		{"single-node", "## Walkthrough: single-node storage made replicated\n", "single-node"},
 	} {
-		t.Run(w.storage, func(t *testing.T) {
+		t.Run(w.name, func(t *testing.T) {
 			steps, err := docWalk(doc, w.section)
 			if err != nil {
 				t.Fatalf("docs/local-site.md: %v", err)
@@ -78,16 +88,34 @@ func readDoc(t *testing.T, name string) string {
 }
 
 // walkSteps runs the steps in order on the site, as a reader pastes them (each export kept for
-// the commands after it): each must succeed and print the lines the doc shows under it.
+// the commands after it): each must succeed and print the lines the doc shows under it. A
+// command the doc runs in the background (ending in "&") must print its lines while it runs,
+// and is stopped when the test ends. A press is done in a headless Chromium, on the URL the
+// last background command printed (the web UI's).
 func (s *site) walkSteps(t *testing.T, steps []step) {
 	t.Helper()
 	var exports []string
+	var url string
 	for _, st := range steps {
+		if st.press != "" {
+			if url == "" {
+				t.Fatalf("the doc presses %q before any command printed the web UI's URL", st.press)
+			}
+			pressInUI(t, url, st)
+			continue
+		}
 		command := s.local(st.command)
 		if strings.HasPrefix(command, "export ") {
 			exports = append(exports, command)
 		}
-		out, err := s.walk(strings.Join(append(exports[:len(exports):len(exports)], command), "\n"))
+		script := append(exports[:len(exports):len(exports)], command)
+		if background, ok := strings.CutSuffix(command, " &"); ok {
+			script[len(script)-1] = background
+			out := s.walkInBackground(t, strings.Join(script, "\n"), st)
+			url = uiURL.FindString(out)
+			continue
+		}
+		out, err := s.walk(strings.Join(script, "\n"))
 		if err != nil {
 			t.Fatalf("$ %s\n%s\n%v", st.command, out, err)
 		}
@@ -97,11 +125,81 @@ func (s *site) walkSteps(t *testing.T, steps []step) {
 	}
 }
 
-// step is one command of a walkthrough and the lines the doc shows under it.
+// uiURL is the URL `kubectl nodewright ui` prints.
+var uiURL = regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/#token=[^\s]+`)
+
+// walkInBackground starts script in the background, as a reader's shell runs a command ending
+// in "&", waits until it has printed the lines st wants, and returns what it printed by then;
+// the process group is ended when the test ends.
+func (s *site) walkInBackground(t *testing.T, script string, st step) string {
+	t.Helper()
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir = s.root
+	cmd.Env = s.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("$ %s\n%v", st.command, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		<-exited
+	})
+	deadline := time.Now().Add(patience)
+	for {
+		printed := out.String()
+		if unmatched(st.want, printed) == "" {
+			return printed
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("$ %s\nended (%v) after printing:\n%s", st.command, err, out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("$ %s\nprinted, in %s:\n%s\nwhich lacks, in the doc's order, the line\n%s", st.command, patience, printed, unmatched(st.want, printed))
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// step is one command of a walkthrough and the lines the doc shows under it, or a button the
+// doc has the reader press in the web UI: the line
+//
+//	<!-- walkthrough: on the workflows page, press "Approve Node2" (screenshot flip-demo) -->
+//
+// outside a console block, the screenshot being optional.
 type step struct {
 	command string
 	want    []string
+	// page, press and shot are a press: the UI's page, the button's text, and the name of
+	// the screenshot taken before the press ("" for none).
+	page, press, shot string
 }
+
+// pressLine is the doc's line for a press.
+var pressLine = regexp.MustCompile(`^<!-- walkthrough: on the ([a-z]+) page, press "([^"]+)"(?: \(screenshot ([a-z0-9-]+)\))? -->$`)
 
 // docWalk reads the console blocks of the doc's section that starts with heading (up to the
 // next "## "), or of the whole doc when heading is "": a line starting with "$ " is a command,
@@ -121,14 +219,20 @@ func docWalk(doc, heading string) ([]step, error) {
 	var steps []step
 	in := false
 	for _, line := range strings.Split(section, "\n") {
+		if m := pressLine.FindStringSubmatch(line); m != nil && !in {
+			steps = append(steps, step{page: m[1], press: m[2], shot: m[3]})
+			continue
+		}
 		switch {
+		case !in && strings.HasPrefix(line, "<!-- walkthrough:"):
+			return nil, fmt.Errorf("section %q: %q is not a walkthrough line (%s)", strings.TrimSpace(heading), line, pressLine)
 		case line == "```console":
 			in = true
 		case in && line == "```":
 			in = false
 		case in && strings.HasPrefix(line, "$ "):
 			steps = append(steps, step{command: strings.TrimPrefix(line, "$ ")})
-		case in && len(steps) == 0:
+		case in && (len(steps) == 0 || steps[len(steps)-1].press != ""):
 			return nil, fmt.Errorf("section %q: a console block starts with %q, not a command", strings.TrimSpace(heading), line)
 		case in:
 			steps[len(steps)-1].want = append(steps[len(steps)-1].want, line)
@@ -244,5 +348,18 @@ func TestWalkthroughMatching(t *testing.T) {
 	}
 	if steps, err := docWalk(doc, "## Two\n"); err != nil || len(steps) != 1 || steps[0].command != "b" {
 		t.Errorf("section Two's console blocks: %+v, %v", steps, err)
+	}
+	pressed := "```console\n$ ui &\nURL\n```\n<!-- walkthrough: on the workflows page, press \"Approve Node2\" (screenshot flip-demo) -->\n```console\n$ b\n```\n"
+	steps, err := docWalk(pressed, "")
+	if err != nil || len(steps) != 3 || steps[1].page != "workflows" || steps[1].press != "Approve Node2" || steps[1].shot != "flip-demo" {
+		t.Errorf("a press between console blocks: %+v, %v", steps, err)
+	}
+	for _, bad := range []string{
+		"<!-- walkthrough: press Approve -->\n",
+		"<!-- walkthrough: on the workflows page, press \"Approve\" -->\n```console\nno command\n```\n",
+	} {
+		if _, err := docWalk("```console\n$ a\n```\n"+bad, ""); err == nil {
+			t.Errorf("docWalk read %q", bad)
+		}
 	}
 }
