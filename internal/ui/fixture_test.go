@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/testenv/browser"
 	"github.com/spectrocloud/nodewright/internal/testenv/operatortest"
 	"github.com/spectrocloud/nodewright/internal/ui"
 	"github.com/spectrocloud/nodewright/test/site"
@@ -177,21 +178,6 @@ func runUIAs(t *testing.T, cfg *rest.Config, opts ui.Options) (url string, stop 
 	return url, stop
 }
 
-// chromium is the browser the tests drive: Debian's package, which hack/chromium.sh installs
-// (`make test` runs it first). Its absence fails the tests: a UI that was not looked at in a
-// browser is not tested.
-func chromium(t *testing.T) string {
-	t.Helper()
-	path := os.Getenv("NODEWRIGHT_CHROMIUM")
-	if path == "" {
-		path = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("Chromium not found at %s (%v): run hack/chromium.sh, which installs Debian's chromium package (make test runs it first)", path, err)
-	}
-	return path
-}
-
 // browserPage is one headless Chromium, with a fresh profile, showing the UI.
 type browserPage struct {
 	t   *testing.T
@@ -202,20 +188,7 @@ type browserPage struct {
 // sandbox as root) and opens url in a window of width × height.
 func openPage(t *testing.T, url string, width, height int) *browserPage {
 	t.Helper()
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromium(t)),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("force-color-profile", "srgb"),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(width, height),
-	}
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), browser.Options(t, width, height)...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx)
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
 	p := &browserPage{t: t, ctx: ctx}

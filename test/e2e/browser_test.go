@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/spectrocloud/nodewright/internal/testenv/browser"
 )
 
 // pressInUI opens the web UI at url in a headless Chromium, goes to the step's page, and
@@ -18,24 +20,8 @@ import (
 // documentation's). It fails when the page refuses the press, saying what the page said.
 func pressInUI(t *testing.T, url string, st step) {
 	t.Helper()
-	path := os.Getenv("NODEWRIGHT_CHROMIUM")
-	if path == "" {
-		path = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("Chromium not found at %s (%v): run hack/chromium.sh, which installs Debian's chromium package (make test runs it first)", path, err)
-	}
 	const width, height = 1366, 944
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(path),
-		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("force-color-profile", "srgb"),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(width, height))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), browser.Options(t, width, height)...)
 	defer cancelAlloc()
 	ctx, cancel := chromedp.NewContext(allocCtx)
 	defer cancel()

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,7 +136,7 @@ func (s *site) walkInBackground(t *testing.T, script string, st step) string {
 	cmd.Dir = s.root
 	cmd.Env = s.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out := &lockedBuffer{}
+	out := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("$ %s\n%v", st.command, err)
@@ -164,24 +163,6 @@ func (s *site) walkInBackground(t *testing.T, script string, st step) string {
 			t.Fatalf("$ %s\nprinted, in %s:\n%s\nwhich lacks, in the doc's order, the line\n%s", st.command, patience, printed, unmatched(st.want, printed))
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // step is one command of a walkthrough and the lines the doc shows under it, or a button the
