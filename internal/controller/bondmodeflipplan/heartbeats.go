@@ -22,13 +22,17 @@ import (
 //
 //   - forward, the step fails, naming the node and what its agent last reported, and the
 //     flip rolls back;
-//   - in a rollback, the node's part is left out of what the rollback waits for (a silent
-//     peer's pauses and resumes, its view of the node, a silent node's own report), and the
-//     step says what was left out, so that the other nodes are still brought back; a silent
-//     node whose own bond has to be set back cannot be, and its rollback fails at once.
+//   - in a rollback, the node is left out of what the rollback waits for (a silent peer's
+//     pauses and resumes, its probes, its view of the node, a silent node's own report), and
+//     the step says what was left out, so that the other nodes are still brought back; a
+//     silent node whose own bond has to be set back cannot be, and its rollback fails. A
+//     rollback follows a failure, often of a node whose change cut it off the API server
+//     until its checkpoint restored it: such a node (a SetBondMode of it not ended, or ended
+//     less than commitGrace ago) is waited for as before, bounded by its checkpoint, and not
+//     left out.
 //
-// A step waiting on agents looks again when the first of their Leases stops holding (wake),
-// whether or not anything else wakes it.
+// A step waiting on agents looks again when the first of their Leases stops holding, or a
+// rollback's silent node is to be left out (wake), whether or not anything else wakes it.
 
 // wakeMargin is how long after a Lease stops holding the step looks again.
 const wakeMargin = 100 * time.Millisecond
@@ -55,9 +59,12 @@ func (s *scope) heartbeat(node string) management.Heartbeat {
 }
 
 // silent says which of nodes' agents are to be given up, each with what it last reported, in
-// the nodes' order; none while every one's Lease holds. The nodes a rollback leaves out are
-// not named: it does not wait for them.
+// the nodes' order; none while every one's Lease holds. A forward step fails on them; a
+// rollback never does (it leaves them out once given up), and none is named there.
 func (s *scope) silent(nodes ...string) []string {
+	if s.leaveOut != nil {
+		return nil
+	}
 	return s.silence(nodes, false)
 }
 
@@ -77,11 +84,35 @@ func (s *scope) silence(nodes []string, withLeftOut bool) []string {
 	return out
 }
 
-// silentNodes is the set of nodes among nodes whose agents are to be given up.
-func (s *scope) silentNodes(nodes ...string) map[string]bool {
+// changing reports whether node may be off the API server because of the flip's own change
+// of it: a SetBondMode of it not ended, or ended less than commitGrace ago (its agent's Lease
+// renewal may lag its word on the restore); and until when, for one that ended (zero for one
+// under way, whose end wakes the flip).
+func (s *scope) changing(node string) (bool, time.Time) {
+	var until time.Time
+	for _, op := range s.ops {
+		if op.Spec.SetBondMode == nil || op.Spec.NodeName != node {
+			continue
+		}
+		if !ended(op) {
+			return true, time.Time{}
+		}
+		if c := op.Status.CompletionTime; c != nil && s.Now.Time.Before(c.Add(commitGrace)) && c.Add(commitGrace).After(until) {
+			until = c.Add(commitGrace)
+		}
+	}
+	return !until.IsZero(), until
+}
+
+// givenUp is the set of nodes among nodes a rollback leaves out: silent, and not off the API
+// server because of the flip's own change of them (changing).
+func (s *scope) givenUp(nodes ...string) map[string]bool {
 	out := map[string]bool{}
 	for _, n := range nodes {
-		if s.heartbeat(n).Silent(s.Now.Time) != "" {
+		if s.heartbeat(n).Silent(s.Now.Time) == "" {
+			continue
+		}
+		if held, _ := s.changing(n); !held {
 			out[n] = true
 		}
 	}
@@ -107,12 +138,17 @@ func (s *scope) lastReport(node string) string {
 	return "it last reported " + strings.Join(parts, ", ")
 }
 
-// wake is how long until the first Lease of the flip's nodes that still holds stops holding
-// (and wakeMargin), zero when none holds.
-func (s *scope) wake() time.Duration {
+// wake is how long until the first Lease of the flip's nodes that still holds stops holding,
+// or, in a rollback, a silent node is to be left out (and wakeMargin); zero when neither is
+// to come.
+func (s *scope) wake(rollback bool) time.Duration {
 	var first time.Duration
 	for _, n := range s.order {
-		if left := s.heartbeat(n).Left(s.Now.Time); left > 0 && (first == 0 || left < first) {
+		left := s.heartbeat(n).Left(s.Now.Time)
+		if held, until := s.changing(n); rollback && left == 0 && held && !until.IsZero() {
+			left = until.Sub(s.Now.Time)
+		}
+		if left > 0 && (first == 0 || left < first) {
 			first = left
 		}
 	}

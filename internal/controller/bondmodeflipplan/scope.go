@@ -30,7 +30,7 @@ type scope struct {
 	leases         map[string]*coordinationv1.Lease
 	agentNamespace string
 	// leaveOut are the nodes a rollback does not wait for: their agents are silent
-	// (heartbeats.go).
+	// (heartbeats.go). Nil in a forward step, never nil in a rollback.
 	leaveOut map[string]bool
 	// part is the part of a node's step under way, and partStarted when it began, as the
 	// node's record says: a part's time limits count from its own start.

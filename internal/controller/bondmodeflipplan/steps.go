@@ -50,14 +50,14 @@ func (r *Reconciler) nodeStep(ctx context.Context, s *scope) (engine.Outcome, er
 	if rollback {
 		parts = bondflip.UndoParts(bondflip.FailedPart(rec))
 		bondflip.StopForwardOf(&s.f.Status.WorkflowStatus, k, rec, s.Now)
-		s.leaveOut = s.silentNodes(s.order...)
+		s.leaveOut = s.givenUp(s.order...)
 	}
 	out, err := bondflip.RunParts(rec, parts, s.Now, func(part string) (engine.Outcome, error) {
 		s.part, s.partStarted = part, bondflip.Part(rec, part).StartedAt.Time
 		return r.part(ctx, s, k, part)
 	})
 	// A part that waits on agents looks again when the first of their Leases stops holding.
-	if wake := s.wake(); err == nil && out.Event == "" && wake > 0 && (out.Wait == 0 || wake < out.Wait) {
+	if wake := s.wake(rollback); err == nil && out.Event == "" && wake > 0 && (out.Wait == 0 || wake < out.Wait) {
 		out.Wait = wake
 	}
 	return out, err
@@ -414,7 +414,8 @@ func (r *Reconciler) undoChange(ctx context.Context, s *scope, k int, previous n
 	node := s.node(k)
 	if s.leaveOut[node] {
 		if op := s.ops[opName(s.f, rbSetModeName(k))]; op == nil || !ended(op) {
-			return engine.Failed("%s cannot be brought back to %s: %s", s.describe(k), previous, strings.Join(s.silence([]string{node}, true), "; ")), nil, false
+			return engine.Failed("%s cannot be brought back to %s: %s; it reports %s", s.describe(k), previous,
+				strings.Join(s.silence([]string{node}, true), "; "), modeOf(s.agents, node)), nil, false
 		}
 	}
 	pairs := s.pairsTowards(node)
