@@ -55,7 +55,9 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.BondModeFlipPlan]{
 	ClusterWide:   true,
 	ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterMultiNode},
 	NeedsAgents:   true,
-	Nodes:         func(f *nwv1.BondModeFlipPlan) (string, []string) { return "spec.nodeOrder", f.Spec.NodeOrder },
+	Nodes: func(f *nwv1.BondModeFlipPlan) []engine.NodeField {
+		return engine.NodeList("spec.nodeOrder", f.Spec.NodeOrder)
+	},
 })
 
 // Kind is what the shared workflow code calls a flip and says of its outcomes.

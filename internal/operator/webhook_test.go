@@ -47,7 +47,7 @@ func TestTheWebhooksServeACertificateFromFiles(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		err := env.Client.Create(ctx, flip.DeepCopy())
-		if err != nil && strings.Contains(err.Error(), `denied the request: spec.nodeOrder[0]: "nowhere": no such Node`) {
+		if err != nil && strings.Contains(err.Error(), `denied the request: spec.nodeOrder[0]: "nowhere" is not a Node of the cluster`) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -141,7 +141,10 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.ReplicationUpgrade]{
 	ClusterWide:   true,
 	ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterSingleNode, nwv1.ClusterMultiNode},
 	NeedsAgents:   true,
-	Nodes:         func(u *nwv1.ReplicationUpgrade) (string, []string) { return "spec.peerNodes", u.Spec.PeerNodes },
+	// The tiebreaker is one of the peers (the CRD's rule), checked with them.
+	Nodes: func(u *nwv1.ReplicationUpgrade) []engine.NodeField {
+		return engine.NodeList("spec.peerNodes", u.Spec.PeerNodes)
+	},
 })
 
 // Kind is what the shared workflow code calls an upgrade and says of its outcomes.

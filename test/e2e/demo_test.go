@@ -85,7 +85,7 @@ func TestLocalSite(t *testing.T) {
 	for file, want := range map[string]string{
 		"nodewright_v1alpha1_edgeprofile.yaml":        "signature: the profile is not signed",
 		"nodewright_v1alpha1_vmvolumemigration.yaml":  `spec.vmName: VirtualMachine "database" not found in namespace default`,
-		"nodewright_v1alpha1_replicationupgrade.yaml": `spec.peerNodes[0]: "node-b": no such Node`,
+		"nodewright_v1alpha1_replicationupgrade.yaml": `spec.peerNodes[0]: "node-b" is not a Node of the cluster`,
 	} {
 		out := s.kubectlFails(t, "apply", "-f", filepath.Join(s.root, "config", "samples", file))
 		if !strings.Contains(out, "denied the request: "+want) {

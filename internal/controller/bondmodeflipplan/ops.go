@@ -63,6 +63,12 @@ func finished(op *nwv1.NodeOperation) (done, ok bool) {
 	return false, false
 }
 
+// ended reports whether op has ended, however.
+func ended(op *nwv1.NodeOperation) bool {
+	end, _ := finished(op)
+	return end
+}
+
 // failure says how op ended: its phase and error.
 func failure(op *nwv1.NodeOperation) string {
 	msg := string(op.Status.Phase)
@@ -86,7 +92,7 @@ func (s *scope) pairsTowards(node string) []pair {
 	var out []pair
 	for _, peer := range s.order {
 		a := s.agents[peer]
-		if peer == node || a == nil || a.Status.Storage == nil {
+		if peer == node || a == nil || a.Status.Storage == nil || s.leaveOut[peer] {
 			continue
 		}
 		for _, res := range a.Status.Storage.ResourceStatuses {
@@ -130,7 +136,7 @@ func (s *scope) pausedPairs(node string, prefixes ...string) []pair {
 	var out []pair
 	seen := map[pair]bool{}
 	for _, op := range s.ops {
-		if op.Spec.DRBDPauseSync == nil || op.Spec.DRBDPauseSync.Peer != node {
+		if op.Spec.DRBDPauseSync == nil || op.Spec.DRBDPauseSync.Peer != node || s.leaveOut[op.Spec.NodeName] {
 			continue
 		}
 		for _, prefix := range prefixes {
@@ -148,13 +154,36 @@ func (s *scope) pausedPairs(node string, prefixes ...string) []pair {
 // resource of the node connected and UpToDate, and every peer seeing it Connected and
 // UpToDate.
 func (s *scope) upToDate(node string) string {
-	if a := s.agents[node]; a != nil && a.Status.Storage != nil {
+	if a := s.agents[node]; a != nil && a.Status.Storage != nil && !s.leaveOut[node] {
 		st := a.Status.Storage
-		if st.Connected < st.Resources || st.UpToDate < st.Resources {
+		if len(s.leaveOut) > 0 && len(st.ResourceStatuses) > 0 {
+			if msg := s.wholeBut(node, st); msg != "" {
+				return msg
+			}
+		} else if st.Connected < st.Resources || st.UpToDate < st.Resources {
 			return fmt.Sprintf("%s reports %d of %d DRBD resources connected and %d UpToDate", node, st.Connected, st.Resources, st.UpToDate)
 		}
 	}
 	return s.peersSee(node, true)
+}
+
+// wholeBut says what keeps node's DRBD, as it reports it resource by resource, from being
+// whole but for its connections to the nodes a rollback leaves out (a silent peer's DRBD may
+// be gone with it); empty when nothing does.
+func (s *scope) wholeBut(node string, st *nwv1.DRBDStatus) string {
+	for _, res := range st.ResourceStatuses {
+		for _, v := range res.Volumes {
+			if v.DiskState != "UpToDate" && !v.Client {
+				return fmt.Sprintf("%s reports its disk of %s/%d %s", node, res.Name, v.Volume, v.DiskState)
+			}
+		}
+		for _, p := range res.Peers {
+			if p.ConnectionState != "Connected" && !s.leaveOut[p.Name] {
+				return fmt.Sprintf("%s reports its connection of %s to %s %s", node, res.Name, p.Name, p.ConnectionState)
+			}
+		}
+	}
+	return ""
 }
 
 // peersSee says which peer does not see node's DRBD connections Connected (and, with

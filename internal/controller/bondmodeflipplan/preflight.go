@@ -18,7 +18,8 @@ import (
 //
 //   - the operator knows the agents' namespace, and the order names each node that reports
 //     once, every one of them (a node left out would keep the old mode: the mixed state);
-//   - every node's agent reports, its heartbeat fresh, the bond there;
+//   - every node's agent reports, its heartbeat fresh (its Lease renewed within the Lease's
+//     duration, and its NodewrightAgentStatus not stale), the bond there;
 //   - some node does not run the target mode yet;
 //   - the site's EdgeProfile says its switch ports carry the target mode;
 //   - every DRBD resource of every node is connected and UpToDate;
@@ -30,6 +31,9 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	}
 	if msg := checkOrder(s.order, s.agents); msg != "" {
 		return engine.Failed("%s", msg), nil
+	}
+	if silent := s.silent(s.order...); len(silent) > 0 {
+		return engine.Failed("every node's agent must be renewing its heartbeat Lease before a flip starts: %s", strings.Join(silent, "; ")), nil
 	}
 	bond, profile, err := r.bond(ctx, f)
 	if err != nil {

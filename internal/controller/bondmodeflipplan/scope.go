@@ -26,6 +26,12 @@ type scope struct {
 	agents map[string]*nwv1.NodewrightAgentStatus
 	// ops are the flip's NodeOperations, by name.
 	ops map[string]*nwv1.NodeOperation
+	// leases are the agents' heartbeat Leases, by node, in agentNamespace.
+	leases         map[string]*coordinationv1.Lease
+	agentNamespace string
+	// leaveOut are the nodes a rollback does not wait for: their agents are silent
+	// (heartbeats.go). Nil in a forward step, never nil in a rollback.
+	leaveOut map[string]bool
 	// part is the part of a node's step under way, and partStarted when it began, as the
 	// node's record says: a part's time limits count from its own start.
 	part        string
@@ -53,9 +59,12 @@ func (s *scope) label(k int) string { return bondflip.PartName(k, s.part) }
 
 func (r *Reconciler) newScope(ctx context.Context, run *engine.Run[*nwv1.BondModeFlipPlan]) (*scope, error) {
 	f := run.Object
-	s := &scope{Run: run, f: f, order: bondflip.Order(f), ops: map[string]*nwv1.NodeOperation{}}
+	s := &scope{Run: run, f: f, order: bondflip.Order(f), ops: map[string]*nwv1.NodeOperation{}, agentNamespace: r.AgentNamespace}
 	var err error
 	if s.agents, err = r.agents(ctx); err != nil {
+		return nil, err
+	}
+	if s.leases, err = r.heartbeats(ctx); err != nil {
 		return nil, err
 	}
 	if r.AgentNamespace != "" {

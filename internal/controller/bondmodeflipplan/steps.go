@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -49,11 +50,17 @@ func (r *Reconciler) nodeStep(ctx context.Context, s *scope) (engine.Outcome, er
 	if rollback {
 		parts = bondflip.UndoParts(bondflip.FailedPart(rec))
 		bondflip.StopForwardOf(&s.f.Status.WorkflowStatus, k, rec, s.Now)
+		s.leaveOut = s.givenUp(s.order...)
 	}
-	return bondflip.RunParts(rec, parts, s.Now, func(part string) (engine.Outcome, error) {
+	out, err := bondflip.RunParts(rec, parts, s.Now, func(part string) (engine.Outcome, error) {
 		s.part, s.partStarted = part, bondflip.Part(rec, part).StartedAt.Time
 		return r.part(ctx, s, k, part)
 	})
+	// A part that waits on agents looks again when the first of their Leases stops holding.
+	if wake := s.wake(rollback); err == nil && out.Event == "" && wake > 0 && (out.Wait == 0 || wake < out.Wait) {
+		out.Wait = wake
+	}
+	return out, err
 }
 
 // part runs the action of node k's part.
@@ -91,6 +98,9 @@ func (r *Reconciler) pauseResync(ctx context.Context, s *scope, k int) (engine.O
 	if len(pairs) == 0 {
 		return engine.Skipped("no peer reports a DRBD resource shared with %s", node), nil
 	}
+	if silent := s.silent(peersOf(pairs)...); len(silent) > 0 {
+		return engine.Failed("%s: its peers cannot pause their resynchronisation towards it: %s", s.describe(k), strings.Join(silent, "; ")), nil
+	}
 	done, failed, err := r.syncOps(ctx, s, k, pausePrefix(k), pairs, false)
 	switch {
 	case err != nil:
@@ -113,14 +123,17 @@ func (s *scope) setModeSpec(k int, bond string, mode nwv1.BondMode) nwv1.NodeOpe
 	node := s.node(k)
 	var addresses [][]string
 	for _, other := range s.order {
-		if a := s.agents[other]; other != node && a != nil && a.Status.Network.Bond != nil {
+		if a := s.agents[other]; other != node && a != nil && a.Status.Network.Bond != nil && !s.leaveOut[other] {
 			addresses = append(addresses, a.Status.Network.Bond.Addresses)
 		}
 	}
 	peers := bondflip.ProbeAddresses(addresses)
 	drbd := false
 	if a := s.agents[node]; a != nil && a.Status.Storage != nil && a.Status.Storage.Resources > 0 {
-		drbd = true
+		// A rollback that leaves a silent peer out does not make the change back depend on
+		// reaching it: not its address, nor DRBD's connections, which are probed all or none
+		// (the live peers' view of the node is still confirmed, peersSee).
+		drbd = !s.sharesWithLeftOut(a)
 	}
 	return nwv1.NodeOperationSpec{Type: nwv1.OperationSetBondMode, SetBondMode: &nwv1.SetBondModeOperation{
 		Bond: bond, Mode: mode, CheckpointTimeout: s.f.Spec.ConnectivityTimeout,
@@ -198,6 +211,13 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 			return engine.Failed("%s: the commit of %s was refused (%s)", s.describe(k), mode, failure(c)), nil
 		}
 		return r.waitCheckpoint(s, k, op, "waiting for %s's agent to keep %s (commit %s %s)", node, mode, c.Name, phaseOf(c))
+	}
+	// A silent peer will never report the node after its change (and its last report, from
+	// before it, does not count): the change cannot be confirmed. A rollback's change back is
+	// confirmed without it (its pairs are left out).
+	if silent := s.silent(peersOf(s.pairsTowards(node))...); len(silent) > 0 {
+		return engine.Failed("%s: not confirmed, its peers cannot report their DRBD connections to it: %s; its agent restores its previous mode at its checkpoint's expiry",
+			s.describe(k), strings.Join(silent, "; ")), nil
 	}
 	// The peers' reports count only once they have read the host after the change: one report
 	// interval after it. A node that shares no DRBD resource has nothing for them to report.
@@ -289,6 +309,9 @@ func (r *Reconciler) resumeResync(ctx context.Context, s *scope, k int, resume s
 		prefixes[i] = "n" + strconv.Itoa(k) + "-" + p
 	}
 	pairs := s.pausedPairs(node, prefixes...)
+	if silent := s.silent(append(peersOf(pairs), node)...); len(silent) > 0 {
+		return engine.Failed("%s: the resynchronisation towards it cannot be resumed and seen UpToDate: %s", s.describe(k), strings.Join(silent, "; ")), nil
+	}
 	done, failed, err := r.syncOps(ctx, s, k, "n"+strconv.Itoa(k)+"-"+resume, pairs, true)
 	switch {
 	case err != nil:
@@ -300,6 +323,10 @@ func (r *Reconciler) resumeResync(ctx context.Context, s *scope, k int, resume s
 			return engine.Failed("%s: the peers did not resume their resynchronisation within %s", s.describe(k), drbdStepTimeout), nil
 		}
 		return engine.Waiting(0, "waiting for %s's peers to resume their resynchronisation towards it", node), nil
+	}
+	if s.leaveOut[node] {
+		return engine.Succeeded("resynchronisation towards %s resumed on %d resources; its DRBD UpToDate not waited for: %s",
+			node, len(pairs), strings.Join(s.silence([]string{node}, true), "; ")), nil
 	}
 	if missing := s.upToDate(node); missing != "" {
 		limit := r.syncTimeout(ctx)
@@ -373,6 +400,9 @@ func (r *Reconciler) rollbackBondMode(ctx context.Context, s *scope, k int) (eng
 	if err != nil || out.Event != workflow.StepSucceeded {
 		return out, err
 	}
+	if left := s.leftOut(k); left != "" {
+		return engine.Succeeded("%s runs %s again; %s; %s", node, previous, out.Message, left), nil
+	}
 	return engine.Succeeded("%s runs %s again; %s", node, previous, out.Message), nil
 }
 
@@ -382,6 +412,12 @@ func (s *scope) hasOp(suffix string) bool { return s.ops[opName(s.f, suffix)] !=
 // back is committed (or found in place).
 func (r *Reconciler) undoChange(ctx context.Context, s *scope, k int, previous nwv1.BondMode) (engine.Outcome, error, bool) {
 	node := s.node(k)
+	if s.leaveOut[node] {
+		if op := s.ops[opName(s.f, rbSetModeName(k))]; op == nil || !ended(op) {
+			return engine.Failed("%s cannot be brought back to %s: %s; it reports %s", s.describe(k), previous,
+				strings.Join(s.silence([]string{node}, true), "; "), modeOf(s.agents, node)), nil, false
+		}
+	}
 	pairs := s.pairsTowards(node)
 	if len(pairs) > 0 {
 		done, failed, err := r.syncOps(ctx, s, k, "n"+strconv.Itoa(k)+"-rb-pause", pairs, false)

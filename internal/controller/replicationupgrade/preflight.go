@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +25,8 @@ import (
 //     forwards to the LINSTOR the EdgeProfile names, if it names one;
 //   - the EdgeProfile in force, if any, says the storage is LINSTOR;
 //   - the cluster is SingleNode: its storage lives on one node;
-//   - every joining node is Ready and its agent reports, as does the original node's;
+//   - every joining node is Ready and its agent reports, its heartbeat Lease renewed within
+//     its duration, as does the original node's;
 //   - LINSTOR holds every volume's replicas on one node, the original, which is not joining,
 //     and nothing of them on the joining nodes;
 //   - the joining nodes' satellites are online: registered by Piraeus (waited for), or by
@@ -45,9 +47,11 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	if nwc.Status.Phase != nwv1.ClusterSingleNode {
 		return engine.Failed("the cluster is %s; a replication upgrade starts from SingleNode storage", nwc.Status.Phase), nil
 	}
-	for _, node := range s.joining() {
-		if msg, err := r.nodeReady(ctx, node); err != nil || msg != "" {
-			return engine.Failed("%s", msg), err
+	for i, node := range s.joining() {
+		if msg, err := r.nodeReady(ctx, node); err != nil {
+			return engine.Outcome{}, err
+		} else if msg != "" {
+			return engine.Failed("spec.peerNodes[%d]: %s", i, msg), nil
 		}
 	}
 	if _, err := s.lin.Version(ctx); err != nil {
@@ -123,7 +127,7 @@ func (s *scope) retryOrFail(err error, before string) (engine.Outcome, error) {
 }
 
 // nodeReady says why node cannot take part, empty when it can: it is a Node, Ready, and its
-// agent reports with a fresh heartbeat.
+// agent reports with a fresh heartbeat, its Lease renewed within the Lease's duration.
 func (r *Reconciler) nodeReady(ctx context.Context, node string) (string, error) {
 	n := &corev1.Node{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: node}, n); apierrors.IsNotFound(err) {
@@ -148,6 +152,9 @@ func (r *Reconciler) nodeReady(ctx context.Context, node string) (string, error)
 		return fmt.Sprintf("%s: its agent does not report it (reporter %q)", node, a.Status.Reporter), nil
 	case a.Status.Heartbeat.Stale:
 		return fmt.Sprintf("%s: its agent's heartbeat is stale", node), nil
+	}
+	if msg, _, err := r.silent(ctx, node, time.Now()); err != nil || msg != "" {
+		return msg, err
 	}
 	return "", nil
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -81,6 +82,8 @@ type site struct {
 	nodes   []string
 	volumes []string
 	trail   *audittest.Memory
+	// agents are the nodes' agents' processes, by node.
+	agents map[string]*exec.Cmd
 	// start is what LINSTOR held before any upgrade.
 	start linstorsim.State
 	// transport wraps the operator's LINSTOR transport (a crash, a count); nil: none.
@@ -111,7 +114,7 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := &site{t: t, nodes: nodes, ns: env.Namespace(t), lockNS: env.Namespace(t), trail: &audittest.Memory{}}
+	s := &site{t: t, nodes: nodes, ns: env.Namespace(t), lockNS: env.Namespace(t), trail: &audittest.Memory{}, agents: map[string]*exec.Cmd{}}
 	s.net = netsite.New(t, nwv1.BondModeActiveBackup, nodes...)
 	if err := s.net.PlayDRBD(); err != nil {
 		t.Fatal(err)
@@ -163,7 +166,7 @@ func newSite(t *testing.T, o siteOptions, nodes ...string) *site {
 		if o.mismatch && i == 0 {
 			must(t, os.WriteFile(filepath.Join(s.net.Node(name).DRBDDir, drbdplay.MismatchFile), []byte(s.volumes[0]+" 4\n"), 0o644))
 		}
-		siteagent.Start(t, s.net, name, siteagent.Options{Kubeconfig: kubeconfig, Namespace: s.ns})
+		s.agents[name] = siteagent.Start(t, s.net, name, siteagent.Options{Kubeconfig: kubeconfig, Namespace: s.ns})
 	}
 	for _, name := range nodes {
 		s.reports(name, name == nodes[0])

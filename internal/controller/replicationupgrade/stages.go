@@ -246,9 +246,14 @@ func verifyName(u *nwv1.ReplicationUpgrade, def string) string {
 }
 
 // verify runs DRBD's online verify of every volume on the original node's agent, a few at a
-// time, and fails at the first that finds a block out of sync.
+// time, and fails at the first that finds a block out of sync, or once that agent is silent
+// (heartbeats.go).
 func (r *Reconciler) verify(ctx context.Context, s *scope) (engine.Outcome, error) {
 	u := s.u
+	silent, wake, err := r.silent(ctx, u.Status.OriginalNode, s.Now.Time)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
 	verified, running := 0, 0
 	var toStart []string
 	for _, def := range u.Status.ResourceDefinitions {
@@ -280,12 +285,16 @@ func (r *Reconciler) verify(ctx context.Context, s *scope) (engine.Outcome, erro
 	if verified == len(u.Status.ResourceDefinitions) {
 		return engine.Succeeded("DRBD's online verify found every volume identical on every replica (%d volumes)", verified), nil
 	}
+	if silent != "" {
+		return engine.Failed("DRBD's online verify on %s cannot go on: %s; %d of %d volumes verified, %d verifies asked for and not ended",
+			u.Status.OriginalNode, silent, verified, len(u.Status.ResourceDefinitions), running), nil
+	}
 	for _, def := range toStart[:min(len(toStart), max(r.concurrency()-running, 0))] {
 		if err := r.startVerify(ctx, s, def); err != nil {
 			return engine.Outcome{}, err
 		}
 	}
-	return engine.Waiting(verifyDeadline, "verifying: %d of %d volumes verified, %d running", verified, len(u.Status.ResourceDefinitions), running), nil
+	return engine.Waiting(min(verifyDeadline, wake), "verifying: %d of %d volumes verified, %d running", verified, len(u.Status.ResourceDefinitions), running), nil
 }
 
 // startVerify asks the original node's agent for the online verify of def.

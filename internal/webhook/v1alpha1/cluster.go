@@ -175,19 +175,19 @@ func (w *profiles) inUseDowngrade(ctx context.Context, p *nwv1.EdgeProfile) erro
 	return nil
 }
 
-// errNodeMissing is a node a workflow names that is not in the cluster.
-var errNodeMissing = errors.New("no such Node")
+// errNodeMissing is a node an object names that is not in the cluster.
+var errNodeMissing = errors.New("is not a Node of the cluster")
 
-// nodesExist checks that every named node is a Node of the cluster.
-func nodesExist(ctx context.Context, c client.Reader, field string, names []string) error {
-	for i, name := range names {
-		err := c.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{})
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s[%d]: %q: %w", field, i, name, errNodeMissing)
-		}
-		if err != nil {
-			return fmt.Errorf("reading Node %s: %w", name, err)
-		}
+// nodeExists checks that the node the field at path names is a Node of the cluster, and says
+// which field names one that is not: spec.peerNodes[1]: "ghost-node" is not a Node of the
+// cluster. A workflow's nodes and a NodeOperation's are checked by it.
+func nodeExists(ctx context.Context, c client.Reader, path, name string) error {
+	err := c.Get(ctx, client.ObjectKey{Name: name}, &corev1.Node{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("%s: %q %w", path, name, errNodeMissing)
+	}
+	if err != nil {
+		return fmt.Errorf("reading Node %s: %w", name, err)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -107,12 +106,5 @@ func (n *nodeOperations) create(ctx context.Context, op *nwv1.NodeOperation) (ad
 	case !asker.DeletionTimestamp.IsZero():
 		return nil, fmt.Errorf("%s: %s %s is being deleted; it asks for no new operation", field, owner.Kind, owner.Name)
 	}
-	err = n.client.Get(ctx, client.ObjectKey{Name: op.Spec.NodeName}, &corev1.Node{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("spec.nodeName: %q: %w", op.Spec.NodeName, errNodeMissing)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading Node %s: %w", op.Spec.NodeName, err)
-	}
-	return nil, nil
+	return nil, nodeExists(ctx, n.client, "spec.nodeName", op.Spec.NodeName)
 }

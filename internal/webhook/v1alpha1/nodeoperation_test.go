@@ -60,7 +60,7 @@ func TestANodeOperationIsOwnedByTheWorkflowThatAsked(t *testing.T) {
 	refused(t, env.Client.Create(ctx, op(missing)), "metadata.ownerReferences: BondModeFlipPlan no-such-flip does not exist")
 	elsewhere := op(byFlip)
 	elsewhere.Spec.NodeName = "op-edge-9"
-	refused(t, env.Client.Create(ctx, elsewhere), `spec.nodeName: "op-edge-9": no such Node`)
+	refused(t, env.Client.Create(ctx, elsewhere), `spec.nodeName: "op-edge-9" is not a Node of the cluster`)
 
 	past := op(byFlip)
 	past.Spec.Deadline = metav1.NewTime(time.Now().Add(-time.Minute))

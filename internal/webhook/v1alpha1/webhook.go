@@ -295,7 +295,7 @@ func workflowWebhooks(mgr ctrl.Manager, o Options) error {
 			errs = append(errs, fmt.Errorf("%s is registered but not described (engine.Describe)", k.Name))
 			continue
 		}
-		hook := &kindWebhook[engine.Object]{kind: k.Name, decisions: o.Decisions, workflow: true, newObject: s.New, create: wf.admit(s)}
+		hook := &kindWebhook[engine.Object]{kind: k.Name, decisions: o.Decisions, workflow: true, newObject: s.New, create: wf.admit(s), update: wf.renamed(s)}
 		if k.Name == migration.Descriptor.Kind.Name {
 			hook.defaults = typed(mig.defaults)
 			hook.create = typed(mig.create)

@@ -431,7 +431,7 @@ func TestWorkflowShapes(t *testing.T) {
 
 	flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "to-lacp"},
 		Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "802.3ad", NodeOrder: []string{"wh-edge-1", "wh-edge-9"}}}
-	refused(t, alice.Create(ctx, flip), `spec.nodeOrder[1]: "wh-edge-9": no such Node`)
+	refused(t, alice.Create(ctx, flip), `spec.nodeOrder[1]: "wh-edge-9" is not a Node of the cluster`)
 
 	flip.Spec.NodeOrder = []string{"wh-edge-1"}
 	flip.Spec.MaintenanceWindow = &nwv1.MaintenanceWindow{Start: "22:00", End: "02:00", TimeZone: "Mars/Olympus_Mons"}
@@ -443,7 +443,7 @@ func TestWorkflowShapes(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, flip) })
 	up := &nwv1.ReplicationUpgrade{ObjectMeta: metav1.ObjectMeta{Name: "to-two"},
 		Spec: nwv1.ReplicationUpgradeSpec{PeerNodes: []string{"wh-edge-9"}}}
-	refused(t, alice.Create(ctx, up), `spec.peerNodes[0]: "wh-edge-9": no such Node`)
+	refused(t, alice.Create(ctx, up), `spec.peerNodes[0]: "wh-edge-9" is not a Node of the cluster`)
 	up.Spec.PeerNodes = []string{"wh-edge-1"}
 	refused(t, alice.Create(ctx, up), "metadata.name: BondModeFlipPlan to-lacp has not finished (Pending); one cluster-wide workflow at a time")
 
@@ -459,6 +459,54 @@ func TestWorkflowShapes(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestAnUpgradeNamesOnlyNodes: a ReplicationUpgrade whose peer is not a Node of the cluster
+// is refused, naming the field, when it is created and when its spec is changed to name one
+// before it starts; a tiebreaker is one of the peers (the CRD's rule), so it is checked with
+// them. An update that names no node anew (a label) is not held up by a Node gone since. The
+// test needs the cluster's singleton NodewrightCluster and no other cluster-wide workflow:
+// it does not run in parallel.
+func TestAnUpgradeNamesOnlyNodes(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	alice := as(t, "alice")
+	for _, name := range []string{"whu-edge-1", "whu-edge-2"} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := env.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), node) })
+	}
+	managedCluster(t)
+	upgrade := func(tiebreaker string, peers ...string) *nwv1.ReplicationUpgrade {
+		return &nwv1.ReplicationUpgrade{ObjectMeta: metav1.ObjectMeta{Name: "whu-to-three"},
+			Spec: nwv1.ReplicationUpgradeSpec{PeerNodes: peers, TiebreakerNode: tiebreaker, ReplicaCount: 2}}
+	}
+	refused(t, alice.Create(ctx, upgrade("", "whu-edge-1", "ghost-node")), `spec.peerNodes[1]: "ghost-node" is not a Node of the cluster`)
+	refused(t, alice.Create(ctx, upgrade("ghost-node", "whu-edge-1", "ghost-node")), `spec.peerNodes[1]: "ghost-node" is not a Node of the cluster`)
+
+	// Admitted with its nodes there, it waits to start (no controller runs upgrades here),
+	// and its spec may still change: not to a node that is not there.
+	u := upgrade("whu-edge-2", "whu-edge-1", "whu-edge-2")
+	if err := alice.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
+	u.Spec.PeerNodes, u.Spec.TiebreakerNode = []string{"whu-edge-1", "ghost-node"}, "ghost-node"
+	refused(t, alice.Update(ctx, u), `spec.peerNodes[1]: "ghost-node" is not a Node of the cluster`)
+
+	// Its nodes named before are not read again: whu-edge-2 gone, a label is still admitted.
+	if err := alice.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "whu-edge-2"}}); err != nil {
+		t.Fatal(err)
+	}
+	u.Labels = map[string]string{"team": "storage"}
+	if err := alice.Update(ctx, u); err != nil {
+		t.Errorf("a label on an upgrade whose tiebreaker's Node is gone: %v", err)
+	}
 }
 
 // signer makes a key pair, trusts its public key (alone, replacing any other) and returns

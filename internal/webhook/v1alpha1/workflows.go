@@ -40,9 +40,10 @@ func (w *clusterWorkflows) admit(k engine.Summary) func(ctx context.Context, o e
 			}
 		}
 		if k.Nodes != nil {
-			field, names := k.Nodes(o)
-			if err := nodesExist(ctx, w.client, field, names); err != nil {
-				return nil, err
+			for _, n := range k.Nodes(o) {
+				if err := nodeExists(ctx, w.client, n.Path, n.Name); err != nil {
+					return nil, err
+				}
 			}
 		}
 		if !k.ClusterWide {
@@ -52,6 +53,31 @@ func (w *clusterWorkflows) admit(k engine.Summary) func(ctx context.Context, o e
 			return nil, err
 		}
 		return nil, w.noneActive(ctx, k.Kind.Name, o.GetName())
+	}
+}
+
+// renamed is the check of a changed workflow of kind k: a spec may change until the workflow
+// starts (the CRD's rule), and each node it names anew is checked as at its creation. A node
+// named before is not read again: a Node gone since must not keep the workflow's own updates
+// (its finalizer's removal) from being admitted.
+func (w *clusterWorkflows) renamed(k engine.Summary) func(ctx context.Context, old, o engine.Object) (admission.Warnings, error) {
+	return func(ctx context.Context, old, o engine.Object) (admission.Warnings, error) {
+		if k.Nodes == nil {
+			return nil, nil
+		}
+		before := map[engine.NodeField]bool{}
+		for _, n := range k.Nodes(old) {
+			before[n] = true
+		}
+		for _, n := range k.Nodes(o) {
+			if before[n] {
+				continue
+			}
+			if err := nodeExists(ctx, w.client, n.Path, n.Name); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
 	}
 }
 

@@ -66,9 +66,23 @@ type Descriptor[O Object] struct {
 	// --agent-namespace) it has no controller and admission refuses it; only such a kind
 	// may own a NodeOperation.
 	NeedsAgents bool
-	// Nodes, when set, names the nodes a workflow's spec names, and the field: admission
-	// refuses a workflow that names a node the cluster does not have.
-	Nodes func(o O) (field string, names []string)
+	// Nodes, when set, lists the nodes a workflow's spec names, each with its field's path:
+	// admission refuses a workflow that names a node the cluster does not have, naming the
+	// field.
+	Nodes func(o O) []NodeField
+}
+
+// NodeField is a node a workflow's spec names, and the path of the field that names it:
+// spec.peerNodes[1].
+type NodeField struct{ Path, Name string }
+
+// NodeList is the NodeFields of the list names in the field path: path[0], path[1], ...
+func NodeList(path string, names []string) []NodeField {
+	out := make([]NodeField, len(names))
+	for i, n := range names {
+		out[i] = NodeField{Path: fmt.Sprintf("%s[%d]", path, i), Name: n}
+	}
+	return out
 }
 
 // Child is a kind of object a workflow makes.
@@ -153,7 +167,7 @@ type Summary struct {
 	APIs        servedapis.Kinds
 	ShortNames  []string
 	// Nodes is the descriptor's Nodes; nil when it has none.
-	Nodes func(Object) (field string, names []string)
+	Nodes func(Object) []NodeField
 }
 
 // Describe checks a kind's descriptor (Validate; a descriptor that cannot work is a
@@ -176,10 +190,10 @@ func Describe[O Object](d *Descriptor[O]) *Descriptor[O] {
 		},
 		ClusterWide: d.ClusterWide, NeedsAgents: d.NeedsAgents, APIs: d.APIs, ShortNames: d.ShortNames})
 	if d.Nodes != nil {
-		described[len(described)-1].Nodes = func(o Object) (string, []string) {
+		described[len(described)-1].Nodes = func(o Object) []NodeField {
 			typed, ok := o.(O)
 			if !ok {
-				return "", nil
+				return nil
 			}
 			return d.Nodes(typed)
 		}

@@ -1,0 +1,161 @@
+package bondmodeflipplan_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/netsite"
+)
+
+// The flip's tests share the cluster's one NodewrightCluster and EdgeProfile (clusterplay):
+// they do not run in parallel.
+
+// kill stops node's agent for good: its heartbeat Lease is not renewed any more.
+func (s *site) kill(node string) {
+	cmd := s.agents[node]
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+}
+
+// lease is node's heartbeat Lease as the API server has it.
+func (s *site) lease(node string) *coordinationv1.Lease {
+	s.t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: node}, l); err != nil {
+		s.t.Fatal(err)
+	}
+	return l
+}
+
+// leaseDuration is how long the Lease's last renewal holds.
+func leaseDuration(l *coordinationv1.Lease) time.Duration {
+	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+}
+
+// failedPart is the first part of a node's step that failed: its position, name, message and
+// end.
+func failedPart(f *nwv1.BondModeFlipPlan) (k int, part, msg string, at time.Time) {
+	for _, n := range f.Status.Nodes {
+		for _, p := range n.Parts {
+			if p.State == nwv1.StepFailed && p.FinishedAt != nil {
+				return int(n.Position), p.Name, p.Message, p.FinishedAt.Time
+			}
+		}
+	}
+	return 0, "", "", time.Time{}
+}
+
+// TestADeadPeerFailsTheStepWithinItsLease: the third node's agent dies while the first node's
+// bond is being changed. A step of the first node that waits on it (its Confirm, which needs
+// the peer's report of the change, or its ResumeResync) fails once the dead agent's Lease
+// stops holding, not at the step's 10-minute limit, naming the peer and what it last
+// reported; the rollback brings the first node back without waiting for the dead peer, and
+// says what it left on it.
+func TestADeadPeerFailsTheStepWithinItsLease(t *testing.T) {
+	var s *site
+	const flip = "flip-dead-peer"
+	var once sync.Once
+	killed := make(chan struct{})
+	s = newSiteWith(t, func(obj client.Object) {
+		if op, ok := obj.(*nwv1.NodeOperation); ok && op.Name == flip+"-n1-setmode" {
+			once.Do(func() {
+				s.kill("flipdead-c")
+				close(killed)
+			})
+		}
+	}, "flipdead-a=primary", "flipdead-b=secondary", "flipdead-c=secondary")
+	f := s.flip(flip, nwv1.VMProtectionNone, "flipdead-a", "flipdead-b", "flipdead-c")
+	select {
+	case <-killed:
+	case <-time.After(patience):
+		t.Fatalf("the operator never asked flipdead-a for its change; steps %s", steps(f))
+	}
+	l := s.lease("flipdead-c")
+	f = s.ended(f, nwv1.WorkflowRolledBack)
+
+	k, part, msg, at := failedPart(f)
+	if k != 1 || (part != "Confirm" && part != "ResumeResync") {
+		t.Fatalf("node %d's %s failed (%q); want node 1's Confirm or ResumeResync; steps %s", k, part, msg, steps(f))
+	}
+	if !strings.Contains(msg, "flipdead-c's agent last renewed its heartbeat Lease "+s.ns+"/flipdead-c at") ||
+		!strings.Contains(msg, "it last reported bond "+netsite.Bond+" in active-backup") {
+		t.Errorf("the failed part says %q; want it to name the dead peer, its last renewal and its last report", msg)
+	}
+	// The step failed once the last renewal stopped holding, within the bound: the
+	// Lease's duration and 10 s (the agents here renew every second; a busy machine may
+	// delay the reconcile).
+	bound := leaseDuration(l) + 10*time.Second
+	if took := at.Sub(l.Spec.RenewTime.Time); took > bound {
+		t.Errorf("the step failed %s after the dead agent's last renewal; want at most %s", took, bound)
+	}
+	t.Logf("the step failed %s after the dead agent's last renewal (its Lease: %s)", at.Sub(l.Spec.RenewTime.Time), leaseDuration(l))
+
+	// Rolled back: every bond in active-backup, the first node's rollback saying what it left
+	// on the dead peer.
+	for _, n := range s.nodes {
+		if got := s.mode(n); got != nwv1.BondModeActiveBackup {
+			t.Errorf("%s's bond runs %s, want active-backup", n, got)
+		}
+	}
+	rb := partMessage(f, 1, "RollbackBondMode")
+	t.Logf("node 1's rollback: %s", rb)
+	if !strings.Contains(rb, "not waited for, their agents silent: flipdead-c's agent last renewed") {
+		t.Errorf("node 1's rollback says %q; want it to say it did not wait for flipdead-c", rb)
+	}
+}
+
+// TestAStaleLeaseHoldsNoFlip: a node's agent is dead, its Lease no longer holds: the flip's
+// Preflight refuses to start, naming the node and its last renewal, in the Succeeded
+// condition and a Warning Event, and no node changes.
+func TestAStaleLeaseHoldsNoFlip(t *testing.T) {
+	s := newSite(t, "flipstale-a=primary", "flipstale-b=secondary")
+	s.kill("flipstale-b")
+	testenv.Eventually(t, patience, func() string {
+		l := s.lease("flipstale-b")
+		if left := time.Until(l.Spec.RenewTime.Add(leaseDuration(l))); left >= 0 {
+			return fmt.Sprintf("flipstale-b's Lease holds %s more", left)
+		}
+		return ""
+	})
+	f := s.ended(s.flip("flip-stale", nwv1.VMProtectionNone), nwv1.WorkflowRolledBack)
+	want := "flipstale-b's agent last renewed its heartbeat Lease " + s.ns + "/flipstale-b at"
+	if msg := stepMessage(f, "Preflight"); !strings.Contains(msg, want) {
+		t.Errorf("the Preflight says %q; want %q", msg, want)
+	}
+	var cond string
+	for _, c := range f.Status.Conditions {
+		if c.Type == nwv1.ConditionSucceeded {
+			cond = c.Message
+		}
+	}
+	if !strings.Contains(cond, want) {
+		t.Errorf("the Succeeded condition says %q; want %q", cond, want)
+	}
+	testenv.Eventually(t, patience, func() string {
+		var events corev1.EventList
+		if err := env.Client.List(context.Background(), &events); err != nil {
+			return err.Error()
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == f.Name && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, want) {
+				return ""
+			}
+		}
+		return "no Warning Event about " + f.Name + " says " + want
+	})
+	for _, n := range s.nodes {
+		if got := s.mode(n); got != nwv1.BondModeActiveBackup || s.changes(n) != 0 {
+			t.Errorf("%s's bond runs %s after %d changes; want active-backup, untouched", n, got, s.changes(n))
+		}
+	}
+}
