@@ -60,7 +60,7 @@ test-stress: control-plane $(COSIGN) $(HELM) chromium drbd-utils iproute2 ## Run
 	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/stress-test.sh $(PKGS)
 
 .PHONY: bench
-bench: ## Run the benchmarks (copier, bridge, audit, migration, agent, checkpoint, flip) and print each figure against its baseline.
+bench: ## Run the benchmarks (copy, bridge, audit, migration, agent, checkpoint, flip, deadpeer, upgrade, fleet) and print each figure against its baseline or target.
 	hack/bench.sh
 
 ##@ Development
