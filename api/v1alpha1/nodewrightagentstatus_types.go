@@ -287,10 +287,21 @@ type KairosStatus struct {
 	SoftwareVersion string `json:"softwareVersion,omitempty"`
 }
 
+// AnnotationReportRequest, on a NodewrightAgentStatus, asks the node's agent for a report read
+// from the host after it saw the request: the agent reads its host at once and writes the
+// value back in status.reportRequest with what it read, changed or not. The operator sets it to
+// a value of its own (a workflow's operation's UID) when it must see a node after a change it
+// made elsewhere, such as a peer's DRBD connections after a bond change (docs/agent.md).
+const AnnotationReportRequest = "nodewright.spectrocloud.com/report-request"
+
+// MaxReportRequest is the longest report request an agent answers.
+const MaxReportRequest = 128
+
 // NodewrightAgentStatusStatus is one node's state as observed. Two writers share it, each field
 // with one owner (server-side apply field managers, docs/agent.md): the operator's bridge
 // (nodewright-bridge) owns role, heartbeat and the HeartbeatFresh condition; whoever reporter
-// names owns reporter, storage, network, os and the StorageHealthy and HostObserved conditions.
+// names owns reporter, storage, network, os, reportRequest and the StorageHealthy and
+// HostObserved conditions.
 type NodewrightAgentStatusStatus struct {
 	// reporter says who reports the node's storage, network and OS: Agent (Nodewright's agent
 	// on the node, from the host) or Legacy (the legacy DaemonSet's ConfigMap).
@@ -316,6 +327,13 @@ type NodewrightAgentStatusStatus struct {
 	// os is the node's operating system; only the agent reports it.
 	// +optional
 	OS *HostOSStatus `json:"os,omitempty"`
+
+	// reportRequest is the last report request (the annotation
+	// nodewright.spectrocloud.com/report-request) the agent answered: what this status says was
+	// read from the host after the agent saw that request.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ReportRequest string `json:"reportRequest,omitempty"`
 
 	// conditions: HeartbeatFresh, StorageHealthy and, from the agent, HostObserved.
 	// +optional

@@ -168,7 +168,9 @@ Flags:
 		os.Exit(1)
 	}
 	ops.Executors = agent.Executors(bonds, drbd)
-	parts := []func(context.Context) error{h.Run, reporter.Run}
+	// A report request on the node's NodewrightAgentStatus (the operator's, to see a peer after
+	// a change) is answered at once, with a read of the host made after it.
+	parts := []func(context.Context) error{h.Run, reporter.Run, reporter.FollowRequests}
 	// DRBD's events ask the reporter for a report as they come, and wake the verifications
 	// running, whose end they may announce.
 	if streamer, ok := drbd.Runner.(drbdutil.Streamer); ok && drbdEvents {

@@ -47,11 +47,13 @@ type Reporter struct {
 
 // agentFields are the fields of NodewrightAgentStatus.status the agent owns, as applied.
 type agentFields struct {
-	Reporter   nwv1.Reporter           `json:"reporter"`
-	Storage    *nwv1.DRBDStatus        `json:"storage,omitempty"`
-	Network    *nwv1.NodeNetworkStatus `json:"network,omitempty"`
-	OS         *nwv1.HostOSStatus      `json:"os,omitempty"`
-	Conditions []metav1.Condition      `json:"conditions"`
+	Reporter nwv1.Reporter           `json:"reporter"`
+	Storage  *nwv1.DRBDStatus        `json:"storage,omitempty"`
+	Network  *nwv1.NodeNetworkStatus `json:"network,omitempty"`
+	OS       *nwv1.HostOSStatus      `json:"os,omitempty"`
+	// ReportRequest is the report request this report answers (nwv1.AnnotationReportRequest).
+	ReportRequest string             `json:"reportRequest,omitempty"`
+	Conditions    []metav1.Condition `json:"conditions"`
 }
 
 // agentConditions are the condition types the agent owns.
@@ -122,8 +124,10 @@ func (r *Reporter) report(ctx context.Context) (wrote bool, err error) {
 		return false, fmt.Errorf("reading the NodewrightAgentStatus of node %s: %w", r.Node, err)
 	}
 
+	// The host is read after the object: a report request seen in it is answered by a read
+	// made after the request.
 	obs := r.Observer.Observe(ctx)
-	want := &agentFields{Reporter: nwv1.ReporterAgent, Storage: obs.Storage, Network: obs.Network, OS: obs.OS,
+	want := &agentFields{Reporter: nwv1.ReporterAgent, Storage: obs.Storage, Network: obs.Network, OS: obs.OS, ReportRequest: requested(live),
 		Conditions: withTransitionTimes(obs.Conditions, live.Status.Conditions, metav1.NewTime(r.Clock.Now().Truncate(time.Second)))}
 	if r.applied != nil && sameFields(want, r.applied) && holds(live, r.applied) {
 		return false, nil
@@ -148,6 +152,52 @@ func (r *Reporter) apply(ctx context.Context, fields *agentFields) error {
 		return fmt.Errorf("applying the status of node %s: %w", r.Node, err)
 	}
 	return nil
+}
+
+// requested is the report request on the node's object that the agent answers: the annotation's
+// value, when it is no longer than nwv1.MaxReportRequest (a longer one is not answered, and the
+// agent says so in its log when it follows requests).
+func requested(live *nwv1.NodewrightAgentStatus) string {
+	if v := live.Annotations[nwv1.AnnotationReportRequest]; len(v) <= nwv1.MaxReportRequest {
+		return v
+	}
+	return ""
+}
+
+// FollowRequests watches the node's own NodewrightAgentStatus, and asks for a report (Trigger)
+// when it carries a report request (nwv1.AnnotationReportRequest) its status does not answer
+// yet. The report then reads the host and writes the request back with what it read. It
+// watches that one object (a field selector on its name), until ctx ends.
+func (r *Reporter) FollowRequests(ctx context.Context) error {
+	if r.Node == "" || r.Client == nil {
+		return fmt.Errorf("following report requests needs the node's name and a client")
+	}
+	r.init()
+	log := klog.FromContext(ctx).WithValues("node", r.Node)
+	var refused string
+	watch := &kubelite.ListWatch{Client: r.Client, Path: AgentStatuses.Path("", ""),
+		Options: kubelite.ListOptions{FieldSelector: "metadata.name=" + escapeFieldValue(r.Node)},
+		Handle: func(e kubelite.Event) {
+			if e.Type == kubelite.Deleted {
+				return
+			}
+			as := &nwv1.NodewrightAgentStatus{}
+			if err := json.Unmarshal(e.Object, as); err != nil || as.Name != r.Node {
+				return
+			}
+			want := as.Annotations[nwv1.AnnotationReportRequest]
+			switch {
+			case want == "" || want == as.Status.ReportRequest:
+			case len(want) > nwv1.MaxReportRequest:
+				if want != refused {
+					refused = want
+					log.Info("Not answering a report request longer than the limit", "annotation", nwv1.AnnotationReportRequest, "length", len(want), "limit", nwv1.MaxReportRequest)
+				}
+			default:
+				r.Trigger()
+			}
+		}}
+	return watch.Run(klog.NewContext(ctx, log))
 }
 
 // AgentStatuses is the API's resource of NodewrightAgentStatuses.
@@ -180,7 +230,7 @@ func sameFields(a, b *agentFields) bool {
 func holds(live *nwv1.NodewrightAgentStatus, applied *agentFields) bool {
 	st := live.Status
 	network := &st.Network
-	view := &agentFields{Reporter: st.Reporter}
+	view := &agentFields{Reporter: st.Reporter, ReportRequest: st.ReportRequest}
 	if applied.Storage != nil {
 		view.Storage = st.Storage
 	}

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -294,4 +296,64 @@ func getStatusOrNil(node string) *nwv1.NodewrightAgentStatus {
 		return nil
 	}
 	return as
+}
+
+// TestAReportRequestIsAnsweredAtOnce: a report request on the node's object is answered at
+// once (the interval is an hour), by a report read after it, even when nothing changed; one
+// too long is never answered; and a request on
+// another node's object is not this agent's to answer.
+func TestAReportRequestIsAnsweredAtOnce(t *testing.T) {
+	const node, other = "report-edge-9", "report-edge-10"
+	r, bond, _ := reportedNode(t, node)
+	r.Interval = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- r.Run(ctx) }()
+	go func() { done <- r.FollowRequests(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
+	testenv.Eventually(t, patience, func() string {
+		if getStatusOrNil(node) == nil || bond.readCount() == 0 {
+			return "the first report is not written"
+		}
+		return ""
+	})
+	theirs := &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: other,
+		Annotations: map[string]string{nwv1.AnnotationReportRequest: "not-mine"}}}
+	if err := env.Client.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), theirs) })
+
+	ask := func(request string) (reads int) {
+		t.Helper()
+		reads = bond.readCount()
+		patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, nwv1.AnnotationReportRequest, request)
+		if err := env.Client.Patch(ctx, &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatal(err)
+		}
+		return reads
+	}
+	for _, request := range []string{"uid-1", "uid-2"} {
+		before := ask(request)
+		testenv.Eventually(t, patience, func() string {
+			if got := getStatus(t, node).Status.ReportRequest; got != request {
+				return fmt.Sprintf("status.reportRequest %q, want %q", got, request)
+			}
+			return ""
+		})
+		if bond.readCount() <= before {
+			t.Errorf("request %s was answered without reading the host", request)
+		}
+	}
+	// A request too long is never answered: a report made while it stands answers none.
+	ask(strings.Repeat("x", nwv1.MaxReportRequest+1))
+	if err := r.Report(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := getStatus(t, node).Status.ReportRequest; got != "" {
+		t.Errorf("with a request too long standing, status.reportRequest %q, want none", got)
+	}
+	if got := getStatus(t, other).Status.ReportRequest; got != "" {
+		t.Errorf("%s's request was answered: %q", other, got)
+	}
 }

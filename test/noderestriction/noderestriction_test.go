@@ -21,6 +21,7 @@ import (
 	nwagent "github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/kubelite"
 	"github.com/spectrocloud/nodewright/internal/profile"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
 // The policy's rules, as its messages say them.
@@ -127,6 +128,33 @@ func TestAgentMayTouchOnlyItsOwnNode(t *testing.T) {
 			if err := reporter.Report(ctx); err != nil {
 				t.Fatalf("%s reports its node: %v", node, err)
 			}
+			// It follows its own object (a list and watch by name) and answers the operator's
+			// report request there, long before its next periodic report.
+			reporter.Interval = time.Hour
+			follow, stop := context.WithCancel(ctx)
+			following, running := make(chan error, 1), make(chan error, 1)
+			go func() { following <- reporter.FollowRequests(follow) }()
+			go func() { running <- reporter.Run(follow) }()
+			request := "request-for-" + node
+			if err := env.Client.Patch(ctx, &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: node}}, client.RawPatch(types.MergePatchType,
+				fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, nwv1.AnnotationReportRequest, request))); err != nil {
+				t.Fatal(err)
+			}
+			testenv.Eventually(t, patience, func() string {
+				answered := &nwv1.NodewrightAgentStatus{}
+				if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, answered); err != nil {
+					return err.Error()
+				}
+				if answered.Status.ReportRequest != request {
+					return fmt.Sprintf("%s's agent has not answered its report request (status.reportRequest %q)", node, answered.Status.ReportRequest)
+				}
+				return ""
+			})
+			stop()
+			if err := <-following; err != nil {
+				t.Errorf("%s follows its report requests: %v", node, err)
+			}
+			<-running
 
 			// What the API server holds now.
 			got := &nwv1.NodewrightAgentStatus{}
