@@ -29,7 +29,7 @@ import (
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bondmodeflipplans/status,verbs=get;patch
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bondmodeflipplans/finalizers,verbs=update
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,namespace=nodewright-agent,resources=nodeoperations,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=edgeprofiles,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch

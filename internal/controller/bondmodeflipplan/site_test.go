@@ -68,6 +68,9 @@ type site struct {
 	trail      *audittest.Memory
 	// drbd is how many played DRBD resources each node holds.
 	drbd map[string]int
+	// defaults: the agents run at their default heartbeat and report intervals, and the
+	// operator expects them to, as installed; otherwise every second.
+	defaults bool
 }
 
 // startOperator runs the flip controller until the test ends or stop is called, with hook
@@ -93,7 +96,11 @@ func (s *site) cacheOptions() cache.Options {
 }
 
 func (s *site) reconciler(mgr manager.Manager, c client.Client, r client.Reader) *bondmodeflipplan.Reconciler {
-	return &bondmodeflipplan.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("bondflip-test"), LockNamespace: s.lockNS, Audit: s.trail, Actor: "nodewright-operator"}, Client: c, APIReader: r, AgentNamespace: s.ns, ReportInterval: time.Second}
+	interval := time.Second
+	if s.defaults {
+		interval = 0
+	}
+	return &bondmodeflipplan.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("bondflip-test"), LockNamespace: s.lockNS, Audit: s.trail, Actor: "nodewright-operator"}, Client: c, APIReader: r, AgentNamespace: s.ns, ReportInterval: interval}
 }
 
 // newSite plays nodes with roles ("edge-1=primary"), every bond in active-backup, every
@@ -115,14 +122,17 @@ func newSiteWith(t *testing.T, hook beforeCreate, nodes ...string) *site {
 // plantSite is newSiteWith, with the flip controller running only when operate.
 func plantSite(t *testing.T, operate bool, hook beforeCreate, nodes ...string) *site {
 	t.Helper()
-	// Two DRBD resources replicated on every node, their connections played on the network.
-	return plantSiteWith(t, operate, hook, func(n *netsite.Network, names []string) (map[string]int, error) {
-		held := map[string]int{}
-		for _, name := range names {
-			held[name] = len(drbdResources)
-		}
-		return held, n.PlayDRBD(drbdResources...)
-	}, nodes...)
+	return plantSiteWith(t, operate, hook, everywhere, nodes...)
+}
+
+// everywhere plays two DRBD resources replicated on every node, their connections on the
+// network.
+func everywhere(n *netsite.Network, names []string) (map[string]int, error) {
+	held := map[string]int{}
+	for _, name := range names {
+		held[name] = len(drbdResources)
+	}
+	return held, n.PlayDRBD(drbdResources...)
 }
 
 // placement plays the DRBD resources of a site's nodes and says how many each holds.
@@ -131,6 +141,22 @@ type placement func(n *netsite.Network, names []string) (map[string]int, error)
 // plantSiteWith is plantSite with the DRBD resources place plays.
 func plantSiteWith(t *testing.T, operate bool, hook beforeCreate, place placement, nodes ...string) *site {
 	t.Helper()
+	return plant(t, siteSettings{operate: operate, hook: hook, place: place}, nodes...)
+}
+
+// siteSettings are how a played site runs.
+type siteSettings struct {
+	operate bool
+	hook    beforeCreate
+	place   placement
+	// defaults: the agents and the operator at their default intervals (site.defaults).
+	defaults bool
+}
+
+// plant plays a site of nodes as set says.
+func plant(t *testing.T, set siteSettings, nodes ...string) *site {
+	t.Helper()
+	operate, hook, place := set.operate, set.hook, set.place
 	roles := map[string]nwv1.NodeRole{}
 	var names []string
 	for _, n := range nodes {
@@ -149,7 +175,7 @@ func plantSiteWith(t *testing.T, operate bool, hook beforeCreate, place placemen
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go n.Run(ctx)
-	s := &site{t: t, net: n, ns: env.Namespace(t), nodes: names, stateDirs: map[string]string{}, agents: map[string]*exec.Cmd{}, trail: &audittest.Memory{}, drbd: held}
+	s := &site{t: t, net: n, ns: env.Namespace(t), nodes: names, stateDirs: map[string]string{}, agents: map[string]*exec.Cmd{}, trail: &audittest.Memory{}, drbd: held, defaults: set.defaults}
 	s.kubeconfig = n.APIServer(t, env.Kubeconfig(t))
 	for _, name := range names {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}
@@ -186,7 +212,7 @@ func (noWatch) Watch(context.Context, client.ObjectList, ...client.ListOption) (
 // start runs node's agent in node's namespace; it is killed at the test's end.
 func (s *site) start(node string) {
 	s.t.Helper()
-	s.agents[node] = siteagent.Start(s.t, s.net, node, siteagent.Options{Kubeconfig: s.kubeconfig, Namespace: s.ns, StateDir: s.stateDirs[node]})
+	s.agents[node] = siteagent.Start(s.t, s.net, node, siteagent.Options{Kubeconfig: s.kubeconfig, Namespace: s.ns, StateDir: s.stateDirs[node], Defaults: s.defaults})
 }
 
 // drbdResources are the DRBD resources every played node replicates.
@@ -326,12 +352,32 @@ func (s *site) nodesAre(f *nwv1.BondModeFlipPlan, state nwv1.NodeFlipState, curr
 	})
 }
 
-// TestThreeNodesFlipOneAtATimeThePrimaryLast flips three nodes: each changed under its
-// checkpoint, confirmed and committed, in the default order (the primary last), every played
-// bond ends in 802.3ad, and each node's view says so.
+// TestThreeNodesFlipOneAtATimeThePrimaryLast flips three nodes at the shortest
+// connectivityTimeout, 10s, with the agents and the operator at their default intervals (a
+// report every 10 s): each changed under its checkpoint, confirmed from its peers' reports
+// read after the change (asked for, and answered) and committed before the checkpoint
+// expired, in the default order (the primary last); every played bond ends in 802.3ad, and
+// each node's view says so.
 func TestThreeNodesFlipOneAtATimeThePrimaryLast(t *testing.T) {
-	s := newSite(t, "flip3-a=primary", "flip3-b=secondary", "flip3-c=secondary")
+	s := plant(t, siteSettings{operate: true, place: everywhere, defaults: true}, "flip3-a=primary", "flip3-b=secondary", "flip3-c=secondary")
 	f := s.ended(s.flip("flip-three", nwv1.VMProtectionNone), nwv1.WorkflowSucceeded)
+	if f.Spec.ConnectivityTimeout.Duration != 10*time.Second {
+		t.Fatalf("connectivityTimeout %s, want the shortest, 10s", f.Spec.ConnectivityTimeout.Duration)
+	}
+	// The last node's Confirm asked its peers for a report, and they answered it.
+	last := &nwv1.NodeOperation{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: "flip-three-n3-setmode"}, last); err != nil {
+		t.Fatal(err)
+	}
+	for _, peer := range []string{"flip3-b", "flip3-c"} {
+		as := &nwv1.NodewrightAgentStatus{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: peer}, as); err != nil {
+			t.Fatal(err)
+		}
+		if as.Annotations[nwv1.AnnotationReportRequest] != string(last.UID) || as.Status.ReportRequest != string(last.UID) {
+			t.Errorf("%s: report request %q answered %q; want both %s (flip3-a's change)", peer, as.Annotations[nwv1.AnnotationReportRequest], as.Status.ReportRequest, last.UID)
+		}
+	}
 	s.nodesAre(f, nwv1.NodeFlipDone, nwv1.BondMode8023AD, "flip3-b", "flip3-c", "flip3-a")
 	// kubectl get tells the story: the table the API server serves kubectl.
 	cs, err := kubernetes.NewForConfig(env.Config)

@@ -2,13 +2,17 @@ package bondmodeflipplan
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
@@ -219,12 +223,21 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 		return engine.Failed("%s: not confirmed, its peers cannot report their DRBD connections to it: %s; its agent restores its previous mode at its checkpoint's expiry",
 			s.describe(k), strings.Join(silent, "; ")), nil
 	}
-	// The peers' reports count only once they have read the host after the change: one report
-	// interval after it. A node that shares no DRBD resource has nothing for them to report.
-	settled := changedAt(op).Add(r.reportInterval() + reportMargin)
-	if wait := settled.Sub(s.Now.Time); wait > 0 && len(s.pairsTowards(node)) > 0 {
-		return engine.Waiting(wait, "confirming %s: waiting until its peers have read their DRBD connections after the change (%s)",
-			node, settled.UTC().Format(time.RFC3339)), nil
+	// The peers' reports count only once they have read the host after the change. Each peer is
+	// asked for a report (the op's UID as its request), which its agent answers at once; one
+	// that has not answered counts once a report interval has passed since the change, when its
+	// periodic read has written any change. A node that shares no DRBD resource has nothing for
+	// them to report.
+	if peers := peersOf(s.pairsTowards(node)); len(peers) > 0 {
+		unanswered, err := r.askReports(ctx, s, peers, string(op.UID))
+		if err != nil {
+			return engine.Outcome{}, err
+		}
+		settled := changedAt(op).Add(r.reportInterval() + reportMargin)
+		if wait := settled.Sub(s.Now.Time); wait > 0 && len(unanswered) > 0 {
+			return engine.Waiting(wait, "confirming %s: waiting for %s to report their DRBD connections read after the change (asked; or by %s)",
+				node, strings.Join(unanswered, ", "), settled.UTC().Format(time.RFC3339)), nil
+		}
 	}
 	missing := s.peersSee(node, false)
 	if missing == "" {
@@ -253,6 +266,31 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 
 // reportMargin is what the Confirm waits beyond the agents' report interval after a change.
 const reportMargin = 500 * time.Millisecond
+
+// askReports asks each of peers' agents for a report read after this moment, under request
+// (nwv1.AnnotationReportRequest on its NodewrightAgentStatus, set once), and returns the peers
+// whose reports do not answer it yet.
+func (r *Reconciler) askReports(ctx context.Context, s *scope, peers []string, request string) ([]string, error) {
+	var unanswered []string
+	for _, peer := range peers {
+		a := s.agents[peer]
+		if a == nil || a.Status.ReportRequest == request {
+			continue
+		}
+		unanswered = append(unanswered, peer)
+		if a.Annotations[nwv1.AnnotationReportRequest] == request {
+			continue
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{nwv1.AnnotationReportRequest: request}}})
+		if err != nil {
+			return nil, err
+		}
+		if err := r.Client.Patch(ctx, a.DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("asking %s's agent for a report: %w", peer, err)
+		}
+	}
+	return unanswered, nil
+}
 
 // changedAt is when op's change was made, as its agent says; from an agent that does not say,
 // the latest it can have been: its checkpoint's expiry, kept to the second, less its timeout.

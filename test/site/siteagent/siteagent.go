@@ -59,21 +59,29 @@ type Options struct {
 	Namespace string
 	// StateDir is the agent's state folder; a new one of the test's when empty.
 	StateDir string
+	// Defaults runs the agent at its default heartbeat and report intervals, as installed,
+	// rather than every second.
+	Defaults bool
 }
 
 // Start runs node's agent in node's network namespace of n, its heartbeat and report every
-// second, its bond and DRBD played from the node's folders, until the test ends (its output
-// logged when the test failed). It returns the process, for a test to kill it sooner.
+// second (unless o.Defaults), its bond and DRBD played from the node's folders, until the test
+// ends (its output logged when the test failed). It returns the process, for a test to kill
+// it sooner.
 func Start(t testing.TB, n *netsite.Network, node string, o Options) *exec.Cmd {
 	t.Helper()
 	nd := n.Node(node)
 	if o.StateDir == "" {
 		o.StateDir = t.TempDir()
 	}
-	cmd := n.Command(node, Build(t), "--kubeconfig", o.Kubeconfig, "--node-name", node, "--namespace", o.Namespace,
-		"--heartbeat-interval", "1s", "--network-backend", "site", "--site-bond-dir", nd.Bond.Dir,
+	args := []string{"--kubeconfig", o.Kubeconfig, "--node-name", node, "--namespace", o.Namespace,
+		"--network-backend", "site", "--site-bond-dir", nd.Bond.Dir,
 		"--host-root", nd.Root, "--state-dir", o.StateDir, "--host-os", string(nwv1.HostOSSystemdNetworkd),
-		"--storage-bond", netsite.Bond, "--report-interval", "1s", "--site-drbd-dir", nd.DRBDDir)
+		"--storage-bond", netsite.Bond, "--site-drbd-dir", nd.DRBDDir}
+	if !o.Defaults {
+		args = append(args, "--heartbeat-interval", "1s", "--report-interval", "1s")
+	}
+	cmd := n.Command(node, append([]string{Build(t)}, args...)...)
 	log := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
