@@ -505,22 +505,29 @@ func setDevice(f fieldsOf, d *Device) error {
 	return nil
 }
 
-// connection finds the connection the line names by conn-name.
+// connectionIndex is the index of the connection named name in r's, -1 when none is.
 func connectionIndex(r *eventResource, name string) int {
 	return slices.IndexFunc(r.r.Connections, func(c Connection) bool { return c.Name == name })
 }
 
+// connectionOf reads what a connection's and a peer device's lines both name: the resource,
+// the connection (conn-name) and the peer's node ID.
+func (s *Events2) connectionOf(f fieldsOf) (r *eventResource, name string, peer int, err error) {
+	if r, err = s.lookup(f); err != nil {
+		return nil, "", 0, err
+	}
+	if name, err = f.required("conn-name"); err != nil {
+		return nil, "", 0, err
+	}
+	if peer, err = f.integer("peer-node-id", MaxEventConnections); err != nil {
+		return nil, "", 0, err
+	}
+	return r, name, peer, nil
+}
+
 func (s *Events2) applyConnection(ev Event) (Effect, error) {
 	f := fieldsOf{ev}
-	r, err := s.lookup(f)
-	if err != nil {
-		return Effect{}, err
-	}
-	name, err := f.required("conn-name")
-	if err != nil {
-		return Effect{}, err
-	}
-	peer, err := f.integer("peer-node-id", MaxEventConnections)
+	r, name, peer, err := s.connectionOf(f)
 	if err != nil {
 		return Effect{}, err
 	}
@@ -562,15 +569,8 @@ func (s *Events2) applyConnection(ev Event) (Effect, error) {
 
 func (s *Events2) applyPeerDevice(ev Event) (Effect, error) {
 	f := fieldsOf{ev}
-	r, err := s.lookup(f)
+	r, name, _, err := s.connectionOf(f)
 	if err != nil {
-		return Effect{}, err
-	}
-	name, err := f.required("conn-name")
-	if err != nil {
-		return Effect{}, err
-	}
-	if _, err := f.integer("peer-node-id", MaxEventConnections); err != nil {
 		return Effect{}, err
 	}
 	volume, err := f.integer("volume", 65535)
