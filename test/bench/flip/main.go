@@ -28,24 +28,17 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
-	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
-	"github.com/spectrocloud/nodewright/internal/operator"
-	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 	"github.com/spectrocloud/nodewright/test/bench/agentlab"
 	"github.com/spectrocloud/nodewright/test/bench/benchproc"
-	"github.com/spectrocloud/nodewright/test/site/clusterplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 )
 
@@ -76,69 +69,23 @@ func run() error {
 		return err
 	}
 	defer lab.Close()
-	env := lab.Env
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	const agentNS, lockNS = agentlab.AgentNamespace, agentlab.WorkflowNamespace
+	const agentNS = agentlab.AgentNamespace
 	n, err := lab.Site(ctx, nwv1.BondModeActiveBackup, nodes, "pvc-bench-one", "pvc-bench-two")
 	if err != nil {
 		return err
 	}
 	defer n.Close()
-	for _, name := range nodes {
-		n.Expect(name, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
-		if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}}}); err != nil {
-			return err
-		}
-		p, err := n.StartAgent(name, reportInterval.String())
-		if err != nil {
-			return err
-		}
-		defer p.Stop()
-	}
-	// Every node reports its bond, and its DRBD connected to every peer and UpToDate.
-	for i, name := range nodes {
-		if err := wait(ctx, func() (bool, error) {
-			as := &nwv1.NodewrightAgentStatus{}
-			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, as); err != nil {
-				return false, client.IgnoreNotFound(err)
-			}
-			b, d := as.Status.Network.Bond, as.Status.Storage
-			return b != nil && len(b.Addresses) > 0 && d != nil && d.Resources == 2 && d.UpToDate == 2 && d.Connected == 2, nil
-		}); err != nil {
-			as := &nwv1.NodewrightAgentStatus{}
-			_ = env.Client.Get(ctx, client.ObjectKey{Name: name}, as)
-			logged, _ := os.ReadFile(n.AgentLog(name))
-			return fmt.Errorf("waiting for %s's report (bond %+v, DRBD %+v): %w\n%s", name, as.Status.Network.Bond, as.Status.Storage, err, logged)
-		}
-		role := nwv1.NodeRoleSecondary
-		if i == 0 {
-			role = nwv1.NodeRolePrimary
-		}
-		if err := clusterplay.SetRole(ctx, env.Client, name, role); err != nil {
-			return err
-		}
-	}
-	cleanup, err := clusterplay.Managed(ctx, env.Client, netsite.Bond, nwv1.BondModeActiveBackup, nwv1.BondMode8023AD)
+	agents, cleanup, err := n.ReadyForFlips(ctx, nodes, nodes[0], reportInterval.String(), 2)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-
-	scheme, err := operator.NewScheme()
-	if err != nil {
-		return err
+	for _, p := range agents {
+		defer p.Stop()
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: operator.CacheOptions(operator.Scope{Agent: agentNS, Workflows: lockNS})})
-	if err != nil {
-		return err
-	}
-	if err := (&bondmodeflipplan.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("bench-flip"), LockNamespace: lockNS}, Client: mgr.GetClient(), AgentNamespace: agentNS}).SetupWithManager(mgr); err != nil {
-		return err
-	}
-	go func() { _ = mgr.Start(ctx) }()
-	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme})
+	watcher, err := lab.StartFlips(ctx, "bench-flip")
 	if err != nil {
 		return err
 	}
@@ -315,16 +262,4 @@ func noteOp(seen *timeline, flip string, op *nwv1.NodeOperation, now time.Time) 
 			seen.note(opEnded(k), now)
 		}
 	}
-}
-
-func wait(ctx context.Context, cond func() (bool, error)) error {
-	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if ok, err := cond(); ok || err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	return fmt.Errorf("not within 2 minutes")
 }
