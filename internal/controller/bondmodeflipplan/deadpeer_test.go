@@ -8,39 +8,17 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
+	"github.com/spectrocloud/nodewright/test/site/siteagent"
 )
 
 // The flip's tests share the cluster's one NodewrightCluster and EdgeProfile (clusterplay):
 // they do not run in parallel.
-
-// kill stops node's agent for good: its heartbeat Lease is not renewed any more.
-func (s *site) kill(node string) {
-	cmd := s.agents[node]
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-}
-
-// lease is node's heartbeat Lease as the API server has it.
-func (s *site) lease(node string) *coordinationv1.Lease {
-	s.t.Helper()
-	l := &coordinationv1.Lease{}
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: node}, l); err != nil {
-		s.t.Fatal(err)
-	}
-	return l
-}
-
-// leaseDuration is how long the Lease's last renewal holds.
-func leaseDuration(l *coordinationv1.Lease) time.Duration {
-	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
-}
 
 // failedPart is the first part of a node's step that failed: its position, name, message and
 // end.
@@ -69,7 +47,7 @@ func TestADeadPeerFailsTheStepWithinItsLease(t *testing.T) {
 	s = newSiteWith(t, func(obj client.Object) {
 		if op, ok := obj.(*nwv1.NodeOperation); ok && op.Name == flip+"-n1-setmode" {
 			once.Do(func() {
-				s.kill("flipdead-c")
+				siteagent.Kill(s.agents["flipdead-c"])
 				close(killed)
 			})
 		}
@@ -80,7 +58,7 @@ func TestADeadPeerFailsTheStepWithinItsLease(t *testing.T) {
 	case <-time.After(patience):
 		t.Fatalf("the operator never asked flipdead-a for its change; steps %s", steps(f))
 	}
-	l := s.lease("flipdead-c")
+	l, held := siteagent.Lease(t, env.Client, s.ns, "flipdead-c")
 	f = s.ended(f, nwv1.WorkflowRolledBack)
 
 	k, part, msg, at := failedPart(f)
@@ -92,13 +70,13 @@ func TestADeadPeerFailsTheStepWithinItsLease(t *testing.T) {
 		t.Errorf("the failed part says %q; want it to name the dead peer, its last renewal and its last report", msg)
 	}
 	// The step failed once the last renewal stopped holding, within the bound: the
-	// Lease's duration and 10 s (the agents here renew every second; a busy machine may
+	// Lease's duration and 10 s (the agents here renew every 2 s; a busy machine may
 	// delay the reconcile).
-	bound := leaseDuration(l) + 10*time.Second
+	bound := held + 10*time.Second
 	if took := at.Sub(l.Spec.RenewTime.Time); took > bound {
 		t.Errorf("the step failed %s after the dead agent's last renewal; want at most %s", took, bound)
 	}
-	t.Logf("the step failed %s after the dead agent's last renewal (its Lease: %s)", at.Sub(l.Spec.RenewTime.Time), leaseDuration(l))
+	t.Logf("the step failed %s after the dead agent's last renewal (its Lease: %s)", at.Sub(l.Spec.RenewTime.Time), held)
 
 	// Rolled back: every bond in active-backup, the first node's rollback saying what it left
 	// on the dead peer.
@@ -119,10 +97,10 @@ func TestADeadPeerFailsTheStepWithinItsLease(t *testing.T) {
 // condition and a Warning Event, and no node changes.
 func TestAStaleLeaseHoldsNoFlip(t *testing.T) {
 	s := newSite(t, "flipstale-a=primary", "flipstale-b=secondary")
-	s.kill("flipstale-b")
+	siteagent.Kill(s.agents["flipstale-b"])
 	testenv.Eventually(t, patience, func() string {
-		l := s.lease("flipstale-b")
-		if left := time.Until(l.Spec.RenewTime.Add(leaseDuration(l))); left >= 0 {
+		l, held := siteagent.Lease(t, env.Client, s.ns, "flipstale-b")
+		if left := time.Until(l.Spec.RenewTime.Add(held)); left >= 0 {
 			return fmt.Sprintf("flipstale-b's Lease holds %s more", left)
 		}
 		return ""

@@ -69,7 +69,8 @@ type site struct {
 	// drbd is how many played DRBD resources each node holds.
 	drbd map[string]int
 	// defaults: the agents run at their default heartbeat and report intervals, and the
-	// operator expects them to, as installed; otherwise every second.
+	// operator expects them to, as installed; otherwise a heartbeat every 2 s and a report
+	// every second.
 	defaults bool
 }
 

@@ -137,7 +137,7 @@ func TestSixteenNodes(t *testing.T) {
 		}
 		t.Logf("%d nodes flipped and %d flipped back in %s", len(order)-1, len(order)-1, time.Since(began).Round(time.Second))
 		if n := len(f.Status.Steps); n != 33 {
-			t.Errorf("%d steps; want 33: the Preflight, 16 nodes' and 16 rollback steps", n)
+			t.Errorf("%d steps; want 33: the Preflight, 16 nodes' and 16 rollback steps: %s", n, steps(f))
 		}
 		var back []string
 		for _, st := range f.Status.Steps {

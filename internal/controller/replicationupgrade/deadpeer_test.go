@@ -1,37 +1,15 @@
 package replicationupgrade_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/siteagent"
 )
-
-// kill stops node's agent for good: its heartbeat Lease is not renewed any more.
-func (s *site) kill(node string) {
-	cmd := s.agents[node]
-	_ = cmd.Process.Kill()
-	_ = cmd.Wait()
-}
-
-// lease is node's heartbeat Lease as the API server has it.
-func (s *site) lease(node string) *coordinationv1.Lease {
-	s.t.Helper()
-	l := &coordinationv1.Lease{}
-	must(s.t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: node}, l))
-	return l
-}
-
-func leaseDuration(l *coordinationv1.Lease) time.Duration {
-	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
-}
 
 // step is u's step named name.
 func step(u *nwv1.ReplicationUpgrade, name string) nwv1.WorkflowStep {
@@ -58,8 +36,8 @@ func TestADeadOriginalAgentFailsTheVerifyWithinItsLease(t *testing.T) {
 		}
 		return ""
 	})
-	s.kill("updead-a")
-	l := s.lease("updead-a")
+	siteagent.Kill(s.agents["updead-a"])
+	l, held := siteagent.Lease(t, env.Client, s.ns, "updead-a")
 	u = s.ended(u, nwv1.WorkflowRolledBack)
 	v := step(u, "Verify")
 	if v.State != nwv1.StepFailed || v.FinishedAt == nil {
@@ -69,11 +47,11 @@ func TestADeadOriginalAgentFailsTheVerifyWithinItsLease(t *testing.T) {
 	if !strings.Contains(v.Message, want) || !strings.Contains(v.Message, "it last reported") {
 		t.Errorf("the Verify says %q; want it to name the node, its last renewal (%q) and its last report", v.Message, want)
 	}
-	bound := leaseDuration(l) + 10*time.Second
+	bound := held + 10*time.Second
 	if took := v.FinishedAt.Sub(l.Spec.RenewTime.Time); took > bound {
 		t.Errorf("the Verify failed %s after the agent's last renewal; want at most %s", took, bound)
 	}
-	t.Logf("the Verify failed %s after the agent's last renewal (its Lease: %s): %s", v.FinishedAt.Sub(l.Spec.RenewTime.Time), leaseDuration(l), v.Message)
+	t.Logf("the Verify failed %s after the agent's last renewal (its Lease: %s): %s", v.FinishedAt.Sub(l.Spec.RenewTime.Time), held, v.Message)
 	s.sameAsStart()
 }
 
@@ -82,10 +60,10 @@ func TestADeadOriginalAgentFailsTheVerifyWithinItsLease(t *testing.T) {
 // is untouched.
 func TestAStaleLeaseHoldsNoUpgrade(t *testing.T) {
 	s := newSite(t, siteOptions{volumes: 2}, "upstale-a", "upstale-b")
-	s.kill("upstale-b")
+	siteagent.Kill(s.agents["upstale-b"])
 	testenv.Eventually(t, patience, func() string {
-		l := s.lease("upstale-b")
-		if left := time.Until(l.Spec.RenewTime.Add(leaseDuration(l))); left >= 0 {
+		l, held := siteagent.Lease(t, env.Client, s.ns, "upstale-b")
+		if left := time.Until(l.Spec.RenewTime.Add(held)); left >= 0 {
 			return fmt.Sprintf("upstale-b's Lease holds %s more", left)
 		}
 		return ""

@@ -4,12 +4,18 @@
 package siteagent
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
@@ -64,8 +70,8 @@ type Options struct {
 	Defaults bool
 }
 
-// Start runs node's agent in node's network namespace of n, its heartbeat and report every
-// second (unless o.Defaults), its bond and DRBD played from the node's folders, until the test
+// Start runs node's agent in node's network namespace of n, its heartbeat every 2 s and its
+// report every second (unless o.Defaults), its bond and DRBD played from the node's folders, until the test
 // ends (its output logged when the test failed). It returns the process, for a test to kill
 // it sooner.
 func Start(t testing.TB, n *netsite.Network, node string, o Options) *exec.Cmd {
@@ -79,7 +85,9 @@ func Start(t testing.TB, n *netsite.Network, node string, o Options) *exec.Cmd {
 		"--host-root", nd.Root, "--state-dir", o.StateDir, "--host-os", string(nwv1.HostOSSystemdNetworkd),
 		"--storage-bond", netsite.Bond, "--site-drbd-dir", nd.DRBDDir}
 	if !o.Defaults {
-		args = append(args, "--heartbeat-interval", "1s", "--report-interval", "1s")
+		// A heartbeat every 2 s holds the Lease 8 s: a test of a dead agent sees it stale soon,
+		// and a busy machine does not make a live one look dead.
+		args = append(args, "--heartbeat-interval", "2s", "--report-interval", "1s")
 	}
 	cmd := n.Command(node, append([]string{Build(t)}, args...)...)
 	log := &testenv.SyncBuffer{}
@@ -95,4 +103,22 @@ func Start(t testing.TB, n *netsite.Network, node string, o Options) *exec.Cmd {
 		}
 	})
 	return cmd
+}
+
+// Kill stops an agent Start started, for good and without a word (SIGKILL): its heartbeat
+// Lease is not renewed again.
+func Kill(cmd *exec.Cmd) {
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+}
+
+// Lease is node's heartbeat Lease in the agents' namespace ns, as c reads it, and how long its
+// last renewal holds (its duration).
+func Lease(t testing.TB, c client.Reader, ns, node string) (*coordinationv1.Lease, time.Duration) {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: node}, l); err != nil {
+		t.Fatal(err)
+	}
+	return l, time.Duration(ptr.Deref(l.Spec.LeaseDurationSeconds, 0)) * time.Second
 }
