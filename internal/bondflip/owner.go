@@ -58,6 +58,7 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.BondModeFlipPlan]{
 	Nodes: func(f *nwv1.BondModeFlipPlan) []engine.NodeField {
 		return engine.NodeList("spec.nodeOrder", f.Spec.NodeOrder)
 	},
+	Admit: admit,
 })
 
 // Kind is what the shared workflow code calls a flip and says of its outcomes.

@@ -42,7 +42,7 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	if bond == "" {
 		return engine.Failed("spec.bondInterface is empty and no EdgeProfile is in force to name the storage bond"), nil
 	}
-	if msg := allowed(profile, f.Spec.TargetMode); msg != "" {
+	if msg := bondflip.Allowed(profile, f.Spec.TargetMode); msg != "" {
 		return engine.Failed("%s", msg), nil
 	}
 	var onTarget []string
@@ -106,24 +106,6 @@ func checkOrder(order []string, agents map[string]*nwv1.NodewrightAgentStatus) s
 		return fmt.Sprintf("spec.nodeOrder leaves out %s: every node's bond must change, or the cluster would run two modes", strings.Join(left, ", "))
 	}
 	return ""
-}
-
-// allowed says why the profile does not let the bond run mode, empty when it does.
-func allowed(p *nwv1.EdgeProfile, mode nwv1.BondMode) string {
-	if p == nil {
-		return "no EdgeProfile is in force: the modes the site's switch carries are unknown"
-	}
-	n := p.Spec.Network
-	if n.BondMode == mode || slices.Contains(n.AllowedBondModes, mode) {
-		return ""
-	}
-	carried := append([]nwv1.BondMode{n.BondMode}, n.AllowedBondModes...)
-	names := make([]string, len(carried))
-	for i, m := range carried {
-		names[i] = string(m)
-	}
-	return fmt.Sprintf("spec.targetMode: EdgeProfile %s (version %s) says the switch carries %s, not %s; list it in network.allowedBondModes once the switch ports accept it",
-		p.Name, p.Spec.Version, strings.Join(names, ", "), mode)
 }
 
 // modes lists each node's mode: "edge-1 active-backup, edge-2 active-backup".

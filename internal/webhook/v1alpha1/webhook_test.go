@@ -1178,3 +1178,49 @@ func TestTheApproverIsStampedAndCannotBeForged(t *testing.T) {
 		return len(want) == 0
 	})
 }
+
+// TestAFlipToAModeTheSwitchDoesNotCarryIsRefused: with an EdgeProfile in force whose switch
+// carries active-backup and balance-alb, a flip to 802.3ad cannot work (its Preflight would
+// fail, and every agent refuses the change): admission refuses it, naming spec.targetMode, the
+// profile and what the switch carries. A flip to a mode the switch carries is admitted. The
+// test needs the cluster's singleton NodewrightCluster: it does not run in parallel.
+func TestAFlipToAModeTheSwitchDoesNotCarryIsRefused(t *testing.T) {
+	startOperator(t)
+	ctx := context.Background()
+	key := signer(t)
+	alice := as(t, "alice")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "wh-edge-1"}}
+	if err := env.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	p := edgeProfile("wh-switch", "9.0.0")
+	p.Spec.Legacy = nil
+	p.Spec.Network.AllowedBondModes = []nwv1.BondMode{nwv1.BondModeBalanceALB}
+	sign(t, p, key)
+	if err := alice.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, p) })
+	noCluster(t)
+	heartbeats(t)
+	c := legacyIn("wh-nowhere", "wh-nowhere")
+	c.Spec.Management, c.Spec.ProfileRef = nwv1.ManagementManaged, &nwv1.ProfileReference{Name: p.Name}
+	if err := alice.Create(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { noCluster(t) })
+	inEffect(t, nwv1.ManagementManaged)
+	eventually(t, "the profile wh-switch in force", func() bool {
+		got := &nwv1.NodewrightCluster{}
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(c), got) == nil && got.Status.Profile != nil && got.Status.Profile.Name == p.Name
+	})
+
+	flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "to-lacp-uncarried"},
+		Spec: nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondMode8023AD, NodeOrder: []string{"wh-edge-1"}}}
+	refused(t, alice.Create(ctx, flip.DeepCopy()),
+		"spec.targetMode: EdgeProfile wh-switch (version 9.0.0) says the switch carries active-backup, balance-alb, not 802.3ad")
+	flip.Spec.TargetMode = nwv1.BondModeBalanceALB
+	if err := alice.Create(ctx, flip, client.DryRunAll); err != nil {
+		t.Fatalf("a flip to balance-alb, which the switch carries: %v", err)
+	}
+}

@@ -46,6 +46,11 @@ func (w *clusterWorkflows) admit(k engine.Summary) func(ctx context.Context, o e
 				}
 			}
 		}
+		if k.Admit != nil {
+			if err := k.Admit(ctx, w.client, nil, o); err != nil {
+				return nil, err
+			}
+		}
 		if !k.ClusterWide {
 			return nil, nil
 		}
@@ -57,11 +62,17 @@ func (w *clusterWorkflows) admit(k engine.Summary) func(ctx context.Context, o e
 }
 
 // renamed is the check of a changed workflow of kind k: a spec may change until the workflow
-// starts (the CRD's rule), and each node it names anew is checked as at its creation. A node
-// named before is not read again: a Node gone since must not keep the workflow's own updates
-// (its finalizer's removal) from being admitted.
+// starts (the CRD's rule), and each node it names anew is checked as at its creation, and the
+// kind's own check (Admit) is made again. A node named before is not read again: a Node gone
+// since must not keep the workflow's own updates (its finalizer's removal) from being
+// admitted.
 func (w *clusterWorkflows) renamed(k engine.Summary) func(ctx context.Context, old, o engine.Object) (admission.Warnings, error) {
 	return func(ctx context.Context, old, o engine.Object) (admission.Warnings, error) {
+		if k.Admit != nil {
+			if err := k.Admit(ctx, w.client, old, o); err != nil {
+				return nil, err
+			}
+		}
 		if k.Nodes == nil {
 			return nil, nil
 		}

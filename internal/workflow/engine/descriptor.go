@@ -70,6 +70,10 @@ type Descriptor[O Object] struct {
 	// admission refuses a workflow that names a node the cluster does not have, naming the
 	// field.
 	Nodes func(o O) []NodeField
+	// Admit, when set, is the kind's own admission check of a workflow against the settings in
+	// force (the EdgeProfile, say), at its creation (old nil) and at each change of its spec
+	// before it starts: an error refuses it, naming the field and why the value cannot work.
+	Admit func(ctx context.Context, c client.Reader, old, o O) error
 }
 
 // NodeField is a node a workflow's spec names, and the path of the field that names it:
@@ -168,6 +172,8 @@ type Summary struct {
 	ShortNames  []string
 	// Nodes is the descriptor's Nodes; nil when it has none.
 	Nodes func(Object) []NodeField
+	// Admit is the descriptor's Admit (old nil at a creation); nil when it has none.
+	Admit func(ctx context.Context, c client.Reader, old, o Object) error
 }
 
 // Describe checks a kind's descriptor (Validate; a descriptor that cannot work is a
@@ -196,6 +202,21 @@ func Describe[O Object](d *Descriptor[O]) *Descriptor[O] {
 				return nil
 			}
 			return d.Nodes(typed)
+		}
+	}
+	if d.Admit != nil {
+		described[len(described)-1].Admit = func(ctx context.Context, c client.Reader, old, o Object) error {
+			typed, ok := o.(O)
+			if !ok {
+				return nil
+			}
+			var was O
+			if old != nil {
+				if was, ok = old.(O); !ok {
+					return nil
+				}
+			}
+			return d.Admit(ctx, c, was, typed)
 		}
 	}
 	slices.SortFunc(described, func(a, b Summary) int { return strings.Compare(a.Kind.Name, b.Kind.Name) })
