@@ -56,7 +56,8 @@ type Reconciler struct {
 	AgentNamespace string
 	// ReportInterval is how often the agents read their host (their --report-interval);
 	// DefaultReportInterval when zero. A node's change is confirmed from its peers' reports
-	// only once they have read their DRBD connections after it.
+	// only once they have read their DRBD connections after it: a peer asked for a report
+	// answers at once; one that does not answer counts one report interval after the change.
 	ReportInterval time.Duration
 
 	engine *engine.Engine[*nwv1.BondModeFlipPlan]
