@@ -85,15 +85,31 @@ const (
 	NodeFlipFailed NodeFlipState = "Failed"
 )
 
+// NodeCordon is what a flip did with a node's scheduling.
+// +kubebuilder:validation:Enum=Cordoned;Uncordoned;WasCordoned
+type NodeCordon string
+
+// The node cordon records.
+const (
+	// NodeCordoned: the flip made the node unschedulable for its change (the Node carries
+	// the annotation nodewright.spectrocloud.com/cordoned-by naming the flip).
+	NodeCordoned NodeCordon = "Cordoned"
+	// NodeUncordoned: the flip made the node schedulable again after its change.
+	NodeUncordoned NodeCordon = "Uncordoned"
+	// NodeWasCordoned: the node was unschedulable before the flip (cordoned by someone else):
+	// the flip left it alone, and leaves it cordoned.
+	NodeWasCordoned NodeCordon = "WasCordoned"
+)
+
 // NodeFlipPart is one part of a node's step: each node's step (Node1, say) carries out the
-// parts ProtectVMs, PauseResync, SetBondMode, Confirm, ResumeResync and RestoreVMs in order,
-// and its rollback step (RollbackNode1) those of RollbackProtectVMs, RollbackBondMode and
-// RollbackVMs it needs. The record is the step's memory of where it is: written in the same
+// parts Cordon, ProtectVMs, PauseResync, SetBondMode, Confirm, ResumeResync, Uncordon and
+// RestoreVMs in order, and its rollback step (RollbackNode1) those of RollbackCordon,
+// RollbackProtectVMs, RollbackBondMode, RollbackUncordon and RollbackVMs it needs. The record is the step's memory of where it is: written in the same
 // status patch as the step's own state, it is read back after a restart.
 type NodeFlipPart struct {
 	// name of the part.
 	// +required
-	// +kubebuilder:validation:Enum=ProtectVMs;PauseResync;SetBondMode;Confirm;ResumeResync;RestoreVMs;RollbackProtectVMs;RollbackBondMode;RollbackVMs
+	// +kubebuilder:validation:Enum=Cordon;ProtectVMs;PauseResync;SetBondMode;Confirm;ResumeResync;Uncordon;RestoreVMs;RollbackCordon;RollbackProtectVMs;RollbackBondMode;RollbackUncordon;RollbackVMs
 	Name string `json:"name"`
 
 	// state of the part: Running while it is under way, then Succeeded, Skipped (nothing to
@@ -150,12 +166,19 @@ type NodeFlip struct {
 	// +kubebuilder:validation:MaxLength=32
 	Part string `json:"part,omitempty"`
 
+	// cordon says what the flip did with the node's scheduling: Cordoned while it holds the
+	// node unschedulable for its change, Uncordoned once it made it schedulable again,
+	// WasCordoned when the node was already unschedulable (cordoned by someone else) and was
+	// left alone. Empty until the node's Cordon part ran.
+	// +optional
+	Cordon NodeCordon `json:"cordon,omitempty"`
+
 	// parts records each part the node's steps began, in the order they began: at most the
-	// six forward parts and the three of its rollback.
+	// eight forward parts and the five of its rollback.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=9
+	// +kubebuilder:validation:MaxItems=13
 	Parts []NodeFlipPart `json:"parts,omitempty"`
 }
 
@@ -195,6 +218,7 @@ type BondModeFlipPlanStatus struct {
 // +kubebuilder:printcolumn:name="Done",type=string,JSONPath=`.status.progress`,description="Nodes on the target mode, of all"
 // +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.steps[?(@.state=="Running")].name`,description="The step now running: Node<i> or RollbackNode<i>"
 // +kubebuilder:printcolumn:name="Part",type=string,JSONPath=`.status.nodes[*].parts[?(@.state=="Running")].name`,description="The part of the running step under way"
+// +kubebuilder:printcolumn:name="Cordoned",type=string,JSONPath=`.status.nodes[?(@.cordon=="Cordoned")].name`,description="The nodes the flip holds cordoned",priority=1
 // +kubebuilder:printcolumn:name="Waiting",type=string,JSONPath=`.status.steps[?(@.state=="Waiting")].name`,description="The step a gate holds"
 // +kubebuilder:printcolumn:name="Held By",type=string,JSONPath=`.status.conditions[?(@.type=="Held")].reason`,description="The gate that holds the next step, or GatesOpen"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

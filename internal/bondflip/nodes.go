@@ -119,13 +119,13 @@ func End(n *nwv1.NodeFlip, part string, state nwv1.StepState, msg string, now me
 }
 
 // FailedPart is the forward part n's step ended in without finishing it: the part that failed,
-// or was under way when the flip stopped the step; "" when its six parts all ended well, and
-// ProtectVMs when none began (nothing was done).
+// or was under way when the flip stopped the step; "" when its parts all ended well, and
+// Cordon when none began (nothing was recorded, though a cordon may have been written).
 func FailedPart(n *nwv1.NodeFlip) string {
 	for _, part := range NodeParts {
 		p := Part(n, part)
-		if p == nil && part == ProtectVMs {
-			return ProtectVMs
+		if p == nil && part == NodeParts[0] {
+			return part
 		}
 		if p == nil || (p.State != nwv1.StepSucceeded && p.State != nwv1.StepSkipped) {
 			return part

@@ -27,11 +27,16 @@ func TestThePartRecord(t *testing.T) {
 	t0 := metav1.NewTime(time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC))
 	later := metav1.NewTime(t0.Add(time.Minute))
 	n := &nwv1.NodeFlip{Name: "edge-1", Position: 1}
-	if got := Current(n, NodeParts); got != ProtectVMs {
+	if got := Current(n, NodeParts); got != Cordon {
 		t.Fatalf("nothing begun: current %q", got)
 	}
-	if got := FailedPart(n); got != ProtectVMs {
-		t.Errorf("nothing begun: failed in %q; want ProtectVMs (nothing to undo but the VMs)", got)
+	if got := FailedPart(n); got != Cordon {
+		t.Errorf("nothing begun: failed in %q; want Cordon (nothing to undo but a cordon written before a crash)", got)
+	}
+	Begin(n, Cordon, "", t0)
+	End(n, Cordon, nwv1.StepSucceeded, "cordoned edge-1", t0)
+	if got := Current(n, NodeParts); got != ProtectVMs {
+		t.Fatalf("after Cordon: current %q", got)
 	}
 	Begin(n, ProtectVMs, "moving", t0)
 	Begin(n, ProtectVMs, "again", later)
@@ -54,7 +59,7 @@ func TestThePartRecord(t *testing.T) {
 		t.Errorf("ProtectVMs says %q", p.Message)
 	}
 	StopForward(n, nwv1.StepCancelled, "the flip was deleted", later)
-	if got := record(n); got != "ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Cancelled" {
+	if got := record(n); got != "Cordon=Succeeded ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Cancelled" {
 		t.Errorf("stopped: %s", got)
 	}
 	if got := FailedPart(n); got != SetBondMode {
@@ -71,7 +76,7 @@ func TestThePartRecord(t *testing.T) {
 	if got := Current(n, undo); got != "" || n.Part != RollbackVMs || Next(undo, RollbackVMs) != "" {
 		t.Errorf("rolled back: current %q, part %q", got, n.Part)
 	}
-	if got := record(n); got != "ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Cancelled RollbackBondMode=Succeeded RollbackVMs=Succeeded" {
+	if got := record(n); got != "Cordon=Succeeded ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Cancelled RollbackBondMode=Succeeded RollbackUncordon=Succeeded RollbackVMs=Succeeded" {
 		t.Errorf("rolled back: %s", got)
 	}
 
@@ -79,7 +84,7 @@ func TestThePartRecord(t *testing.T) {
 	for _, part := range NodeParts {
 		End(done, part, nwv1.StepSucceeded, "", t0)
 	}
-	if got := FailedPart(done); got != "" || len(UndoParts("")) != 3 {
+	if got := FailedPart(done); got != "" || len(UndoParts("")) != 5 {
 		t.Errorf("a node flipped: failed in %q", got)
 	}
 	long := &nwv1.NodeFlip{}

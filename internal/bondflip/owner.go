@@ -23,6 +23,17 @@ const (
 	LabelStep = "nodewright.spectrocloud.com/step"
 )
 
+// AnnotationCordonedBy is on a Node a flip cordoned, naming it (CordonedBy). It is written in
+// the same update that sets spec.unschedulable and removed in the one that clears it, so the
+// Node itself records that the cordon is the flip's: an operator killed between that write and
+// the status's finds it there, and a node cordoned by anyone else never carries it. The chart's
+// policy nodewright-operator-nodes holds the operator to that pairing.
+const AnnotationCordonedBy = "nodewright.spectrocloud.com/cordoned-by"
+
+// CordonedBy is the value of AnnotationCordonedBy for the flip named flip:
+// "bondmodeflipplan/<name>".
+func CordonedBy(flip string) string { return "bondmodeflipplan/" + flip }
+
 // Descriptor is the flip as the workflow engine, the operator and admission know it.
 var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.BondModeFlipPlan]{
 	Kind: workflow.Kind{

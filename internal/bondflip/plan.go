@@ -3,10 +3,11 @@
 // workflow machine (internal/workflow) runs. It talks to no cluster.
 //
 // Each node has one step, named after the node's position in the flip's order (Node1, Node2,
-// ...; docs/decisions/0003), which carries out six parts in order: protect its VMs, pause the
-// resynchronisation towards it on its peers, change its bond under its agent's checkpoint,
-// confirm from the operator's side and commit, resume the resynchronisation and wait until
-// DRBD is UpToDate, restore its VMs. The step records each part (its state, start, finish and
+// ...; docs/decisions/0003), which carries out eight parts in order: cordon the node, protect
+// its VMs, pause the resynchronisation towards it on its peers, change its bond under its
+// agent's checkpoint, confirm from the operator's side and commit, resume the
+// resynchronisation and wait until DRBD is UpToDate, uncordon the node (if the flip cordoned
+// it), restore its VMs. The step records each part (its state, start, finish and
 // message) in the node's entry of status.nodes, in the same status patch as the step itself.
 // A failure anywhere leaves the cluster as it was: the node being changed is brought back to
 // its previous mode (its agent has usually done so already, by its checkpoint), its
@@ -33,21 +34,29 @@ const Preflight Step = "Preflight"
 
 // The parts of a node's forward step, in order.
 const (
+	// Cordon marks the node unschedulable, with AnnotationCordonedBy naming the flip in the
+	// same write; a node already unschedulable is left alone.
+	Cordon       = "Cordon"
 	ProtectVMs   = "ProtectVMs"
 	PauseResync  = "PauseResync"
 	SetBondMode  = "SetBondMode"
 	Confirm      = "Confirm"
 	ResumeResync = "ResumeResync"
-	RestoreVMs   = "RestoreVMs"
+	// Uncordon makes the node schedulable again if it carries the flip's AnnotationCordonedBy,
+	// before RestoreVMs: the VMs brought back must be able to land on it.
+	Uncordon   = "Uncordon"
+	RestoreVMs = "RestoreVMs"
 )
 
 // NodeParts are the parts of a node's forward step, in order.
-var NodeParts = []string{ProtectVMs, PauseResync, SetBondMode, Confirm, ResumeResync, RestoreVMs}
+var NodeParts = []string{Cordon, ProtectVMs, PauseResync, SetBondMode, Confirm, ResumeResync, Uncordon, RestoreVMs}
 
 // The parts of the rollback steps. A node brought back, whether the one whose step failed or
-// one flipped before it, takes the same three, each of which finds out what is left to undo
+// one flipped before it, takes the same five, each of which finds out what is left to undo
 // and skips what is not (docs/development.md, "An undo step must find out"):
 const (
+	// RollbackCordon cordons a node flipped before while its mode is set back, as Cordon does.
+	RollbackCordon = "RollbackCordon"
 	// RollbackProtectVMs protects the node's VMs again before its bond is changed back: for a
 	// node flipped before (its VMs came back) or one whose RestoreVMs failed half way.
 	RollbackProtectVMs = "RollbackProtectVMs"
@@ -56,12 +65,20 @@ const (
 	// paused, the previous mode set under a checkpoint of its own, confirmed and committed.
 	// Either way it ends with the resync towards the node resumed and DRBD UpToDate.
 	RollbackBondMode = "RollbackBondMode"
+	// RollbackUncordon uncordons the node if it carries the flip's AnnotationCordonedBy (the
+	// node's own record: a cordon written just before a crash is found there), before its VMs
+	// come back.
+	RollbackUncordon = "RollbackUncordon"
 	// RollbackVMs restores the VMs the flip protected on the node.
 	RollbackVMs = "RollbackVMs"
 )
 
 // RollbackParts are every part a node's rollback step may carry out, in order.
-var RollbackParts = []string{RollbackProtectVMs, RollbackBondMode, RollbackVMs}
+var RollbackParts = []string{RollbackCordon, RollbackProtectVMs, RollbackBondMode, RollbackUncordon, RollbackVMs}
+
+// MaxParts is the most parts a node's record holds: its eight forward parts and five rollback
+// parts.
+const MaxParts = 13
 
 // MaxNodes is the most nodes a flip changes: a Preflight, a step per node and a rollback step
 // per node are 33, within the 48 of status.steps.
@@ -91,19 +108,24 @@ func ParseStep(s Step) (position int, rollback bool, ok bool) {
 func PartName(position int, part string) string { return string(NodeStep(position)) + part }
 
 // UndoParts are the parts of a node's rollback step, after its forward step ended in the part
-// failed ("" for a node whose forward step succeeded):
+// failed ("" for a node whose forward step succeeded). Every one ends uncordoned, where the
+// flip's cordon is on the node, before its VMs come back:
 //
-//   - failed in ProtectVMs (or before any part began): its VMs restored (some may have moved);
-//   - from PauseResync to ResumeResync: its mode back (and its resync resumed), its VMs
-//     restored;
-//   - in RestoreVMs, or a node flipped before: its VMs protected again first (some may be
-//     back), its mode back, its VMs restored.
+//   - failed in Cordon (or before any part began): uncordoned (the cordon may have been written
+//     just before the failure or a crash);
+//   - in ProtectVMs: uncordoned, its VMs restored (some may have moved);
+//   - from PauseResync to ResumeResync: its mode back (and its resync resumed), uncordoned,
+//     its VMs restored;
+//   - in Uncordon or RestoreVMs, or a node flipped before: cordoned again and its VMs protected
+//     again first (some may be back), its mode back, uncordoned, its VMs restored.
 func UndoParts(failed string) []string {
 	switch failed {
+	case Cordon:
+		return []string{RollbackUncordon}
 	case ProtectVMs:
-		return []string{RollbackVMs}
+		return []string{RollbackUncordon, RollbackVMs}
 	case PauseResync, SetBondMode, Confirm, ResumeResync:
-		return []string{RollbackBondMode, RollbackVMs}
+		return []string{RollbackBondMode, RollbackUncordon, RollbackVMs}
 	}
 	return RollbackParts
 }

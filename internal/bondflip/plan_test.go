@@ -70,16 +70,25 @@ func TestRollbackFromEveryStep(t *testing.T) {
 }
 
 // TestUndoParts pins what a node's rollback step does after its forward step ended in each
-// part: the same as the rollback steps of each part did when each part was a step.
+// part: the same as the rollback steps of each part did when each part was a step, and the
+// node uncordoned (where the flip's cordon is) before its VMs come back.
 func TestUndoParts(t *testing.T) {
 	cases := map[string]string{
-		ProtectVMs:   "RollbackVMs",
-		PauseResync:  "RollbackBondMode RollbackVMs",
-		SetBondMode:  "RollbackBondMode RollbackVMs",
-		Confirm:      "RollbackBondMode RollbackVMs",
-		ResumeResync: "RollbackBondMode RollbackVMs",
-		RestoreVMs:   "RollbackProtectVMs RollbackBondMode RollbackVMs",
-		"":           "RollbackProtectVMs RollbackBondMode RollbackVMs", // a node flipped before
+		Cordon:       "RollbackUncordon",
+		ProtectVMs:   "RollbackUncordon RollbackVMs",
+		PauseResync:  "RollbackBondMode RollbackUncordon RollbackVMs",
+		SetBondMode:  "RollbackBondMode RollbackUncordon RollbackVMs",
+		Confirm:      "RollbackBondMode RollbackUncordon RollbackVMs",
+		ResumeResync: "RollbackBondMode RollbackUncordon RollbackVMs",
+		Uncordon:     "RollbackCordon RollbackProtectVMs RollbackBondMode RollbackUncordon RollbackVMs",
+		RestoreVMs:   "RollbackCordon RollbackProtectVMs RollbackBondMode RollbackUncordon RollbackVMs",
+		"":           "RollbackCordon RollbackProtectVMs RollbackBondMode RollbackUncordon RollbackVMs", // a node flipped before
+	}
+	if len(cases) != len(NodeParts)+1 {
+		t.Fatalf("%d cases; want one for each of the %d forward parts and one for a node flipped before", len(cases), len(NodeParts))
+	}
+	if len(NodeParts)+len(RollbackParts) != MaxParts {
+		t.Errorf("%d forward and %d rollback parts; MaxParts says %d", len(NodeParts), len(RollbackParts), MaxParts)
 	}
 	for failed, want := range cases {
 		if got := strings.Join(UndoParts(failed), " "); got != want {

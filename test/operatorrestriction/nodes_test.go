@@ -31,7 +31,8 @@ const (
 // of the profile's key) nor a taint Kubernetes keeps; and once an EdgeProfile names its
 // not-ready taints, only those: it may take the profile's taint off a Node and put it back, as a
 // ReplicationUpgrade and its rollback do, and not a site's other taint. A node-restriction label,
-// an annotation, the unschedulable flag are refused, the message naming the field; and with
+// an annotation, the unschedulable flag without the flip's annotation are refused, the message
+// naming the field; and with
 // RBAC widened, creating and deleting a Node and writing its status are refused too.
 func TestOperatorTakesOffAndPutsBackOnlyTheProfilesTaints(t *testing.T) {
 	s := newSite(t)
@@ -78,8 +79,8 @@ func TestOperatorTakesOffAndPutsBackOnlyTheProfilesTaints(t *testing.T) {
 			"metadata.labels may not change: the operator changes only the not-ready taints of Node", false},
 		{"an annotation", nodesPolicy, func(n *corev1.Node) { n.Annotations = map[string]string{"example.com/x": "y"} },
 			"metadata.annotations may not change", false},
-		{"the node cordoned", nodesPolicy, func(n *corev1.Node) { n.Spec.Unschedulable = true },
-			"spec.unschedulable may not change: the operator changes only the not-ready taints of Node", false},
+		{"the node cordoned without the flip's annotation", nodesPolicy, func(n *corev1.Node) { n.Spec.Unschedulable = true },
+			"spec.unschedulable may be set on Node " + s.node.Name + " only with the annotation " + cordonedBy, false},
 	}
 	refuseAll := func(t *testing.T, withProfile bool) {
 		t.Helper()
@@ -173,7 +174,7 @@ func TestOperatorTakesOffAndPutsBackOnlyTheProfilesTaints(t *testing.T) {
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"create", "delete"}},
 			{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
 		}, authorizationv1.ResourceAttributes{Verb: "create", Resource: "nodes"})
-		const rule = "the operator only updates a Node's not-ready taints; it creates and deletes no Node and writes no Node's status: refused "
+		const rule = "the operator only updates a Node's not-ready taints and its own cordon; it creates and deletes no Node and writes no Node's status: refused "
 		wantPolicyRefusal(t, "creating a Node", s.operator.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rogue-" + s.release}}),
 			nodesPolicy, rule+"CREATE of nodes")
 		wantPolicyRefusal(t, "deleting Node "+s.node.Name, s.operator.Delete(ctx, s.node.DeepCopy()), nodesPolicy, rule+"DELETE of nodes")
@@ -181,4 +182,92 @@ func TestOperatorTakesOffAndPutsBackOnlyTheProfilesTaints(t *testing.T) {
 			[]byte(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Drained","message":"x"}]}}`)))
 		wantPolicyRefusal(t, "writing Node "+s.node.Name+"'s status", err, nodesPolicy, rule+"UPDATE of nodes/status")
 	})
+}
+
+// cordonedBy is the annotation a flip's cordon carries (internal/bondflip.AnnotationCordonedBy).
+const cordonedBy = "nodewright.spectrocloud.com/cordoned-by"
+
+// TestOperatorUncordonsOnlyTheNodesItCordoned: as the operator's ServiceAccount, a Node an
+// administrator cordoned cannot be uncordoned: not directly, not with the flip's annotation
+// added in the same update, and not in two updates (the annotation added first, then the
+// uncordon as the flip's), each refused naming why; the node stays cordoned and unannotated.
+// The flip's own cordon and uncordon pass: spec.unschedulable set with the annotation on a
+// schedulable node, cleared with it removed; either half alone is refused.
+func TestOperatorUncordonsOnlyTheNodesItCordoned(t *testing.T) {
+	s := newSite(t)
+	ctx := context.Background()
+	key := client.ObjectKeyFromObject(s.node)
+	const flip = "bondmodeflipplan/to-lacp"
+	change := func(c client.Client, f func(n *corev1.Node)) error {
+		t.Helper()
+		n := &corev1.Node{}
+		if err := c.Get(ctx, key, n); err != nil {
+			t.Fatal(err)
+		}
+		base := n.DeepCopy()
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		f(n)
+		return c.Patch(ctx, n, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	}
+	asOperator := func(f func(n *corev1.Node)) error { return change(s.operator, f) }
+	node := func() *corev1.Node {
+		t.Helper()
+		n := &corev1.Node{}
+		if err := env.Client.Get(ctx, key, n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	uncordon := func(n *corev1.Node) { n.Spec.Unschedulable = false }
+	mark := func(value string) func(n *corev1.Node) {
+		return func(n *corev1.Node) { n.Annotations[cordonedBy] = value }
+	}
+	unmark := func(n *corev1.Node) { delete(n.Annotations, cordonedBy) }
+	both := func(fs ...func(n *corev1.Node)) func(n *corev1.Node) {
+		return func(n *corev1.Node) {
+			for _, f := range fs {
+				f(n)
+			}
+		}
+	}
+
+	// The administrator cordons the node (kubectl cordon: spec.unschedulable alone).
+	if err := change(env.Client, func(n *corev1.Node) { n.Spec.Unschedulable = true }); err != nil {
+		t.Fatal(err)
+	}
+	notOurs := "spec.unschedulable may not be cleared on Node " + s.node.Name + ": it was not cordoned by the operator"
+	wantPolicyRefusal(t, "uncordoning the node the administrator cordoned", asOperator(uncordon), nodesPolicy, notOurs)
+	wantPolicyRefusal(t, "uncordoning it, adding the flip's annotation in the same update", asOperator(both(uncordon, mark(flip))), nodesPolicy, notOurs)
+	alreadyCordoned := "metadata.annotations[" + cordonedBy + "] may be added or changed on Node " + s.node.Name +
+		" only in the update that cordons it, and only while it is schedulable: it is already cordoned, by someone else"
+	wantPolicyRefusal(t, "adding the flip's annotation to the cordoned node, to uncordon it as the flip's next", asOperator(mark(flip)), nodesPolicy, alreadyCordoned)
+	if n := node(); !n.Spec.Unschedulable || n.Annotations[cordonedBy] != "" {
+		t.Fatalf("after the attacks Node %s is unschedulable=%v, annotated %q; want it cordoned as the administrator left it, unannotated",
+			s.node.Name, n.Spec.Unschedulable, n.Annotations[cordonedBy])
+	}
+
+	// The administrator uncordons it: the flip's cordon and uncordon.
+	if err := change(env.Client, uncordon); err != nil {
+		t.Fatal(err)
+	}
+	wantPolicyRefusal(t, "cordoning the node with an annotation that names no flip", asOperator(both(func(n *corev1.Node) { n.Spec.Unschedulable = true }, mark("someone"))),
+		nodesPolicy, "spec.unschedulable may be set on Node "+s.node.Name+" only with the annotation "+cordonedBy)
+	wantPolicyRefusal(t, "the flip's annotation without the cordon", asOperator(mark(flip)), nodesPolicy, "the update does not cordon it")
+	if err := asOperator(both(func(n *corev1.Node) { n.Spec.Unschedulable = true }, mark(flip))); err != nil {
+		t.Fatalf("the flip's cordon of Node %s: %v", s.node.Name, err)
+	}
+	wantPolicyRefusal(t, "the flip's annotation removed, the node left cordoned", asOperator(unmark), nodesPolicy,
+		"metadata.annotations["+cordonedBy+"] may be removed from Node "+s.node.Name+" only in the update that uncordons it")
+	wantPolicyRefusal(t, "the node uncordoned, the flip's annotation kept", asOperator(uncordon), nodesPolicy,
+		"spec.unschedulable may not be cleared on Node "+s.node.Name+": the update must remove its annotation "+cordonedBy+" too")
+	wantPolicyRefusal(t, "the flip's annotation changed on the node it cordoned", asOperator(mark("bondmodeflipplan/other")), nodesPolicy,
+		"metadata.annotations["+cordonedBy+"] may be added or changed on Node "+s.node.Name+" only in the update that cordons it")
+	if err := asOperator(both(uncordon, unmark)); err != nil {
+		t.Fatalf("the flip's uncordon of Node %s: %v", s.node.Name, err)
+	}
+	if n := node(); n.Spec.Unschedulable || n.Annotations[cordonedBy] != "" {
+		t.Fatalf("after the flip's uncordon Node %s is unschedulable=%v, annotated %q", s.node.Name, n.Spec.Unschedulable, n.Annotations[cordonedBy])
+	}
 }

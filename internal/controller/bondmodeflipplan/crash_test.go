@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -52,9 +53,9 @@ func TestCrashAtEveryStepAndPartBoundary(t *testing.T) {
 			cases = append(cases, crash{step: bondflip.RollbackStep(back.k), part: part, rollback: true})
 		}
 	}
-	if len(cases) != 18 {
-		t.Fatalf("%d crash points; want 18: the Preflight, two nodes' steps and five parts each after the first, "+
-			"node 2's rollback and its second part, node 1's and its second and third", len(cases))
+	if len(cases) != 25 {
+		t.Fatalf("%d crash points; want 25: the Preflight, two nodes' steps and seven parts each after the first, "+
+			"node 2's rollback and its second and third parts, node 1's and its second to fifth", len(cases))
 	}
 	modes := []nwv1.BondMode{nwv1.BondModeActiveBackup, nwv1.BondMode8023AD}
 	current := nwv1.BondModeActiveBackup
@@ -144,4 +145,97 @@ func running(f *nwv1.BondModeFlipPlan, step bondflip.Step, part string) bool {
 		}
 	}
 	return false
+}
+
+// TestACrashRightAfterACordonWrite kills the operator right after it wrote a Node's cordon or
+// uncordon, before the status could record it, and starts a new one: the Node is the record,
+// so each flip ends with every node schedulable and unannotated, as before it. Killed after the
+// cordon of node 1, the flip carries on and succeeds; after the uncordon of node 1, the same;
+// after the cordon of node 2, with the flip deleted while no operator runs, the rollback finds
+// node 2's cordon on the Node (its Cordon part recorded under way, nothing else) and removes it,
+// and node 1 is flipped back.
+func TestACrashRightAfterACordonWrite(t *testing.T) {
+	s := plantSite(t, false, nil, "cordoncrash-a=primary", "cordoncrash-b=secondary")
+	current := nwv1.BondModeActiveBackup
+	for i, c := range []struct {
+		name, node    string
+		unschedulable bool
+		// deleted: the flip is deleted while no operator runs.
+		deleted bool
+	}{
+		{"after-cordon-n1", "cordoncrash-a", true, false},
+		{"after-uncordon-n1", "cordoncrash-a", false, false},
+		{"after-cordon-n2-deleted", "cordoncrash-b", true, true},
+	} {
+		target := nwv1.BondMode8023AD
+		if current == target {
+			target = nwv1.BondModeActiveBackup
+		}
+		name := fmt.Sprintf("cordoncrash-%d-%s", i, c.name)
+		t.Run(c.name, func(t *testing.T) {
+			before := map[string]int{}
+			for _, n := range s.nodes {
+				before[n] = s.changes(n)
+				s.reported(n, current)
+			}
+			f := s.flipTo(name, target, nwv1.VMProtectionNone, "cordoncrash-a", "cordoncrash-b")
+			crash := testenv.NewCrash(func(w testenv.Write) bool {
+				n, ok := w.Object.(*corev1.Node)
+				return ok && n.Name == c.node && n.Spec.Unschedulable == c.unschedulable
+			})
+			env.RunUntilCrash(t, crash, s.cacheOptions(), func(_ context.Context, mgr manager.Manager, cl client.Client, r client.Reader) error {
+				return s.reconciler(mgr, cl, r).SetupWithManager(mgr)
+			})
+			if c.unschedulable {
+				if got, want := cordonOf(t, c.node), "cordoned by "+bondflip.CordonedBy(name); got != want {
+					t.Fatalf("at the crash %s is %s; want %s", c.node, got, want)
+				}
+			}
+			if c.deleted {
+				if err := env.Client.Delete(context.Background(), f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop := s.startOperator(nil)
+			defer stop()
+			gone := func() {
+				testenv.Eventually(t, patience, func() string {
+					if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), f); !apierrors.IsNotFound(err) {
+						return fmt.Sprintf("the deleted flip is still there: phase %s; steps %s", f.Status.Phase, steps(f))
+					}
+					return ""
+				})
+			}
+			wantChanges := map[string]int{"cordoncrash-a": 1, "cordoncrash-b": 1}
+			if c.deleted {
+				gone()
+				wantChanges = map[string]int{"cordoncrash-a": 2, "cordoncrash-b": 0}
+			} else {
+				f = s.ended(f, nwv1.WorkflowSucceeded)
+				if f.Status.Nodes[0].Cordon != nwv1.NodeUncordoned || partMessage(f, 1, bondflip.Cordon) != "cordoned cordoncrash-a" ||
+					partMessage(f, 1, bondflip.Uncordon) != "uncordoned cordoncrash-a" {
+					t.Errorf("node 1: cordon %q, Cordon %q, Uncordon %q", f.Status.Nodes[0].Cordon, partMessage(f, 1, bondflip.Cordon), partMessage(f, 1, bondflip.Uncordon))
+				}
+				current = target
+				if err := env.Client.Delete(context.Background(), f); err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+				gone()
+			}
+			for _, n := range s.nodes {
+				if got := cordonOf(t, n); got != "schedulable" {
+					t.Errorf("%s is %s; want schedulable, unannotated, as before the flip", n, got)
+				}
+				if got := s.changes(n) - before[n]; got != wantChanges[n] {
+					t.Errorf("%s's bond changed %d times; want %d", n, got, wantChanges[n])
+				}
+				if got := s.mode(n); got != current {
+					t.Errorf("%s runs %s, want %s", n, got, current)
+				}
+			}
+		})
+		if t.Failed() {
+			return
+		}
+	}
 }

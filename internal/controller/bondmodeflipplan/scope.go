@@ -165,7 +165,7 @@ func nodeView(f *nwv1.BondModeFlipPlan, agents map[string]*nwv1.NodewrightAgentS
 		was := recorded[name]
 		view = append(view, nwv1.NodeFlip{Name: name, Position: int32(i + 1), PreviousMode: was.PreviousMode,
 			CurrentMode: modeOf(agents, name), State: bondflip.NodeState(&f.Status.WorkflowStatus, i+1),
-			Part: was.Part, Parts: was.Parts})
+			Part: was.Part, Cordon: was.Cordon, Parts: was.Parts})
 	}
 	return view
 }

@@ -39,7 +39,7 @@ func ring(n *netsite.Network, names []string) (map[string]int, error) {
 }
 
 // TestSixteenNodes flips sixteen nodes, the most a flip changes, on the played network: each
-// one at a time under its checkpoint, its six parts recorded in status.nodes, every played
+// one at a time under its checkpoint, its eight parts recorded in status.nodes, every played
 // bond ends in 802.3ad. Then a flip back to active-backup whose sixteenth node's port never
 // carries it: that node restores itself, and the fifteen before it are flipped back to
 // 802.3ad, the last first, each under a checkpoint of its own; status.steps holds all 33
@@ -95,7 +95,7 @@ func TestSixteenNodes(t *testing.T) {
 				t.Errorf("%s's bond changed %d times; want once", node, got)
 			}
 			n := f.Status.Nodes[k]
-			if got, want := parts(n), "ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Succeeded Confirm=Succeeded ResumeResync=Succeeded RestoreVMs=Skipped"; got != want {
+			if got, want := parts(n), "Cordon=Succeeded ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Succeeded Confirm=Succeeded ResumeResync=Succeeded Uncordon=Succeeded RestoreVMs=Skipped"; got != want {
 				t.Errorf("node %d's parts: %s; want %s", k+1, got, want)
 			}
 			for _, p := range n.Parts {
@@ -175,10 +175,10 @@ func TestSixteenNodes(t *testing.T) {
 			if n.State != nwv1.NodeFlipRolledBack || n.PreviousMode != nwv1.BondMode8023AD || n.CurrentMode != nwv1.BondMode8023AD {
 				t.Errorf("node %d: %s %s->%s; want RolledBack, 802.3ad->802.3ad", k+1, n.State, n.PreviousMode, n.CurrentMode)
 			}
-			want := "ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Succeeded Confirm=Succeeded ResumeResync=Succeeded RestoreVMs=Skipped " +
-				"RollbackProtectVMs=Skipped RollbackBondMode=Succeeded RollbackVMs=Skipped"
+			want := "Cordon=Succeeded ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Succeeded Confirm=Succeeded ResumeResync=Succeeded Uncordon=Succeeded RestoreVMs=Skipped " +
+				"RollbackCordon=Succeeded RollbackProtectVMs=Skipped RollbackBondMode=Succeeded RollbackUncordon=Succeeded RollbackVMs=Skipped"
 			if k+1 == len(order) {
-				want = "ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Failed RollbackBondMode=Succeeded RollbackVMs=Skipped"
+				want = "Cordon=Succeeded ProtectVMs=Skipped PauseResync=Succeeded SetBondMode=Failed RollbackBondMode=Succeeded RollbackUncordon=Succeeded RollbackVMs=Skipped"
 			}
 			if got := parts(n); got != want {
 				t.Errorf("node %d's parts: %s; want %s", k+1, got, want)

@@ -70,6 +70,10 @@ func (r *Reconciler) nodeStep(ctx context.Context, s *scope) (engine.Outcome, er
 // part runs the action of node k's part.
 func (r *Reconciler) part(ctx context.Context, s *scope, k int, part string) (engine.Outcome, error) {
 	switch part {
+	case bondflip.Cordon, bondflip.RollbackCordon:
+		return r.cordon(ctx, s, k)
+	case bondflip.Uncordon, bondflip.RollbackUncordon:
+		return r.uncordon(ctx, s, k)
 	case bondflip.ProtectVMs, bondflip.RollbackProtectVMs:
 		return r.protectVMs(ctx, s, k)
 	case bondflip.PauseResync:
