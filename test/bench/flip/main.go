@@ -98,7 +98,7 @@ func run() error {
 	}
 	worst := time.Duration(0)
 	for k := 1; k <= len(nodes); k++ {
-		total := seen.at(stepDone(k, bondflip.RestoreVMs)).Sub(seen.at(stepStarted(k, bondflip.ProtectVMs)))
+		total := seen.at(stepDone(k, bondflip.RestoreVMs)).Sub(seen.at(stepStarted(k, bondflip.Cordon)))
 		agent := seen.at(opArmed(k)).Sub(seen.at(opRunning(k)))
 		overhead := total - agent
 		worst = max(worst, overhead)
