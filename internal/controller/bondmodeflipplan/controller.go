@@ -38,9 +38,6 @@ import (
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstancemigrations,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// DefaultReportInterval is the agents' default --report-interval (internal/agent).
-const DefaultReportInterval = 10 * time.Second
-
 // poll is how often a step that waits for something no watch of the operator's sees (a VM's
 // migration, read from the API server) looks again.
 const poll = 2 * time.Second
@@ -54,11 +51,6 @@ type Reconciler struct {
 	// AgentNamespace is where the node agents run their NodeOperations and keep their
 	// heartbeat Leases; without it no flip can start (its Preflight fails saying so).
 	AgentNamespace string
-	// ReportInterval is how often the agents read their host (their --report-interval);
-	// DefaultReportInterval when zero. A node's change is confirmed from its peers' reports
-	// only once they have read their DRBD connections after it: a peer asked for a report
-	// answers at once; one that does not answer counts one report interval after the change.
-	ReportInterval time.Duration
 
 	engine *engine.Engine[*nwv1.BondModeFlipPlan]
 }

@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/audit/audittest"
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
@@ -68,9 +67,8 @@ type site struct {
 	trail      *audittest.Memory
 	// drbd is how many played DRBD resources each node holds.
 	drbd map[string]int
-	// defaults: the agents run at their default heartbeat and report intervals, and the
-	// operator expects them to, as installed; otherwise a heartbeat every 2 s and a report
-	// every second.
+	// defaults: the agents run at their default heartbeat and report intervals, as
+	// installed; otherwise a heartbeat every 2 s and a report every second.
 	defaults bool
 }
 
@@ -97,11 +95,7 @@ func (s *site) cacheOptions() cache.Options {
 }
 
 func (s *site) reconciler(mgr manager.Manager, c client.Client, r client.Reader) *bondmodeflipplan.Reconciler {
-	interval := time.Second
-	if s.defaults {
-		interval = 0
-	}
-	return &bondmodeflipplan.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("bondflip-test"), LockNamespace: s.lockNS, Audit: s.trail, Actor: "nodewright-operator"}, Client: c, APIReader: r, AgentNamespace: s.ns, ReportInterval: interval}
+	return &bondmodeflipplan.Reconciler{Deps: engine.Deps{Recorder: mgr.GetEventRecorderFor("bondflip-test"), LockNamespace: s.lockNS, Audit: s.trail, Actor: "nodewright-operator"}, Client: c, APIReader: r, AgentNamespace: s.ns}
 }
 
 // newSite plays nodes with roles ("edge-1=primary"), every bond in active-backup, every
@@ -150,7 +144,7 @@ type siteSettings struct {
 	operate bool
 	hook    beforeCreate
 	place   placement
-	// defaults: the agents and the operator at their default intervals (site.defaults).
+	// defaults: the agents at their default intervals (site.defaults).
 	defaults bool
 }
 
@@ -354,8 +348,7 @@ func (s *site) nodesAre(f *nwv1.BondModeFlipPlan, state nwv1.NodeFlipState, curr
 }
 
 // TestThreeNodesFlipOneAtATimeThePrimaryLast flips three nodes at the shortest
-// connectivityTimeout, 10s, with the agents and the operator at their default intervals (a
-// report every 10 s): each changed under its checkpoint, confirmed from its peers' reports
+// connectivityTimeout, 10s, with the agents at their default intervals (a report every 10 s): each changed under its checkpoint, confirmed from its peers' reports
 // read after the change (asked for, and answered) and committed before the checkpoint
 // expired, in the default order (the primary last); every played bond ends in 802.3ad, and
 // each node's view says so.
@@ -831,13 +824,5 @@ func TestDRBDThatDoesNotReconnectRollsTheNodeBack(t *testing.T) {
 	s.nodesAre(f, "", "", "flipdrbd-b=RolledBack:active-backup", "flipdrbd-a=Pending:active-backup")
 	for _, n := range s.nodes {
 		s.reported(n, nwv1.BondModeActiveBackup)
-	}
-}
-
-// TestTheDefaultReportIntervalIsTheAgents: the Confirm waits for the agents' default report
-// interval.
-func TestTheDefaultReportIntervalIsTheAgents(t *testing.T) {
-	if bondmodeflipplan.DefaultReportInterval != agent.ReportInterval {
-		t.Errorf("DefaultReportInterval %s; the agents report every %s", bondmodeflipplan.DefaultReportInterval, agent.ReportInterval)
 	}
 }

@@ -227,20 +227,20 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 		return engine.Failed("%s: not confirmed, its peers cannot report their DRBD connections to it: %s; its agent restores its previous mode at its checkpoint's expiry",
 			s.describe(k), strings.Join(silent, "; ")), nil
 	}
-	// The peers' reports count only once they have read the host after the change. Each peer is
-	// asked for a report (the op's UID as its request), which its agent answers at once; one
-	// that has not answered counts once a report interval has passed since the change, when its
-	// periodic read has written any change. A node that shares no DRBD resource has nothing for
+	// The peers' reports count only once they have read the host after the change: each peer is
+	// asked for a report (the op's UID as its request), which its agent answers at once with a
+	// read made after it. A report from before the change does not count, however recent: the
+	// step waits for the answers until the checkpoint expires (a peer whose agent died is
+	// silent once its Lease lapses, above). A node that shares no DRBD resource has nothing for
 	// them to report.
 	if peers := peersOf(s.pairsTowards(node)); len(peers) > 0 {
 		unanswered, err := r.askReports(ctx, s, peers, string(op.UID))
 		if err != nil {
 			return engine.Outcome{}, err
 		}
-		settled := changedAt(op).Add(r.reportInterval() + reportMargin)
-		if wait := settled.Sub(s.Now.Time); wait > 0 && len(unanswered) > 0 {
-			return engine.Waiting(wait, "confirming %s: waiting for %s to report their DRBD connections read after the change (asked; or by %s)",
-				node, strings.Join(unanswered, ", "), settled.UTC().Format(time.RFC3339)), nil
+		if len(unanswered) > 0 {
+			return r.waitCheckpoint(s, k, op, "confirming %s: waiting for %s to report their DRBD connections read after the change (asked)",
+				node, strings.Join(unanswered, ", "))
 		}
 	}
 	missing := s.peersSee(node, false)
@@ -268,9 +268,6 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 	return r.waitCheckpoint(s, k, op, "%s confirmed: its Lease renewed and its peers connected; committing (%s %s)", node, c.Name, phaseOf(c))
 }
 
-// reportMargin is what the Confirm waits beyond the agents' report interval after a change.
-const reportMargin = 500 * time.Millisecond
-
 // askReports asks each of peers' agents for a report read after this moment, under request
 // (nwv1.AnnotationReportRequest on its NodewrightAgentStatus, set once), and returns the peers
 // whose reports do not answer it yet.
@@ -294,28 +291,6 @@ func (r *Reconciler) askReports(ctx context.Context, s *scope, peers []string, r
 		}
 	}
 	return unanswered, nil
-}
-
-// changedAt is when op's change was made, as its agent says; from an agent that does not say,
-// the latest it can have been: its checkpoint's expiry, kept to the second, less its timeout.
-func changedAt(op *nwv1.NodeOperation) time.Time {
-	res := op.Status.Result
-	switch {
-	case res == nil:
-		return time.Time{}
-	case res.ChangedAt != nil:
-		return res.ChangedAt.Time
-	case res.CheckpointExpires != nil:
-		return res.CheckpointExpires.Add(time.Second - op.Spec.SetBondMode.CheckpointTimeout.Duration)
-	}
-	return time.Time{}
-}
-
-func (r *Reconciler) reportInterval() time.Duration {
-	if r.ReportInterval > 0 {
-		return r.ReportInterval
-	}
-	return DefaultReportInterval
 }
 
 // renewing reports whether the Lease is still renewed: its last renewal within its duration.
