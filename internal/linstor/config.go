@@ -187,8 +187,16 @@ func (c Config) HTTPTransport() (*http.Transport, *url.URL, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = tlsConfig
 	transport.Proxy = nil
+	// Every connection of a batch of calls in parallel stays open for the next batch: the
+	// default keeps two, so each batch of an upgrade's (4 at a time) opened, and shook hands
+	// on, two new ones.
+	transport.MaxIdleConnsPerHost = maxIdleConns
 	return transport, base, nil
 }
+
+// maxIdleConns is how many idle connections to the controller the transport keeps: more than
+// any caller makes in parallel (an upgrade makes 4, its DefaultConcurrency).
+const maxIdleConns = 32
 
 // tlsConfig is the TLS client configuration, nil for http.
 func (c Config) tlsConfig() (*tls.Config, error) {
