@@ -51,7 +51,7 @@ func (s *Site) ReadyForFlips(ctx context.Context, nodes []string, primary, repor
 	}
 	for _, name := range nodes {
 		as := &nwv1.NodewrightAgentStatus{}
-		if err := Wait(ctx, func() (bool, error) {
+		if err := Wait(ctx, 2*time.Minute, func() (bool, error) {
 			if err := c.Get(ctx, client.ObjectKey{Name: name}, as); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
@@ -99,9 +99,9 @@ func (l *Lab) StartFlips(ctx context.Context, recorder string) (client.WithWatch
 	return client.NewWithWatch(l.Env.Config, client.Options{Scheme: scheme})
 }
 
-// Wait polls cond every 50 ms until it holds or fails, for at most 2 minutes.
-func Wait(ctx context.Context, cond func() (bool, error)) error {
-	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+// Wait polls cond every 50 ms until it holds or fails, for at most limit.
+func Wait(ctx context.Context, limit time.Duration, cond func() (bool, error)) error {
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if ok, err := cond(); ok || err != nil {
 			return err
 		}
@@ -109,5 +109,5 @@ func Wait(ctx context.Context, cond func() (bool, error)) error {
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("not within 2 minutes")
+	return fmt.Errorf("not within %s", limit)
 }

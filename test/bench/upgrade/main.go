@@ -140,7 +140,7 @@ func run() error {
 		}
 		defer p.Stop()
 	}
-	if err := wait(ctx, func() (bool, error) {
+	if err := agentlab.Wait(ctx, 3*time.Minute, func() (bool, error) {
 		as := &nwv1.NodewrightAgentStatus{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Name: nodes[0]}, as); err != nil {
 			return false, client.IgnoreNotFound(err)
@@ -411,16 +411,4 @@ func done(s *seen, name string) bool {
 		}
 	}
 	return false
-}
-
-func wait(ctx context.Context, cond func() (bool, error)) error {
-	for end := time.Now().Add(3 * time.Minute); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if ok, err := cond(); ok || err != nil {
-			return err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	return fmt.Errorf("not within 3 minutes")
 }
