@@ -120,10 +120,15 @@ func End(n *nwv1.NodeFlip, part string, state nwv1.StepState, msg string, now me
 
 // FailedPart is the forward part n's step ended in without finishing it: the part that failed,
 // or was under way when the flip stopped the step; "" when its parts all ended well, and
-// Cordon when none began (nothing was recorded, though a cordon may have been written).
+// Cordon when none began (nothing was recorded, though a cordon may have been written). A part
+// not recorded while a later one is counts as ended well: a record written before the part
+// existed (a flip begun by an operator without Cordon and Uncordon) did not run it.
 func FailedPart(n *nwv1.NodeFlip) string {
-	for _, part := range NodeParts {
+	for i, part := range NodeParts {
 		p := Part(n, part)
+		if p == nil && slices.ContainsFunc(NodeParts[i+1:], func(later string) bool { return Part(n, later) != nil }) {
+			continue
+		}
 		if p == nil && part == NodeParts[0] {
 			return part
 		}

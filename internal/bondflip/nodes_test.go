@@ -87,6 +87,19 @@ func TestThePartRecord(t *testing.T) {
 	if got := FailedPart(done); got != "" || len(UndoParts("")) != 5 {
 		t.Errorf("a node flipped: failed in %q", got)
 	}
+	// A record written before Cordon and Uncordon existed (a flip begun by an older operator):
+	// the parts it ran say how it ended, and the missing ones did not run.
+	old := &nwv1.NodeFlip{}
+	for _, part := range []string{ProtectVMs, PauseResync, SetBondMode, Confirm, ResumeResync, RestoreVMs} {
+		End(old, part, nwv1.StepSucceeded, "", t0)
+	}
+	if got := FailedPart(old); got != "" {
+		t.Errorf("a node flipped before Cordon existed: failed in %q; want none, so that its rollback undoes its mode and its VMs", got)
+	}
+	End(old, RestoreVMs, nwv1.StepFailed, "", t0)
+	if got := FailedPart(old); got != RestoreVMs {
+		t.Errorf("a node failed in RestoreVMs before Cordon existed: failed in %q", got)
+	}
 	long := &nwv1.NodeFlip{}
 	Begin(long, Confirm, strings.Repeat("x", 5000), t0)
 	if len(Part(long, Confirm).Message) > 1024 {
