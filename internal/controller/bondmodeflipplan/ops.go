@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -148,6 +149,43 @@ func (s *scope) pausedPairs(node string, prefixes ...string) []pair {
 		}
 	}
 	return out
+}
+
+// confirmPairs are the pairs node's Confirm must see Connected: every pair the peers report,
+// and every pair the pause operations named paused asked for.
+func (s *scope) confirmPairs(node, paused string) []pair {
+	out := s.pairsTowards(node)
+	for _, p := range s.pausedPairs(node, paused) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// connected says which of pairs its peer's report does not show Connected to node, empty when
+// each does: a peer without DRBD in its report, without the resource, or without the node
+// among the resource's connections is not.
+func (s *scope) connected(node string, pairs []pair) string {
+	for _, p := range pairs {
+		a := s.agents[p.peer]
+		if a == nil || a.Status.Storage == nil {
+			return fmt.Sprintf("%s reports no DRBD resources", p.peer)
+		}
+		i := slices.IndexFunc(a.Status.Storage.ResourceStatuses, func(r nwv1.DRBDResourceStatus) bool { return r.Name == p.resource })
+		if i < 0 {
+			return fmt.Sprintf("%s reports no resource %s", p.peer, p.resource)
+		}
+		res := a.Status.Storage.ResourceStatuses[i]
+		j := slices.IndexFunc(res.Peers, func(c nwv1.DRBDPeerStatus) bool { return c.Name == node })
+		switch {
+		case j < 0:
+			return fmt.Sprintf("%s reports no connection of %s to %s", p.peer, p.resource, node)
+		case res.Peers[j].ConnectionState != "Connected":
+			return fmt.Sprintf("%s sees %s's connection of %s %s", p.peer, node, p.resource, res.Peers[j].ConnectionState)
+		}
+	}
+	return ""
 }
 
 // upToDate says what keeps node's DRBD from being whole again, empty when nothing does: every

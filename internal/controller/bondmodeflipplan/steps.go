@@ -198,10 +198,12 @@ func phaseOf(op *nwv1.NodeOperation) string {
 // A node that cannot be confirmed before its checkpoint expires is not committed: its agent
 // restores it, and the step fails.
 func (r *Reconciler) confirm(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
-	return r.confirmOf(ctx, s, k, setModeName(k), commitName(k))
+	return r.confirmOf(ctx, s, k, setModeName(k), commitName(k), pausePrefix(k))
 }
 
-func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, commit string) (engine.Outcome, error) {
+// confirmOf confirms node k's change op setMode and commits it as commit; paused names the
+// pause operations of the step, whose pairs must each be seen Connected.
+func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, commit, paused string) (engine.Outcome, error) {
 	node := s.node(k)
 	op := s.ops[opName(s.f, setMode)]
 	if op == nil {
@@ -220,10 +222,13 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 		}
 		return r.waitCheckpoint(s, k, op, "waiting for %s's agent to keep %s (commit %s %s)", node, mode, c.Name, phaseOf(c))
 	}
+	// The pairs to confirm: those the peers report, and those the step paused (a peer whose
+	// report no longer shows its resource, or the node, must show it again, Connected).
+	pairs := s.confirmPairs(node, paused)
 	// A silent peer will never report the node after its change (and its last report, from
 	// before it, does not count): the change cannot be confirmed. A rollback's change back is
 	// confirmed without it (its pairs are left out).
-	if silent := s.silent(peersOf(s.pairsTowards(node))...); len(silent) > 0 {
+	if silent := s.silent(peersOf(pairs)...); len(silent) > 0 {
 		return engine.Failed("%s: not confirmed, its peers cannot report their DRBD connections to it: %s; its agent restores its previous mode at its checkpoint's expiry",
 			s.describe(k), strings.Join(silent, "; ")), nil
 	}
@@ -233,7 +238,7 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 	// step waits for the answers until the checkpoint expires (a peer whose agent died is
 	// silent once its Lease lapses, above). A node that shares no DRBD resource has nothing for
 	// them to report.
-	if peers := peersOf(s.pairsTowards(node)); len(peers) > 0 {
+	if peers := peersOf(pairs); len(peers) > 0 {
 		unanswered, err := r.askReports(ctx, s, peers, string(op.UID))
 		if err != nil {
 			return engine.Outcome{}, err
@@ -243,7 +248,7 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 				node, strings.Join(unanswered, ", "))
 		}
 	}
-	missing := s.peersSee(node, false)
+	missing := s.connected(node, pairs)
 	if missing == "" {
 		l, err := r.lease(ctx, node)
 		if err != nil {
@@ -475,7 +480,7 @@ func (r *Reconciler) undoChange(ctx context.Context, s *scope, k int, previous n
 		}
 		return engine.Waiting(0, "waiting for %s's agent to set %s back and probe it (operation %s %s)", node, previous, op.Name, phaseOf(op)), nil, false
 	}
-	out, err := r.confirmOf(ctx, s, k, rbSetModeName(k), rbCommitName(k))
+	out, err := r.confirmOf(ctx, s, k, rbSetModeName(k), rbCommitName(k), "n"+strconv.Itoa(k)+"-rb-pause")
 	if err != nil || out.Event != workflow.StepSucceeded {
 		if out.Event == workflow.StepFailed {
 			out.Message = fmt.Sprintf("cannot be brought back: %s; it reports %s", out.Message, modeOf(s.agents, node))
