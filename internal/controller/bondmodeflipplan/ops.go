@@ -202,7 +202,7 @@ func (s *scope) upToDate(node string) string {
 			return fmt.Sprintf("%s reports %d of %d DRBD resources connected and %d UpToDate", node, st.Connected, st.Resources, st.UpToDate)
 		}
 	}
-	return s.peersSee(node, true)
+	return s.peersSee(node)
 }
 
 // wholeBut says what keeps node's DRBD, as it reports it resource by resource, from being
@@ -224,9 +224,9 @@ func (s *scope) wholeBut(node string, st *nwv1.DRBDStatus) string {
 	return ""
 }
 
-// peersSee says which peer does not see node's DRBD connections Connected (and, with
-// upToDate, its disks UpToDate), empty when every peer does.
-func (s *scope) peersSee(node string, upToDate bool) string {
+// peersSee says which peer does not see node's DRBD connections Connected and its disks
+// UpToDate, empty when every peer does.
+func (s *scope) peersSee(node string) string {
 	for _, p := range s.pairsTowards(node) {
 		for _, res := range s.agents[p.peer].Status.Storage.ResourceStatuses {
 			if res.Name != p.resource {
@@ -240,7 +240,7 @@ func (s *scope) peersSee(node string, upToDate bool) string {
 					return fmt.Sprintf("%s sees %s's connection of %s %s", p.peer, node, p.resource, peer.ConnectionState)
 				}
 				for _, v := range peer.Volumes {
-					if upToDate && v.PeerDiskState != "UpToDate" && !v.PeerClient {
+					if v.PeerDiskState != "UpToDate" && !v.PeerClient {
 						return fmt.Sprintf("%s sees %s's disk of %s/%d %s (%s)", p.peer, node, p.resource, v.Volume, v.PeerDiskState, v.ReplicationState)
 					}
 				}

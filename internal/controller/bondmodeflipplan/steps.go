@@ -140,7 +140,7 @@ func (s *scope) setModeSpec(k int, bond string, mode nwv1.BondMode) nwv1.NodeOpe
 	if a := s.agents[node]; a != nil && a.Status.Storage != nil && a.Status.Storage.Resources > 0 {
 		// A rollback that leaves a silent peer out does not make the change back depend on
 		// reaching it: not its address, nor DRBD's connections, which are probed all or none
-		// (the live peers' view of the node is still confirmed, peersSee).
+		// (the live peers' view of the node is still confirmed, connected).
 		drbd = !s.sharesWithLeftOut(a)
 	}
 	return nwv1.NodeOperationSpec{Type: nwv1.OperationSetBondMode, SetBondMode: &nwv1.SetBondModeOperation{
