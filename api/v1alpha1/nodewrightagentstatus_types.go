@@ -287,8 +287,8 @@ type KairosStatus struct {
 	SoftwareVersion string `json:"softwareVersion,omitempty"`
 }
 
-// AnnotationReportRequest, on a NodewrightAgentStatus, asks the node's agent for a report read
-// from the host after it saw the request: the agent reads its host at once and writes the
+// AnnotationReportRequest is set on a NodewrightAgentStatus to ask the node's agent for a report
+// read from the host after it saw the request: the agent reads its host at once and writes the
 // value back in status.reportRequest with what it read, changed or not. The operator sets it to
 // a value of its own (a workflow's operation's UID) when it must see a node after a change it
 // made elsewhere, such as a peer's DRBD connections after a bond change (docs/agent.md).
