@@ -5,7 +5,7 @@ import (
 )
 
 // NodeOperationType names the one typed operation a NodeOperation asks for.
-// +kubebuilder:validation:Enum=SetBondMode;CommitCheckpoint;DRBDPauseSync;DRBDResumeSync;DRBDAdjust;DRBDVerify
+// +kubebuilder:validation:Enum=SetBondMode;CommitCheckpoint;DRBDPauseSync;DRBDResumeSync;DRBDAdjust;DRBDVerify;OSUpgradeStage;Reboot;OSUpgradeRecovery
 type NodeOperationType string
 
 // The operations an agent performs. There is no other: no command, no path, no script.
@@ -27,7 +27,36 @@ const (
 	// OperationDRBDVerify runs DRBD's online verification of a resource and reports what is
 	// out of sync.
 	OperationDRBDVerify NodeOperationType = "DRBDVerify"
+	// OperationOSUpgradeStage writes a Kairos image to the node's active slot, the running
+	// one kept as the passive fallback: the agent clears stale boot-assessment flags first,
+	// records the boot it runs, then runs kairos-agent upgrade with the image by digest. The
+	// node runs the image only after a Reboot.
+	OperationOSUpgradeStage NodeOperationType = "OSUpgradeStage"
+	// OperationReboot reboots the node. The agent records its boot ID first and reports the
+	// operation Succeeded from the next boot, once the boot ID changed.
+	OperationReboot NodeOperationType = "Reboot"
+	// OperationOSUpgradeRecovery writes a Kairos image to the node's recovery system
+	// (kairos-agent upgrade --recovery).
+	OperationOSUpgradeRecovery NodeOperationType = "OSUpgradeRecovery"
 )
+
+// OSImageOperation names a Kairos image, pinned by digest.
+type OSImageOperation struct {
+	// image is the OCI image, REPOSITORY:TAG@sha256:DIGEST; the agent pulls it by digest.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}@sha256:[a-f0-9]{64}$')",message="must be REPOSITORY:TAG@sha256:<64 hex digits>"
+	Image string `json:"image"`
+}
+
+// RebootOperation reboots the node.
+type RebootOperation struct {
+	// reason says why, in the agent's log and the node's journal.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason,omitempty"`
+}
 
 // SetBondModeOperation is a bond mode change under a checkpoint.
 type SetBondModeOperation struct {
@@ -127,6 +156,9 @@ type DRBDPeerOperation struct {
 // +kubebuilder:validation:XValidation:rule="has(self.drbdResumeSync) == (self.type == 'DRBDResumeSync')",message="drbdResumeSync is set exactly when type is DRBDResumeSync",fieldPath=".drbdResumeSync"
 // +kubebuilder:validation:XValidation:rule="has(self.drbdAdjust) == (self.type == 'DRBDAdjust')",message="drbdAdjust is set exactly when type is DRBDAdjust",fieldPath=".drbdAdjust"
 // +kubebuilder:validation:XValidation:rule="has(self.drbdVerify) == (self.type == 'DRBDVerify')",message="drbdVerify is set exactly when type is DRBDVerify",fieldPath=".drbdVerify"
+// +kubebuilder:validation:XValidation:rule="has(self.osUpgradeStage) == (self.type == 'OSUpgradeStage')",message="osUpgradeStage is set exactly when type is OSUpgradeStage",fieldPath=".osUpgradeStage"
+// +kubebuilder:validation:XValidation:rule="has(self.reboot) == (self.type == 'Reboot')",message="reboot is set exactly when type is Reboot",fieldPath=".reboot"
+// +kubebuilder:validation:XValidation:rule="has(self.osUpgradeRecovery) == (self.type == 'OSUpgradeRecovery')",message="osUpgradeRecovery is set exactly when type is OSUpgradeRecovery",fieldPath=".osUpgradeRecovery"
 type NodeOperationSpec struct {
 	// nodeName is the node whose agent performs the operation; an agent lists and watches
 	// only its own node's operations (a field selector on spec.nodeName).
@@ -163,6 +195,15 @@ type NodeOperationSpec struct {
 	// drbdVerify holds the parameters of a DRBDVerify operation.
 	// +optional
 	DRBDVerify *DRBDResourceOperation `json:"drbdVerify,omitempty"`
+	// osUpgradeStage holds the parameters of an OSUpgradeStage operation.
+	// +optional
+	OSUpgradeStage *OSImageOperation `json:"osUpgradeStage,omitempty"`
+	// reboot holds the parameters of a Reboot operation.
+	// +optional
+	Reboot *RebootOperation `json:"reboot,omitempty"`
+	// osUpgradeRecovery holds the parameters of an OSUpgradeRecovery operation.
+	// +optional
+	OSUpgradeRecovery *OSImageOperation `json:"osUpgradeRecovery,omitempty"`
 }
 
 // NodeOperationPhase is where an operation stands.
@@ -254,6 +295,42 @@ type NodeOperationResult struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OutOfSyncKiB *int64 `json:"outOfSyncKiB,omitempty"`
+	// boot is the node's boot as the agent read it: before the change for an OSUpgradeStage
+	// (what it ran when it staged the image), after it for a Reboot (the new boot).
+	// +optional
+	Boot *BootObservation `json:"boot,omitempty"`
+	// previousBootID is the boot ID a Reboot left.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PreviousBootID string `json:"previousBootID,omitempty"`
+	// clearedAssessment lists the stale boot-assessment flags an OSUpgradeStage cleared
+	// before staging (boot_assessment_tentative=yes left by an earlier boot, say).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=128
+	ClearedAssessment []string `json:"clearedAssessment,omitempty"`
+}
+
+// BootObservation is a node's boot as its agent read it.
+type BootObservation struct {
+	// bootID is the kernel's boot ID (/proc/sys/kernel/random/boot_id).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	BootID string `json:"bootID,omitempty"`
+	// image is the booted image as /etc/kairos-release names it (KAIROS_IMAGE_REPO).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+	// entry is the boot entry (slot) the node booted.
+	// +optional
+	Entry KairosBootEntry `json:"entry,omitempty"`
+	// grubenv is the boot-assessment environment block's variables, as NAME=VALUE.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=256
+	GRUBEnv []string `json:"grubenv,omitempty"`
 }
 
 // OperationError says why an operation failed or was rolled back.

@@ -244,9 +244,50 @@ type HostOSStatus struct {
 	// +kubebuilder:validation:MaxLength=256
 	PrettyName string `json:"prettyName,omitempty"`
 
+	// bootID is the kernel's boot ID (/proc/sys/kernel/random/boot_id): it changes at every
+	// boot.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	BootID string `json:"bootID,omitempty"`
+
 	// kairos is what a Kairos node says of its image and boot; absent on other OSes.
 	// +optional
 	Kairos *KairosStatus `json:"kairos,omitempty"`
+}
+
+// KairosBootAssessment is Kairos's GRUB boot assessment, as its environment block
+// (boot_assessment on the COS_STATE partition) holds it.
+type KairosBootAssessment struct {
+	// enabled: enable_boot_assessment=yes, set by an upgrade: the next boot is assessed.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// always: enable_boot_assessment_always=yes: every boot is assessed.
+	// +optional
+	Always bool `json:"always,omitempty"`
+	// tentative: boot_assessment_tentative=yes, set by GRUB when it starts an assessed boot
+	// and cleared once the boot counts as good; left set, the next boot falls back.
+	// +optional
+	Tentative bool `json:"tentative,omitempty"`
+}
+
+// KairosFallback is a boot that fell back from a staged image to the previous one.
+type KairosFallback struct {
+	// fromImage is the image the agent staged (REPOSITORY:TAG@sha256:DIGEST), which did not
+	// boot.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	FromImage string `json:"fromImage"`
+	// toImage is the image the node booted instead (KAIROS_IMAGE_REPO).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ToImage string `json:"toImage,omitempty"`
+	// bootID is the boot that fell back.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	BootID string `json:"bootID"`
+	// seenAt is when the agent first saw it.
+	// +required
+	SeenAt metav1.Time `json:"seenAt"`
 }
 
 // KairosStatus is a Kairos node's image (/etc/kairos-release) and the boot entry it runs from.
@@ -254,6 +295,26 @@ type KairosStatus struct {
 	// bootEntry is the boot entry in use; absent when the node does not say.
 	// +optional
 	BootEntry KairosBootEntry `json:"bootEntry,omitempty"`
+
+	// image is the image the node booted as /etc/kairos-release names it (KAIROS_IMAGE_REPO):
+	// REPOSITORY:TAG.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// upgradeFailure: this boot is the fallback after a failed boot of an upgrade (the
+	// sentinel /run/cos/upgrade_failure, or upgrade_failure on the kernel's command line).
+	// +optional
+	UpgradeFailure bool `json:"upgradeFailure,omitempty"`
+
+	// bootAssessment is GRUB's boot-assessment state; absent when the node has no
+	// boot-assessment environment block.
+	// +optional
+	BootAssessment *KairosBootAssessment `json:"bootAssessment,omitempty"`
+
+	// lastFallback is the last boot that fell back from an image this agent staged.
+	// +optional
+	LastFallback *KairosFallback `json:"lastFallback,omitempty"`
 
 	// version is the Kairos version (KAIROS_VERSION), e.g. "v3.4.2".
 	// +optional

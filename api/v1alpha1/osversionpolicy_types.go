@@ -1,0 +1,339 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RecoveryUpgrade says whether a node's recovery system is upgraded as well.
+// +kubebuilder:validation:Enum=AfterSoak;Never
+type RecoveryUpgrade string
+
+// The recovery upgrade policies.
+const (
+	// RecoveryUpgradeAfterSoak upgrades each node's recovery system to the image once every
+	// node has booted it and soaked: Kairos's docs say to upgrade the recovery partition only
+	// after the new active system is checked.
+	RecoveryUpgradeAfterSoak RecoveryUpgrade = "AfterSoak"
+	// RecoveryUpgradeNever leaves the recovery systems as they are.
+	RecoveryUpgradeNever RecoveryUpgrade = "Never"
+)
+
+// OSNodeHold is a node an OS version policy leaves alone, and why.
+type OSNodeHold struct {
+	// node is the node's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+
+	// reason says why it is held, for the people who read the policy.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Reason string `json:"reason"`
+}
+
+// OSVersionPolicySpec says which Kairos image the nodes run, and how carefully they move to it.
+type OSVersionPolicySpec struct {
+	// image is the Kairos OCI image every selected node runs, pinned by digest and named with
+	// its tag: REPOSITORY:TAG@sha256:DIGEST. The node stages it by digest; once booted, its
+	// /etc/kairos-release must name REPOSITORY:TAG (KAIROS_IMAGE_REPO).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('@sha256:[a-f0-9]{64}$')",message="must be pinned by digest: REPOSITORY:TAG@sha256:<64 hex digits>"
+	// +kubebuilder:validation:XValidation:rule="self.split('@')[0].matches('^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}$')",message="must name the image's repository and tag before the digest (REPOSITORY:TAG@sha256:...): the booted node's /etc/kairos-release names the image by them"
+	Image string `json:"image"`
+
+	// nodeSelector selects the nodes the policy upgrades; every node when empty.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// nodeOrder is the order in which the selected nodes are upgraded, one at a time. Nodes
+	// the list does not name follow in the default order: tiebreakers, secondaries, the
+	// primary last.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	NodeOrder []string `json:"nodeOrder,omitempty"`
+
+	// hold lists nodes the policy leaves alone, each with a reason.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=16
+	Hold []OSNodeHold `json:"hold,omitempty"`
+
+	// soak is how long a node's health gates must stay green after it booted the image before
+	// the next node starts. Between 10s and 24h.
+	// +optional
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="must be between 10s and 24h"
+	Soak metav1.Duration `json:"soak,omitzero"`
+
+	// rebootTimeout is how long a node may take from its reboot to its agent reporting the new
+	// boot. Between 30s and 2h.
+	// +optional
+	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('30s') && duration(self) <= duration('2h'))",message="must be between 30s and 2h"
+	RebootTimeout metav1.Duration `json:"rebootTimeout,omitzero"`
+
+	// upgradeRecovery says whether each node's recovery system is upgraded too, once every
+	// node booted the image and soaked.
+	// +optional
+	// +kubebuilder:default=Never
+	UpgradeRecovery RecoveryUpgrade `json:"upgradeRecovery,omitempty"`
+
+	// approval says whether each node's upgrade waits for a person to approve it.
+	// +optional
+	// +kubebuilder:default=Automatic
+	Approval Approval `json:"approval,omitempty"`
+
+	// maintenanceWindow, when set, is when a node's upgrade may start.
+	// +optional
+	MaintenanceWindow *MaintenanceWindow `json:"maintenanceWindow,omitempty"`
+}
+
+// NodeOSPhase is where one node stands in an OS version policy.
+// +kubebuilder:validation:Enum=Pending;Draining;Staged;Rebooting;Verifying;Soaking;Done;FellBack;Failed
+type NodeOSPhase string
+
+// The node phases of an OS version policy.
+const (
+	// NodeOSPending: the node's upgrade has not started.
+	NodeOSPending NodeOSPhase = "Pending"
+	// NodeOSDraining: the node is being cordoned and drained.
+	NodeOSDraining NodeOSPhase = "Draining"
+	// NodeOSStaged: the image is written to the node's active slot and waits for its reboot.
+	NodeOSStaged NodeOSPhase = "Staged"
+	// NodeOSRebooting: the node was asked to reboot and has not reported its new boot yet.
+	NodeOSRebooting NodeOSPhase = "Rebooting"
+	// NodeOSVerifying: the node reported a new boot, which is being checked.
+	NodeOSVerifying NodeOSPhase = "Verifying"
+	// NodeOSSoaking: the node proved it booted the image; its health gates must stay green
+	// for spec.soak.
+	NodeOSSoaking NodeOSPhase = "Soaking"
+	// NodeOSDone: booted, soaked, uncordoned.
+	NodeOSDone NodeOSPhase = "Done"
+	// NodeOSFellBack: the node's boot of the image failed and GRUB booted the previous one
+	// (the passive slot, with upgrade_failure): the policy stopped, and the image is not tried
+	// on the node again until a person acknowledges it.
+	NodeOSFellBack NodeOSPhase = "FellBack"
+	// NodeOSFailed: the node's upgrade failed otherwise (it did not come back, its health did
+	// not hold); the evidence says what it last reported.
+	NodeOSFailed NodeOSPhase = "Failed"
+)
+
+// OSUpgradePart is one part of a node's step in an OS version policy: Cordon, Drain, Stage,
+// Reboot, Verify, Soak and Uncordon, in order. The record is the step's memory of where it
+// is: written in the same status patch as the step's own state, it is read back after a
+// restart.
+type OSUpgradePart struct {
+	// name of the part.
+	// +required
+	// +kubebuilder:validation:Enum=Cordon;Drain;Stage;Reboot;Verify;Soak;Uncordon
+	Name string `json:"name"`
+
+	// state of the part: Running while it is under way, then Succeeded, Skipped or Failed.
+	// +required
+	State StepState `json:"state"`
+
+	// startedAt is when the part began: its time limits count from it.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+
+	// finishedAt is when the part ended.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+
+	// message says what the part did, waits for, or why it failed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// NodeOSUpgrade is one node's part in an OS version policy: what its agent reports of its
+// boot, where its upgrade stands, and the evidence.
+type NodeOSUpgrade struct {
+	// name of the node.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// position of the node in the policy's order, from 1: its step is named after it (Node1).
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	Position int32 `json:"position"`
+
+	// phase is where the node's upgrade stands.
+	// +required
+	Phase NodeOSPhase `json:"phase"`
+
+	// target is the image the node is upgraded to (spec.image).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Target string `json:"target,omitempty"`
+
+	// bootedImage is the image the node runs, as its /etc/kairos-release names it
+	// (KAIROS_IMAGE_REPO), in its agent's last report.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	BootedImage string `json:"bootedImage,omitempty"`
+
+	// bootedVersion is the Kairos version it runs (KAIROS_VERSION).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	BootedVersion string `json:"bootedVersion,omitempty"`
+
+	// bootEntry is the boot slot it runs from: Active, Passive (the fallback) or Recovery.
+	// +optional
+	BootEntry KairosBootEntry `json:"bootEntry,omitempty"`
+
+	// bootID is the kernel's boot ID in its agent's last report.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	BootID string `json:"bootID,omitempty"`
+
+	// previousBootID is the boot ID the node ran when the image was staged: the reboot must
+	// change it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PreviousBootID string `json:"previousBootID,omitempty"`
+
+	// previousImage is the image the node ran when the image was staged.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	PreviousImage string `json:"previousImage,omitempty"`
+
+	// cordon says what the policy did with the node's scheduling.
+	// +optional
+	Cordon NodeCordon `json:"cordon,omitempty"`
+
+	// drained lists what the drain evicted from the node (namespace/name), at most 32.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=317
+	Drained []string `json:"drained,omitempty"`
+
+	// verifiedAt is when the node was proven to run the image: its soak counts from it.
+	// +optional
+	VerifiedAt *metav1.Time `json:"verifiedAt,omitempty"`
+
+	// evidence says what proved the node booted the image, or what it reported instead.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Evidence string `json:"evidence,omitempty"`
+
+	// part is the part of the node's step under way, or the last one that ran.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Part string `json:"part,omitempty"`
+
+	// parts records each part the node's step began, in order.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	Parts []OSUpgradePart `json:"parts,omitempty"`
+}
+
+// OSVersionPolicyStatus is the policy's progress and evidence.
+type OSVersionPolicyStatus struct {
+	WorkflowStatus `json:",inline"`
+
+	// currentNode is the node whose step runs or waits, empty when none does.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CurrentNode string `json:"currentNode,omitempty"`
+
+	// progress counts the nodes Done, of all: "2/3".
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	Progress string `json:"progress,omitempty"`
+
+	// nodes lists each node the policy upgrades, in order.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Nodes []NodeOSUpgrade `json:"nodes,omitempty"`
+
+	// held lists the selected nodes the policy leaves alone: spec.hold's, and those that fell
+	// back from the image before and are not acknowledged.
+	// +optional
+	// +listType=map
+	// +listMapKey=node
+	// +kubebuilder:validation:MaxItems=16
+	Held []OSNodeHold `json:"held,omitempty"`
+}
+
+// AnnotationAcknowledgeFallback, on an OSVersionPolicy, names the nodes (separated by commas)
+// whose earlier fallback from the policy's image a person acknowledges: the policy may try the
+// image on them again. Without it, a node whose agent reports a fallback from the image is
+// held. The admission webhook stamps who set it in AnnotationAcknowledgedBy.
+const AnnotationAcknowledgeFallback = "nodewright.spectrocloud.com/acknowledge-fallback"
+
+// AnnotationAcknowledgedBy is stamped by the mutating admission webhook whenever
+// AnnotationAcknowledgeFallback is set or changed: the user who set it. It cannot be set or
+// changed otherwise; the audit trail names this user.
+const AnnotationAcknowledgedBy = "nodewright.spectrocloud.com/acknowledged-by"
+
+// OSVersionPolicy moves the selected Kairos nodes to one OS image, one node at a time: each
+// node cordoned and drained, the image staged by its agent, the node rebooted, proven to have
+// booted the image (a new boot ID, the image in /etc/kairos-release, the active slot with no
+// upgrade_failure, the boot assessment cleared) and soaked with its storage healthy before the
+// next one starts. A node that falls back stops the policy. The spec cannot change once the
+// policy has started.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=osvp;osversion,categories=nodewright
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.currentNode`,description="The node being upgraded, or waiting to be"
+// +kubebuilder:printcolumn:name="Done",type=string,JSONPath=`.status.progress`,description="Nodes proven booted on the image and soaked, of all"
+// +kubebuilder:printcolumn:name="Part",type=string,JSONPath=`.status.nodes[*].parts[?(@.state=="Running")].name`,description="The part of the running step under way"
+// +kubebuilder:printcolumn:name="Fell Back",type=string,JSONPath=`.status.nodes[?(@.phase=="FellBack")].name`,description="The nodes whose boot of the image fell back"
+// +kubebuilder:printcolumn:name="Held By",type=string,JSONPath=`.status.conditions[?(@.type=="Held")].reason`,description="The gate that holds the next step, or GatesOpen"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Pending' || self.spec == oldSelf.spec",message="spec cannot change once the policy has started",fieldPath=".spec"
+type OSVersionPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec says which image the nodes run and how carefully they move to it.
+	// +required
+	Spec OSVersionPolicySpec `json:"spec"`
+
+	// status is the policy's progress and evidence.
+	// +optional
+	Status OSVersionPolicyStatus `json:"status,omitempty"`
+}
+
+// OSVersionPolicyList is a list of OSVersionPolicy.
+//
+// +kubebuilder:object:root=true
+type OSVersionPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []OSVersionPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&OSVersionPolicy{}, &OSVersionPolicyList{})
+}
+
+// GetWorkflowStatus is the policy's shared workflow status.
+func (p *OSVersionPolicy) GetWorkflowStatus() *WorkflowStatus { return &p.Status.WorkflowStatus }
+
+// GetGates are the policy's approval policy and maintenance window.
+func (p *OSVersionPolicy) GetGates() (Approval, *MaintenanceWindow) {
+	return p.Spec.Approval, p.Spec.MaintenanceWindow
+}
