@@ -819,6 +819,10 @@ func (in *NodeOSUpgrade) DeepCopyInto(out *NodeOSUpgrade) {
 		in, out := &in.VerifiedAt, &out.VerifiedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.HealthyAt != nil {
+		in, out := &in.HealthyAt, &out.HealthyAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Parts != nil {
 		in, out := &in.Parts, &out.Parts
 		*out = make([]OSUpgradePart, len(*in))
