@@ -93,8 +93,12 @@ func (h *Host) runner() drbd.Runner {
 }
 
 // Install installs image (in the registry) into every slot, as a fresh installation of Kairos
-// does, creates the boot assessment's block (grub-editenv create) and boots the host.
+// does, creates the boot assessment's block (grub-editenv create), saves the host (Save) and
+// boots it.
 func (h *Host) Install(ctx context.Context, image string) (Booted, error) {
+	if err := h.Save(); err != nil {
+		return Booted{}, err
+	}
 	for _, slot := range []string{Active, Passive, Recovery} {
 		if err := h.write(slot, image); err != nil {
 			return Booted{}, err
