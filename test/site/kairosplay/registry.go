@@ -31,8 +31,9 @@ const (
 // Ubuntu 24.04 images (KAIROS_REGISTRY_AND_ORG "quay.io/kairos", flavor "ubuntu").
 const DefaultRepository = "quay.io/kairos/ubuntu"
 
-// imageRef is a reference pinned by digest, as the API's CRDs require: REPOSITORY:TAG@sha256:<64 hex>.
-var imageRef = regexp.MustCompile(`^([a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*):([A-Za-z0-9_][A-Za-z0-9_.-]{0,127})@sha256:([0-9a-f]{64})$`)
+// imageRef is a reference pinned by digest, REPOSITORY:TAG@sha256:<64 hex>: the pattern the
+// API's CRDs check (api/v1alpha1 OSImageOperation.image), with the parts captured.
+var imageRef = regexp.MustCompile(`^([a-z0-9]([a-z0-9._-]*[a-z0-9])?(?::[0-9]+)?(?:/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*):([A-Za-z0-9_][A-Za-z0-9_.+-]{0,127})@sha256:([a-f0-9]{64})$`)
 
 // ParseRef splits an image reference REPOSITORY:TAG@sha256:<64 hex> into its parts.
 func ParseRef(ref string) (repository, tag, digest string, err error) {
@@ -40,7 +41,7 @@ func ParseRef(ref string) (repository, tag, digest string, err error) {
 	if m == nil {
 		return "", "", "", fmt.Errorf("image %q: not REPOSITORY:TAG@sha256:<64 hex digits>", ref)
 	}
-	return m[1], m[2], m[3], nil
+	return m[1], m[4], m[5], nil
 }
 
 // version is what AddVersion accepts: Kairos's vX.Y.Z, with an optional suffix.

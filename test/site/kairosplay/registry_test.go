@@ -83,6 +83,7 @@ func TestParseRef(t *testing.T) {
 	}{
 		{"quay.io/kairos/ubuntu:24.04-standard-amd64-generic-v3.4.2@sha256:" + digest, true},
 		{"localhost:5000/k/ubuntu:v1@sha256:" + digest, true},
+		{"quay.io/kairos/ubuntu:v3.4.2-k3sv1.32.4+k3s1@sha256:" + digest, true},
 		{"quay.io/kairos/ubuntu:v1", false},
 		{"quay.io/kairos/ubuntu@sha256:" + digest, false},
 		{"quay.io/kairos/ubuntu:v1@sha256:" + digest[:63], false},
