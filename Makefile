@@ -35,6 +35,7 @@ help: ## Show this help.
 .PHONY: demo
 demo: build control-plane $(HELM) ## Start the local site: a simulated 3-node cluster with Nodewright running on it (as root, with its storage network).
 	@if [ "$$(id -u)" = 0 ] && [ "$${NODEWRIGHT_DEMO_NETWORK:-}" != off ]; then hack/iproute2.sh >/dev/null && hack/drbd-utils.sh >/dev/null; fi
+	@hack/grub-common.sh >/dev/null
 	@hack/demo.sh up
 
 .PHONY: demo-down
@@ -51,12 +52,12 @@ demo-fleet-down: ## Stop the fleet demo and every process it started.
 	@hack/demo-fleet.sh down
 
 .PHONY: test
-test: control-plane $(COSIGN) $(HELM) chromium drbd-utils iproute2 ## Run the unit, integration (real API server), browser and end-to-end tests.
+test: control-plane $(COSIGN) $(HELM) chromium drbd-utils grub-common iproute2 ## Run the unit, integration (real API server), browser and end-to-end tests.
 	go test $(GO_TEST_FLAGS) ./...
 
 # PKGS narrows it, e.g. `make test-stress PKGS=./internal/ui/...`; see docs/development.md.
 .PHONY: test-stress
-test-stress: control-plane $(COSIGN) $(HELM) chromium drbd-utils iproute2 ## Run the tests while a CPU hog keeps every core busy, as on a shared CI machine.
+test-stress: control-plane $(COSIGN) $(HELM) chromium drbd-utils grub-common iproute2 ## Run the tests while a CPU hog keeps every core busy, as on a shared CI machine.
 	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/stress-test.sh $(PKGS)
 
 .PHONY: bench
@@ -90,6 +91,10 @@ chromium: ## Install Debian's chromium (for the UI's browser tests) when it is m
 .PHONY: drbd-utils
 drbd-utils: ## Install Debian's drbd-utils (drbdadm, for the DRBD command tests) when it is missing.
 	@hack/drbd-utils.sh >/dev/null
+
+.PHONY: grub-common
+grub-common: ## Install Debian's grub-common (grub-editenv, the played Kairos hosts' boot assessment) when it is missing.
+	@hack/grub-common.sh >/dev/null
 
 .PHONY: iproute2
 iproute2: ## Install Debian's iproute2 (ip, bridge: the network namespaces of the agent's tests) when it is missing.

@@ -43,6 +43,7 @@ for b in "${what[@]}"; do
       hack/control-plane.sh >/dev/null
       hack/iproute2.sh >/dev/null
       hack/drbd-utils.sh >/dev/null
+      hack/grub-common.sh >/dev/null
       echo
       go run ./test/bench/flip || failed+=(flip) ;;
     upgrade)
@@ -50,6 +51,7 @@ for b in "${what[@]}"; do
       hack/control-plane.sh >/dev/null
       hack/iproute2.sh >/dev/null
       hack/drbd-utils.sh >/dev/null
+      hack/grub-common.sh >/dev/null
       echo
       go run ./test/bench/upgrade || failed+=(upgrade) ;;
     deadpeer)
@@ -57,6 +59,7 @@ for b in "${what[@]}"; do
       hack/control-plane.sh >/dev/null
       hack/iproute2.sh >/dev/null
       hack/drbd-utils.sh >/dev/null
+      hack/grub-common.sh >/dev/null
       echo
       go run ./test/bench/deadpeer || failed+=(deadpeer) ;;
     fleet)

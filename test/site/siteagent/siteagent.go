@@ -19,6 +19,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/kairosplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 )
 
@@ -68,6 +69,13 @@ type Options struct {
 	// Defaults runs the agent at its default heartbeat and report intervals, as installed,
 	// rather than every second.
 	Defaults bool
+	// Kairos, when set, is the node's played Kairos host (test/site/kairosplay), its Root the
+	// node's (netsite's Node.Root), installed (Host.Install) before Start: the agent runs with --host-os Kairos, --host-proc
+	// <root>/proc and --site-kairos-dir <Dir>, and Start supervises it (Supervised): when its
+	// process ends with a reboot requested, the host is booted (Host.Boot) and the agent
+	// started again with the same arguments, unless the node does not come back. Its DRBDDir
+	// is set to the node's played DRBD when empty.
+	Kairos *kairosplay.Host
 }
 
 // Start runs node's agent in node's network namespace of n, its heartbeat every 2 s and its
@@ -80,14 +88,21 @@ func Start(t testing.TB, n *netsite.Network, node string, o Options) *exec.Cmd {
 	if o.StateDir == "" {
 		o.StateDir = t.TempDir()
 	}
+	hostOS := string(nwv1.HostOSSystemdNetworkd)
+	if o.Kairos != nil {
+		hostOS = string(nwv1.HostOSKairos)
+	}
 	args := []string{"--kubeconfig", o.Kubeconfig, "--node-name", node, "--namespace", o.Namespace,
 		"--network-backend", "site", "--site-bond-dir", nd.Bond.Dir,
-		"--host-root", nd.Root, "--state-dir", o.StateDir, "--host-os", string(nwv1.HostOSSystemdNetworkd),
+		"--host-root", nd.Root, "--state-dir", o.StateDir, "--host-os", hostOS,
 		"--storage-bond", netsite.Bond, "--site-drbd-dir", nd.DRBDDir}
 	if !o.Defaults {
 		// A heartbeat every 2 s holds the Lease 8 s: a test of a dead agent sees it stale soon,
 		// and a busy machine does not make a live one look dead.
 		args = append(args, "--heartbeat-interval", "2s", "--report-interval", "1s")
+	}
+	if o.Kairos != nil {
+		return startKairos(t, n, node, o.Kairos, args)
 	}
 	cmd := n.Command(node, append([]string{Build(t)}, args...)...)
 	log := &testenv.SyncBuffer{}
@@ -106,8 +121,13 @@ func Start(t testing.TB, n *netsite.Network, node string, o Options) *exec.Cmd {
 }
 
 // Kill stops an agent Start started, for good and without a word (SIGKILL): its heartbeat
-// Lease is not renewed again.
+// Lease is not renewed again. A supervised agent (Options.Kairos) is not started again: a
+// kill is not a reboot.
 func Kill(cmd *exec.Cmd) {
+	if s := Supervised(cmd); s != nil {
+		s.kill()
+		return
+	}
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
 }
