@@ -38,26 +38,36 @@ var hostDRBD = func(context.Context) (*agent.DRBD, string, error) {
 	return &agent.DRBD{Runner: agent.DRBDRunner()}, "", nil
 }
 
-// hostRootOfInit is the host's own root file system, whole, as its init (PID 1) sees it: the
-// agent's pod shares the host's PID namespace (hostPID) on Kairos, and runs privileged there, so
-// that it may follow this link (which needs CAP_SYS_PTRACE) and chroot into it.
+// hostRootOfInit is the host's own root file system, whole, as its init (PID 1) sees it: on
+// Kairos the agent's pod shares the host's PID namespace (hostPID) and runs privileged, so
+// that it may follow this link (CAP_SYS_PTRACE) and chroot into it (CAP_SYS_CHROOT).
 const hostRootOfInit = "/proc/1/root"
 
+// onTheHost runs a program on the host itself, in its init's mount, UTS, IPC, network and PID
+// namespaces, as system-upgrade-controller's and Kairos's own upgrade pods do (`nsenter -i -m
+// -t 1 -- reboot`): with the host's own nsenter, reached by a chroot into hostRootOfInit (the
+// agent's image carries no nsenter, and a Go process cannot enter a mount namespace itself).
+// The chroot alone would not do: a mount made from it would be in the pod's mount namespace,
+// which the kernel refuses on the host's mount points (EINVAL), and kairos-agent mounts.
+// nsenter is named by its path in the host's root (util-linux puts it in /usr/bin): a program
+// named without one would be looked up in the agent's own image, before the chroot.
+var onTheHost = []string{"/usr/bin/nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"}
+
 // kairosOS is how the agent performs a Kairos node's OS operations: with the host's own
-// kairos-agent, grub2-editenv, mount and reboot, each run chrooted into the host's root
-// (hostRootOfInit), so that they are the host's programs, with its libraries and its files
-// (/dev, /run/initramfs/cos-state, /oem), not the agent image's, which carries none of them.
-// The records go in the agent's --state-dir. A build for the local site (cmd/agent/site.go)
-// plays them.
+// kairos-agent, grub2-editenv, mount and reboot, run on the host (onTheHost), so that they are
+// the host's programs with its libraries, devices and mounts (/dev, /run/initramfs/cos-state),
+// not the agent image's, which carries none of them. The records go in the agent's
+// --state-dir. A build for the local site (cmd/agent/site.go) plays them.
 var kairosOS = func(host hostos.Host, stateDir string) *agent.Kairos {
 	runner := agent.TailRunner{Chroot: hostRootOfInit, Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}}
+	on := func(program string) []string { return append(slices.Clone(onTheHost), program) }
 	return &agent.Kairos{Host: host, StateDir: stateDir, Runner: runner,
-		KairosAgent: []string{"kairos-agent"}, GRUBEditenv: []string{"grub2-editenv"},
-		AssessmentFile: hostos.KairosAssessmentFile, Mount: []string{"mount"},
-		// As Kairos's own upgrade and reboot pods reboot a node (`nsenter -i -m -t 1 -- reboot`):
-		// the host's reboot, which asks its init for an orderly one and returns.
+		KairosAgent: on("kairos-agent"), GRUBEditenv: on("grub2-editenv"),
+		AssessmentFile: hostos.KairosAssessmentFile, Mount: on("mount"),
+		// The host's reboot, as Kairos's own upgrade pods reboot a node: it asks the host's
+		// init for an orderly reboot and returns.
 		Reboot: func(ctx context.Context) error {
-			_, err := runner.Run(ctx, []string{"reboot"})
+			_, err := runner.Run(ctx, on("reboot"))
 			return err
 		}}
 }

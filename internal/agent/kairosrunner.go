@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,6 +30,10 @@ type TailRunner struct {
 func (r TailRunner) Run(ctx context.Context, argv []string) (drbd.Result, error) {
 	if len(argv) == 0 {
 		return drbd.Result{ExitCode: -1}, errors.New("run: empty argv")
+	}
+	if r.Chroot != "" && !filepath.IsAbs(argv[0]) {
+		// exec looks a bare name up on the agent's own PATH, before the chroot.
+		return drbd.Result{ExitCode: -1}, fmt.Errorf("run %s in %s: a program run in a chroot must be named by its absolute path there", argv[0], r.Chroot)
 	}
 	limit := r.MaxTail
 	if limit <= 0 {
