@@ -188,6 +188,24 @@ func TestStageThenRebootBootsTheNewImage(t *testing.T) {
 	if r := reboot.Status.Result; r == nil || r.PreviousBootID != k.before || r.Boot == nil || r.Boot.BootID != after || r.Boot.Image != repo(k.v2) {
 		t.Fatalf("the reboot's result %+v: want previousBootID %s and the boot %s of %s", r, k.before, after, repo(k.v2))
 	}
+	// The agent's report of the new boot, which the policy verifies: every assessment flag
+	// cleared is still reported (and accepted by the API server).
+	status := &nwv1.NodewrightAgentStatus{}
+	testenv.Eventually(t, patience, func() string {
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, status); err != nil {
+			return err.Error()
+		}
+		o := status.Status.OS
+		if o == nil || o.Kairos == nil {
+			return fmt.Sprintf("the agent's report of the OS: %+v", o)
+		}
+		if ka := o.Kairos; o.BootID != after || ka.Image != repo(k.v2) || ka.BootEntry != nwv1.KairosBootActive || ka.UpgradeFailure ||
+			ka.BootAssessment == nil || *ka.BootAssessment != (nwv1.KairosBootAssessment{}) || ka.LastFallback != nil {
+			return fmt.Sprintf("the agent's report: boot ID %s, Kairos %+v, bootAssessment %+v; want boot %s of %s, active, the flags cleared",
+				o.BootID, *ka, ka.BootAssessment, after, repo(k.v2))
+		}
+		return ""
+	})
 }
 
 // TestNewImageFailsToBootFallsBack: the new image fails to boot (the fault hook); GRUB's
