@@ -222,9 +222,14 @@ type NodeOSUpgrade struct {
 	// +kubebuilder:validation:items:MaxLength=317
 	Drained []string `json:"drained,omitempty"`
 
-	// verifiedAt is when the node was proven to run the image: its soak counts from it.
+	// verifiedAt is when the node was proven to run the image.
 	// +optional
 	VerifiedAt *metav1.Time `json:"verifiedAt,omitempty"`
+
+	// healthyAt is when the node's health gates were first all green after its boot: its soak
+	// counts from it, and ends it if a gate turns red before spec.soak has passed.
+	// +optional
+	HealthyAt *metav1.Time `json:"healthyAt,omitempty"`
 
 	// evidence says what proved the node booted the image, or what it reported instead.
 	// +optional

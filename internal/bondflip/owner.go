@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/nodecordon"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -28,7 +29,7 @@ const (
 // Node itself records that the cordon is the flip's: an operator killed between that write and
 // the status's finds it there, and a node cordoned by anyone else never carries it. The chart's
 // policy nodewright-operator-nodes holds the operator to that pairing.
-const AnnotationCordonedBy = "nodewright.spectrocloud.com/cordoned-by"
+const AnnotationCordonedBy = nodecordon.AnnotationCordonedBy
 
 // CordonedBy is the value of AnnotationCordonedBy for the flip named flip:
 // "bondmodeflipplan/<name>".

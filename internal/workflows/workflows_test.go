@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -76,11 +75,13 @@ func TestEveryActionIsOfAStep(t *testing.T) {
 // TestShortNamesAreTheCRDs: the CLI takes a kind's short names from its descriptor, which
 // must say what the CRD's +kubebuilder:resource marker does.
 func TestShortNamesAreTheCRDs(t *testing.T) {
-	for _, k := range engine.Described() {
-		if k.Kind.Name == "ConfigSwap" {
-			continue // the example's CRD is its tests'
-		}
-		path := filepath.Join("..", "..", "config", "crd", "bases", "nodewright.spectrocloud.com_"+strings.ToLower(k.Kind.Name)+"s.yaml")
+	dir := filepath.Join("..", "..", "config", "crd", "bases")
+	files, err := filepath.Glob(filepath.Join(dir, "nodewright.spectrocloud.com_*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := map[string]apiextensionsv1.CustomResourceDefinition{}
+	for _, path := range files {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -88,6 +89,17 @@ func TestShortNamesAreTheCRDs(t *testing.T) {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := yaml.Unmarshal(raw, &crd); err != nil {
 			t.Fatalf("%s: %v", path, err)
+		}
+		crds[crd.Spec.Names.Kind] = crd
+	}
+	for _, k := range engine.Described() {
+		if k.Kind.Name == "ConfigSwap" {
+			continue // the example's CRD is its tests'
+		}
+		crd, ok := crds[k.Kind.Name]
+		if !ok {
+			t.Errorf("%s: no CRD of the kind in %s", k.Kind.Name, dir)
+			continue
 		}
 		if !slices.Equal(crd.Spec.Names.ShortNames, k.ShortNames) {
 			t.Errorf("%s: the descriptor's short names are %v, the CRD's %v", k.Kind.Name, k.ShortNames, crd.Spec.Names.ShortNames)

@@ -26,6 +26,10 @@ const (
 	// ApproverKept: the request tried to set, change or remove the approved-by annotation;
 	// it says who set the approve annotation, whatever the request said.
 	ApproverKept = "ApproverKept"
+	// AcknowledgerKept: the request tried to set, change or remove the acknowledged-by
+	// annotation; it says who set the acknowledge-fallback annotation, whatever the request
+	// said.
+	AcknowledgerKept = "AcknowledgerKept"
 	// ManagementSetterKept: the request tried to set, change or remove the management-set-by
 	// annotation; it says who last set spec.management, whatever the request said.
 	ManagementSetterKept = "ManagementSetterKept"

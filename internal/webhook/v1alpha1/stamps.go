@@ -53,24 +53,41 @@ var requestedBy = stampedAnnotation{
 // approvedBy is the user who set the approve annotation to its value: stamped when a request
 // sets or changes it, kept while it stays, removed with it.
 var approvedBy = stampedAnnotation{
-	key: nwv1.AnnotationApprovedBy,
-	want: func(r stampRequest, obj client.Object) (string, bool) {
-		approve, set := obj.GetAnnotations()[nwv1.AnnotationApprove]
-		before, wasSet := r.old[nwv1.AnnotationApprove]
-		switch {
-		case !set:
-			if wasSet {
-				return "", false
-			}
-		case !wasSet || approve != before:
-			return r.user, true
-		}
-		v, ok := r.old[nwv1.AnnotationApprovedBy]
-		return v, ok
-	},
+	key:      nwv1.AnnotationApprovedBy,
+	want:     stampedWith(nwv1.AnnotationApprove, nwv1.AnnotationApprovedBy),
 	dropped:  "without setting " + nwv1.AnnotationApprove,
 	meaning:  "the user who set " + nwv1.AnnotationApprove,
 	decision: ApproverKept,
+}
+
+// acknowledgedBy is the user who set an OSVersionPolicy's acknowledge-fallback annotation to
+// its value: stamped when a request sets or changes it, kept while it stays, removed with it,
+// as approvedBy is.
+var acknowledgedBy = stampedAnnotation{
+	key:      nwv1.AnnotationAcknowledgedBy,
+	want:     stampedWith(nwv1.AnnotationAcknowledgeFallback, nwv1.AnnotationAcknowledgedBy),
+	dropped:  "without setting " + nwv1.AnnotationAcknowledgeFallback,
+	meaning:  "the user who set " + nwv1.AnnotationAcknowledgeFallback,
+	decision: AcknowledgerKept,
+}
+
+// stampedWith is the rule of an annotation (by) that names who set another (set): the
+// request's user when the request sets or changes it, kept while it stays, removed with it.
+func stampedWith(set, by string) func(r stampRequest, obj client.Object) (string, bool) {
+	return func(r stampRequest, obj client.Object) (string, bool) {
+		value, isSet := obj.GetAnnotations()[set]
+		before, wasSet := r.old[set]
+		switch {
+		case !isSet:
+			if wasSet {
+				return "", false
+			}
+		case !wasSet || value != before:
+			return r.user, true
+		}
+		v, ok := r.old[by]
+		return v, ok
+	}
 }
 
 // managementSetBy is the user who last set a NodewrightCluster's spec.management: stamped when
@@ -91,7 +108,7 @@ var managementSetBy = stampedAnnotation{
 }
 
 // stamps are the stamped annotations of every Nodewright object.
-var stamps = []stampedAnnotation{requestedBy, approvedBy, managementSetBy}
+var stamps = []stampedAnnotation{requestedBy, approvedBy, acknowledgedBy, managementSetBy}
 
 // stampRequest is what the stamps' rules read from an admission request.
 type stampRequest struct {

@@ -1,0 +1,146 @@
+package osversionpolicy_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+)
+
+// TestTheGatesHoldANodeBeforeItIsTouched: on one Kairos node, a policy waits, with the node
+// untouched (not cordoned, nothing asked of its agent, the same boot), while a flip holds the
+// cluster-wide claim, outside its maintenance window, until a person approves the node's step,
+// and while the node is held; once the flip is gone, and once approved, it upgrades the node.
+func TestTheGatesHoldANodeBeforeItIsTouched(t *testing.T) {
+	s := plant(t, true, "osgate-1")
+	ctx := context.Background()
+	untouched := func(t *testing.T, p *nwv1.OSVersionPolicy) {
+		t.Helper()
+		if cordoned, by := unschedulable(t, "osgate-1"); cordoned {
+			t.Errorf("osgate-1 is cordoned (%q) while the policy is held", by)
+		}
+		var ops nwv1.NodeOperationList
+		if err := env.Client.List(ctx, &ops, client.InNamespace(s.ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range ops.Items {
+			if op.Labels["nodewright.spectrocloud.com/osversionpolicy"] == p.Name {
+				t.Errorf("the policy asked %s of the agent while held", op.Name)
+			}
+		}
+	}
+	// version is what the node runs; other the image a policy moves it to.
+	version := oldVersion
+	other := func() string {
+		if version == oldVersion {
+			return newVersion
+		}
+		return oldVersion
+	}
+
+	t.Run("the claim of a flip", func(t *testing.T) {
+		flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "osgate-flip"}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondMode8023AD}}
+		if err := env.Client.Create(ctx, flip); err != nil {
+			t.Fatal(err)
+		}
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: s.lockNS, Name: engine.LockName},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(fmt.Sprintf("BondModeFlipPlan/%s/%s", flip.Name, flip.UID))}}
+		if err := env.Client.Create(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		p := s.policy("osgate-claim", other(), soakFor, 2*time.Minute)
+		held(t, p, nwv1.ReasonAnotherWorkflowRunning, "osgate-flip")
+		untouched(t, p)
+		if err := env.Client.Delete(ctx, flip); err != nil {
+			t.Fatal(err)
+		}
+		s.ended(p, nwv1.WorkflowSucceeded)
+		version = other()
+		deleted(t, p)
+	})
+
+	t.Run("the maintenance window", func(t *testing.T) {
+		// A window of an hour that opens twelve hours from now.
+		start := time.Now().UTC().Add(12 * time.Hour)
+		p := s.policyWith("osgate-window", other(), soakFor, 2*time.Minute, func(p *nwv1.OSVersionPolicy) {
+			p.Spec.MaintenanceWindow = &nwv1.MaintenanceWindow{Start: start.Format("15:04"), End: start.Add(time.Hour).Format("15:04"), TimeZone: "UTC"}
+		})
+		held(t, p, nwv1.ReasonOutsideWindow, "")
+		untouched(t, p)
+		deleted(t, p)
+	})
+
+	t.Run("manual approval", func(t *testing.T) {
+		p := s.policyWith("osgate-approval", other(), soakFor, 2*time.Minute, func(p *nwv1.OSVersionPolicy) {
+			p.Spec.Approval = nwv1.ApprovalManual
+		})
+		held(t, p, nwv1.ReasonAwaitingApproval, "Node1")
+		untouched(t, p)
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &nwv1.OSVersionPolicy{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil {
+				return err
+			}
+			if cur.Annotations == nil {
+				cur.Annotations = map[string]string{}
+			}
+			cur.Annotations[nwv1.AnnotationApprove] = "Node1"
+			cur.Annotations[nwv1.AnnotationApprovedBy] = "alice"
+			return env.Client.Update(ctx, cur)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = s.ended(p, nwv1.WorkflowSucceeded)
+		version = other()
+		if got := s.booted("osgate-1"); got.image != repository(s.images[version]) {
+			t.Errorf("osgate-1 runs %+v after the approval; want %s", got, version)
+		}
+		deleted(t, p)
+	})
+
+	t.Run("a held node", func(t *testing.T) {
+		p := s.policyWith("osgate-hold", other(), soakFor, 2*time.Minute, func(p *nwv1.OSVersionPolicy) {
+			p.Spec.Hold = []nwv1.OSNodeHold{{Node: "osgate-1", Reason: "a customer demo on Friday"}}
+		})
+		// The Preflight fails, naming the hold; nothing changed, so the policy is RolledBack.
+		p = s.ended(p, nwv1.WorkflowRolledBack)
+		if !strings.Contains(steps(p), "every node it selects is held: osgate-1 (a customer demo on Friday)") {
+			t.Errorf("the Preflight does not name the hold: %s", steps(p))
+		}
+		if len(p.Status.Held) != 1 || p.Status.Held[0].Reason != "a customer demo on Friday" || len(p.Status.Nodes) != 0 {
+			t.Errorf("held %+v, nodes %+v; want osgate-1 held for its reason, and no node", p.Status.Held, p.Status.Nodes)
+		}
+		untouched(t, p)
+		deleted(t, p)
+	})
+}
+
+// held waits until the policy's Held condition says reason, its message naming what.
+func held(t *testing.T, p *nwv1.OSVersionPolicy, reason, what string) {
+	t.Helper()
+	testenv.Eventually(t, patience, func() string {
+		cur := &nwv1.OSVersionPolicy{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
+			return err.Error()
+		}
+		c := meta.FindStatusCondition(cur.Status.Conditions, nwv1.ConditionHeld)
+		if c == nil || c.Reason != reason || (what != "" && !strings.Contains(c.Message, what)) {
+			return fmt.Sprintf("Held %+v; want %s naming %q (steps %s)", c, reason, what, steps(cur))
+		}
+		return ""
+	})
+}
+

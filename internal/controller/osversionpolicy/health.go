@@ -1,0 +1,123 @@
+package osversionpolicy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+)
+
+// soak waits for node k's health gates to be green after its boot (within spec.rebootTimeout of
+// the part's start: a node that boots but whose storage never comes back fails here), then
+// for them to stay green for spec.soak: a gate that turns red before then fails the step.
+func (r *Reconciler) soak(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
+	rec := &s.p.Status.Nodes[k-1]
+	rec.Phase = nwv1.NodeOSSoaking
+	red, err := r.health(ctx, s, rec.Name)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	length := soak(s.p)
+	if rec.HealthyAt == nil {
+		if red != "" {
+			limit := rebootTimeout(s.p)
+			if passed, _ := s.Deadline(limit); passed {
+				msg := fmt.Sprintf("%s booted the image but its health was not green within %s: %s", s.describe(k), limit, red)
+				r.event(s, corev1.EventTypeWarning, ReasonSoakFailed, msg)
+				return engine.Failed("%s", msg), nil
+			}
+			return engine.Waiting(0, "waiting for %s's health to be green before its soak: %s", rec.Name, red), nil
+		}
+		rec.HealthyAt = ptr.To(s.Now)
+		return engine.Waiting(length, "%s is healthy; soaking for %s, until %s", rec.Name, length, s.Now.Add(length).UTC().Format(time.RFC3339)), nil
+	}
+	if red != "" {
+		msg := fmt.Sprintf("%s's soak failed %s after it began: %s", s.describe(k), s.Now.Sub(rec.HealthyAt.Time).Round(time.Second), red)
+		r.event(s, corev1.EventTypeWarning, ReasonSoakFailed, msg)
+		return engine.Failed("%s", msg), nil
+	}
+	if left := rec.HealthyAt.Add(length).Sub(s.Now.Time); left > 0 {
+		return engine.Waiting(left, "%s soaking: green since %s, %s left", rec.Name, rec.HealthyAt.UTC().Format(time.RFC3339), left.Round(time.Second)), nil
+	}
+	return engine.Succeeded("%s stayed healthy for %s after booting the image", rec.Name, length), nil
+}
+
+// health says which of node's health gates is red, empty when all are green:
+//
+//   - its Node Ready;
+//   - its agent reporting: its heartbeat Lease renewed, its report not stale;
+//   - every DRBD resource of every node of the policy connected and UpToDate, so on both
+//     sides of each of the node's connections (every connection Connected: each resource has
+//     its quorum);
+func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string, error) {
+	var red []string
+	var n corev1.Node
+	if err := r.Client.Get(ctx, clientKey(node), &n); err != nil {
+		return "", fmt.Errorf("reading Node %s: %w", node, err)
+	}
+	if !ready(&n) {
+		red = append(red, fmt.Sprintf("Node %s is not Ready", node))
+	}
+	a := s.agents[node]
+	switch {
+	case s.silent(node) != "":
+		red = append(red, s.silent(node))
+	case a == nil:
+		red = append(red, node+" has no NodewrightAgentStatus")
+	case a.Status.Heartbeat.Stale:
+		red = append(red, node+"'s report is stale")
+	}
+	for _, other := range s.p.Status.Nodes {
+		if msg := drbdRed(s.agents[other.Name], other.Name); msg != "" {
+			red = append(red, msg)
+		}
+	}
+	return strings.Join(red, "; "), nil
+}
+
+// drbdRed says what of node's DRBD is not connected and UpToDate, as its agent reports it.
+func drbdRed(a *nwv1.NodewrightAgentStatus, node string) string {
+	if a == nil || a.Status.Storage == nil {
+		return ""
+	}
+	d := a.Status.Storage
+	if d.Connected == d.Resources && d.UpToDate == d.Resources {
+		return ""
+	}
+	var down []string
+	for _, res := range d.ResourceStatuses {
+		for _, p := range res.Peers {
+			if p.ConnectionState != "Connected" {
+				down = append(down, fmt.Sprintf("%s to %s %s", res.Name, p.Name, p.ConnectionState))
+			}
+		}
+		for _, v := range res.Volumes {
+			if !v.Client && v.DiskState != "UpToDate" {
+				down = append(down, fmt.Sprintf("%s/%d %s", res.Name, v.Volume, v.DiskState))
+			}
+		}
+	}
+	msg := fmt.Sprintf("%s: %d of %d DRBD resources connected, %d UpToDate", node, d.Connected, d.Resources, d.UpToDate)
+	if len(down) > 0 {
+		if len(down) > 4 {
+			down = append(down[:4], "...")
+		}
+		msg += " (" + strings.Join(down, ", ") + ")"
+	}
+	return msg
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,95 @@
+package osversionpolicy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/osimage"
+	"github.com/spectrocloud/nodewright/internal/osupgrade"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+)
+
+func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: name} }
+
+// preflight checks, before anything changes, what the policy needs beyond the gates:
+//
+//   - the operator knows the agents' namespace; the signed EdgeProfile in force allows the
+//     image (spec.osImages), as each agent checks again before it stages it;
+//   - the policy has nodes to upgrade (its
+//     selector picks some that report, not all held);
+//   - every node's agent reports, renewing its Lease, on Kairos, with its boot ID and boot
+//     entry;
+//   - every DRBD resource of every node is connected and UpToDate.
+func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, error) {
+	p := s.p
+	if r.AgentNamespace == "" {
+		return engine.Failed("the operator runs without --agent-namespace: there is no node agent to upgrade the nodes"), nil
+	}
+	profile, err := engine.ProfileInForce(ctx, r.Client)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	if profile == nil {
+		return engine.Failed("no EdgeProfile is in force: the agents stage only an image the signed profile's spec.osImages allows"), nil
+	}
+	if why := osimage.Allowed(profile, p.Spec.Image); why != "" {
+		return engine.Failed("spec.image: %s; the nodes' agents would refuse to stage it", why), nil
+	}
+	if len(p.Status.Nodes) == 0 {
+		why := "spec.nodeSelector selects no node whose agent reports to Nodewright"
+		if len(p.Status.Held) > 0 {
+			var held []string
+			for _, h := range p.Status.Held {
+				held = append(held, h.Node+" ("+h.Reason+")")
+			}
+			why = "every node it selects is held: " + strings.Join(held, "; ")
+		}
+		return engine.Failed("no node to upgrade: %s", why), nil
+	}
+	var onTarget, toDo, acked []string
+	for _, n := range p.Status.Nodes {
+		a := s.agents[n.Name]
+		switch {
+		case a == nil || a.Status.Reporter != nwv1.ReporterAgent:
+			return engine.Failed("%s: no agent reports it: no agent would upgrade it", n.Name), nil
+		case s.silent(n.Name) != "":
+			return engine.Failed("every node's agent must be renewing its heartbeat Lease before an upgrade starts: %s", s.silent(n.Name)), nil
+		case a.Status.OS == nil || a.Status.OS.Kind != nwv1.HostOSKairos || a.Status.OS.Kairos == nil:
+			return engine.Failed("%s: its agent does not report a Kairos host: an OSVersionPolicy upgrades Kairos nodes only", n.Name), nil
+		case a.Status.OS.BootID == "":
+			return engine.Failed("%s: its agent reports no boot ID: its reboot could not be proven", n.Name), nil
+		}
+		if msg := drbdRed(a, n.Name); msg != "" {
+			return engine.Failed("%s; every resource must be connected and UpToDate before an upgrade starts", msg), nil
+		}
+		if fb := fallbackFrom(a, p.Spec.Image); fb != nil {
+			acked = append(acked, fmt.Sprintf("%s's fallback from it at boot %s", n.Name, fb.BootID))
+		}
+		if osupgrade.Runs(a.Status.OS.Kairos, p.Spec.Image) {
+			onTarget = append(onTarget, n.Name)
+		} else {
+			toDo = append(toDo, fmt.Sprintf("%s (%s, %s)", n.Name, a.Status.OS.Kairos.Image, entryOf(a.Status.OS.Kairos)))
+		}
+	}
+	msg := fmt.Sprintf("%s to %s, in this order: %s", "upgrading", osupgrade.Repository(p.Spec.Image), strings.Join(toDo, ", "))
+	if len(toDo) == 0 {
+		msg = "every node already runs " + osupgrade.Repository(p.Spec.Image)
+	} else if len(onTarget) > 0 {
+		msg += "; already on it: " + strings.Join(onTarget, ", ")
+	}
+	if len(p.Status.Held) > 0 {
+		var held []string
+		for _, h := range p.Status.Held {
+			held = append(held, h.Node)
+		}
+		msg += "; held: " + strings.Join(held, ", ")
+	}
+	if len(acked) > 0 {
+		msg += fmt.Sprintf("; tried again, as %s acknowledged: %s", p.Annotations[nwv1.AnnotationAcknowledgedBy], strings.Join(acked, ", "))
+	}
+	return engine.Succeeded("%s", msg), nil
+}

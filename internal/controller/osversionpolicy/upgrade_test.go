@@ -1,0 +1,231 @@
+package osversionpolicy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+	"github.com/spectrocloud/nodewright/test/site/kairosplay"
+	"github.com/spectrocloud/nodewright/test/site/siteagent"
+)
+
+// soakFor is the soak of the tests' policies: the shortest the API takes.
+const soakFor = 10 * time.Second
+
+// TestThreeNodesUpgradedInOrderEachProvenBooted: three Kairos nodes move to the new image one
+// at a time, the tiebreaker first and the primary last, each rebooted once; the played hosts'
+// own files show each booted the new image from its active slot, with a new boot ID, no
+// upgrade_failure and the boot assessment cleared; each node was soaked before the next one
+// was cordoned, and each is uncordoned at the end.
+func TestThreeNodesUpgradedInOrderEachProvenBooted(t *testing.T) {
+	s := plant(t, true, "osup-1=primary", "osup-2=secondary", "osup-3=tiebreaker")
+	before := map[string]booted{}
+	for _, n := range s.nodes {
+		before[n] = s.booted(n)
+	}
+	p := s.ended(s.policy("osup-v350", newVersion, soakFor, 2*time.Minute), nwv1.WorkflowSucceeded)
+
+	want := repository(s.images[newVersion])
+	var order []string
+	for _, n := range p.Status.Nodes {
+		order = append(order, n.Name)
+		if n.Phase != nwv1.NodeOSDone || n.VerifiedAt == nil || n.HealthyAt == nil {
+			t.Errorf("%s: phase %s, verified %v, healthy %v; want Done, verified and soaked", n.Name, n.Phase, n.VerifiedAt, n.HealthyAt)
+		}
+	}
+	if got := strings.Join(order, ","); got != "osup-3,osup-2,osup-1" {
+		t.Errorf("order %s; want the tiebreaker, the secondary, the primary last", got)
+	}
+	for _, name := range s.nodes {
+		b := s.booted(name)
+		if b.image != want || b.entry != "active" || b.upgradeFailure || b.bootID == before[name].bootID {
+			t.Errorf("%s's host runs %+v; before %+v; want %s from its active slot after a new boot", name, b, before[name], want)
+		}
+		env, err := s.hosts[name].GRUBEnv(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if env["enable_boot_assessment"] == "yes" || env["boot_assessment_tentative"] == "yes" {
+			t.Errorf("%s's boot assessment is still pending: %v", name, env)
+		}
+		if boots := len(siteagent.Supervised(s.agents[name]).Boots()); boots != 1 {
+			t.Errorf("%s booted %d times; want once", name, boots)
+		}
+		if cordoned, by := unschedulable(t, name); cordoned || by != "" {
+			t.Errorf("%s is left cordoned (%q)", name, by)
+		}
+	}
+	// One node at a time: each soaked before the next was cordoned.
+	for i := 1; i < len(p.Status.Nodes); i++ {
+		prev, next := p.Status.Nodes[i-1], p.Status.Nodes[i]
+		soaked := part(prev, "Soak")
+		cordon := part(next, "Cordon")
+		if soaked == nil || cordon == nil || soaked.FinishedAt == nil || cordon.StartedAt == nil || cordon.StartedAt.Before(soaked.FinishedAt) {
+			t.Errorf("%s was cordoned (%+v) before %s's soak ended (%+v)", next.Name, cordon, prev.Name, soaked)
+		}
+	}
+}
+
+func part(n nwv1.NodeOSUpgrade, name string) *nwv1.OSUpgradePart {
+	for i := range n.Parts {
+		if n.Parts[i].Name == name {
+			return &n.Parts[i]
+		}
+	}
+	return nil
+}
+
+// TestAFallbackStopsThePolicyAndIsNotTriedAgainUntilAcknowledged: the new image fails to boot
+// on the second node, and GRUB's boot assessment falls back to its passive slot: the policy
+// stops Failed with that node FellBack, naming the image and the boot, holding the claim; the
+// third node is untouched. A second policy for the same image holds that node (its agent
+// reports the fallback) and upgrades the rest; a third, which acknowledges it, tries it again.
+func TestAFallbackStopsThePolicyAndIsNotTriedAgainUntilAcknowledged(t *testing.T) {
+	s := plant(t, true, "osfb-1", "osfb-2", "osfb-3")
+	image := s.images[newVersion]
+	if err := s.hosts["osfb-2"].SetFault(kairosplay.FaultFailBoot, true, image); err != nil {
+		t.Fatal(err)
+	}
+	untouched := s.booted("osfb-3")
+	p := s.ended(s.policy("osfb-first", newVersion, soakFor, 2*time.Minute, "osfb-1", "osfb-2", "osfb-3"), nwv1.WorkflowFailed)
+
+	phases := map[string]nwv1.NodeOSPhase{}
+	for _, n := range p.Status.Nodes {
+		phases[n.Name] = n.Phase
+	}
+	if phases["osfb-1"] != nwv1.NodeOSDone || phases["osfb-2"] != nwv1.NodeOSFellBack || phases["osfb-3"] != nwv1.NodeOSPending {
+		t.Fatalf("phases %v; want osfb-1 Done, osfb-2 FellBack, osfb-3 Pending", phases)
+	}
+	fell := s.booted("osfb-2")
+	if fell.entry != "passive" || !fell.upgradeFailure || fell.image != repository(s.images[oldVersion]) {
+		t.Errorf("osfb-2's host runs %+v; want the old image from its passive slot with upgrade_failure", fell)
+	}
+	msg := p.Status.Nodes[1].Evidence
+	for _, want := range []string{fell.bootID, "KAIROS_IMAGE_REPO=\"" + fell.image + "\"", "upgrade_failure true"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the evidence %q does not say %q", msg, want)
+		}
+	}
+	if got := s.booted("osfb-3"); got != untouched {
+		t.Errorf("osfb-3 was touched: %+v, before %+v", got, untouched)
+	}
+	if cordoned, _ := unschedulable(t, "osfb-3"); cordoned {
+		t.Error("osfb-3 was cordoned")
+	}
+	// The claim stays with the failed policy.
+	lease := &coordinationv1.Lease{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.lockNS, Name: engine.LockName}, lease); err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h == nil || !strings.Contains(*h, "/osfb-first/") {
+		t.Errorf("the claim is held by %v; want the failed policy", lease.Spec.HolderIdentity)
+	}
+	// The agent keeps the fallback.
+	as := &nwv1.NodewrightAgentStatus{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "osfb-2"}, as); err != nil {
+		t.Fatal(err)
+	}
+	if fb := as.Status.OS.Kairos.LastFallback; fb == nil || fb.FromImage != image || fb.BootID != fell.bootID {
+		t.Fatalf("osfb-2 reports the fallback %+v; want from %s at boot %s", fb, image, fell.bootID)
+	}
+	deleted(t, p)
+
+	// Not acknowledged: held, and the others go on (osfb-1 already runs it).
+	second := s.ended(s.policy("osfb-second", newVersion, soakFor, 2*time.Minute), nwv1.WorkflowSucceeded)
+	if len(second.Status.Held) != 1 || second.Status.Held[0].Node != "osfb-2" || !strings.Contains(second.Status.Held[0].Reason, fell.bootID) {
+		t.Errorf("held %+v; want osfb-2, naming its fallback's boot", second.Status.Held)
+	}
+	if got := s.booted("osfb-2"); got != fell {
+		t.Errorf("osfb-2 was tried again without an acknowledgement: %+v", got)
+	}
+	if got := s.booted("osfb-3"); got.image != repository(image) || got.entry != "active" {
+		t.Errorf("osfb-3 runs %+v; want the new image", got)
+	}
+	deleted(t, second)
+
+	// Acknowledged, the image is tried again on it, and now boots.
+	if err := s.hosts["osfb-2"].SetFault(kairosplay.FaultFailBoot, false); err != nil {
+		t.Fatal(err)
+	}
+	third := s.ended(s.policyWith("osfb-third", newVersion, soakFor, 2*time.Minute, func(p *nwv1.OSVersionPolicy) {
+		p.Annotations = map[string]string{nwv1.AnnotationAcknowledgeFallback: "osfb-2"}
+	}), nwv1.WorkflowSucceeded)
+	if !strings.Contains(steps(third), "tried again") {
+		t.Errorf("the Preflight does not say the acknowledged node is tried again: %s", steps(third))
+	}
+	if got := s.booted("osfb-2"); got.image != repository(image) || got.entry != "active" || got.upgradeFailure {
+		t.Errorf("osfb-2 runs %+v after the acknowledged try; want the new image from its active slot", got)
+	}
+}
+
+// deleted deletes p and waits until it is gone (its claim released).
+func deleted(t *testing.T, p *nwv1.OSVersionPolicy) {
+	t.Helper()
+	if err := env.Client.Delete(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, func() string {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &nwv1.OSVersionPolicy{}); err == nil {
+			return "the policy is still there"
+		}
+		return ""
+	})
+}
+
+// TestANodeThatNeverComesBackFailsItsStep: the first node does not come back from its reboot:
+// its step fails at the reboot timeout, naming the boot it last reported, the policy stops
+// holding the claim, and the second node is untouched.
+func TestANodeThatNeverComesBackFailsItsStep(t *testing.T) {
+	s := plant(t, true, "osgone-1", "osgone-2")
+	if err := s.hosts["osgone-1"].SetFault(kairosplay.FaultNoReturn, true); err != nil {
+		t.Fatal(err)
+	}
+	last := s.booted("osgone-1")
+	untouched := s.booted("osgone-2")
+	p := s.ended(s.policy("osgone", newVersion, soakFor, 30*time.Second, "osgone-1", "osgone-2"), nwv1.WorkflowFailed)
+	n := p.Status.Nodes[0]
+	if n.Phase != nwv1.NodeOSFailed || !strings.Contains(n.Evidence, "did not come back within 30s") || !strings.Contains(n.Evidence, last.bootID) {
+		t.Errorf("osgone-1: %s, %q; want Failed, not back within 30s, naming boot %s", n.Phase, n.Evidence, last.bootID)
+	}
+	if !siteagent.Supervised(s.agents["osgone-1"]).Down() {
+		t.Error("osgone-1's played machine is up")
+	}
+	if got := s.booted("osgone-2"); got != untouched || p.Status.Nodes[1].Phase != nwv1.NodeOSPending {
+		t.Errorf("osgone-2 was touched: %+v (%s)", got, p.Status.Nodes[1].Phase)
+	}
+	if cordoned, by := unschedulable(t, "osgone-1"); !cordoned || by != "osversionpolicy/osgone" {
+		t.Errorf("osgone-1: cordoned %t by %q; want it left cordoned by the policy", cordoned, by)
+	}
+}
+
+// TestDRBDNotReconnectingFailsTheSoak: the first node boots the new image but its DRBD does not
+// reconnect: its health never turns green, its step fails naming the resources, the policy
+// stops, and the second node is untouched.
+func TestDRBDNotReconnectingFailsTheSoak(t *testing.T) {
+	s := plant(t, true, "osdrbd-1", "osdrbd-2")
+	if err := s.hosts["osdrbd-1"].SetFault(kairosplay.FaultNoDRBD, true); err != nil {
+		t.Fatal(err)
+	}
+	untouched := s.booted("osdrbd-2")
+	p := s.ended(s.policy("osdrbd", newVersion, soakFor, 30*time.Second, "osdrbd-1", "osdrbd-2"), nwv1.WorkflowFailed)
+	n := p.Status.Nodes[0]
+	if n.Phase != nwv1.NodeOSFailed || n.VerifiedAt == nil {
+		t.Errorf("osdrbd-1: %s, verified %v; want Failed after it was proven booted", n.Phase, n.VerifiedAt)
+	}
+	if soak := part(n, "Soak"); soak == nil || soak.State != nwv1.StepFailed || !strings.Contains(soak.Message, "not green") || !strings.Contains(soak.Message, drbdResources[0]) {
+		t.Errorf("the soak: %+v; want it failed, naming %s", soak, drbdResources[0])
+	}
+	if got := s.booted("osdrbd-1"); got.image != repository(s.images[newVersion]) {
+		t.Errorf("osdrbd-1 runs %+v; want the new image (its boot worked; its storage did not come back)", got)
+	}
+	if got := s.booted("osdrbd-2"); got != untouched {
+		t.Errorf("osdrbd-2 was touched: %+v", got)
+	}
+}
