@@ -20,6 +20,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/hostos"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/clusterplay"
 	"github.com/spectrocloud/nodewright/test/site/kairosplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 	"github.com/spectrocloud/nodewright/test/site/siteagent"
@@ -100,6 +101,16 @@ func newKairosNode(t *testing.T, faults ...string) kairosNode {
 	if k.v2, err = reg.AddVersion("v3.5.0"); err != nil {
 		t.Fatal(err)
 	}
+	// The agent stages only an image the signed EdgeProfile in force allows: this one, v2.
+	cleanup, err := clusterplay.ManagedWith(ctx, env.Client, func(p *nwv1.EdgeProfileSpec) {
+		p.OS = nwv1.HostOSKairos
+		p.Network = nwv1.ProfileNetwork{BondInterface: netsite.Bond, BondMode: nwv1.BondModeActiveBackup}
+		p.OSImages = []string{k.v2}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
 	nd := n.Node(node)
 	k.host = &kairosplay.Host{Root: nd.Root, Dir: filepath.Join(t.TempDir(), "kairos"), Registry: reg, DRBDDir: nd.DRBDDir}
 	if _, err := k.host.Install(ctx, k.v1); err != nil {
