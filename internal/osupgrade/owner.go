@@ -36,7 +36,7 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.OSVersionPolicy]{
 		Name:        "OSVersionPolicy",
 		AuditAction: ActionStep,
 		Succeeded:   "every selected node booted the image, proven from the node, and soaked",
-		RolledBack:  "stopped before any node changed",
+		RolledBack:  "stopped before its next node: the nodes upgraded before keep the image they booted; no other node was touched",
 		Cancelled:   "the policy was deleted",
 		Noun:        "policy",
 	},

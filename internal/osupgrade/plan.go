@@ -142,7 +142,13 @@ func (p Plan) Gates(s Step) workflow.Gates {
 	return workflow.GatesNodeChange
 }
 
+// CancelWhileWaiting is true for every step after the Preflight: a node's step held by the
+// window or an approval has not touched the node, so a deletion stops the policy there
+// (RolledBack: the nodes before it keep the image they booted, the rest were never touched).
+func (p Plan) CancelWhileWaiting(s Step) bool { return s != Preflight }
+
 var (
-	_ workflow.GatedPlan = Plan{}
-	_ workflow.KeyedPlan = Plan{}
+	_ workflow.WaitCancellablePlan = Plan{}
+	_ workflow.GatedPlan           = Plan{}
+	_ workflow.KeyedPlan           = Plan{}
 )

@@ -25,6 +25,9 @@ func TestThePlanUpgradesNodeByNodeAndUndoesNothing(t *testing.T) {
 		if got := p.Rollback(s); len(got) != 0 {
 			t.Errorf("a failure in %s rolls back %v: an OS upgrade is not undone by the policy", s, got)
 		}
+		if !workflow.CancelsWhileWaiting(p, s) {
+			t.Errorf("%s cannot be cancelled while its gates hold it", s)
+		}
 		if p.Irreversible(s) == (s == osupgrade.Preflight) {
 			t.Errorf("%s irreversible %t", s, p.Irreversible(s))
 		}

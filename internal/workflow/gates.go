@@ -41,6 +41,39 @@ type GatedPlan interface {
 	Gates(s Step) Gates
 }
 
+// WaitCancellablePlan is a GatedPlan whose steps past undoing once started may still be
+// cancelled while their gates hold them, before they start (an OS upgrade's next node, held by
+// the window or an approval: nothing of it has happened). A deletion then rolls back from such a
+// step as from a reversible one's failure (Rollback). Without it, a deletion waits for a held
+// step past undoing to start and finish, as for a running one.
+type WaitCancellablePlan interface {
+	GatedPlan
+	// CancelWhileWaiting reports whether step s, past undoing once started, may be cancelled
+	// while its gates hold it.
+	CancelWhileWaiting(s Step) bool
+}
+
+// CancelsWhileWaiting reports whether a deletion cancels step s of p while its gates hold it:
+// a reversible step, or one p lets be cancelled before it starts (WaitCancellablePlan).
+func CancelsWhileWaiting(p Plan, s Step) bool {
+	if !p.Irreversible(s) {
+		return true
+	}
+	w, ok := p.(WaitCancellablePlan)
+	return ok && w.CancelWhileWaiting(s)
+}
+
+// ReversibleAt is p with step s reversible: the plan a cancellation of s while it waits (before
+// it started) is decided with (Next), when p lets it be (CancelsWhileWaiting).
+func ReversibleAt(p Plan, s Step) Plan { return reversibleAt{Plan: p, step: s} }
+
+type reversibleAt struct {
+	Plan
+	step Step
+}
+
+func (r reversibleAt) Irreversible(s Step) bool { return s != r.step && r.Plan.Irreversible(s) }
+
 // GatesOf are the gates that hold step s of p: none unless p is a GatedPlan.
 func GatesOf(p Plan, s Step) Gates {
 	if g, ok := p.(GatedPlan); ok {

@@ -246,9 +246,11 @@ func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	st := o.GetWorkflowStatus()
 	waiting := run.State.Phase == nwv1.WorkflowRunning && workflow.Waiting(st, run.State.Step)
 	// A deleted workflow whose next step waits is cancelled there, before the step starts;
-	// unless that step is past undoing once started: then, as for a running one, the
-	// cancellation waits for it, and the step still starts only when its gates let it.
-	if waiting && (!run.Deleting || run.Plan.Irreversible(run.State.Step)) {
+	// unless that step is past undoing once started and its plan does not let it be cancelled
+	// before (workflow.CancelsWhileWaiting): then, as for a running one, the cancellation waits
+	// for it, and the step still starts only when its gates let it.
+	cancelWaiting := waiting && run.Deleting && workflow.CancelsWhileWaiting(run.Plan, run.State.Step)
+	if waiting && !cancelWaiting {
 		return e.gate(ctx, base, run)
 	}
 	if run.State.Phase.Finished() {
@@ -261,10 +263,20 @@ func (e *Engine[O]) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 
 	var result ctrl.Result
 	var from, to workflow.State
-	out, err := e.advance(ctx, run)
+	var out Outcome
+	var err error
+	if cancelWaiting {
+		out = Outcome{Event: workflow.Cancel}
+	} else {
+		out, err = e.advance(ctx, run)
+	}
 	if err == nil && out.Event != "" {
 		from = run.State
-		to, err = workflow.Next(run.Plan, run.State, out.Event)
+		plan := run.Plan
+		if cancelWaiting {
+			plan = workflow.ReversibleAt(plan, run.State.Step)
+		}
+		to, err = workflow.Next(plan, run.State, out.Event)
 		if err == nil {
 			workflow.Transition(st, run.Plan, d.Kind, o.GetGeneration(), from, to, out.Event, out.Message, out.Skipped, run.Now)
 			if waiting {
