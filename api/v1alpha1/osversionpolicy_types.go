@@ -211,6 +211,12 @@ type NodeOSUpgrade struct {
 	// +kubebuilder:validation:MaxLength=512
 	PreviousImage string `json:"previousImage,omitempty"`
 
+	// drbdResources is how many DRBD resources the node's agent reported at the Preflight: after
+	// its boot, the node is healthy only once it reports as many again, connected and UpToDate.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	DRBDResources int32 `json:"drbdResources,omitempty"`
+
 	// cordon says what the policy did with the node's scheduling.
 	// +optional
 	Cordon NodeCordon `json:"cordon,omitempty"`

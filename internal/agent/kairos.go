@@ -83,6 +83,9 @@ const (
 	ReasonHostUnreadable = "HostUnreadable"
 	// ReasonAssessmentNotCleared: the stale boot-assessment flag is still set after the edit.
 	ReasonAssessmentNotCleared = "AssessmentNotCleared"
+	// ReasonRebootedSinceStaged: an OSUpgradeStage run again finds the node booted since it
+	// began: it does not stage again.
+	ReasonRebootedSinceStaged = "RebootedSinceStaged"
 	// ReasonRecordFailed: a record could not be written to the state folder.
 	ReasonRecordFailed = "RecordFailed"
 	// ReasonNotRebooted: the host did not reboot before the operation's deadline.
@@ -153,6 +156,15 @@ func (e kairosStage) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 	boot, err := k.readBoot()
 	if err != nil {
 		return nil, err
+	}
+	// Run again after the agent stopped: a host that booted since this operation staged its
+	// image is not staged again (kairos-agent would copy the running system over the passive
+	// one, the fallback).
+	var was stageRecord
+	if found, err := k.load(stageRecordFile, &was); err == nil && found && was.Operation == op.UID && was.FromBootID != boot.BootID {
+		return &nwv1.NodeOperationResult{Boot: bootObservation(boot)}, &OperationError{Reason: ReasonRebootedSinceStaged, Message: fmt.Sprintf(
+			"the node booted again (boot %s) since this operation began staging %s at boot %s: it is not staged again; it runs %s",
+			boot.BootID, was.Image, was.FromBootID, boot.Image)}
 	}
 	result := &nwv1.NodeOperationResult{Boot: bootObservation(boot)}
 	if v, _ := boot.Assessment.Get(hostos.GRUBBootAssessmentTentative); v == "yes" {

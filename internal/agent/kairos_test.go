@@ -486,3 +486,26 @@ func TestKairosStagesOnlyAnImageTheProfileAllows(t *testing.T) {
 		t.Errorf("a refused image left a stage record: %v", err)
 	}
 }
+
+// TestKairosStageIsNotRunAgainAfterABoot: an OSUpgradeStage run again (its agent stopped while
+// it ran) on a node that booted since it began is not staged again: kairos-agent would copy the
+// running system over the passive one, the fallback. It fails RebootedSinceStaged, naming both
+// boots, and runs nothing.
+func TestKairosStageIsNotRunAgainAfterABoot(t *testing.T) {
+	n := newKairosNode(t)
+	k := n.kairos(clocktesting.NewFakeClock(time.Now()), nil)
+	op := kairosOp("stage", nwv1.OperationOSUpgradeStage, time.Now().Add(time.Hour))
+	if _, err := k.Executors()[nwv1.OperationOSUpgradeStage].Run(context.Background(), op); err != nil {
+		t.Fatal(err)
+	}
+	n.boot(t, bootB, "active_mode", activeLine)
+	n.calls.argv = nil
+	_, err := k.Executors()[nwv1.OperationOSUpgradeStage].Run(context.Background(), op)
+	var refused *agent.OperationError
+	if !errors.As(err, &refused) || refused.Reason != agent.ReasonRebootedSinceStaged || !strings.Contains(refused.Message, bootA) || !strings.Contains(refused.Message, bootB) {
+		t.Fatalf("a stage run again after a boot: %v; want RebootedSinceStaged naming both boots", err)
+	}
+	if argv, _ := n.calls.all(); len(argv) != 0 {
+		t.Errorf("it ran %q", argv)
+	}
+}

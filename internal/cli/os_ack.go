@@ -23,9 +23,9 @@ right to update (patch) the policy.
 
 A node whose agent reports a fallback from the policy's image is held by the policy (os watch
 lists it under the held nodes) until a person acknowledges it. The policy reads the
-acknowledgement when it starts (its Preflight chooses the nodes): a node acknowledged before
-then may be tried again with the image by this policy; one acknowledged after it started is
-not tried by this policy. A policy that stopped because a node fell back (FellBack) does not
+acknowledgement once, as it starts (on its first reconcile, when it chooses its nodes): it
+counts only when set as the policy is created (os plan --ack); on a policy already started it
+is recorded, stamped, and changes nothing. A policy that stopped because a node fell back (FellBack) does not
 start again: delete it and create a new one that acknowledges the node,
 kubectl nodewright os plan --image IMAGE ... --ack NODE.
 

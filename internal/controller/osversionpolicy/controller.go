@@ -93,7 +93,7 @@ func (r *Reconciler) Prepare(ctx context.Context, run *engine.Run[*nwv1.OSVersio
 		return engine.Hold{}, err
 	}
 	if p.Status.Phase == "" || p.Status.Phase == nwv1.WorkflowPending {
-		order, held, err := r.selection(ctx, p, agents)
+		order, held, _, err := r.selection(ctx, p, agents)
 		if err != nil {
 			return engine.Hold{}, err
 		}
@@ -131,21 +131,22 @@ func observe(n *nwv1.NodeOSUpgrade, a *nwv1.NodewrightAgentStatus) {
 }
 
 // selection is the nodes p upgrades, in order, and those it holds: the nodes its selector
-// picks that report to Nodewright, without spec.hold's and those that fell back from the
-// image before and are not acknowledged (AnnotationAcknowledgeFallback); spec.nodeOrder's
-// first, the others in the default order (tiebreakers, secondaries, the primary last).
-func (r *Reconciler) selection(ctx context.Context, p *nwv1.OSVersionPolicy, agents map[string]*nwv1.NodewrightAgentStatus) ([]string, []nwv1.OSNodeHold, error) {
+// picks, without spec.hold's, those no agent reports (held, saying so) and those that fell
+// back from the image before and are not acknowledged (AnnotationAcknowledgeFallback);
+// spec.nodeOrder's first, the others in the default order (tiebreakers, secondaries, the
+// primary last). More than a policy upgrades gives no order, and how many there were.
+func (r *Reconciler) selection(ctx context.Context, p *nwv1.OSVersionPolicy, agents map[string]*nwv1.NodewrightAgentStatus) ([]string, []nwv1.OSNodeHold, int, error) {
 	selector := labels.Everything()
 	if p.Spec.NodeSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector)
 		if err != nil {
-			return nil, nil, nil // admission refuses it; the Preflight says so
+			return nil, nil, 0, nil // admission refuses it
 		}
 		selector = s
 	}
 	var list corev1.NodeList
 	if err := r.Client.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	held := slices.Clone(p.Spec.Hold)
 	isHeld := func(n string) bool {
@@ -155,7 +156,11 @@ func (r *Reconciler) selection(ctx context.Context, p *nwv1.OSVersionPolicy, age
 	roles := map[string]nwv1.NodeRole{}
 	for _, n := range list.Items {
 		a := agents[n.Name]
-		if a == nil || isHeld(n.Name) {
+		if isHeld(n.Name) {
+			continue
+		}
+		if a == nil {
+			held = append(held, nwv1.OSNodeHold{Node: n.Name, Reason: "no agent reports it (no NodewrightAgentStatus): no agent would upgrade it"})
 			continue
 		}
 		if fb := fallbackFrom(a, p.Spec.Image); fb != nil && !slices.Contains(acked, n.Name) {
@@ -174,13 +179,13 @@ func (r *Reconciler) selection(ctx context.Context, p *nwv1.OSVersionPolicy, age
 		}
 	}
 	order = append(order, bondflip.DefaultOrder(roles)...)
-	if len(order) > osupgrade.MaxNodes {
-		order = nil // the Preflight says why
-	}
 	if len(held) > osupgrade.MaxNodes {
 		held = held[:osupgrade.MaxNodes]
 	}
-	return order, held, nil
+	if n := len(order); n > osupgrade.MaxNodes {
+		return nil, held, n, nil // the Preflight says why
+	}
+	return order, held, len(order), nil
 }
 
 // fallbackFrom is the agent's report of a fallback from image, nil when it reports none.
@@ -192,6 +197,16 @@ func fallbackFrom(a *nwv1.NodewrightAgentStatus, image string) *nwv1.KairosFallb
 		return fb
 	}
 	return nil
+}
+
+// staged reports whether node n's Stage part began: its agent may have written the image.
+func staged(n nwv1.NodeOSUpgrade) bool {
+	for _, p := range n.Parts {
+		if p.Name == osupgrade.Stage {
+			return true
+		}
+	}
+	return false
 }
 
 // summary is what kubectl get shows: the node whose step runs or waits, and how many nodes
@@ -240,7 +255,7 @@ func (r *Reconciler) Finish(ctx context.Context, run *engine.Run[*nwv1.OSVersion
 		if n.Cordon != nwv1.NodeCordoned {
 			continue
 		}
-		if n.Phase != nwv1.NodeOSDraining {
+		if staged(n) {
 			left = append(left, fmt.Sprintf("%s (%s)", n.Name, n.Phase))
 			continue
 		}

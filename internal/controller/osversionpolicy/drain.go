@@ -23,10 +23,13 @@ const maxDrained = 32
 // poll is how often a drain looks again at pods it waits for (their deletion wakes no policy).
 const poll = 2 * time.Second
 
-// drain evicts node k's pods, as kubectl drain does, through the Eviction API (which keeps
-// their PodDisruptionBudgets): not those of DaemonSets (which tolerate the cordon and come
-// back), nor mirror pods (the kubelet's own), nor the node agents' (whose agent reboots the
-// node), nor pods that have ended. It records what it evicted and waits until they are gone,
+// drain evicts node k's pods through the Eviction API (which keeps their
+// PodDisruptionBudgets): not those of DaemonSets (which tolerate the cordon and come back), nor
+// mirror pods (the kubelet's own), nor the node agents' (whose agent reboots the node), nor
+// the operator's own namespace's (the operator and its LINSTOR gate: on a single node, evicted,
+// they could not come back to finish the upgrade), nor pods that have ended. Unlike kubectl
+// drain it also evicts pods no controller owns and pods with emptyDir volumes: the node
+// reboots either way. It records what it evicted and waits until they are gone,
 // within drainTimeout. A VM's virt-launcher pod is evicted too: KubeVirt's evictionStrategy
 // decides what happens to the VM (LiveMigrate moves it).
 func (r *Reconciler) drain(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
@@ -81,7 +84,8 @@ func (r *Reconciler) drain(ctx context.Context, s *scope, k int) (engine.Outcome
 
 // drains reports whether a drain evicts pod.
 func (r *Reconciler) drains(pod *corev1.Pod) bool {
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.Namespace == r.AgentNamespace {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.Namespace == r.AgentNamespace ||
+		(r.LockNamespace != "" && pod.Namespace == r.LockNamespace) {
 		return false
 	}
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -32,7 +33,8 @@ func (r *Reconciler) soak(ctx context.Context, s *scope, k int) (engine.Outcome,
 				r.event(s, corev1.EventTypeWarning, ReasonSoakFailed, msg)
 				return engine.Failed("%s", msg), nil
 			}
-			return engine.Waiting(0, "waiting for %s's health to be green before its soak: %s", rec.Name, red), nil
+			_, left := s.Deadline(limit)
+			return engine.Waiting(left+time.Second, "waiting for %s's health to be green before its soak: %s", rec.Name, red), nil
 		}
 		rec.HealthyAt = ptr.To(s.Now)
 		return engine.Waiting(length, "%s is healthy; soaking for %s, until %s", rec.Name, length, s.Now.Add(length).UTC().Format(time.RFC3339)), nil
@@ -53,15 +55,17 @@ func (r *Reconciler) soak(ctx context.Context, s *scope, k int) (engine.Outcome,
 //   - its Node Ready;
 //   - its agent reporting: its heartbeat Lease renewed, its report not stale;
 //   - every DRBD resource of every node of the policy connected and UpToDate, so on both
-//     sides of each of the node's connections (every connection Connected: each resource has
-//     its quorum);
+//     sides of each of the node's connections, and each node reporting as many resources as
+//     it had at the Preflight (a node whose DRBD did not come back reports none).
 func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string, error) {
 	var red []string
 	var n corev1.Node
-	if err := r.Client.Get(ctx, clientKey(node), &n); err != nil {
+	switch err := r.Client.Get(ctx, clientKey(node), &n); {
+	case apierrors.IsNotFound(err):
+		red = append(red, fmt.Sprintf("there is no Node %s", node))
+	case err != nil:
 		return "", fmt.Errorf("reading Node %s: %w", node, err)
-	}
-	if !ready(&n) {
+	case !ready(&n):
 		red = append(red, fmt.Sprintf("Node %s is not Ready", node))
 	}
 	a := s.agents[node]
@@ -74,20 +78,29 @@ func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string,
 		red = append(red, node+"'s report is stale")
 	}
 	for _, other := range s.p.Status.Nodes {
-		if msg := drbdRed(s.agents[other.Name], other.Name); msg != "" {
+		if msg := drbdRed(s.agents[other.Name], other.Name, other.DRBDResources); msg != "" {
 			red = append(red, msg)
 		}
 	}
 	return strings.Join(red, "; "), nil
 }
 
-// drbdRed says what of node's DRBD is not connected and UpToDate, as its agent reports it.
-func drbdRed(a *nwv1.NodewrightAgentStatus, node string) string {
-	if a == nil || a.Status.Storage == nil {
-		return ""
+// drbdRed says what of node's DRBD is not connected and UpToDate, as its agent reports it,
+// or that it reports fewer than the resources it had (recorded at the Preflight): none at all
+// when DRBD did not come back after a boot (no module, no state read).
+func drbdRed(a *nwv1.NodewrightAgentStatus, node string, had int32) string {
+	var d *nwv1.DRBDStatus
+	if a != nil {
+		d = a.Status.Storage
 	}
-	d := a.Status.Storage
-	if d.Connected == d.Resources && d.UpToDate == d.Resources {
+	switch {
+	case d == nil && had > 0:
+		return fmt.Sprintf("%s: its agent reports no DRBD state; it had %d resources", node, had)
+	case d == nil:
+		return ""
+	case d.Resources < had:
+		return fmt.Sprintf("%s: its agent reports %d DRBD resources; it had %d", node, d.Resources, had)
+	case d.Connected == d.Resources && d.UpToDate == d.Resources:
 		return ""
 	}
 	var down []string

@@ -41,6 +41,11 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	}
 	if len(p.Status.Nodes) == 0 {
 		why := "spec.nodeSelector selects no node whose agent reports to Nodewright"
+		if _, _, n, err := r.selection(ctx, p, s.agents); err != nil {
+			return engine.Outcome{}, err
+		} else if n > osupgrade.MaxNodes {
+			why = fmt.Sprintf("spec.nodeSelector selects %d nodes; a policy upgrades at most %d: select fewer", n, osupgrade.MaxNodes)
+		}
 		if len(p.Status.Held) > 0 {
 			var held []string
 			for _, h := range p.Status.Held {
@@ -51,7 +56,8 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		return engine.Failed("no node to upgrade: %s", why), nil
 	}
 	var onTarget, toDo, acked []string
-	for _, n := range p.Status.Nodes {
+	for i := range p.Status.Nodes {
+		n := &p.Status.Nodes[i]
 		a := s.agents[n.Name]
 		switch {
 		case a == nil || a.Status.Reporter != nwv1.ReporterAgent:
@@ -63,8 +69,11 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		case a.Status.OS.BootID == "":
 			return engine.Failed("%s: its agent reports no boot ID: its reboot could not be proven", n.Name), nil
 		}
-		if msg := drbdRed(a, n.Name); msg != "" {
+		if msg := drbdRed(a, n.Name, 0); msg != "" {
 			return engine.Failed("%s; every resource must be connected and UpToDate before an upgrade starts", msg), nil
+		}
+		if a.Status.Storage != nil {
+			n.DRBDResources = a.Status.Storage.Resources
 		}
 		if fb := fallbackFrom(a, p.Spec.Image); fb != nil {
 			acked = append(acked, fmt.Sprintf("%s's fallback from it at boot %s", n.Name, fb.BootID))

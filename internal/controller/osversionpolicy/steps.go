@@ -170,11 +170,12 @@ func (r *Reconciler) stage(ctx context.Context, s *scope, k int) (engine.Outcome
 	case end:
 		return engine.Failed("%s: its agent could not stage %s (%s)", s.describe(k), s.p.Spec.Image, failure(op)), nil
 	}
-	if s.Now.After(op.Spec.Deadline.Add(opGrace)) {
+	until := op.Spec.Deadline.Add(opGrace)
+	if s.Now.After(until) {
 		return engine.Failed("%s: its agent did not stage %s by %s (operation %s %s)", s.describe(k), s.p.Spec.Image,
 			op.Spec.Deadline.UTC().Format(time.RFC3339), op.Name, phaseOf(op)), nil
 	}
-	return engine.Waiting(0, "waiting for %s's agent to stage %s (operation %s %s)", rec.Name, s.p.Spec.Image, op.Name, phaseOf(op)), nil
+	return engine.Waiting(until.Sub(s.Now.Time)+time.Second, "waiting for %s's agent to stage %s (operation %s %s)", rec.Name, s.p.Spec.Image, op.Name, phaseOf(op)), nil
 }
 
 // reboot asks node k's agent to reboot it, and waits for its agent to report a boot other
@@ -185,6 +186,12 @@ func (r *Reconciler) reboot(ctx context.Context, s *scope, k int) (engine.Outcom
 	if rec.Phase != nwv1.NodeOSRebooting {
 		rec.Phase = nwv1.NodeOSStaged
 	}
+	// A node that booted again since its stage (its own reboot, or this part's before a
+	// restart) is not asked to reboot again.
+	if now := s.bootID(rec.Name); now != "" && now != rec.PreviousBootID {
+		rec.Phase = nwv1.NodeOSVerifying
+		return engine.Succeeded("%s is back: boot %s, after %s", rec.Name, now, rec.PreviousBootID), nil
+	}
 	op, err := r.ensureOp(ctx, s, rebootName(k), rec.Name, osupgrade.PartName(k, osupgrade.Reboot), limit+opGrace,
 		nwv1.NodeOperationSpec{Type: nwv1.OperationReboot, Reboot: &nwv1.RebootOperation{Reason: "OSVersionPolicy " + s.p.Name + ": boot " + osupgrade.Repository(s.p.Spec.Image)}})
 	if err != nil {
@@ -192,10 +199,6 @@ func (r *Reconciler) reboot(ctx context.Context, s *scope, k int) (engine.Outcom
 	}
 	if op.Status.Phase != "" && op.Status.Phase != nwv1.OperationPending {
 		rec.Phase = nwv1.NodeOSRebooting
-	}
-	if now := s.bootID(rec.Name); now != "" && now != rec.PreviousBootID {
-		rec.Phase = nwv1.NodeOSVerifying
-		return engine.Succeeded("%s is back: boot %s, after %s", rec.Name, now, rec.PreviousBootID), nil
 	}
 	if end, ok := finished(op); end && !ok {
 		return engine.Failed("%s: its agent did not reboot it (%s)", s.describe(k), failure(op)), nil
@@ -225,7 +228,13 @@ func (r *Reconciler) verify(s *scope, k int) engine.Outcome {
 	boot := s.bootID(node)
 	kairos := s.kairos(node)
 	if boot == "" || boot == rec.PreviousBootID || kairos == nil {
-		return engine.Waiting(0, "waiting for %s's agent to report its new boot", node)
+		limit := rebootTimeout(s.p)
+		passed, left := s.Deadline(limit)
+		if passed {
+			rec.Evidence = fmt.Sprintf("its agent reports boot %q, Kairos %t", boot, kairos != nil)
+			return engine.Failed("%s: its agent did not report its new boot, with its Kairos image, within %s (%s)", s.describe(k), limit, rec.Evidence)
+		}
+		return engine.Waiting(left+time.Second, "waiting for %s's agent to report its new boot", node)
 	}
 	evidence := fmt.Sprintf("boot %s → %s; /etc/kairos-release KAIROS_IMAGE_REPO=%q, KAIROS_VERSION=%q; entry %s; upgrade_failure %t",
 		rec.PreviousBootID, boot, kairos.Image, kairos.Version, entryOf(kairos), kairos.UpgradeFailure)
@@ -246,12 +255,13 @@ func (r *Reconciler) verify(s *scope, k int) engine.Outcome {
 	}
 	if a := kairos.BootAssessment; a != nil && (a.Enabled || a.Tentative) {
 		limit := rebootTimeout(s.p)
-		if passed, _ := s.Deadline(limit); passed {
+		passed, left := s.Deadline(limit)
+		if passed {
 			rec.Evidence = evidence
 			return engine.Failed("%s booted %s, but its boot assessment is still pending after %s (enable_boot_assessment %t, boot_assessment_tentative %t): its next boot would fall back",
 				s.describe(k), want, limit, a.Enabled, a.Tentative)
 		}
-		return engine.Waiting(0, "%s booted %s; waiting for its boot assessment to count the boot good (enable_boot_assessment %t, boot_assessment_tentative %t)",
+		return engine.Waiting(left+time.Second, "%s booted %s; waiting for its boot assessment to count the boot good (enable_boot_assessment %t, boot_assessment_tentative %t)",
 			node, want, a.Enabled, a.Tentative)
 	}
 	rec.Evidence = evidence + "; boot assessment cleared"

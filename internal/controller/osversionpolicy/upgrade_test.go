@@ -214,7 +214,9 @@ func TestDRBDNotReconnectingFailsTheSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	untouched := s.booted("osdrbd-2")
-	p := s.ended(s.policy("osdrbd", newVersion, soakFor, 30*time.Second, "osdrbd-1", "osdrbd-2"), nwv1.WorkflowFailed)
+	// The reboot timeout bounds both the node's return and its health turning green: a minute,
+	// so that a busy machine's slow played reboot is not taken for a node that did not return.
+	p := s.ended(s.policy("osdrbd", newVersion, soakFor, time.Minute, "osdrbd-1", "osdrbd-2"), nwv1.WorkflowFailed)
 	n := p.Status.Nodes[0]
 	if n.Phase != nwv1.NodeOSFailed || n.VerifiedAt == nil {
 		t.Errorf("osdrbd-1: %s, verified %v; want Failed after it was proven booted", n.Phase, n.VerifiedAt)
