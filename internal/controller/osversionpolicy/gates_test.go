@@ -143,4 +143,3 @@ func held(t *testing.T, p *nwv1.OSVersionPolicy, reason, what string) {
 		return ""
 	})
 }
-
