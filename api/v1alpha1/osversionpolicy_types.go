@@ -285,8 +285,8 @@ type OSVersionPolicyStatus struct {
 	Held []OSNodeHold `json:"held,omitempty"`
 }
 
-// AnnotationAcknowledgeFallback, on an OSVersionPolicy, names the nodes (separated by commas)
-// whose earlier fallback from the policy's image a person acknowledges: the policy may try the
+// AnnotationAcknowledgeFallback is set on an OSVersionPolicy to name the nodes (separated by
+// commas) whose earlier fallback from the policy's image a person acknowledges: the policy may try the
 // image on them again. Without it, a node whose agent reports a fallback from the image is
 // held. The admission webhook stamps who set it in AnnotationAcknowledgedBy.
 const AnnotationAcknowledgeFallback = "nodewright.spectrocloud.com/acknowledge-fallback"

@@ -163,9 +163,6 @@ func (r *Reconciler) ensureOp(ctx context.Context, s *scope, suffix, node, label
 	return op, nil
 }
 
-// op is the policy's operation with suffix, nil when it has not asked for it.
-func (s *scope) op(suffix string) *nwv1.NodeOperation { return s.ops[children.Name(s.p.Name, suffix)] }
-
 // finished reports whether op has ended, and how: ok for Succeeded.
 func finished(op *nwv1.NodeOperation) (done, ok bool) {
 	switch op.Status.Phase {
