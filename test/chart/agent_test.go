@@ -40,7 +40,7 @@ var (
 	// kairos-release and the boot entry's /run/cos.
 	osReleaseMount = hostMount{"/etc/os-release", "File", "/host/etc/os-release", true}
 	kairosMounts   = []hostMount{{"/etc/kairos-release", "File", "/host/etc/kairos-release", true}, {"/run/cos", "Directory", "/host/run/cos", true},
-		{"/run/initramfs/cos-state", "Directory", "/host/run/initramfs/cos-state", true}}
+		{"/run/initramfs/cos-state", "DirectoryOrCreate", "/host/run/initramfs/cos-state", true}}
 )
 
 // agentDaemonSet renders the chart with args and returns the agent's DaemonSet.

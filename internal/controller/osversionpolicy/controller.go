@@ -41,6 +41,8 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// The drain (drain.go) evicts the node's pods through the Eviction API, so that their
+// PodDisruptionBudgets hold; RBAC cannot narrow it to the node.
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
