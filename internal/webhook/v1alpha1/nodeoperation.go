@@ -45,7 +45,11 @@ func workflowKinds() []string {
 func askers() string {
 	kinds := workflowKinds()
 	for i, k := range kinds {
-		kinds[i] = "a " + k
+		article := "a "
+		if strings.ContainsRune("AEIOU", rune(k[0])) {
+			article = "an "
+		}
+		kinds[i] = article + k
 	}
 	switch len(kinds) {
 	case 0:

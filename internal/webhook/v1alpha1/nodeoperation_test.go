@@ -51,7 +51,7 @@ func TestANodeOperationIsOwnedByTheWorkflowThatAsked(t *testing.T) {
 	notController.Controller = nil
 	refused(t, env.Client.Create(ctx, op(notController)), "metadata.ownerReferences: a NodeOperation is owned, as its controller")
 	byPod := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: "x", UID: "00000000-0000-4000-8000-000000000001", Controller: ptr.To(true)}
-	refused(t, env.Client.Create(ctx, op(byPod)), "metadata.ownerReferences: the controller is a Pod (v1); only a BondModeFlipPlan or a ReplicationUpgrade asks")
+	refused(t, env.Client.Create(ctx, op(byPod)), "metadata.ownerReferences: the controller is a Pod (v1); only a BondModeFlipPlan, an OSVersionPolicy or a ReplicationUpgrade asks")
 	gone := byFlip
 	gone.UID = "00000000-0000-4000-8000-000000000002"
 	refused(t, env.Client.Create(ctx, op(gone)), "the workflow that asked is gone")
