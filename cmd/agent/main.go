@@ -1,8 +1,9 @@
 // Command agent is the Nodewright node agent, one per node (a DaemonSet): it keeps its node's
 // heartbeat Lease, reports its node in its NodewrightAgentStatus (the storage bond, DRBD and the
 // OS, read from the host) and runs its node's NodeOperations, for its own node only: DRBD's
-// pause-sync, resume-sync, adjust and online verify through drbd-utils, and the bond's mode
-// under a local checkpoint (docs/agent.md).
+// pause-sync, resume-sync, adjust and online verify through drbd-utils, the bond's mode
+// under a local checkpoint, and on Kairos an OS upgrade staged, a reboot and the recovery
+// system (docs/agent.md).
 package main
 
 import (
@@ -37,6 +38,40 @@ var hostDRBD = func(context.Context) (*agent.DRBD, string, error) {
 	return &agent.DRBD{Runner: agent.DRBDRunner()}, "", nil
 }
 
+// hostRootOfInit is the host's own root file system, whole, as its init (PID 1) sees it: on
+// Kairos the agent's pod shares the host's PID namespace (hostPID) and runs privileged, so
+// that it may follow this link (CAP_SYS_PTRACE) and chroot into it (CAP_SYS_CHROOT).
+const hostRootOfInit = "/proc/1/root"
+
+// onTheHost runs a program on the host itself, in its init's mount, UTS, IPC, network and PID
+// namespaces, as system-upgrade-controller's and Kairos's own upgrade pods do (`nsenter -i -m
+// -t 1 -- reboot`): with the host's own nsenter, reached by a chroot into hostRootOfInit (the
+// agent's image carries no nsenter, and a Go process cannot enter a mount namespace itself).
+// The chroot alone would not do: a mount made from it would be in the pod's mount namespace,
+// which the kernel refuses on the host's mount points (EINVAL), and kairos-agent mounts.
+// nsenter is named by its path in the host's root (util-linux puts it in /usr/bin): a program
+// named without one would be looked up in the agent's own image, before the chroot.
+var onTheHost = []string{"/usr/bin/nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"}
+
+// kairosOS is how the agent performs a Kairos node's OS operations: with the host's own
+// kairos-agent, grub2-editenv, mount and reboot, run on the host (onTheHost), so that they are
+// the host's programs with its libraries, devices and mounts (/dev, /run/initramfs/cos-state),
+// not the agent image's, which carries none of them. The records go in the agent's
+// --state-dir. A build for the local site (cmd/agent/site.go) plays them.
+var kairosOS = func(host hostos.Host, stateDir string) *agent.Kairos {
+	runner := agent.TailRunner{Chroot: hostRootOfInit, Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}}
+	on := func(program string) []string { return append(slices.Clone(onTheHost), program) }
+	return &agent.Kairos{Host: host, StateDir: stateDir, Runner: runner,
+		KairosAgent: on("kairos-agent"), GRUBEditenv: on("grub2-editenv"),
+		AssessmentFile: hostos.KairosAssessmentFile, Mount: on("mount"),
+		// The host's reboot, as Kairos's own upgrade pods reboot a node: it asks the host's
+		// init for an orderly reboot and returns.
+		Reboot: func(ctx context.Context) error {
+			_, err := runner.Run(ctx, on("reboot"))
+			return err
+		}}
+}
+
 // backends are the network backends the agent is built with; the site's played bond is one
 // only in a build for the local site (build tag nodewright_site).
 var backends = map[string]func() netconf.Backend{
@@ -52,7 +87,7 @@ func osKinds() []string {
 }
 
 func main() {
-	var kubeconfig, node, namespace, hostRoot, stateDir, hostOS, network, storageBond, profileKeys string
+	var kubeconfig, node, namespace, hostRoot, hostProc, stateDir, hostOS, network, storageBond, profileKeys string
 	var interval, reportInterval time.Duration
 	var drbdEvents bool
 	var drbdsetup, procDRBDFlag string
@@ -61,6 +96,7 @@ func main() {
 	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"), "The agent's namespace, where its heartbeat Lease and its node's NodeOperations are. Default: $POD_NAMESPACE.")
 	flag.DurationVar(&interval, "heartbeat-interval", agent.RenewInterval, "How often the heartbeat Lease is renewed.")
 	flag.StringVar(&hostRoot, "host-root", "/", "Where the host's root file system is mounted: the persistent network configuration is written under it, and the OS facts the agent reports (/etc/os-release, /etc/kairos-release, /run/cos) are read there. The kernel's own files are read in /proc.")
+	flag.StringVar(&hostProc, "host-proc", "/proc", "Where the kernel's /proc is read: its command line (cmdline) and boot ID (sys/kernel/random/boot_id), the same in every namespace, so a pod's own /proc does.")
 	flag.StringVar(&stateDir, "state-dir", "/var/lib/nodewright-agent", "A directory on the host's disk where the agent keeps the checkpoints of its bond changes; it must outlive the agent's container.")
 	flag.StringVar(&hostOS, "host-os", string(nwv1.HostOSSystemdNetworkd), fmt.Sprintf("The host's operating system, as an EdgeProfile's spec.os names it (%s): where a bond's mode persists, and what the agent reports of it. Empty: told at start from the files under --host-root (kairos-release or ID=kairos: Kairos; ID=talos: Talos; else SystemdNetworkd).", strings.Join(osKinds(), ", ")))
 	flag.StringVar(&network, "network-backend", "netlink", fmt.Sprintf("How the bond is observed and changed: %s.", strings.Join(slices.Sorted(maps.Keys(backends)), ", ")))
@@ -110,7 +146,11 @@ Flags:
 		fmt.Fprintf(os.Stderr, "--host-root %s: not a folder\n", hostRoot)
 		os.Exit(2)
 	}
-	host := hostos.Host{Root: hostRoot}
+	if info, err := os.Stat(hostProc); err != nil || !info.IsDir() {
+		fmt.Fprintf(os.Stderr, "--host-proc %s: not a folder\n", hostProc)
+		os.Exit(2)
+	}
+	host := hostos.Host{Root: hostRoot, Proc: hostProc}
 	provider, err := hostProvider(hostOS, host)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "--host-os %s: %v\n", hostOS, err)
@@ -168,6 +208,13 @@ Flags:
 		os.Exit(1)
 	}
 	ops.Executors = agent.Executors(bonds, drbd)
+	// On Kairos, its OS operations: an upgrade staged, a reboot, the recovery system; and the
+	// report's last fallback, from their records.
+	if provider.Kind() == nwv1.HostOSKairos {
+		kairos := kairosOS(host, stateDir)
+		maps.Copy(ops.Executors, kairos.Executors())
+		reporter.Observer.Kairos = kairos
+	}
 	// A report request on the node's NodewrightAgentStatus (the operator's, to see a peer after
 	// a change) is answered at once, with a read of the host made after it.
 	parts := []func(context.Context) error{h.Run, reporter.Run, reporter.FollowRequests}
@@ -183,7 +230,7 @@ Flags:
 		parts = append(parts, events.Run)
 	}
 	log.Info("Agent starting", "node", node, "namespace", namespace, "server", cfg.Host, "kubeconfig", cfg.Source,
-		"heartbeatInterval", interval, "reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot,
+		"heartbeatInterval", interval, "reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot, "hostProc", hostProc,
 		"hostOS", provider.Kind(), "profileKeys", profileKeys, "drbdEvents", drbdEvents)
 	// Each part runs until SIGTERM or SIGINT; one that cannot start stops the agent.
 	parts = append(parts, ops.Run)

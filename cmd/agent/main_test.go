@@ -253,11 +253,22 @@ func TestTheAgentReportsItsNode(t *testing.T) {
 	if err := os.Symlink("../usr/lib/os-release", filepath.Join(root, "etc", "os-release")); err != nil {
 		t.Fatal(err)
 	}
+	// The kernel's files, in a /proc of the test's own (--host-proc).
+	const bootID = "5e9c4f4b-9c3d-4a3f-8e0b-5c7d6f8a9b03"
+	proc := t.TempDir()
+	for name, content := range map[string]string{"cmdline": "BOOT_IMAGE=(loop0)/boot/vmlinuz root=LABEL=COS_ACTIVE panic=5\n", "sys/kernel/random/boot_id": bootID + "\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(proc, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proc, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	stateDir := t.TempDir()
 	run := func() *exec.Cmd {
 		// --host-os empty: the OS is told from the files under --host-root.
 		return startAgent(t, "agent", exec.Command(binary, "--kubeconfig", kubeconfig, "--node-name", node, "--namespace", ns, "--state-dir", stateDir,
-			"--host-root", root, "--host-os", "", "--report-interval", "1s", "--heartbeat-interval", "1s"), os.Kill)
+			"--host-root", root, "--host-proc", proc, "--host-os", "", "--report-interval", "1s", "--heartbeat-interval", "1s"), os.Kill)
 	}
 	first := run()
 	as := &nwv1.NodewrightAgentStatus{}
@@ -274,6 +285,9 @@ func TestTheAgentReportsItsNode(t *testing.T) {
 	want := &nwv1.HostOSStatus{Kind: nwv1.HostOSKairos, Name: "Ubuntu", Version: "24.04", PrettyName: "Ubuntu 24.04.1 LTS",
 		Kairos: &nwv1.KairosStatus{BootEntry: nwv1.KairosBootActive, Version: "v3.4.2", Flavor: "ubuntu", FlavorRelease: "24.04",
 			Variant: "standard", Model: "generic", SoftwareVersion: "v1.32.4+k3s1"}}
+	if got := as.Status.OS; got.BootID != bootID {
+		t.Errorf("os.bootID %q; want %q, read from --host-proc", got.BootID, bootID)
+	}
 	if got := as.Status.OS; got.Kind != want.Kind || got.Name != want.Name || got.Version != want.Version || got.PrettyName != want.PrettyName ||
 		got.Kairos == nil || *got.Kairos != *want.Kairos {
 		t.Errorf("os %+v %+v; want %+v %+v", got, got.Kairos, want, want.Kairos)
@@ -364,6 +378,7 @@ func TestRefusesBadHostFlags(t *testing.T) {
 		{[]string{"--host-root", filepath.Join(t.TempDir(), "missing")}, "missing: not a folder"},
 		// Told to tell the OS from a host with no os-release.
 		{[]string{"--host-root", t.TempDir(), "--host-os", ""}, "--host-os : telling the host's OS: neither /etc/os-release nor /usr/lib/os-release"},
+		{[]string{"--host-proc", filepath.Join(t.TempDir(), "missing")}, "missing: not a folder"},
 		{[]string{"--report-interval", "100ms"}, "--report-interval 100ms: must be at least 1s"},
 		{[]string{"--profile-keys-configmap", "nodewright-profile-keys"}, `--profile-keys-configmap "nodewright-profile-keys": must be namespace/name`},
 	} {

@@ -47,6 +47,9 @@ type HostObserver struct {
 	// OS reads the host's OS facts in Host; nil reports no OS.
 	OS   hostos.Provider
 	Host hostos.Host
+	// Kairos, on a Kairos node, keeps the records its operations left: the report's
+	// os.kairos.lastFallback comes from them. nil: none reported.
+	Kairos *Kairos
 }
 
 // drbdStatusTimeout bounds one `drbdsetup status`, which answers in milliseconds.
@@ -76,6 +79,11 @@ func (o *HostObserver) Observe(ctx context.Context) Observation {
 	read := []string{}
 	if o.OS != nil {
 		facts, err := o.OS.Facts(o.Host)
+		if o.Kairos != nil && facts.Kairos != nil {
+			fallback, fbErr := o.Kairos.LastFallback(facts.BootID, facts.Kairos.UpgradeFailure, facts.Kairos.Image)
+			facts.Kairos.LastFallback = fallback
+			err = errors.Join(err, fbErr)
+		}
 		if facts != (nwv1.HostOSStatus{}) {
 			obs.OS = &facts
 		}

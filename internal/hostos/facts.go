@@ -116,10 +116,7 @@ func (h Host) OSRelease() (map[string]string, error) {
 
 // cmdline reads the kernel's command line.
 func (h Host) cmdline() (string, error) {
-	proc := h.Proc
-	if proc == "" {
-		proc = "/proc"
-	}
+	proc := h.proc()
 	// The kernel bounds it to a page (COMMAND_LINE_SIZE is 2048 to 4096 bytes on Linux).
 	data, err := readFile(proc, cmdlinePath, 64<<10)
 	if err != nil {
@@ -138,13 +135,17 @@ func osFacts(kind nwv1.HostOSKind, vars map[string]string) nwv1.HostOSStatus {
 	}
 }
 
-// releaseFacts are the facts of an OS known only by its os-release (SystemdNetworkd, Talos).
+// releaseFacts are the facts of an OS known only by its os-release (SystemdNetworkd, Talos),
+// and its boot ID.
 func releaseFacts(kind nwv1.HostOSKind, h Host) (nwv1.HostOSStatus, error) {
+	bootID, bootErr := h.BootID()
 	vars, err := h.OSRelease()
 	if err != nil {
-		return nwv1.HostOSStatus{Kind: kind}, err
+		return nwv1.HostOSStatus{Kind: kind, BootID: bootID}, errors.Join(err, bootErr)
 	}
-	return osFacts(kind, vars), nil
+	facts := osFacts(kind, vars)
+	facts.BootID = bootID
+	return facts, bootErr
 }
 
 // Detect tells which OS the host runs from its files: Kairos when it has /etc/kairos-release

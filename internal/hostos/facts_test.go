@@ -142,7 +142,7 @@ func TestReleaseFacts(t *testing.T) {
 		t.Errorf("long values: name %d bytes %q, pretty name %d bytes, %v; want 128 and 256", len(got.Name), got.Name, len(got.PrettyName), err)
 	}
 	// Nothing to read: the kind alone, and an error naming both files.
-	got, err = SystemdNetworkd{}.Facts(Host{Root: t.TempDir()})
+	got, err = SystemdNetworkd{}.Facts(Host{Root: t.TempDir(), Proc: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "neither /etc/os-release nor /usr/lib/os-release") || !reflect.DeepEqual(got, nwv1.HostOSStatus{Kind: nwv1.HostOSSystemdNetworkd}) {
 		t.Errorf("no os-release: %+v, %v", got, err)
 	}

@@ -43,8 +43,9 @@ func (Kairos) KernelTuning() Capability {
 }
 
 // Facts are what os-release says, the image /etc/kairos-release describes (older Kairos put
-// its KAIROS_ variables in os-release, read when there is no kairos-release) and the boot
-// entry in use (kairosboot.go).
+// its KAIROS_ variables in os-release, read when there is no kairos-release), the boot entry
+// in use (kairosboot.go), and the boot ID, the image booted, the upgrade failure and the boot
+// assessment (kairosupgrade.go).
 func (Kairos) Facts(h Host) (nwv1.HostOSStatus, error) {
 	var errs []error
 	facts := nwv1.HostOSStatus{Kind: nwv1.HostOSKairos, Kairos: &nwv1.KairosStatus{}}
@@ -69,8 +70,11 @@ func (Kairos) Facts(h Host) (nwv1.HostOSStatus, error) {
 	k.Variant = clip(release["KAIROS_VARIANT"], nwv1.MaxOSNameLength)
 	k.Model = clip(release["KAIROS_MODEL"], nwv1.MaxOSNameLength)
 	k.SoftwareVersion = clip(release["KAIROS_SOFTWARE_VERSION"], nwv1.MaxOSNameLength)
-	if k.BootEntry, err = h.kairosBootEntry(); err != nil {
+	boot, err := h.ReadKairosBoot()
+	if err != nil {
 		errs = append(errs, err)
 	}
+	facts.BootID = boot.BootID
+	k.BootEntry, k.Image, k.UpgradeFailure, k.BootAssessment = boot.Entry, boot.Image, boot.UpgradeFailure, boot.AssessmentStatus()
 	return facts, errors.Join(errs...)
 }

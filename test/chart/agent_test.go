@@ -39,7 +39,8 @@ var (
 	// What the agent reports of its node's OS: os-release everywhere, and on Kairos its
 	// kairos-release and the boot entry's /run/cos.
 	osReleaseMount = hostMount{"/etc/os-release", "File", "/host/etc/os-release", true}
-	kairosMounts   = []hostMount{{"/etc/kairos-release", "File", "/host/etc/kairos-release", true}, {"/run/cos", "Directory", "/host/run/cos", true}}
+	kairosMounts   = []hostMount{{"/etc/kairos-release", "File", "/host/etc/kairos-release", true}, {"/run/cos", "Directory", "/host/run/cos", true},
+		{"/run/initramfs/cos-state", "Directory", "/host/run/initramfs/cos-state", true}}
 )
 
 // agentDaemonSet renders the chart with args and returns the agent's DaemonSet.
@@ -182,7 +183,14 @@ func TestAgentDaemonSet(t *testing.T) {
 		mount []hostMount
 		check func(t *testing.T, ds appsv1.DaemonSet)
 	}{
-		{"kairos", []string{"--set", "agent.hostOS=Kairos"}, mounts([]hostMount{stateMount, oemMount, networkdRead, osReleaseMount}, kairosMounts, networkdOthers, drbdMounts), nil},
+		{"kairos", []string{"--set", "agent.hostOS=Kairos"}, mounts([]hostMount{stateMount, oemMount, networkdRead, osReleaseMount}, kairosMounts, networkdOthers, drbdMounts),
+			func(t *testing.T, ds appsv1.DaemonSet) {
+				// The OS operations run the host's own programs, chrooted into /proc/1/root.
+				sc := ds.Spec.Template.Spec.Containers[0].SecurityContext
+				if !ds.Spec.Template.Spec.HostPID || sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+					t.Errorf("hostPID %v, securityContext %+v: want the host's PID namespace, privileged, still with a read-only root", ds.Spec.Template.Spec.HostPID, sc)
+				}
+			}},
 		{"talos", []string{"--set", "agent.hostOS=Talos"}, mounts([]hostMount{stateMount, osReleaseMount}, drbdMounts), nil},
 		{"no-drbd", []string{"--set", "agent.drbd.enabled=false"}, mounts([]hostMount{stateMount, networkdMount, osReleaseMount}, networkdOthers), nil},
 		{"privileged", []string{"--set", "agent.privileged=true"}, mounts([]hostMount{stateMount, networkdMount, osReleaseMount}, networkdOthers, drbdMounts, privilegedMount),

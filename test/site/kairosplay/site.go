@@ -10,8 +10,9 @@ import (
 	"syscall"
 )
 
-// HostFile, in a host's Dir, says where its registry and its played DRBD are (Save), for a
-// process of its own (the agent built for the local site) to open the host from its Dir.
+// HostFile is the file, in a host's Dir, that says where its registry and its played DRBD are
+// (Save), for a process of its own (the agent built for the local site) to open the host from
+// its Dir.
 const HostFile = "host.json"
 
 type hostFile struct {
