@@ -89,7 +89,7 @@ func osKinds() []string {
 func main() {
 	var kubeconfig, node, namespace, hostRoot, hostProc, stateDir, hostOS, network, storageBond, profileKeys string
 	var interval, reportInterval time.Duration
-	var drbdEvents bool
+	var drbdEvents, kairosOps bool
 	var drbdsetup, procDRBDFlag string
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "The kubeconfig file to reach the API server with. Default: $KUBECONFIG, else the in-cluster service account, else ~/.kube/config.")
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node this agent runs on and acts for (in a DaemonSet, from the downward API: spec.nodeName). Default: $NODE_NAME.")
@@ -104,6 +104,7 @@ func main() {
 	flag.StringVar(&profileKeys, "profile-keys-configmap", "nodewright-system/nodewright-profile-keys", "The ConfigMap (namespace/name) of the public keys EdgeProfile signatures are verified with, as the operator's --profile-keys-configmap: the agent verifies the EdgeProfile in force itself and changes a bond only as it allows.")
 	flag.DurationVar(&reportInterval, "report-interval", agent.ReportInterval, "How often the host is read for the node's NodewrightAgentStatus (also at once after an operation changed it); the status is written only when what it says changed.")
 	flag.BoolVar(&drbdEvents, "drbd-events", true, "Follow DRBD's own announcements of its state changes (drbdsetup events2) and report a change of a connection, disk, role, pause flag or verification within a fraction of a second, rather than at the next --report-interval; started again with a backoff when it stops. The periodic read goes on either way.")
+	flag.BoolVar(&kairosOps, "kairos-os-operations", true, "On Kairos: perform the OS operations of an OSVersionPolicy (OSUpgradeStage, Reboot, OSUpgradeRecovery) with the host's own kairos-agent, grub2-editenv and reboot, run on the host through its nsenter (the pod needs hostPID and privileged). False: they fail Unsupported; the boot is reported either way.")
 	flag.StringVar(&drbdsetup, "drbdsetup", "", "The drbdsetup program the agent reads DRBD's state with (status and events2); empty: drbdsetup from drbd-utils, found on the host's PATH.")
 	flag.StringVar(&procDRBDFlag, "proc-drbd", "", "The file whose presence says the kernel's DRBD module is loaded; empty: /proc/drbd (or the played DRBD's, on the local site).")
 	flag.Usage = func() {
@@ -212,7 +213,9 @@ Flags:
 	// report's last fallback, from their records.
 	if provider.Kind() == nwv1.HostOSKairos {
 		kairos := kairosOS(host, stateDir)
-		maps.Copy(ops.Executors, kairos.Executors())
+		if kairosOps {
+			maps.Copy(ops.Executors, kairos.Executors())
+		}
 		reporter.Observer.Kairos = kairos
 	}
 	// A report request on the node's NodewrightAgentStatus (the operator's, to see a peer after
@@ -231,7 +234,7 @@ Flags:
 	}
 	log.Info("Agent starting", "node", node, "namespace", namespace, "server", cfg.Host, "kubeconfig", cfg.Source,
 		"heartbeatInterval", interval, "reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot, "hostProc", hostProc,
-		"hostOS", provider.Kind(), "profileKeys", profileKeys, "drbdEvents", drbdEvents)
+		"hostOS", provider.Kind(), "kairosOSOperations", kairosOps && provider.Kind() == nwv1.HostOSKairos, "profileKeys", profileKeys, "drbdEvents", drbdEvents)
 	// Each part runs until SIGTERM or SIGINT; one that cannot start stops the agent.
 	parts = append(parts, ops.Run)
 	failed := make(chan error, len(parts))

@@ -390,3 +390,61 @@ func TestRefusesBadHostFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestKairosOSOperationsOff: an agent on a Kairos host told --kairos-os-operations=false (the
+// chart's default, agent.kairosOSOperations) refuses an OSUpgradeStage and a Reboot, Failed
+// Unsupported, before anything runs on the host: the operator asking (compromised, say) does not
+// make the node stage an image or reboot. On an agent that performs them, the stage would run
+// (and, on this machine, fail CommandFailed: the chroot into /proc/1/root is refused here).
+func TestKairosOSOperationsOff(t *testing.T) {
+	ctx := context.Background()
+	binary := buildAgent(t)
+	ns := env.Namespace(t)
+	root := t.TempDir()
+	for name, content := range map[string]string{
+		"etc/os-release":     "NAME=\"Ubuntu\"\nVERSION_ID=\"24.04\"\nID=ubuntu\n",
+		"etc/kairos-release": "KAIROS_VERSION=\"v3.4.2\"\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const node = "kairos-off-1"
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	})
+	stateDir := t.TempDir()
+	startAgent(t, "agent", exec.Command(binary, "--kubeconfig", env.Kubeconfig(t), "--node-name", node, "--namespace", ns,
+		"--state-dir", stateDir, "--host-root", root, "--host-os", "Kairos", "--kairos-os-operations=false"), syscall.SIGTERM)
+	image := "quay.io/kairos/ubuntu:24.04-standard-amd64-generic-v3.5.0@sha256:" + strings.Repeat("ab", 32)
+	stage := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stage"},
+		Spec: nwv1.NodeOperationSpec{NodeName: node, Type: nwv1.OperationOSUpgradeStage, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
+			OSUpgradeStage: &nwv1.OSImageOperation{Image: image}}}
+	reboot := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "reboot"},
+		Spec: nwv1.NodeOperationSpec{NodeName: node, Type: nwv1.OperationReboot, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
+			Reboot: &nwv1.RebootOperation{}}}
+	for _, op := range []*nwv1.NodeOperation{stage, reboot} {
+		if err := env.Client.Create(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, op := range []*nwv1.NodeOperation{stage, reboot} {
+		testenv.Eventually(t, patience, func() string {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(op), op); err != nil {
+				return err.Error()
+			}
+			if op.Status.Phase != nwv1.OperationFailed || op.Status.Error == nil || op.Status.Error.Reason != "Unsupported" {
+				return fmt.Sprintf("%s: %+v %+v", op.Name, op.Status, op.Status.Error)
+			}
+			return ""
+		})
+	}
+	for _, record := range []string{"kairos-stage.json", "kairos-reboot.json"} {
+		if _, err := os.Stat(filepath.Join(stateDir, record)); err == nil {
+			t.Errorf("the agent wrote %s: it began the operation", record)
+		}
+	}
+}

@@ -17,15 +17,16 @@ import (
 	_ "github.com/spectrocloud/nodewright/internal/workflows" // every workflow kind
 )
 
-const approveHelp = `Approve the step a cluster-wide workflow (a BondModeFlipPlan or a ReplicationUpgrade) waits
-on. With spec.approval Manual, each step that changes a node waits (state Waiting, the Held
+const approveHelp = `Approve the step a cluster-wide workflow (a BondModeFlipPlan, a ReplicationUpgrade or an
+OSVersionPolicy) waits on. With spec.approval Manual, each step that changes a node waits (state Waiting, the Held
 condition's reason AwaitingApproval) until a person approves it: this command sets the
 annotation nodewright.spectrocloud.com/approve to the step's name, and the admission webhook
 stamps you in nodewright.spectrocloud.com/approved-by. It needs the right to update (patch) the
 workflow.
 
-KIND is bondmodeflipplan (bondmodeflipplans, bmfp, bondflip) or replicationupgrade
-(replicationupgrades, rupg, replup), in any case; both kinds are cluster-scoped.
+KIND is bondmodeflipplan (bondmodeflipplans, bmfp, bondflip), replicationupgrade
+(replicationupgrades, rupg, replup) or osversionpolicy (osversionpolicies, osvp, osversion), in
+any case; the kinds are cluster-scoped.
 
 The command reads the workflow and approves its waiting step; --step makes sure it is the one
 you mean. It refuses when no step waits, when the workflow is not Manual and nothing waits for
@@ -75,7 +76,7 @@ func approvables() []approvable {
 			continue
 		}
 		name := strings.ToLower(k.Kind.Name)
-		out = append(out, approvable{name: name, aliases: append([]string{name + "s"}, k.ShortNames...),
+		out = append(out, approvable{name: name, aliases: append([]string{strings.ToLower(plural(k.Kind.Name))}, k.ShortNames...),
 			newObject: func() gatedWorkflow { return k.New().(gatedWorkflow) }, newList: k.NewList})
 	}
 	return out
@@ -100,7 +101,8 @@ func parseApprovable(ref string) (approvable, string, error) {
 	}
 	a, ok := approvableKind(kind)
 	if !ok {
-		return approvable{}, "", usageErrorf("%q: not a kind whose steps wait for approval: want bondmodeflipplan or replicationupgrade", kind)
+		return approvable{}, "", usageErrorf("%q: not a kind whose steps wait for approval: want one of %s", kind,
+			strings.Join(mapSlice(approvables(), func(a approvable) string { return a.name }), ", "))
 	}
 	return a, name, nil
 }

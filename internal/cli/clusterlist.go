@@ -52,7 +52,7 @@ func (l clusterListCommand) build(f *Factory) *cobra.Command {
 				return printObjects(out, output, list)
 			}
 			if meta.LenList(list) == 0 {
-				fmt.Fprintf(f.Streams().ErrOut, "No %ss found.\n", l.kind)
+				fmt.Fprintf(f.Streams().ErrOut, "No %s found.\n", plural(l.kind))
 				return nil
 			}
 			return l.table(list, f.Now()).write(out, palette{on: f.Color(out)})
@@ -71,4 +71,12 @@ func sortByName(list client.ObjectList) error {
 	name := func(o runtime.Object) string { return o.(client.Object).GetName() }
 	slices.SortFunc(items, func(a, b runtime.Object) int { return strings.Compare(name(a), name(b)) })
 	return meta.SetList(list, items)
+}
+
+// plural is a kind's plural as the API names it: OSVersionPolicies, BondModeFlipPlans.
+func plural(kind string) string {
+	if strings.HasSuffix(kind, "y") {
+		return strings.TrimSuffix(kind, "y") + "ies"
+	}
+	return kind + "s"
 }

@@ -25,7 +25,7 @@ import (
 // command keeps.
 const rootHelp = `kubectl nodewright shows and drives Nodewright, the operator of small edge storage
 clusters: the cluster's health rolled up from the legacy DaemonSet, VM volume migrations,
-bond-mode flips and replication upgrades and the approval of their steps, the events, the
+bond-mode flips, replication upgrades and OS upgrades (os) and the approval of their steps, the events, the
 audit trail and signed EdgeProfiles; against a fleet hub, its member clusters (fleet).
 
 It reads the same kubeconfig, context and namespace flags as kubectl (--kubeconfig,
@@ -36,12 +36,12 @@ Exit codes, the same for every command:
   1  the operation failed or was refused (the API server's refusal is printed as the
      admission webhook wrote it; approve: nothing to approve, or no right to), or a check
      found a problem (audit verify, profile verify),
-     or a migration, flip or upgrade waited on ended Failed or RolledBack, or the folder
+     or a migration, flip, upgrade or OS version policy waited on ended Failed or RolledBack, or the folder
      audit tail reads cannot be read
   2  usage error: an unknown command or flag, a wrong number of arguments, a bad value,
      an unreadable file
   3  migrate --wait / migrate watch --wait / flip --wait / flip watch --wait /
-     upgrade --wait / upgrade watch --wait: the wait ended before the workflow finished
+     upgrade --wait / upgrade watch --wait / os plan --wait / os watch --wait: the wait ended before the workflow finished
      (--timeout passed, or it was interrupted)`
 
 const rootExamples = `  # The cluster's phase and why, its nodes, profile and recent warnings
@@ -130,7 +130,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	root := &cobra.Command{
 		Use:     "kubectl-nodewright",
-		Short:   "Show and drive Nodewright: cluster status, volume migrations, bond-mode flips, replication upgrades, approvals, events, audit trail, profiles",
+		Short:   "Show and drive Nodewright: cluster status, volume migrations, bond-mode flips, replication upgrades, OS upgrades, approvals, events, audit trail, profiles",
 		Long:    rootHelp,
 		Example: rootExamples,
 		Annotations: map[string]string{
@@ -157,6 +157,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newMigrateCommand,
 		newFlipCommand,
 		newUpgradeCommand,
+		newOSCommand,
 		newApproveCommand,
 		newEventsCommand,
 		newFleetCommand,

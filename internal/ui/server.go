@@ -95,6 +95,7 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 	s.mux.HandleFunc("DELETE /api/migrations/{namespace}/{name}", s.deleteMigration)
 	s.mux.HandleFunc("POST /api/flips/{name}/approve", s.approve("bondmodeflipplan"))
 	s.mux.HandleFunc("POST /api/upgrades/{name}/approve", s.approve("replicationupgrade"))
+	s.mux.HandleFunc("POST /api/ospolicies/{name}/approve", s.approve("osversionpolicy"))
 	return s, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/bridge"
+	"github.com/spectrocloud/nodewright/internal/osupgrade"
 	"github.com/spectrocloud/nodewright/internal/replupgrade"
 )
 
@@ -31,6 +32,8 @@ const (
 	// cluster-scoped: shown whatever the page's namespace.
 	kindFlip    = "BondModeFlipPlan"
 	kindUpgrade = "ReplicationUpgrade"
+	// kindOS are the OSVersionPolicies, cluster-scoped as well.
+	kindOS      = "OSVersionPolicy"
 	kindProfile = "EdgeProfile"
 	// kindLegacy is the legacy DaemonSet's ConfigMap: its heartbeats are live, where the
 	// agent statuses record only when freshness changed.
@@ -92,6 +95,8 @@ func (h *hub) memberSources() []source {
 			encode: encodeFlip},
 		{kind: kindUpgrade, newList: func() client.ObjectList { return &nwv1.ReplicationUpgradeList{} }, example: &nwv1.ReplicationUpgrade{},
 			encode: encodeUpgrade},
+		{kind: kindOS, newList: func() client.ObjectList { return &nwv1.OSVersionPolicyList{} }, example: &nwv1.OSVersionPolicy{},
+			encode: encodeOSPolicy},
 	}
 }
 
@@ -279,4 +284,17 @@ func encodeUpgrade(o client.Object) any {
 	u := o.(*nwv1.ReplicationUpgrade).DeepCopy()
 	u.ManagedFields = nil
 	return shownUpgrade{ReplicationUpgrade: u, Progress: replupgrade.ProgressOf(u)}
+}
+
+// shownOSPolicy is an OS version policy with where it stands (osupgrade.ProgressOf), so that
+// the page shows what `kubectl nodewright os watch` shows without deriving it again.
+type shownOSPolicy struct {
+	*nwv1.OSVersionPolicy
+	Progress osupgrade.Progress `json:"progress"`
+}
+
+func encodeOSPolicy(o client.Object) any {
+	p := o.(*nwv1.OSVersionPolicy).DeepCopy()
+	p.ManagedFields = nil
+	return shownOSPolicy{OSVersionPolicy: p, Progress: osupgrade.ProgressOf(p)}
 }

@@ -185,10 +185,25 @@ func TestAgentDaemonSet(t *testing.T) {
 	}{
 		{"kairos", []string{"--set", "agent.hostOS=Kairos"}, mounts([]hostMount{stateMount, oemMount, networkdRead, osReleaseMount}, kairosMounts, networkdOthers, drbdMounts),
 			func(t *testing.T, ds appsv1.DaemonSet) {
-				// The OS operations run the host's own programs, chrooted into /proc/1/root.
+				// No OS operations unless asked for: neither the host's PID namespace nor privileged.
+				sc := ds.Spec.Template.Spec.Containers[0].SecurityContext
+				if ds.Spec.Template.Spec.HostPID || sc == nil || sc.Privileged == nil || *sc.Privileged {
+					t.Errorf("hostPID %v, securityContext %+v: want neither by default on Kairos", ds.Spec.Template.Spec.HostPID, sc)
+				}
+				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--kairos-os-operations=false") {
+					t.Errorf("args %q: want --kairos-os-operations=false", args)
+				}
+			}},
+		{"kairos-os-operations", []string{"--set", "agent.hostOS=Kairos", "--set", "agent.kairosOSOperations=true"},
+			mounts([]hostMount{stateMount, oemMount, networkdRead, osReleaseMount}, kairosMounts, networkdOthers, drbdMounts),
+			func(t *testing.T, ds appsv1.DaemonSet) {
+				// The OS operations run the host's own nsenter, in /proc/1/root.
 				sc := ds.Spec.Template.Spec.Containers[0].SecurityContext
 				if !ds.Spec.Template.Spec.HostPID || sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 					t.Errorf("hostPID %v, securityContext %+v: want the host's PID namespace, privileged, still with a read-only root", ds.Spec.Template.Spec.HostPID, sc)
+				}
+				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--kairos-os-operations=true") {
+					t.Errorf("args %q: want --kairos-os-operations=true", args)
 				}
 			}},
 		{"talos", []string{"--set", "agent.hostOS=Talos"}, mounts([]hostMount{stateMount, osReleaseMount}, drbdMounts), nil},
@@ -220,7 +235,7 @@ func TestAgentDaemonSet(t *testing.T) {
 			if got := hostMounts(t, ds); !reflect.DeepEqual(got, tc.mount) {
 				t.Errorf("host mounts:\n  %v\nwant:\n  %v", got, tc.mount)
 			}
-			wantOS := map[string]string{"kairos": "Kairos", "talos": "Talos"}[tc.name]
+			wantOS := map[string]string{"kairos": "Kairos", "kairos-os-operations": "Kairos", "talos": "Talos"}[tc.name]
 			if wantOS == "" {
 				wantOS = "SystemdNetworkd"
 			}

@@ -348,9 +348,10 @@ function short(s, n) {
 const finished = new Set(['Succeeded', 'RolledBack', 'Failed']);
 
 function renderWorkflows() {
-  replace(document.getElementById('workflow-problems'), problemsFor(['ReplicationUpgrade', 'BondModeFlipPlan', 'VMVolumeMigration']));
+  replace(document.getElementById('workflow-problems'), problemsFor(['ReplicationUpgrade', 'BondModeFlipPlan', 'OSVersionPolicy', 'VMVolumeMigration']));
   renderUpgrades();
   renderFlips();
+  renderOSPolicies();
   const el = document.getElementById('migrations');
   const ms = objects('VMVolumeMigration').sort((a, b) =>
     new Date(b.metadata.creationTimestamp) - new Date(a.metadata.creationTimestamp) || a.metadata.name.localeCompare(b.metadata.name));
@@ -462,6 +463,7 @@ const nodeLooks = {
 const gatedKinds = {
   flip: { api: 'flips', ref: 'bondflip', noun: 'flip' },
   upgrade: { api: 'upgrades', ref: 'rupg', noun: 'upgrade' },
+  os: { api: 'ospolicies', ref: 'osvp', noun: 'OS version policy' },
 };
 const approveFeedback = {}; // workflow key -> { step, tone, text } of the last approval tried from this page
 
@@ -602,6 +604,74 @@ async function approveStep(kind, name, key, step) {
   }
   render();
   focusKey(`${key}#feedback`);
+}
+
+// ---- OS version policies ---------------------------------------------------------------
+
+// The node phases of an OS version policy, each with an icon and a tone besides its word.
+const osNodeLooks = {
+  Pending: ['○', 'neutral'], Draining: ['↻', 'info'], Staged: ['↻', 'info'], Rebooting: ['↻', 'info'],
+  Verifying: ['↻', 'info'], Soaking: ['↻', 'info'], Done: ['✔', 'ok'], FellBack: ['↩', 'bad'], Failed: ['✖', 'bad'],
+};
+
+function renderOSPolicies() {
+  renderCards('ospolicies', 'OSVersionPolicy', osCard,
+    ['No OSVersionPolicy. Start one with ', h('code', {}, 'kubectl nodewright os plan --image REF'), '.']);
+}
+
+// bootedText is the image a node's agent last reported booted, with its boot entry (as os
+// watch writes it).
+function bootedText(n) {
+  if (!n.bootedImage && !n.bootEntry) return '—';
+  return `${n.bootedImage || '—'}${n.bootEntry ? ` (${n.bootEntry})` : ''}`;
+}
+
+function osCard(o) {
+  const name = o.metadata.name;
+  const key = `os/${name}`;
+  const st = o.status || {};
+  const p = o.progress || { nodes: [] };
+  const nodes = p.nodes || [];
+  const phase = st.phase || 'Pending';
+  if (announced[key] && announced[key] !== phase) announce(`OS version policy ${name} is now ${phase}`);
+  announced[key] = phase;
+  const id = `os-${name}`;
+  const spec = o.spec || {};
+  const succeeded = condition(o, 'Succeeded');
+  const preflight = (st.steps || []).find((s) => s.name === 'Preflight');
+  const nodeAt = (position) => nodes.find((n) => n.position === position);
+  const failedOn = p.failed && p.failedPosition && nodeAt(p.failedPosition) ? ` on node ${nodeAt(p.failedPosition).name} (${p.failedPosition} of ${nodes.length})` : '';
+  return h('article', { class: `card migration ospolicy tone-edge-${(looks[phase] || [])[1] || 'neutral'}`, id, 'data-key': key, 'data-phase': phase, 'aria-labelledby': `${id}-title` },
+    h('header', { class: 'card-head' },
+      h('h3', { id: `${id}-title` }, name),
+      badge(phase, { id: `${id}-phase` })),
+    h('p', { class: 'sub' }, 'Image → ', h('strong', { class: 'mono image' }, spec.image),
+      ` · done ${p.done || 0} of ${p.total || 0} · soak ${spec.soak || '10m'} · reboot timeout ${spec.rebootTimeout || '15m'}`,
+      ` · recovery ${spec.upgradeRecovery || 'Never'} · approval ${spec.approval || 'Automatic'}`,
+      windowText(spec.maintenanceWindow)),
+    preflight ? stepItem(preflight) : null,
+    nodes.length ? h('ol', { class: 'flip-nodes os-nodes', 'aria-label': `Nodes of ${name}, in the order they are upgraded` }, nodes.map((n) => {
+      const [icon, tone] = osNodeLooks[n.phase] || ['•', 'neutral'];
+      const current = p.current && p.currentPosition === n.position ? p.current : null;
+      const failed = p.failed && p.failedPosition === n.position && (!current || current.name !== p.failed.name) ? p.failed : null;
+      const evidence = n.evidence && (n.phase === 'FellBack' || n.phase === 'Failed');
+      return h('li', { class: `flip-node ns-${n.phase}`, 'data-node': n.name, 'data-position': n.position, 'data-state': n.phase },
+        h('span', { class: 'pos', 'aria-label': `position ${n.position}` }, n.position),
+        h('span', { class: 'node-name' }, n.name),
+        h('span', { class: 'modes mono booted' }, bootedText(n), n.part && n.phase !== 'Done' && n.phase !== 'Pending' ? h('span', { class: 'hint part' }, ` · part ${n.part}`) : ''),
+        h('span', { class: `badge tone-${tone}`, 'data-phase': n.phase }, h('span', { class: 'icon', 'aria-hidden': 'true' }, icon), ' ', n.phase),
+        current ? stepItem(current) : null,
+        failed ? stepItem(failed) : null,
+        evidence ? h('p', { class: 'step evidence mono' }, h('strong', {}, 'Evidence: '), n.evidence) : null);
+    })) : h('p', { class: 'hint' }, 'The operator names the nodes when the policy starts.'),
+    (p.heldNodes || []).length ? h('div', { class: 'held-nodes' }, h('strong', {}, 'Held (left alone):'),
+      h('ul', {}, p.heldNodes.map((x) => h('li', { 'data-node': x.node }, h('span', { class: 'node-name' }, x.node), ': ', x.reason)))) : null,
+    heldNotice(p),
+    approval(gatedKinds.os, o, key, p),
+    resultNotice(phase, succeeded, failedOn),
+    (p.fellBack || []).length && finished.has(phase) ? h('p', { class: 'hint ack-hint' }, `${p.fellBack.join(', ')} fell back from the image. To try it there again: delete this policy and create a new one with `,
+      h('code', {}, `kubectl nodewright os plan --image ${spec.image} --ack ${p.fellBack.join(',')}`), '.') : null,
+    (st.steps || []).length ? details(`${key}#steps`, `All steps (${st.steps.length})`, steps(st)) : null);
 }
 
 // ---- Replication upgrades ------------------------------------------------------------
