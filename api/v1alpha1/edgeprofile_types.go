@@ -216,6 +216,18 @@ type EdgeProfileSpec struct {
 	// +required
 	Network ProfileNetwork `json:"network"`
 
+	// osImages are the OS images (Kairos) the nodes' agents may stage: a repository
+	// (quay.io/kairos/ubuntu: any image in it), or one image pinned by digest
+	// (REPOSITORY:TAG@sha256:DIGEST). An agent refuses to stage, or to write to the recovery
+	// system, an image the profile in force does not list, whoever asks: so that a compromised
+	// operator cannot have a node boot an image of its choosing. Empty: none may be staged.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=512
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*(:[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}@sha256:[a-f0-9]{64})?$`
+	OSImages []string `json:"osImages,omitempty"`
+
 	// legacy names the legacy DaemonSet's objects at this site.
 	// +optional
 	Legacy *LegacySource `json:"legacy,omitempty"`

@@ -256,18 +256,21 @@ type HostOSStatus struct {
 }
 
 // KairosBootAssessment is Kairos's GRUB boot assessment, as its environment block
-// (boot_assessment on the COS_STATE partition) holds it.
+// (boot_assessment on the COS_STATE partition) holds it. Its fields are always sent, false
+// too: with every flag cleared an omitempty struct is {}, which server-side apply (the agent's
+// report) stores as null, and the API server then refuses the whole status (bootAssessment
+// must be an object).
 type KairosBootAssessment struct {
 	// enabled: enable_boot_assessment=yes, set by an upgrade: the next boot is assessed.
 	// +optional
-	Enabled bool `json:"enabled,omitempty"`
+	Enabled bool `json:"enabled"`
 	// always: enable_boot_assessment_always=yes: every boot is assessed.
 	// +optional
-	Always bool `json:"always,omitempty"`
+	Always bool `json:"always"`
 	// tentative: boot_assessment_tentative=yes, set by GRUB when it starts an assessed boot
 	// and cleared once the boot counts as good; left set, the next boot falls back.
 	// +optional
-	Tentative bool `json:"tentative,omitempty"`
+	Tentative bool `json:"tentative"`
 }
 
 // KairosFallback is a boot that fell back from a staged image to the previous one.

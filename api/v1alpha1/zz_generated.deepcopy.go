@@ -458,6 +458,11 @@ func (in *EdgeProfileSpec) DeepCopyInto(out *EdgeProfileSpec) {
 	*out = *in
 	in.Storage.DeepCopyInto(&out.Storage)
 	in.Network.DeepCopyInto(&out.Network)
+	if in.OSImages != nil {
+		in, out := &in.OSImages, &out.OSImages
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Legacy != nil {
 		in, out := &in.Legacy, &out.Legacy
 		*out = new(LegacySource)

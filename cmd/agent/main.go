@@ -213,6 +213,8 @@ Flags:
 	// report's last fallback, from their records.
 	if provider.Kind() == nwv1.HostOSKairos {
 		kairos := kairosOS(host, stateDir)
+		// Every image is checked against the signed EdgeProfile in force, as bond changes are.
+		kairos.Profiles = bonds.Profiles
 		if kairosOps {
 			maps.Copy(ops.Executors, kairos.Executors())
 		}

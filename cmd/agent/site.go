@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -13,8 +14,10 @@ import (
 
 	"github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/drbd"
+	"github.com/spectrocloud/nodewright/internal/hostos"
 	"github.com/spectrocloud/nodewright/internal/netconf"
 	"github.com/spectrocloud/nodewright/test/site/drbdplay"
+	"github.com/spectrocloud/nodewright/test/site/kairosplay"
 	"github.com/spectrocloud/nodewright/test/site/netsite"
 )
 
@@ -26,6 +29,11 @@ import (
 // the storage network, the resync after a connection is found again, the pause flags. The
 // played resources follow the directory's resource files, as LINSTOR's satellite writes and
 // removes them (netsite's PlaceDRBD): a replica placed on the node or removed while it runs.
+// On a played Kairos host (test/site/kairosplay): --site-kairos-dir DIR, the host's folder, its
+// root the --host-root: kairos-agent is played in the process, grub-editenv is Debian's own on
+// the host's block, and a reboot records its request in DIR and ends the process at once
+// (SIGKILL, as a power cycle would), for the site's supervisor (test/site/siteagent) to boot
+// the host and start the agent again.
 func init() {
 	dir := flag.String("site-bond-dir", "", "With --network-backend site: the directory of the node's played bond.")
 	backends["site"] = func() netconf.Backend { return netsite.PlayedBond{Dir: *dir} }
@@ -36,6 +44,24 @@ func init() {
 			return onHost(ctx)
 		}
 		return playedDRBD(ctx, *drbdDir)
+	}
+	kairosDir := flag.String("site-kairos-dir", "", "The folder of the node's played Kairos host (test/site/kairosplay), its root the --host-root; empty: Kairos on the host.")
+	onHostKairos := kairosOS
+	kairosOS = func(host hostos.Host, stateDir string) *agent.Kairos {
+		k := onHostKairos(host, stateDir)
+		if *kairosDir == "" {
+			return k
+		}
+		parts, err := kairosplay.ForAgent(*kairosDir, host.Root)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "--site-kairos-dir %s: %v\n", *kairosDir, err)
+			os.Exit(2)
+		}
+		k.Runner, k.KairosAgent, k.GRUBEditenv, k.Reboot = parts.Runner, parts.KairosAgent, parts.GRUBEditenv, parts.Reboot
+		// The block is the host's file under its root, as the played GRUB writes it: no
+		// remount of COS_STATE, and no chroot.
+		k.AssessmentFile, k.Mount = "", nil
+		return k
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/drbd"
 	"github.com/spectrocloud/nodewright/internal/hostos"
+	"github.com/spectrocloud/nodewright/internal/osimage"
 )
 
 // Kairos performs a Kairos node's OS operations (OSUpgradeStage, Reboot, OSUpgradeRecovery)
@@ -59,6 +60,9 @@ type Kairos struct {
 	// Kairos mounts read-only, is remounted read-write for the edit and read-only after, as
 	// Kairos's docs do by hand. Empty: the block is written as it is (a test's folder).
 	Mount []string
+	// Profiles gives the signed EdgeProfile in force: an image is staged (or written to the
+	// recovery system) only if its spec.osImages lists it or its repository.
+	Profiles Profiles
 	// Reboot asks the host to reboot and returns once it asked.
 	Reboot func(ctx context.Context) error
 	// RebootWait is how long a Reboot waits for the host to go down before it asks again;
@@ -116,6 +120,22 @@ func image(op *nwv1.NodeOperation, spec *nwv1.OSImageOperation) (string, error) 
 	return spec.Image, nil
 }
 
+// allowed says why img may not be staged, nil when it may: the signed EdgeProfile in force
+// lists it, or its repository (internal/osimage), whatever the operator asked.
+func (k *Kairos) allowed(ctx context.Context, field, img string) error {
+	if k.Profiles == nil {
+		return &OperationError{Reason: ReasonNoProfile, Message: "this agent has no EdgeProfile to check an OS image against"}
+	}
+	p, err := k.Profiles.InForce(ctx)
+	if err != nil {
+		return err
+	}
+	if why := osimage.Allowed(p, img); why != "" {
+		return &OperationError{Reason: ReasonNotAllowed, Message: field + ": " + why}
+	}
+	return nil
+}
+
 // kairosStage is OSUpgradeStage.
 type kairosStage struct{ k *Kairos }
 
@@ -125,6 +145,9 @@ func (e kairosStage) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 	k := e.k
 	img, err := image(op, op.Spec.OSUpgradeStage)
 	if err != nil {
+		return nil, err
+	}
+	if err := k.allowed(ctx, "spec.osUpgradeStage.image", img); err != nil {
 		return nil, err
 	}
 	boot, err := k.readBoot()
@@ -189,6 +212,9 @@ func (kairosRecovery) Resumable() bool { return true }
 func (e kairosRecovery) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.NodeOperationResult, error) {
 	img, err := image(op, op.Spec.OSUpgradeRecovery)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.k.allowed(ctx, "spec.osUpgradeRecovery.image", img); err != nil {
 		return nil, err
 	}
 	argv := append(append([]string{}, e.k.KairosAgent...), "upgrade", "--recovery", "--source", "oci:"+img)

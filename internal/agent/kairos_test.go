@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,11 +139,19 @@ func (n *kairosNode) list(t *testing.T) string {
 // kairos is the node's Kairos operations, on clk (nil: the real clock).
 func (n *kairosNode) kairos(clk *clocktesting.FakeClock, reboot func(context.Context) error) *agent.Kairos {
 	k := &agent.Kairos{Host: n.host, StateDir: n.state, Runner: &recording{log: n.calls, node: n, real: agent.TailRunner{}},
-		KairosAgent: []string{n.agentBin}, GRUBEditenv: []string{n.editenv}, Reboot: reboot}
+		KairosAgent: []string{n.agentBin}, GRUBEditenv: []string{n.editenv}, Reboot: reboot, Profiles: osImages{"quay.io/kairos/ubuntu"}}
 	if clk != nil {
 		k.Clock = clk
 	}
 	return k
+}
+
+// osImages is a verified EdgeProfile whose spec.osImages are these: what the agent checks an
+// image against.
+type osImages []string
+
+func (o osImages) InForce(context.Context) (*nwv1.EdgeProfile, error) {
+	return &nwv1.EdgeProfile{ObjectMeta: metav1.ObjectMeta{Name: "site"}, Spec: nwv1.EdgeProfileSpec{Version: "1.2.0", OSImages: o}}, nil
 }
 
 // callLog is every command the Kairos executors ran, and the boot-assessment flag
@@ -451,4 +460,29 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		return what + " has not happened"
 	})
+}
+
+// TestKairosStagesOnlyAnImageTheProfileAllows: a compromised operator asks a node to stage, or
+// to write to its recovery system, an image the signed EdgeProfile in force does not list
+// (spec.osImages), nor its repository: the agent refuses it, NotAllowedByProfile, naming the
+// field and what the profile allows, and runs nothing: no kairos-agent, no stage record, so no
+// Reboot would boot it.
+func TestKairosStagesOnlyAnImageTheProfileAllows(t *testing.T) {
+	n := newKairosNode(t)
+	k := n.kairos(clocktesting.NewFakeClock(time.Now()), nil)
+	k.Profiles = osImages{"quay.io/kairos/ubuntu:24.04-standard-amd64-generic-v3.4.2@sha256:" + strings.Repeat("0", 64), "registry.local/kairos/ubuntu"}
+	for typ, field := range map[nwv1.NodeOperationType]string{nwv1.OperationOSUpgradeStage: "spec.osUpgradeStage.image", nwv1.OperationOSUpgradeRecovery: "spec.osUpgradeRecovery.image"} {
+		_, err := k.Executors()[typ].Run(context.Background(), kairosOp("op", typ, time.Now().Add(time.Hour)))
+		var refused *agent.OperationError
+		if !errors.As(err, &refused) || refused.Reason != agent.ReasonNotAllowed || !strings.HasPrefix(refused.Message, field+": the EdgeProfile site 1.2.0 in force allows only") ||
+			!strings.Contains(refused.Message, "nor its repository quay.io/kairos/ubuntu") {
+			t.Errorf("%s of an image the profile does not allow: %v; want NotAllowedByProfile naming %s", typ, err, field)
+		}
+	}
+	if argv, _ := n.calls.all(); len(argv) != 0 {
+		t.Errorf("a refused image ran %q", argv)
+	}
+	if _, err := os.Stat(filepath.Join(n.state, "kairos-stage.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused image left a stage record: %v", err)
+	}
 }

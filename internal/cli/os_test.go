@@ -241,15 +241,23 @@ func TestOSList(t *testing.T) {
 	pending := snaps[0].Obj.DeepCopy()
 	pending.Name = "list-os-pending"
 	storeWorkflow(t, pending)
+	waiting := snaps[2].Obj.DeepCopy()
+	waiting.Name, waiting.Spec.Approval = "list-os-waiting", nwv1.ApprovalManual
+	waiting.Status.Steps[2] = nwv1.WorkflowStep{Name: "Node2", State: nwv1.StepWaiting}
+	waiting.Status.Nodes[1].Phase = nwv1.NodeOSPending
+	waiting.Status.Conditions[0] = metav1.Condition{Type: nwv1.ConditionHeld, Status: metav1.ConditionTrue, Reason: nwv1.ReasonAwaitingApproval,
+		Message: "step Node2 waits for approval", LastTransitionTime: metav1.Now()}
+	storeWorkflow(t, waiting)
 
 	r := plugin(t, runOpts{}, "os", "list")
 	r.wantCode(t, ExitOK)
 	img := "quay.io/kairos/ubuntu:24.04-v2@sha256:222222222222"
 	wantAll(t, "os list", ages.ReplaceAllString(r.stdout, "   AGE"),
-		"NAME               IMAGE                                                PHASE     NODE               DONE   FELL BACK   HELD BY   AGE\n",
-		"list-os-fellback   "+img+"   Failed    -                  1/3    edge-2      -         AGE\n",
-		"list-os-pending    "+img+"   Pending   -                  0/3    -           -         AGE\n",
-		"list-os-running    "+img+"   Running   edge-2 Rebooting   1/3    -           -         AGE\n")
+		"NAME               IMAGE                                                PHASE     NODE               DONE   FELL BACK   HELD BY            AGE\n",
+		"list-os-fellback   "+img+"   Failed    -                  1/3    edge-2      -                  AGE\n",
+		"list-os-pending    "+img+"   Pending   -                  0/3    -           -                  AGE\n",
+		"list-os-running    "+img+"   Running   edge-2 Rebooting   1/3    -           -                  AGE\n",
+		"list-os-waiting    "+img+"   Running   edge-2 (waiting)   1/3    -           AwaitingApproval   AGE\n")
 
 	r = plugin(t, runOpts{}, "os", "list", "-o", "yaml")
 	r.wantCode(t, ExitOK)

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/osimage"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -74,13 +75,28 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.OSVersionPolicy]{
 	Admit: admit,
 })
 
-// admit refuses a policy whose node selector cannot select, naming the field.
-func admit(_ context.Context, _ client.Reader, _, p *nwv1.OSVersionPolicy) error {
-	if p.Spec.NodeSelector == nil {
+// admit refuses a policy whose node selector cannot select, or whose image the EdgeProfile in
+// force does not allow (every agent would refuse to stage it), naming the field. Without a
+// profile in force the image is admitted: the Preflight says what is missing. A change of the
+// spec is checked when it changes the image.
+func admit(ctx context.Context, c client.Reader, old, p *nwv1.OSVersionPolicy) error {
+	if p.Spec.NodeSelector != nil {
+		if _, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector); err != nil {
+			return fmt.Errorf("spec.nodeSelector: %w", err)
+		}
+	}
+	if old != nil && old.Spec.Image == p.Spec.Image {
 		return nil
 	}
-	if _, err := metav1.LabelSelectorAsSelector(p.Spec.NodeSelector); err != nil {
-		return fmt.Errorf("spec.nodeSelector: %w", err)
+	profile, err := engine.ProfileInForce(ctx, c)
+	if err != nil {
+		return fmt.Errorf("reading the EdgeProfile in force: %w", err)
+	}
+	if profile == nil {
+		return nil
+	}
+	if why := osimage.Allowed(profile, p.Spec.Image); why != "" {
+		return fmt.Errorf("spec.image: %s; the nodes' agents would refuse to stage it", why)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/osimage"
 	"github.com/spectrocloud/nodewright/internal/osupgrade"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -16,15 +17,27 @@ func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: nam
 
 // preflight checks, before anything changes, what the policy needs beyond the gates:
 //
-//   - the operator knows the agents' namespace, and the policy has nodes to upgrade (its
+//   - the operator knows the agents' namespace; the signed EdgeProfile in force allows the
+//     image (spec.osImages), as each agent checks again before it stages it;
+//   - the policy has nodes to upgrade (its
 //     selector picks some that report, not all held);
 //   - every node's agent reports, renewing its Lease, on Kairos, with its boot ID and boot
 //     entry;
 //   - every DRBD resource of every node is connected and UpToDate.
-func (r *Reconciler) preflight(_ context.Context, s *scope) (engine.Outcome, error) {
+func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, error) {
 	p := s.p
 	if r.AgentNamespace == "" {
 		return engine.Failed("the operator runs without --agent-namespace: there is no node agent to upgrade the nodes"), nil
+	}
+	profile, err := engine.ProfileInForce(ctx, r.Client)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	if profile == nil {
+		return engine.Failed("no EdgeProfile is in force: the agents stage only an image the signed profile's spec.osImages allows"), nil
+	}
+	if why := osimage.Allowed(profile, p.Spec.Image); why != "" {
+		return engine.Failed("spec.image: %s; the nodes' agents would refuse to stage it", why), nil
 	}
 	if len(p.Status.Nodes) == 0 {
 		why := "spec.nodeSelector selects no node whose agent reports to Nodewright"

@@ -147,7 +147,13 @@ func plant(t *testing.T, operate bool, nodes ...string) *site {
 			t.Fatal(err)
 		}
 	}
-	cleanup, err := clusterplay.Managed(ctx, env.Client, netsite.Bond, nwv1.BondModeActiveBackup)
+	// The signed profile names the played bond, and allows the images of the played
+	// registry's repository.
+	cleanup, err := clusterplay.ManagedWith(ctx, env.Client, func(p *nwv1.EdgeProfileSpec) {
+		p.OS = nwv1.HostOSKairos
+		p.Network = nwv1.ProfileNetwork{BondInterface: netsite.Bond, BondMode: nwv1.BondModeActiveBackup}
+		p.OSImages = []string{kairosplay.DefaultRepository}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

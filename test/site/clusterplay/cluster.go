@@ -85,10 +85,18 @@ func TrustKeys(ctx context.Context, c client.Client) error {
 // NodewrightCluster, Managed and healthy with that profile in force. The returned function
 // deletes the profile and the cluster.
 func Managed(ctx context.Context, c client.Client, bond string, mode nwv1.BondMode, allowed ...nwv1.BondMode) (func(), error) {
+	return ManagedWith(ctx, c, func(s *nwv1.EdgeProfileSpec) {
+		s.Network = nwv1.ProfileNetwork{BondInterface: bond, BondMode: mode, AllowedBondModes: allowed}
+	})
+}
+
+// ManagedWith is Managed with the profile's spec as change makes it (its network, its OS and
+// the OS images it allows, say), before it is signed.
+func ManagedWith(ctx context.Context, c client.Client, change func(*nwv1.EdgeProfileSpec)) (func(), error) {
 	p := &nwv1.EdgeProfile{ObjectMeta: metav1.ObjectMeta{Name: ProfileName}, Spec: nwv1.EdgeProfileSpec{
 		Version: "1.0.0", Topology: nwv1.TopologyThreeNode, OS: nwv1.HostOSSystemdNetworkd,
-		Storage: nwv1.ProfileStorage{Backend: nwv1.StorageLINSTOR},
-		Network: nwv1.ProfileNetwork{BondInterface: bond, BondMode: mode, AllowedBondModes: allowed}}}
+		Storage: nwv1.ProfileStorage{Backend: nwv1.StorageLINSTOR}}}
+	change(&p.Spec)
 	if err := Sign(p); err != nil {
 		return nil, err
 	}
