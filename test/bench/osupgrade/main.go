@@ -132,7 +132,13 @@ func run() error {
 			return err
 		}
 	}
-	cleanup, err := clusterplay.Managed(ctx, c, netsite.Bond, nwv1.BondModeActiveBackup)
+	// The signed profile: Kairos nodes on the played bond, the played registry's repository
+	// allowed (the agents refuse to stage an image it does not list).
+	cleanup, err := clusterplay.ManagedWith(ctx, c, func(p *nwv1.EdgeProfileSpec) {
+		p.OS = nwv1.HostOSKairos
+		p.Network = nwv1.ProfileNetwork{BondInterface: netsite.Bond, BondMode: nwv1.BondModeActiveBackup}
+		p.OSImages = []string{kairosplay.DefaultRepository}
+	})
 	if err != nil {
 		return err
 	}
