@@ -6,7 +6,9 @@
 # Node edge-1 is played by nodewright-site (test/site): its kubelet, KubeVirt, a LINSTOR CSI
 # driver and the Job controller, on real files, so that a VM's volume can really be migrated;
 # edge-2 and edge-3 are kwok's. A node agent runs for each of the three nodes, as a process on
-# this machine, as the chart's agent ServiceAccount with a token bound to its Node.
+# this machine, as the chart's agent ServiceAccount with a token bound to its Node, on a played
+# Kairos host (nodewright-site kairos-node, test/site/kairosplay) that a second played image
+# can upgrade (OSVersionPolicy).
 #
 #   hack/demo.sh up             start it (idempotent: an existing site is reused)
 #   hack/demo.sh upgrade        upgrade the release ($NODEWRIGHT_DEMO_CHART) and restart the operator
@@ -55,6 +57,11 @@ chart=${NODEWRIGHT_DEMO_CHART:-$root/charts/nodewright}
 extra_values=${NODEWRIGHT_DEMO_VALUES:-}
 helm="$root/bin/tools/helm-$HELM_VERSION"
 agents_dir="$state/agents"
+# The played Kairos images: the nodes are installed with the first, and an OSVersionPolicy can
+# move them to the second (nodewright-site kairos-image prints their references).
+kairos_registry="$state/kairos/registry"
+kairos_versions=(v3.4.2 v3.5.0)
+kairos_policy="$state/kairos/os-upgrade.yaml"
 demo_nodes=(edge-1 edge-2 edge-3)
 sim_log="$state/legacy-sim.log"
 net_dir="$state/net"
@@ -174,6 +181,11 @@ agent_namespace() {
 # (--network-backend site): a bond operation finds no bond (BondNotFound), and nothing ever
 # touches this machine's own network links. DRBD operations run this machine's drbdadm, if any,
 # and fail without the DRBD kernel module.
+# Each node is a played Kairos host (docs/local-site.md#played-kairos-hosts), its root the
+# agent's --host-root: the agent runs under nodewright-site kairos-node, which installs the host
+# with the first played image once, gives the agent the host's /proc and folder, and plays the
+# machine's reboot when the agent asks for one (the agent's process ends, the host boots, the
+# agent starts again). The pid file holds kairos-node's pid: stopping it stops the agent.
 start_agents() {
   local ns
   ns=$(agent_namespace)
@@ -189,7 +201,15 @@ start_agents() {
   fi
   mapfile -t args < <("${kubectl[@]}" get daemonset -n "$ns" nodewright-agent \
     -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}' |
-    grep -v -e '^--host-root=' -e '^--state-dir=')
+    grep -v -e '^--host-root=' -e '^--state-dir=' -e '^--host-proc=' -e '^--site-kairos-dir=')
+  local kairos_images=() launch=()
+  if "$root/bin/agent-site" --help 2>&1 | grep -q -e '-site-kairos-dir'; then
+    mapfile -t kairos_images < <("$root/bin/nodewright-site" kairos-image --registry "$kairos_registry" "${kairos_versions[@]}")
+    [ ${#kairos_images[@]} = ${#kairos_versions[@]} ] || fail "nodewright-site kairos-image did not give the played Kairos images"
+    write_kairos_policy "${kairos_images[1]}"
+  else
+    say "this bin/agent-site plays no Kairos host (no --site-kairos-dir): the agents run on plain folders, and no OS upgrade can run"
+  fi
   for n in "${demo_nodes[@]}"; do
     dir="$agents_dir/$n"
     if running "$dir/agent.pid"; then
@@ -203,11 +223,17 @@ start_agents() {
     if [ -n "$server" ]; then
       # On the storage network: in the node's namespace, its bond, DRBD and root files there.
       netns=$(cat "$net_dir/$n/netns") host="$net_dir/$n"
-      NODE_NAME=$n POD_NAMESPACE=$ns nohup ip netns exec "$netns" "$root/bin/agent-site" --kubeconfig "$dir/kubeconfig" "${args[@]}" \
+      launch=("$root/bin/agent-site")
+      [ ${#kairos_images[@]} = 0 ] || launch=("$root/bin/nodewright-site" kairos-node --host-root "$host/root" --dir "$dir/kairos" \
+        --registry "$kairos_registry" --image "${kairos_images[0]}" --drbd-dir "$host/drbd" -- "${launch[@]}")
+      NODE_NAME=$n POD_NAMESPACE=$ns nohup ip netns exec "$netns" "${launch[@]}" --kubeconfig "$dir/kubeconfig" "${args[@]}" \
         --host-root "$host/root" --state-dir "$dir/state" --network-backend site --site-bond-dir "$host/bond" \
         --site-drbd-dir "$host/drbd" >>"$dir/agent.log" 2>&1 &
     else
-      NODE_NAME=$n POD_NAMESPACE=$ns nohup "$root/bin/agent-site" --kubeconfig "$dir/kubeconfig" "${args[@]}" \
+      launch=("$root/bin/agent-site")
+      [ ${#kairos_images[@]} = 0 ] || launch=("$root/bin/nodewright-site" kairos-node --host-root "$dir/host" --dir "$dir/kairos" \
+        --registry "$kairos_registry" --image "${kairos_images[0]}" -- "${launch[@]}")
+      NODE_NAME=$n POD_NAMESPACE=$ns nohup "${launch[@]}" --kubeconfig "$dir/kubeconfig" "${args[@]}" \
         --host-root "$dir/host" --state-dir "$dir/state" --network-backend site --site-bond-dir "$dir/bond" \
         >>"$dir/agent.log" 2>&1 &
     fi
@@ -222,6 +248,24 @@ start_agents() {
       sleep 0.5
     done
   done
+}
+
+# write_kairos_policy IMAGE: the OSVersionPolicy that moves every node to IMAGE, for the user
+# to apply (make demo prints how).
+write_kairos_policy() {
+  local name=to-${kairos_versions[1]//./-}
+  cat >"$kairos_policy" <<POLICY
+# Moves every node of the demo to the second played Kairos image, one node at a time, each
+# proven booted and soaked 30 s (docs/osversion.md). kubectl apply -f this file, once the
+# cluster is Managed.
+apiVersion: nodewright.spectrocloud.com/v1alpha1
+kind: OSVersionPolicy
+metadata:
+  name: $name
+spec:
+  image: $1
+  soak: 30s
+POLICY
 }
 
 stop_agents() {
@@ -580,6 +624,19 @@ NODE
     network_line="  storage network: pid $(cat "$net_pid"), log ${net_log#"$root"/}, volumes $storage; $gate_line
   walk through a flip and a replication upgrade: docs/local-site.md#walkthrough"
   fi
+  local os_line="  OS upgrade: none (this bin/agent-site plays no Kairos host)"
+  if [ -f "$kairos_policy" ]; then
+    local image name
+    image=$(sed -n 's/^  image: //p' "$kairos_policy") name=$(sed -n 's/^  name: //p' "$kairos_policy")
+    os_line="  OS upgrade: the nodes are played Kairos hosts on ${kairos_versions[0]}; once the cluster is Managed (docs/local-site.md#walkthrough),
+  move them to ${kairos_versions[1]}, node by node, each proven booted (docs/local-site.md#an-os-upgrade-of-the-demos-nodes):
+    kubectl apply -f $(from_root "$kairos_policy")
+    kubectl get osvp $name -w                 # Phase, and Done: the nodes proven booted and soaked"
+    if "$root/bin/kubectl-nodewright" os plan --help >/dev/null 2>&1; then
+      os_line+="
+  or, with the plugin: kubectl nodewright os plan --image $image --name $name --soak 30s --wait"
+    fi
+  fi
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s") show_state=$(from_root "$state")
   server=$("${kubectl[@]}" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
   agent_ns=$(agent_namespace)
@@ -599,6 +656,7 @@ The local site is up, on 127.0.0.1 only (reach it from this machine; docs/local-
   site (edge-1's kubelet, KubeVirt, CSI on files): pid $(cat "$site_pid"), log ${site_log#"$root"/}
   node agents (edge-1, edge-2, edge-3): $agents_line
 $network_line
+$os_line
 
 Try (from the repository root):
   export KUBECONFIG=$show_k PATH=$show_bin:\$PATH

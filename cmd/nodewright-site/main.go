@@ -7,6 +7,8 @@
 //	nodewright-site fill --kubeconfig FILE --dir DIR [--drivers D,...] --mib N [--seed S] NAMESPACE PVC
 //	nodewright-site network --kubeconfig FILE --dir DIR [--nodes N,...] [--mode MODE] [--storage replicated|single-node]
 //	nodewright-site fault --dir DIR never-carry NODE MODE | carry NODE
+//	nodewright-site kairos-image --registry DIR VERSION...
+//	nodewright-site kairos-node --host-root DIR --dir DIR --registry DIR --image REF [--drbd-dir DIR] -- AGENT [ARGS...]
 package main
 
 import (
@@ -45,6 +47,12 @@ const usage = `usage:
       play the nodes' storage network (network namespaces, a switch, bonds, DRBD) and LINSTOR until SIGTERM; needs root
   nodewright-site fault --dir DIR never-carry NODE MODE | carry NODE
       make the switch port of NODE refuse MODE (a port not set up for it), or carry it again
+  nodewright-site kairos-image --registry DIR VERSION...
+      add played Kairos images (vX.Y.Z) to the played registry in DIR and print their references
+  nodewright-site kairos-node --host-root DIR --dir DIR --registry DIR --image REF [--drbd-dir DIR] -- AGENT [ARGS...]
+      play a Kairos node's machine (test/site/kairosplay): install REF on the host the first time,
+      run the agent on it (--host-proc and --site-kairos-dir added) and again after each played
+      reboot, until SIGTERM
 `
 
 func main() {
@@ -55,6 +63,10 @@ func main() {
 		err = runNetwork(ctx, os.Args[2:], os.Stderr)
 	case len(os.Args) > 1 && os.Args[1] == "fault":
 		err = runFault(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case len(os.Args) > 1 && os.Args[1] == "kairos-image":
+		err = runKairosImage(os.Args[2:], os.Stdout, os.Stderr)
+	case len(os.Args) > 1 && os.Args[1] == "kairos-node":
+		err = runKairosNode(ctx, os.Args[2:], os.Stderr)
 	default:
 		err = run(ctx, os.Args[1:], os.Stderr)
 	}

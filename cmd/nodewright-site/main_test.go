@@ -21,7 +21,12 @@ import (
 
 var env = testenv.New()
 
-func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("KAIROS_NODE_HELPER"); dir != "" {
+		os.Exit(kairosAgentHelper(dir))
+	}
+	os.Exit(env.Run(m))
+}
 
 const (
 	driver     = "fill.csi.example.com"

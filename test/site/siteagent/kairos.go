@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"sync"
 	"testing"
@@ -28,7 +29,7 @@ type Supervisor struct {
 	err      error
 	done     chan struct{}
 	command  func() *exec.Cmd
-	log      *testenv.SyncBuffer
+	log      io.Writer
 	nodeName string
 }
 
@@ -60,22 +61,16 @@ func startKairos(t testing.TB, n *netsite.Network, node string, host *kairosplay
 
 // Supervise runs the process command makes (again after each played reboot) as the agent of
 // node on host, which must have been installed (Host.Install): Start's supervision
-// (Options.Kairos) of any program. It returns the first process.
+// (Options.Kairos) of any program, ended when the test ends (Run's, tied to the test). It
+// returns the first process.
 func Supervise(t testing.TB, node string, host *kairosplay.Host, command func() *exec.Cmd) *exec.Cmd {
 	t.Helper()
-	if id, err := host.BootID(); err != nil || id == "" {
-		t.Fatalf("the played Kairos host of %s has not booted (Host.Install): %v", node, err)
-	}
-	if err := host.Save(); err != nil {
-		t.Fatal(err)
-	}
-	s := &Supervisor{Host: host, done: make(chan struct{}), command: command, log: &testenv.SyncBuffer{}, nodeName: node}
-	cmd, err := s.start()
+	log := &testenv.SyncBuffer{}
+	s, cmd, err := Run(node, host, command, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	supervisors.Store(cmd, s)
-	go s.run(cmd)
 	t.Cleanup(func() {
 		s.kill()
 		supervisors.Delete(cmd)
@@ -83,10 +78,40 @@ func Supervise(t testing.TB, node string, host *kairosplay.Host, command func() 
 			t.Errorf("the played machine of %s: %v", node, err)
 		}
 		if t.Failed() {
-			t.Logf("agent %s (every boot):\n%s", node, s.log)
+			t.Logf("agent %s (every boot):\n%s", node, log)
 		}
 	})
 	return cmd
+}
+
+// Run is Supervise without a test: it runs the process command makes as the agent of node on
+// host, which must have been installed (Host.Install), and again after each played reboot,
+// every process's output and the supervision's own lines ("--- node booted ... ---") written
+// to log (safe for concurrent writes: an *os.File, say). It returns the supervision and the
+// first process; Stop ends it.
+func Run(node string, host *kairosplay.Host, command func() *exec.Cmd, log io.Writer) (*Supervisor, *exec.Cmd, error) {
+	if id, err := host.BootID(); err != nil {
+		return nil, nil, fmt.Errorf("the played Kairos host of %s has not booted (Host.Install): %w", node, err)
+	} else if id == "" {
+		return nil, nil, fmt.Errorf("the played Kairos host of %s has not booted (Host.Install): no boot ID", node)
+	}
+	if err := host.Save(); err != nil {
+		return nil, nil, err
+	}
+	s := &Supervisor{Host: host, done: make(chan struct{}), command: command, log: log, nodeName: node}
+	cmd, err := s.start()
+	if err != nil {
+		return nil, nil, err
+	}
+	go s.run(cmd)
+	return s, cmd, nil
+}
+
+// Stop ends the supervision for good: the agent's process is killed (SIGKILL) and not started
+// again. It returns the supervision's own failure (Err), if any.
+func (s *Supervisor) Stop() error {
+	s.kill()
+	return s.Err()
 }
 
 // start starts the agent's process once.

@@ -190,3 +190,68 @@ func TestSuperviseNodeNeverComesBack(t *testing.T) {
 		t.Fatalf("down %v, boots %v, starts %v, err %v: want the node down and the agent not started again", s.Down(), s.Boots(), seen(t, dir), s.Err())
 	}
 }
+
+// Run is the supervision of a process of its own (nodewright-site kairos-node, a benchmark):
+// no test ends it, its lines and the agent's output go to the log given, and Stop ends it for
+// good.
+func TestRunSupervisesWithoutATestAndStops(t *testing.T) {
+	base := t.TempDir()
+	reg := kairosplay.Registry{Dir: filepath.Join(base, "registry")}
+	v1, err := reg.AddVersion("v3.4.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &kairosplay.Host{Root: filepath.Join(base, "root"), Dir: filepath.Join(base, "kairos"), Registry: reg}
+	// Not installed: nothing has booted, and Run says so rather than starting an agent.
+	if _, _, err := Run("n1", host, func() *exec.Cmd { return exec.Command("true") }, os.Stderr); err == nil || !strings.Contains(err.Error(), "has not booted") {
+		t.Fatalf("Run on a host never installed: %v, want an error saying it has not booted", err)
+	}
+	if _, err := host.Install(context.Background(), v1); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, "helper")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "reboots"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(base, "agent.log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = log.Close() }()
+	s, first, err := Run("n1", host, func() *exec.Cmd {
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), "KAIROS_HELPER_DIR="+dir, "KAIROS_HELPER_HOST="+host.Dir, "KAIROS_HELPER_ROOT="+host.Root)
+		return c
+	}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if Supervised(first) != nil {
+		t.Fatal("Run's supervision is listed as a test's (Supervised)")
+	}
+	testenv.Eventually(t, 3*time.Minute, func() string {
+		if ids := seen(t, dir); len(ids) != 2 {
+			return fmt.Sprintf("the agent started with boot IDs %v, want two starts", ids)
+		}
+		return ""
+	})
+	if err := s.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("Stop returned with the supervision going on")
+	}
+	if n := len(seen(t, dir)); n != 2 || len(s.Boots()) != 1 || s.Exited() != nil {
+		t.Fatalf("after Stop: %d starts, %d boots, exited %v: want no restart", n, len(s.Boots()), s.Exited())
+	}
+	raw, err := os.ReadFile(logPath)
+	if err != nil || !strings.Contains(string(raw), "--- n1 booted active") {
+		t.Fatalf("the log %q (%v): want the supervision's line of the boot", raw, err)
+	}
+}
