@@ -123,6 +123,11 @@ func (s *Supervisor) start() (*exec.Cmd, error) {
 	}
 	s.mu.Lock()
 	s.cur = cmd
+	if s.killed {
+		// Killed since the boot was played (kill saw the process before this one): this one
+		// goes too, and the supervision ends when it has.
+		_ = cmd.Process.Kill()
+	}
 	s.mu.Unlock()
 	return cmd, nil
 }
