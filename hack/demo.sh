@@ -593,6 +593,12 @@ NODE
     profile="$state/edgeprofile-unsigned.yaml"
     grep -v '^ *allowedBondModes:' "$demo_profile" >"$profile"
   fi
+  if ! "${kubectl[@]}" explain edgeprofile.spec.osImages >/dev/null 2>&1; then
+    # A release from before osImages: its API server would refuse the field.
+    say "the release's EdgeProfile has no osImages (a chart from before it): the profile is signed without it, and no OS upgrade can be tried"
+    grep -v '^ *osImages:' "$profile" >"$state/edgeprofile-no-os-images.yaml"
+    profile="$state/edgeprofile-no-os-images.yaml"
+  fi
   "$root/bin/nodewright-profile" sign --key "$state/profile.key" "$profile" \
     >"$state/edgeprofile.yaml"
   "${kubectl[@]}" apply -f "$state/edgeprofile.yaml" >/dev/null
