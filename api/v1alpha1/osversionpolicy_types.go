@@ -83,6 +83,14 @@ type OSVersionPolicySpec struct {
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('30s') && duration(self) <= duration('2h'))",message="must be between 30s and 2h"
 	RebootTimeout metav1.Duration `json:"rebootTimeout,omitzero"`
 
+	// vmProtection is what happens to a node's VMs while it is upgraded: LiveMigrate moves
+	// each to another node before the node is drained and back to it after its soak (it needs
+	// a second node and ReadWriteMany volumes); Stop stops them and starts them again after the
+	// soak; None leaves them to go down with the node at its reboot.
+	// +optional
+	// +kubebuilder:default=LiveMigrate
+	VMProtection VMProtection `json:"vmProtection,omitempty"`
+
 	// upgradeRecovery says whether each node's recovery system is upgraded too, once every
 	// node booted the image and soaked.
 	// +optional
@@ -118,7 +126,7 @@ const (
 	// NodeOSSoaking: the node proved it booted the image; its health gates must stay green
 	// for spec.soak.
 	NodeOSSoaking NodeOSPhase = "Soaking"
-	// NodeOSDone: booted, soaked, uncordoned.
+	// NodeOSDone: booted, soaked, uncordoned, its VMs back.
 	NodeOSDone NodeOSPhase = "Done"
 	// NodeOSFellBack: the node's boot of the image failed and GRUB booted the previous one
 	// (the passive slot, with upgrade_failure): the policy stopped, and the image is not tried
@@ -129,14 +137,14 @@ const (
 	NodeOSFailed NodeOSPhase = "Failed"
 )
 
-// OSUpgradePart is one part of a node's step in an OS version policy: Cordon, Drain, Stage,
-// Reboot, Verify, Soak and Uncordon, in order. The record is the step's memory of where it
-// is: written in the same status patch as the step's own state, it is read back after a
-// restart.
+// OSUpgradePart is one part of a node's step in an OS version policy: Cordon, ProtectVMs,
+// Drain, Stage, Reboot, Verify, Soak, Uncordon and RestoreVMs, in order. The record is the
+// step's memory of where it is: written in the same status patch as the step's own state, it
+// is read back after a restart.
 type OSUpgradePart struct {
 	// name of the part.
 	// +required
-	// +kubebuilder:validation:Enum=Cordon;Drain;Stage;Reboot;Verify;Soak;Uncordon
+	// +kubebuilder:validation:Enum=Cordon;ProtectVMs;Drain;Stage;Reboot;Verify;Soak;Uncordon;RestoreVMs
 	Name string `json:"name"`
 
 	// state of the part: Running while it is under way, then Succeeded, Skipped or Failed.
@@ -251,7 +259,7 @@ type NodeOSUpgrade struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=12
 	Parts []OSUpgradePart `json:"parts,omitempty"`
 }
 

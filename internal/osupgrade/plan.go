@@ -3,10 +3,11 @@
 // (internal/workflow) runs. It talks to no cluster.
 //
 // Each node has one step, named after its position in the policy's order (Node1, Node2, ...;
-// docs/decisions/0003), which carries out seven parts in order (NodeParts): cordon the node,
-// drain it, stage the image (the node's agent, OSUpgradeStage), reboot it (its agent, Reboot),
-// verify from its agent's report after the boot that it runs the image, soak (its health gates
-// green for spec.soak), uncordon it (if the policy cordoned it). The record of each part is in
+// docs/decisions/0003), which carries out nine parts in order (NodeParts): cordon the node,
+// protect its VMs (spec.vmProtection: move them off, or stop them), drain it, stage the image
+// (the node's agent, OSUpgradeStage), reboot it (its agent, Reboot), verify from its agent's
+// report after the boot that it runs the image, soak (its health gates green for spec.soak),
+// uncordon it (if the policy cordoned it), restore its VMs. The record of each part is in
 // the node's entry of status.nodes, written in the same status patch as the step itself, as a
 // flip's is (bondflip.RunParts runs it).
 //
@@ -41,6 +42,9 @@ const (
 	// Cordon marks the node unschedulable, with AnnotationCordonedBy naming the policy in the
 	// same write; a node already unschedulable is left alone.
 	Cordon = "Cordon"
+	// ProtectVMs takes the node's VMs off it as spec.vmProtection says: LiveMigrate moves
+	// each to another node, Stop halts it, None leaves it to go down with the node.
+	ProtectVMs = "ProtectVMs"
 	// Drain evicts the node's pods (not DaemonSets', not mirror pods, not the agents'),
 	// recording what it evicted.
 	Drain = "Drain"
@@ -55,10 +59,13 @@ const (
 	Soak = "Soak"
 	// Uncordon makes the node schedulable again if it carries the policy's cordon.
 	Uncordon = "Uncordon"
+	// RestoreVMs brings back the VMs ProtectVMs took off: moved back to the node, or
+	// started again, and running.
+	RestoreVMs = "RestoreVMs"
 )
 
 // NodeParts are the parts of a node's step, in order.
-var NodeParts = []string{Cordon, Drain, Stage, Reboot, Verify, Soak, Uncordon}
+var NodeParts = []string{Cordon, ProtectVMs, Drain, Stage, Reboot, Verify, Soak, Uncordon, RestoreVMs}
 
 // MaxNodes is the most nodes a policy upgrades: a Preflight, a step per node and the
 // Recovery are 18, within the 48 of status.steps.

@@ -18,7 +18,9 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/controller/bondmodeflipplan"
+	"github.com/spectrocloud/nodewright/internal/controller/osversionpolicy"
 	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/osupgrade"
 )
 
 // newVM is a running VM with a root disk on claim <name>-root, a data disk on DataVolume
@@ -90,6 +92,14 @@ func TestOperatorChangesOnlyWhatItsCodeChangesInAVM(t *testing.T) {
 			{"the flip starts it again", func(vm *virtv1.VirtualMachine) {
 				vm.Spec.RunStrategy = ptr.To(virtv1.RunStrategyAlways)
 				delete(vm.Annotations, bondmodeflipplan.AnnotationStopped)
+			}},
+			{"an OS version policy halts the VM, recording its run strategy", func(vm *virtv1.VirtualMachine) {
+				vm.Annotations[osversionpolicy.AnnotationStopped] = "uid/2/Always"
+				vm.Spec.RunStrategy = ptr.To(virtv1.RunStrategyHalted)
+			}},
+			{"the policy starts it again", func(vm *virtv1.VirtualMachine) {
+				vm.Spec.RunStrategy = ptr.To(virtv1.RunStrategyAlways)
+				delete(vm.Annotations, osversionpolicy.AnnotationStopped)
 			}},
 			{"a migration records itself on the VM", func(vm *virtv1.VirtualMachine) {
 				raw, _ := json.Marshal(migration.VMRecord{Migration: "move-web", UID: "0d6f5a52", WasRunning: true,
@@ -248,7 +258,7 @@ func (s *site) liveMigration(name string, change func(*virtv1.VirtualMachineInst
 }
 
 // TestOperatorMigratesVMsOnlyBetweenItsNodes: as the operator's ServiceAccount, a live
-// migration as a flip makes one is admitted; one that would send the running guest to a target
+// migration as a flip or an OS version policy makes one is admitted; one that would send the running guest to a target
 // of the creator's choosing (spec.sendTo), receive one, pick nodes by another label, or carry
 // other labels or annotations is refused, the message naming the field; RBAC refuses changing
 // or deleting one, and with RBAC widened the policy still does.
@@ -257,6 +267,15 @@ func TestOperatorMigratesVMsOnlyBetweenItsNodes(t *testing.T) {
 	ctx := context.Background()
 	if err := s.operator.Create(ctx, s.liveMigration("flip-out", nil)); err != nil {
 		t.Fatalf("the operator creates a live migration as a flip does: %v", err)
+	}
+	policy := &nwv1.OSVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "to-v3-5", UID: types.UID("0b9d6c3e-5a1f-4f0e-8a52-2c4e7d9f1a30")}}
+	if err := s.operator.Create(ctx, s.liveMigration("os-out", func(m *virtv1.VirtualMachineInstanceMigration) {
+		m.Labels = osupgrade.Descriptor.Owner(policy).Labels()
+		m.Labels[osupgrade.LabelStep] = "Node1ProtectVMs"
+		m.Labels["nodewright.spectrocloud.com/vm-step"] = "n1-out"
+		m.OwnerReferences = []metav1.OwnerReference{{APIVersion: nwv1.GroupVersion.String(), Kind: osupgrade.Kind.Name, Name: policy.Name, UID: policy.UID}}
+	})); err != nil {
+		t.Fatalf("the operator creates a live migration as an OS version policy does: %v", err)
 	}
 	refusals := []struct {
 		name   string
@@ -273,7 +292,7 @@ func TestOperatorMigratesVMsOnlyBetweenItsNodes(t *testing.T) {
 			m.Spec.AddedNodeSelector = map[string]string{"example.com/zone": "dmz"}
 		}, "spec.addedNodeSelector[example.com/zone] is not allowed"},
 		{"another label", func(m *virtv1.VirtualMachineInstanceMigration) { m.Labels["app"] = "x" },
-			"metadata.labels[app] is not allowed: a live migration by the operator carries only the flip's labels"},
+			"metadata.labels[app] is not allowed: a live migration by the operator carries only the labels of the workflow that made it"},
 		{"an annotation", func(m *virtv1.VirtualMachineInstanceMigration) {
 			m.Annotations = map[string]string{"kubevirt.io/migrationUnschedulablePodTimeoutSeconds": "1"}
 		}, "metadata.annotations[kubevirt.io/migrationUnschedulablePodTimeoutSeconds] is not allowed"},

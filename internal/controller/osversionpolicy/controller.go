@@ -29,6 +29,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/nodecordon"
 	"github.com/spectrocloud/nodewright/internal/osupgrade"
+	"github.com/spectrocloud/nodewright/internal/vmprotect"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -41,6 +42,9 @@ import (
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstancemigrations,verbs=get;list;watch;create
 // The drain (drain.go) evicts the node's pods through the Eviction API, so that their
 // PodDisruptionBudgets hold; RBAC cannot narrow it to the node.
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
@@ -50,7 +54,8 @@ import (
 type Reconciler struct {
 	engine.Deps
 	Client client.Client
-	// APIReader reads past the cache: the Nodes before a cordon, the pods to drain.
+	// APIReader reads past the cache: the Nodes before a cordon, the pods to drain, the VMs
+	// and their migrations.
 	APIReader client.Reader
 	// AgentNamespace is where the node agents run their NodeOperations and keep their
 	// heartbeat Leases; without it no policy can start (its Preflight fails saying so).
@@ -245,20 +250,29 @@ func (r *Reconciler) Actions() engine.Actions[*nwv1.OSVersionPolicy] {
 
 // Finish leaves the nodes as they are while the policy exists: a policy that failed holds the
 // cluster for a person to look at. Once it is deleted, it uncordons the nodes it cordoned that
-// never staged the image (their drain is all that happened to them); a node that staged or
-// booted it stays cordoned, for a person to uncordon once they have looked at it.
+// never staged the image (their drain is all that happened to them) and gives the VMs it
+// stopped on them their run strategy back; a node that staged or booted it stays cordoned, and
+// its stopped VMs stopped, for a person to look at. VMs it moved off a node run where they went.
 func (r *Reconciler) Finish(ctx context.Context, run *engine.Run[*nwv1.OSVersionPolicy]) (engine.Finished, error) {
 	p := run.Object
 	if p.DeletionTimestamp.IsZero() {
 		return engine.Tidied("nothing to tidy: the policy's NodeOperations are its evidence and go with it"), nil
 	}
-	var uncordoned, left []string
+	var uncordoned, left, started []string
+	vms := r.vms(&scope{p: p})
 	for _, n := range p.Status.Nodes {
-		if n.Cordon != nwv1.NodeCordoned {
+		if staged(n) {
+			if n.Cordon == nwv1.NodeCordoned {
+				left = append(left, fmt.Sprintf("%s (%s)", n.Name, n.Phase))
+			}
 			continue
 		}
-		if staged(n) {
-			left = append(left, fmt.Sprintf("%s (%s)", n.Name, n.Phase))
+		names, err := vms.Release(ctx, vmprotect.Node{Name: n.Name, Position: int(n.Position)})
+		if err != nil {
+			return engine.Finished{}, err
+		}
+		started = append(started, names...)
+		if n.Cordon != nwv1.NodeCordoned {
 			continue
 		}
 		res, err := nodecordon.Uncordon(ctx, r.Client, r.APIReader, n.Name, osupgrade.CordonedBy(p.Name), "policy", n.Cordon)
@@ -272,6 +286,9 @@ func (r *Reconciler) Finish(ctx context.Context, run *engine.Run[*nwv1.OSVersion
 	msg := "the policy's NodeOperations go with it"
 	if len(uncordoned) > 0 {
 		msg += "; uncordoned " + strings.Join(uncordoned, ", ") + " (drained, never staged)"
+	}
+	if len(started) > 0 {
+		msg += "; gave back their run strategy to the VMs it stopped: " + strings.Join(started, ", ")
 	}
 	if len(left) > 0 {
 		msg += "; left cordoned, for a person to look at: " + strings.Join(left, ", ")

@@ -39,8 +39,8 @@ func TestCrashAtEveryStepAndPartBoundary(t *testing.T) {
 			cases = append(cases, crash{step: step, part: part})
 		}
 	}
-	if len(cases) != 8 {
-		t.Fatalf("%d crash points; want 8: the Preflight, the node's step and its six parts after the first", len(cases))
+	if len(cases) != 10 {
+		t.Fatalf("%d crash points; want 10: the Preflight, the node's step and its eight parts after the first", len(cases))
 	}
 	sup := siteagent.Supervised(s.agents["oscrash-1"])
 	current := oldVersion

@@ -20,7 +20,8 @@ import (
 // maxDrained is the most pods status.nodes[].drained lists.
 const maxDrained = 32
 
-// poll is how often a drain looks again at pods it waits for (their deletion wakes no policy).
+// poll is how often a drain looks again at pods it waits for, and a VM step at the VMs and
+// their migrations (their changes wake no policy).
 const poll = 2 * time.Second
 
 // drain evicts node k's pods through the Eviction API (which keeps their

@@ -24,6 +24,13 @@ func (r *Reconciler) soak(ctx context.Context, s *scope, k int) (engine.Outcome,
 	if err != nil {
 		return engine.Outcome{}, err
 	}
+	// The VMs ProtectVMs moved off the node must run where they went; RestoreVMs, after the
+	// soak, brings them back and waits for them (and for those it stopped) to run on it.
+	if down, err := r.vms(s).NotRunning(ctx, vmNode(s, k)); err != nil {
+		return engine.Outcome{}, err
+	} else if len(down) > 0 {
+		red = strings.TrimPrefix(red+"; the VMs moved off it do not all run: "+strings.Join(down, ", "), "; ")
+	}
 	length := soak(s.p)
 	if rec.HealthyAt == nil {
 		if red != "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -23,7 +24,9 @@ func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: nam
 //     selector picks some that report, not all held);
 //   - every node's agent reports, renewing its Lease, on Kairos, with its boot ID and boot
 //     entry;
-//   - every DRBD resource of every node is connected and UpToDate.
+//   - every DRBD resource of every node is connected and UpToDate;
+//   - the VMs on the nodes it upgrades can be protected as spec.vmProtection says
+//     (internal/vmprotect).
 func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, error) {
 	p := s.p
 	if r.AgentNamespace == "" {
@@ -55,7 +58,7 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		}
 		return engine.Failed("no node to upgrade: %s", why), nil
 	}
-	var onTarget, toDo, acked []string
+	var onTarget, toDo, upgrading, acked []string
 	for i := range p.Status.Nodes {
 		n := &p.Status.Nodes[i]
 		a := s.agents[n.Name]
@@ -82,7 +85,15 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 			onTarget = append(onTarget, n.Name)
 		} else {
 			toDo = append(toDo, fmt.Sprintf("%s (%s, %s)", n.Name, a.Status.OS.Kairos.Image, entryOf(a.Status.OS.Kairos)))
+			upgrading = append(upgrading, n.Name)
 		}
+	}
+	var cluster corev1.NodeList
+	if err := r.Client.List(ctx, &cluster); err != nil {
+		return engine.Outcome{}, err
+	}
+	if msg, err := r.vms(s).Check(ctx, upgrading, len(cluster.Items)); err != nil || msg != "" {
+		return engine.Failed("%s", msg), err
 	}
 	msg := fmt.Sprintf("%s to %s, in this order: %s", "upgrading", osupgrade.Repository(p.Spec.Image), strings.Join(toDo, ", "))
 	if len(toDo) == 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/nodecordon"
 	"github.com/spectrocloud/nodewright/internal/osupgrade"
+	"github.com/spectrocloud/nodewright/internal/vmprotect"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -79,6 +80,8 @@ func (r *Reconciler) part(ctx context.Context, s *scope, k int, part string) (en
 	switch part {
 	case osupgrade.Cordon:
 		return r.cordon(ctx, s, k)
+	case osupgrade.ProtectVMs:
+		return r.vms(s).Protect(ctx, vmNode(s, k))
 	case osupgrade.Drain:
 		return r.drain(ctx, s, k)
 	case osupgrade.Stage:
@@ -91,6 +94,8 @@ func (r *Reconciler) part(ctx context.Context, s *scope, k int, part string) (en
 		return r.soak(ctx, s, k)
 	case osupgrade.Uncordon:
 		return r.uncordon(ctx, s, k)
+	case osupgrade.RestoreVMs:
+		return r.vms(s).Restore(ctx, vmNode(s, k))
 	}
 	return engine.Failed("%s is no part of a policy's step", part), nil
 }
@@ -306,4 +311,21 @@ func (r *Reconciler) recovery(ctx context.Context, s *scope) (engine.Outcome, er
 		return engine.Waiting(0, "waiting for %s to write %s to their recovery systems", strings.Join(waiting, ", "), s.p.Spec.Image), nil
 	}
 	return engine.Succeeded("the recovery systems of %s run %s", strings.Join(done, ", "), s.p.Spec.Image), nil
+}
+
+// AnnotationStopped is on a VM a policy stopped (vmProtection Stop): the policy's UID, the
+// node's position and the VM's run strategy before, "<uid>/<position>/<strategy>"; the VM's
+// restore sets the strategy back and ends it "/restored" until its VMI runs again.
+const AnnotationStopped = "nodewright.spectrocloud.com/stopped-by-osversionpolicy"
+
+// vms is the policy's VM protection (internal/vmprotect, shared with the flip).
+func (r *Reconciler) vms(s *scope) *vmprotect.Workflow {
+	return &vmprotect.Workflow{Client: r.Client, Reader: r.APIReader, Mode: s.p.Spec.VMProtection,
+		Owner: osupgrade.Descriptor.Owner(s.p), Kind: osupgrade.Kind.Name, Stopped: AnnotationStopped, Poll: poll}
+}
+
+// vmNode is node k's VM step in the part under way.
+func vmNode(s *scope, k int) vmprotect.Node {
+	return vmprotect.Node{Name: s.node(k), Position: k, Describe: s.describe(k),
+		Labels: map[string]string{osupgrade.LabelStep: osupgrade.PartName(k, s.part)}, Deadline: s.Deadline}
 }

@@ -161,7 +161,7 @@ func run() error {
 	}
 	worst := time.Duration(0)
 	for k := 1; k <= len(nodes); k++ {
-		total := seen.at(partDone(k, osupgrade.Uncordon)).Sub(seen.at(partStarted(k, osupgrade.Cordon)))
+		total := seen.at(partDone(k, osupgrade.RestoreVMs)).Sub(seen.at(partStarted(k, osupgrade.Cordon)))
 		stage := seen.at(opEnded(k, "stage")).Sub(seen.at(opRunning(k, "stage")))
 		reboot := seen.at(newBoot(k)).Sub(seen.at(opRunning(k, "reboot")))
 		overhead := total - stage - reboot - soak
@@ -371,7 +371,7 @@ func missing(seen *timeline, want nwv1.WorkflowPhase) error {
 	if want == nwv1.WorkflowSucceeded {
 		needed = nil
 		for k := 1; k <= len(nodes); k++ {
-			needed = append(needed, partStarted(k, osupgrade.Cordon), partDone(k, osupgrade.Uncordon),
+			needed = append(needed, partStarted(k, osupgrade.Cordon), partDone(k, osupgrade.RestoreVMs),
 				opRunning(k, "stage"), opEnded(k, "stage"), opRunning(k, "reboot"), newBoot(k))
 		}
 	}
