@@ -256,8 +256,9 @@ write_kairos_policy() {
   local name=to-${kairos_versions[1]//./-}
   cat >"$kairos_policy" <<POLICY
 # Moves every node of the demo to the second played Kairos image, one node at a time, each
-# proven booted and soaked 30 s (docs/osversion.md). kubectl apply -f this file, once the
-# cluster is Managed.
+# proven booted and soaked 30 s (docs/osversion.md). The demo VM's volume is ReadWriteOnce, so
+# it cannot live-migrate: the policy stops it while its node is upgraded and starts it again
+# after. kubectl apply -f this file, once the cluster is Managed.
 apiVersion: nodewright.spectrocloud.com/v1alpha1
 kind: OSVersionPolicy
 metadata:
@@ -265,6 +266,7 @@ metadata:
 spec:
   image: $1
   soak: 30s
+  vmProtection: Stop
 POLICY
 }
 
@@ -640,7 +642,7 @@ NODE
     kubectl get osvp $name -w                 # Phase, and Done: the nodes proven booted and soaked"
     if "$root/bin/kubectl-nodewright" os plan --help >/dev/null 2>&1; then
       os_line+="
-  or, with the plugin: kubectl nodewright os plan --image $image --name $name --soak 30s --wait"
+  or, with the plugin: kubectl nodewright os plan --image $image --name $name --soak 30s --vm-protection Stop --wait"
     fi
   fi
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s") show_state=$(from_root "$state")

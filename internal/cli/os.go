@@ -26,18 +26,19 @@ const osExamples = `  kubectl nodewright os plan --image quay.io/kairos/ubuntu:2
   kubectl nodewright os ack to-v3-6 edge-2`
 
 const osPlanHelp = `Create an OSVersionPolicy: move the selected Kairos nodes to the image --image, one node at a
-time. Each node is cordoned and drained, the image staged by its agent, the node rebooted,
-proven from its agent's report to have booted the image (a new boot ID, the image in
-/etc/kairos-release, the active slot with no upgrade_failure, the boot assessment cleared),
-then soaked with its storage healthy for --soak before the next node starts, and uncordoned if
-the policy cordoned it. A node that falls back to its previous image stops the policy (FellBack),
+time. Each node is cordoned, its VMs moved off (or stopped, --vm-protection), drained, the image
+staged by its agent, the node rebooted, proven from its agent's report to have booted the image
+(a new boot ID, the image in /etc/kairos-release, the active slot with no upgrade_failure, the
+boot assessment cleared), then soaked with its storage healthy for --soak before the next node
+starts, uncordoned if the policy cordoned it, and its VMs brought back. A node that falls back to its previous image stops the policy (FellBack),
 and one that does not come back within --reboot-timeout fails it; the policy never undoes a node.
 
 --image is REPOSITORY:TAG@sha256:DIGEST: pinned by its digest, which the node stages, and named
 with its tag, which the booted node's /etc/kairos-release must name.
 
 What is not given is left to the cluster: the API server fills in the soak (10m), the reboot
-timeout (15m), the recovery upgrade (Never) and the approval (Automatic); the operator takes
+timeout (15m), the VM protection (LiveMigrate), the recovery upgrade (Never) and the approval
+(Automatic); the operator takes
 every node (or those --selector selects) and orders those --order does not name as a flip
 does: tiebreakers, secondaries, the primary last. The created line says what was filled in.
 
@@ -90,6 +91,7 @@ var osDigestPattern = regexp.MustCompile(`@sha256:[a-f0-9]{64}$`)
 // osPlanOptions are the flags of os plan.
 type osPlanOptions struct {
 	image, name, output string
+	vmProtection        string
 	order, acks, holds  []string
 	selector            string
 	soak, rebootTimeout time.Duration
@@ -129,6 +131,7 @@ func newOSPlanCommand(f *Factory) *cobra.Command {
 	fl.StringArrayVar(&o.holds, "hold", nil, "A node the policy leaves alone, and why: NODE=REASON (repeat it, at most 16).")
 	fl.DurationVar(&o.soak, "soak", 0, "How long a node's health gates must stay green after it booted the image before the next node starts, 10s to 24h. Default: 10m.")
 	fl.DurationVar(&o.rebootTimeout, "reboot-timeout", 0, "How long a node may take from its reboot to its agent reporting the new boot, 30s to 2h. Default: 15m.")
+	fl.StringVar(&o.vmProtection, "vm-protection", "", "What happens to a node's VMs while it is upgraded: LiveMigrate (the default: moved off and back), Stop (stopped and started again) or None (they go down with the node).")
 	fl.BoolVar(&o.upgradeRecovery, "upgrade-recovery", false, "Upgrade each node's recovery system to the image too, once every node booted it and soaked (spec.upgradeRecovery AfterSoak). Default: Never.")
 	fl.StringSliceVar(&o.acks, "ack", nil, "A node whose earlier fallback from this image you acknowledge: the policy may try the image on it again (comma-separated or repeated).")
 	o.gates.addFlags(cmd, "each node waits", "a node may start being upgraded")
@@ -137,6 +140,7 @@ func newOSPlanCommand(f *Factory) *cobra.Command {
 	o.wait.addFlags(cmd, "policy")
 	_ = cmd.RegisterFlagCompletionFunc("order", completeNodeOrder(f))
 	_ = cmd.RegisterFlagCompletionFunc("ack", completeNodeOrder(f))
+	_ = cmd.RegisterFlagCompletionFunc("vm-protection", completeWords(vmProtections))
 	return cmd
 }
 
@@ -215,6 +219,12 @@ func buildOSPolicy(cmd *cobra.Command, o *osPlanOptions) (*nwv1.OSVersionPolicy,
 			return nil, usageErrorf("--reboot-timeout %s: must be between 30s and 2h", d)
 		}
 		s.RebootTimeout = metav1.Duration{Duration: o.rebootTimeout}
+	}
+	if o.vmProtection != "" {
+		var ok bool
+		if s.VMProtection, ok = oneOf(o.vmProtection, vmProtections); !ok {
+			return nil, usageErrorf("--vm-protection %q: want one of %s", o.vmProtection, joinModes(vmProtections))
+		}
 	}
 	if o.upgradeRecovery {
 		s.UpgradeRecovery = nwv1.RecoveryUpgradeAfterSoak
@@ -297,6 +307,9 @@ func describeOSPolicy(p *nwv1.OSVersionPolicy) string {
 	}
 	if s.RebootTimeout.Duration > 0 {
 		parts = append(parts, "reboot timeout "+shortDuration(s.RebootTimeout.Duration))
+	}
+	if s.VMProtection != "" {
+		parts = append(parts, "VM protection "+string(s.VMProtection))
 	}
 	if s.UpgradeRecovery != "" {
 		parts = append(parts, "recovery upgrade "+string(s.UpgradeRecovery))

@@ -38,11 +38,11 @@ func getOSPolicy(t *testing.T, name string) *nwv1.OSVersionPolicy {
 func TestOSPlanCreatesThePolicy(t *testing.T) {
 	deleteWhenDone(t, &nwv1.OSVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "to-v2"}})
 	r := plugin(t, runOpts{}, "os", "plan", "--image", osImageV2, "--order", "edge-2,edge-1", "--selector", "ring=canary",
-		"--hold", "edge-3=RMA pending", "--soak", "30m", "--reboot-timeout", "20m", "--upgrade-recovery", "--ack", "edge-2",
+		"--hold", "edge-3=RMA pending", "--soak", "30m", "--reboot-timeout", "20m", "--vm-protection", "stop", "--upgrade-recovery", "--ack", "edge-2",
 		"--approval", "manual", "--maintenance-window", "Sat 22:00-04:00 Europe/Berlin", "--name", "to-v2")
 	r.wantCode(t, ExitOK)
 	if want := "osversionpolicy/to-v2 created: to " + osImageV2 + ", the nodes ring=canary selects, edge-2, edge-1 first in that order, " +
-		"holding edge-3 (RMA pending), soak 30m00s, reboot timeout 20m00s, recovery upgrade AfterSoak, fallback acknowledged on edge-2, " +
+		"holding edge-3 (RMA pending), soak 30m00s, reboot timeout 20m00s, VM protection Stop, recovery upgrade AfterSoak, fallback acknowledged on edge-2, " +
 		"approval Manual, maintenance window Saturday 22:00-04:00 Europe/Berlin\n"; r.stdout != want || r.stderr != "" {
 		t.Errorf("stdout %q, stderr %q; want %q", r.stdout, r.stderr, want)
 	}
@@ -50,7 +50,7 @@ func TestOSPlanCreatesThePolicy(t *testing.T) {
 	want := nwv1.OSVersionPolicySpec{Image: osImageV2, NodeSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}},
 		NodeOrder: []string{"edge-2", "edge-1"}, Hold: []nwv1.OSNodeHold{{Node: "edge-3", Reason: "RMA pending"}},
 		Soak: metav1.Duration{Duration: 30 * time.Minute}, RebootTimeout: metav1.Duration{Duration: 20 * time.Minute},
-		UpgradeRecovery: nwv1.RecoveryUpgradeAfterSoak, Approval: nwv1.ApprovalManual,
+		VMProtection: nwv1.VMProtectionStop, UpgradeRecovery: nwv1.RecoveryUpgradeAfterSoak, Approval: nwv1.ApprovalManual,
 		MaintenanceWindow: &nwv1.MaintenanceWindow{Days: []nwv1.Weekday{"Saturday"}, Start: "22:00", End: "04:00", TimeZone: "Europe/Berlin"}}
 	if !equality.Semantic.DeepEqual(got.Spec, want) {
 		t.Errorf("spec %+v\nwant %+v", got.Spec, want)
@@ -63,7 +63,7 @@ func TestOSPlanCreatesThePolicy(t *testing.T) {
 	r = plugin(t, runOpts{}, "os", "plan", "--image", osImageV2)
 	r.wantCode(t, ExitOK)
 	name := regexp.MustCompile(`^osversionpolicy/(os-24-04-v2-[a-z0-9]{5}) created: to \S+, every node in the default order \(the primary last\), ` +
-		`soak 10m00s, reboot timeout 15m00s, recovery upgrade Never, approval Automatic\n$`).FindStringSubmatch(r.stdout)
+		`soak 10m00s, reboot timeout 15m00s, VM protection LiveMigrate, recovery upgrade Never, approval Automatic\n$`).FindStringSubmatch(r.stdout)
 	if name == nil {
 		t.Fatalf("stdout %q", r.stdout)
 	}
@@ -98,6 +98,7 @@ func TestOSPlanUsageErrors(t *testing.T) {
 		{[]string{"os", "plan", "--image", osImageV2, "--hold", "edge-3=" + strings.Repeat("x", 257)}, "Error: --hold edge-3: the reason has 257 characters, at most 256"},
 		{[]string{"os", "plan", "--image", osImageV2, "--order", "edge-3", "--hold", "edge-3=x"}, "Error: --hold edge-3: the node is in --order too"},
 		{[]string{"os", "plan", "--image", osImageV2, "--soak", "5s"}, "Error: --soak 5s: must be between 10s and 24h"},
+		{[]string{"os", "plan", "--image", osImageV2, "--vm-protection", "migrate"}, "Error: --vm-protection \"migrate\": want one of LiveMigrate, Stop, None"},
 		{[]string{"os", "plan", "--image", osImageV2, "--soak", "25h"}, "Error: --soak 25h0m0s: must be between 10s and 24h"},
 		{[]string{"os", "plan", "--image", osImageV2, "--soak", "long"}, `Error: invalid argument "long" for "--soak" flag`},
 		{[]string{"os", "plan", "--image", osImageV2, "--reboot-timeout", "10s"}, "Error: --reboot-timeout 10s: must be between 30s and 2h"},

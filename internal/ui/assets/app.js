@@ -647,7 +647,7 @@ function osCard(o) {
       badge(phase, { id: `${id}-phase` })),
     h('p', { class: 'sub' }, 'Image → ', h('strong', { class: 'mono image' }, spec.image),
       ` · done ${p.done || 0} of ${p.total || 0} · soak ${spec.soak || '10m'} · reboot timeout ${spec.rebootTimeout || '15m'}`,
-      ` · recovery ${spec.upgradeRecovery || 'Never'} · approval ${spec.approval || 'Automatic'}`,
+      ` · VMs ${spec.vmProtection || 'LiveMigrate'} · recovery ${spec.upgradeRecovery || 'Never'} · approval ${spec.approval || 'Automatic'}`,
       windowText(spec.maintenanceWindow)),
     preflight ? stepItem(preflight) : null,
     nodes.length ? h('ol', { class: 'flip-nodes os-nodes', 'aria-label': `Nodes of ${name}, in the order they are upgraded` }, nodes.map((n) => {
