@@ -123,6 +123,12 @@ type DRBDVolumeStatus struct {
 	// LINSTOR adds for quorum).
 	// +optional
 	Client bool `json:"client,omitempty"`
+
+	// noQuorum is true while DRBD says the device has lost quorum (quorum:no): it refuses or
+	// suspends I/O, as the resource's on-no-quorum says. Absent while it has quorum, or when
+	// quorum is not configured.
+	// +optional
+	NoQuorum bool `json:"noQuorum,omitempty"`
 }
 
 // DRBDPeerStatus is this node's connection to one peer of a resource.

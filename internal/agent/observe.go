@@ -250,7 +250,7 @@ func resourceStatus(r drbd.Resource) nwv1.DRBDResourceStatus {
 	rs := nwv1.DRBDResourceStatus{Name: clip(r.Name, 64), Role: clip(r.Role, 32), Suspended: r.Suspended}
 	for _, d := range r.Devices {
 		if validVolume(d.Volume) && len(rs.Volumes) < nwv1.MaxDRBDVolumes {
-			rs.Volumes = append(rs.Volumes, nwv1.DRBDVolumeStatus{Volume: int32(d.Volume), DiskState: clip(d.DiskState, 32), Client: d.Client})
+			rs.Volumes = append(rs.Volumes, nwv1.DRBDVolumeStatus{Volume: int32(d.Volume), DiskState: clip(d.DiskState, 32), Client: d.Client, NoQuorum: !d.Quorum})
 		}
 	}
 	for _, c := range r.Connections {

@@ -451,7 +451,9 @@ func (s *Events2) applyDevice(ev Event) (Effect, error) {
 		if err := s.room(ObjectDevice); err != nil {
 			return Effect{}, err
 		}
-		d := Device{Volume: volume}
+		// A device line that names no quorum counts as having it: a DRBD without quorum
+		// support has none to lose.
+		d := Device{Volume: volume, Quorum: true}
 		if err := setDevice(f, &d); err != nil {
 			return Effect{}, err
 		}

@@ -326,3 +326,32 @@ func itoa(i int) string {
 	}
 	return itoa(i/10) + digits[i%10:i%10+1]
 }
+
+// A device line that names no quorum (a DRBD without quorum support) counts as having it; a
+// later quorum:no takes it away, and quorum:yes gives it back.
+func TestEvents2QuorumIsHeldUntilALineSaysNo(t *testing.T) {
+	s := &Events2{}
+	for _, line := range []string{
+		"exists resource name:r0 role:Secondary suspended:no",
+		"exists device name:r0 volume:0 minor:1000 disk:UpToDate client:no",
+	} {
+		if _, err := s.Apply(line); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	quorum := func() bool { return s.Resources()[0].Devices[0].Quorum }
+	if !quorum() {
+		t.Fatal("a device whose line names no quorum has lost it")
+	}
+	for _, step := range []struct {
+		line string
+		want bool
+	}{{"change device name:r0 volume:0 quorum:no", false}, {"change device name:r0 volume:0 disk:UpToDate", false}, {"change device name:r0 volume:0 quorum:yes", true}} {
+		if _, err := s.Apply(step.line); err != nil {
+			t.Fatalf("%s: %v", step.line, err)
+		}
+		if quorum() != step.want {
+			t.Errorf("after %q quorum %t, want %t", step.line, quorum(), step.want)
+		}
+	}
+}

@@ -62,8 +62,9 @@ func (r *Reconciler) soak(ctx context.Context, s *scope, k int) (engine.Outcome,
 //   - its Node Ready;
 //   - its agent reporting: its heartbeat Lease renewed, its report not stale;
 //   - every DRBD resource of every node of the policy connected and UpToDate, so on both
-//     sides of each of the node's connections, and each node reporting as many resources as
-//     it had at the Preflight (a node whose DRBD did not come back reports none).
+//     sides of each of the node's connections, with quorum (no volume reporting quorum:no),
+//     and each node reporting as many resources as it had at the Preflight (a node whose DRBD
+//     did not come back reports none).
 func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string, error) {
 	var red []string
 	var n corev1.Node
@@ -92,9 +93,9 @@ func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string,
 	return strings.Join(red, "; "), nil
 }
 
-// drbdRed says what of node's DRBD is not connected and UpToDate, as its agent reports it,
-// or that it reports fewer than the resources it had (recorded at the Preflight): none at all
-// when DRBD did not come back after a boot (no module, no state read).
+// drbdRed says what of node's DRBD is not connected and UpToDate, or has lost quorum, as its
+// agent reports it, or that it reports fewer than the resources it had (recorded at the
+// Preflight): none at all when DRBD did not come back after a boot (no module, no state read).
 func drbdRed(a *nwv1.NodewrightAgentStatus, node string, had int32) string {
 	var d *nwv1.DRBDStatus
 	if a != nil {
@@ -107,7 +108,19 @@ func drbdRed(a *nwv1.NodewrightAgentStatus, node string, had int32) string {
 		return ""
 	case d.Resources < had:
 		return fmt.Sprintf("%s: its agent reports %d DRBD resources; it had %d", node, d.Resources, had)
-	case d.Connected == d.Resources && d.UpToDate == d.Resources:
+	}
+	var lost []string
+	for _, res := range d.ResourceStatuses {
+		for _, v := range res.Volumes {
+			if v.NoQuorum {
+				lost = append(lost, fmt.Sprintf("%s/%d", res.Name, v.Volume))
+			}
+		}
+	}
+	if len(lost) > 0 {
+		return fmt.Sprintf("%s: DRBD lost quorum on %s", node, strings.Join(lost, ", "))
+	}
+	if d.Connected == d.Resources && d.UpToDate == d.Resources {
 		return ""
 	}
 	var down []string
