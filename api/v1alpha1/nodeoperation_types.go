@@ -410,3 +410,33 @@ type NodeOperationList struct {
 func init() {
 	SchemeBuilder.Register(&NodeOperation{}, &NodeOperationList{})
 }
+
+// Ended reports whether the operation has ended, and whether it Succeeded: Failed and
+// RolledBack end it too.
+func (o *NodeOperation) Ended() (ended, succeeded bool) {
+	switch o.Status.Phase {
+	case OperationSucceeded:
+		return true, true
+	case OperationFailed, OperationRolledBack:
+		return true, false
+	}
+	return false, false
+}
+
+// Outcome says how the operation ended, for a message: its phase, and its error's reason and
+// message when it has one ("Failed, NotAllowedByProfile: ...").
+func (o *NodeOperation) Outcome() string {
+	msg := string(o.Status.Phase)
+	if e := o.Status.Error; e != nil {
+		msg += ", " + e.Reason + ": " + e.Message
+	}
+	return msg
+}
+
+// PhaseText is the operation's phase for a message, "not taken yet" before an agent took it.
+func (o *NodeOperation) PhaseText() string {
+	if o.Status.Phase == "" {
+		return "not taken yet"
+	}
+	return string(o.Status.Phase)
+}

@@ -197,7 +197,7 @@ func (s *scope) leftOut(k int) string {
 		if !s.leaveOut[op.Spec.NodeName] {
 			continue
 		}
-		end, ok := finished(op)
+		end, ok := op.Ended()
 		switch p := op.Spec.DRBDPauseSync; {
 		case p == nil || p.Peer != node || (end && !ok):
 		case end && resumed[pair{peer: op.Spec.NodeName, resource: p.Resource}].After(op.CreationTimestamp.Time):
@@ -206,10 +206,10 @@ func (s *scope) leftOut(k int) string {
 				op.Name, p.Resource, node, op.Spec.NodeName))
 		default:
 			pending = append(pending, fmt.Sprintf("%s (a pause of %s on %s, %s; its agent refuses it after %s)",
-				op.Name, p.Resource, op.Spec.NodeName, phaseOf(op), op.Spec.Deadline.UTC().Format(time.RFC3339)))
+				op.Name, p.Resource, op.Spec.NodeName, op.PhaseText(), op.Spec.Deadline.UTC().Format(time.RFC3339)))
 		}
 		if p := op.Spec.DRBDResumeSync; p != nil && p.Peer == node && !end {
-			pending = append(pending, fmt.Sprintf("%s (a resume of %s on %s, %s)", op.Name, p.Resource, op.Spec.NodeName, phaseOf(op)))
+			pending = append(pending, fmt.Sprintf("%s (a resume of %s on %s, %s)", op.Name, p.Resource, op.Spec.NodeName, op.PhaseText()))
 		}
 	}
 	slices.Sort(pending)

@@ -53,30 +53,10 @@ func (r *Reconciler) ensureOp(ctx context.Context, s *scope, name, node string, 
 	return op, nil
 }
 
-// finished reports whether op has ended, and how: ok for Succeeded.
-func finished(op *nwv1.NodeOperation) (done, ok bool) {
-	switch op.Status.Phase {
-	case nwv1.OperationSucceeded:
-		return true, true
-	case nwv1.OperationFailed, nwv1.OperationRolledBack:
-		return true, false
-	}
-	return false, false
-}
-
 // ended reports whether op has ended, however.
 func ended(op *nwv1.NodeOperation) bool {
-	end, _ := finished(op)
+	end, _ := op.Ended()
 	return end
-}
-
-// failure says how op ended: its phase and error.
-func failure(op *nwv1.NodeOperation) string {
-	msg := string(op.Status.Phase)
-	if e := op.Status.Error; e != nil {
-		msg += ", " + e.Reason + ": " + e.Message
-	}
-	return msg
 }
 
 // armed reports whether a SetBondMode is changed and probed, waiting for its commit.
@@ -121,11 +101,11 @@ func (r *Reconciler) syncOps(ctx context.Context, s *scope, k int, prefix string
 		if err != nil {
 			return false, "", err
 		}
-		switch end, ok := finished(op); {
+		switch end, ok := op.Ended(); {
 		case !end:
 			done = false
 		case !ok:
-			return false, fmt.Sprintf("%s of %s towards %s on %s: %s", op.Spec.Type, p.resource, node, p.peer, failure(op)), nil
+			return false, fmt.Sprintf("%s of %s towards %s on %s: %s", op.Spec.Type, p.resource, node, p.peer, op.Outcome()), nil
 		}
 	}
 	return done, "", nil

@@ -170,11 +170,11 @@ func (r *Reconciler) setBondMode(ctx context.Context, s *scope, k int) (engine.O
 func changed(s *scope, k int, op *nwv1.NodeOperation, limit time.Duration) (engine.Outcome, error) {
 	node := s.node(k)
 	mode := op.Spec.SetBondMode.Mode
-	switch end, ok := finished(op); {
+	switch end, ok := op.Ended(); {
 	case end && ok:
 		return engine.Succeeded("%s already ran %s: nothing to commit", node, mode), nil
 	case end:
-		return engine.Failed("%s: its agent did not keep %s (%s)", s.describe(k), mode, failure(op)), nil
+		return engine.Failed("%s: its agent did not keep %s (%s)", s.describe(k), mode, op.Outcome()), nil
 	case armed(op):
 		return engine.Succeeded("%s runs %s and its probes passed; its checkpoint expires at %s", node, mode,
 			op.Status.Result.CheckpointExpires.UTC().Format(time.RFC3339)), nil
@@ -182,14 +182,7 @@ func changed(s *scope, k int, op *nwv1.NodeOperation, limit time.Duration) (engi
 	if passed, _ := s.Deadline(limit + commitGrace); passed {
 		return engine.Failed("%s: its agent did not take the change to %s within %s (operation %s %s)", s.describe(k), mode, limit, op.Name, op.Status.Phase), nil
 	}
-	return engine.Waiting(0, "waiting for %s's agent to change its bond to %s and probe it (operation %s %s)", node, mode, op.Name, phaseOf(op)), nil
-}
-
-func phaseOf(op *nwv1.NodeOperation) string {
-	if op.Status.Phase == "" {
-		return "not taken yet"
-	}
-	return string(op.Status.Phase)
+	return engine.Waiting(0, "waiting for %s's agent to change its bond to %s and probe it (operation %s %s)", node, mode, op.Name, op.PhaseText()), nil
 }
 
 // confirm checks node k from the operator's side, then commits its change: its Lease still
@@ -210,17 +203,17 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 		return engine.Failed("%s: its SetBondMode %s is gone", s.describe(k), opName(s.f, setMode)), nil
 	}
 	mode := op.Spec.SetBondMode.Mode
-	if end, ok := finished(op); end {
+	if end, ok := op.Ended(); end {
 		if ok {
 			return engine.Succeeded("%s runs %s, committed", node, mode), nil
 		}
-		return engine.Failed("%s: its agent did not keep %s (%s)", s.describe(k), mode, failure(op)), nil
+		return engine.Failed("%s: its agent did not keep %s (%s)", s.describe(k), mode, op.Outcome()), nil
 	}
 	if c := s.ops[opName(s.f, commit)]; c != nil {
-		if end, ok := finished(c); end && !ok {
-			return engine.Failed("%s: the commit of %s was refused (%s)", s.describe(k), mode, failure(c)), nil
+		if end, ok := c.Ended(); end && !ok {
+			return engine.Failed("%s: the commit of %s was refused (%s)", s.describe(k), mode, c.Outcome()), nil
 		}
-		return r.waitCheckpoint(s, k, op, "waiting for %s's agent to keep %s (commit %s %s)", node, mode, c.Name, phaseOf(c))
+		return r.waitCheckpoint(s, k, op, "waiting for %s's agent to keep %s (commit %s %s)", node, mode, c.Name, c.PhaseText())
 	}
 	// The pairs to confirm: those the peers report, and those the step paused (a peer whose
 	// report no longer shows its resource, or the node, must show it again, Connected).
@@ -270,7 +263,7 @@ func (r *Reconciler) confirmOf(ctx context.Context, s *scope, k int, setMode, co
 	if err != nil {
 		return engine.Outcome{}, err
 	}
-	return r.waitCheckpoint(s, k, op, "%s confirmed: its Lease renewed and its peers connected; committing (%s %s)", node, c.Name, phaseOf(c))
+	return r.waitCheckpoint(s, k, op, "%s confirmed: its Lease renewed and its peers connected; committing (%s %s)", node, c.Name, c.PhaseText())
 }
 
 // askReports asks each of peers' agents for a report read after this moment, under request
@@ -391,12 +384,12 @@ func (r *Reconciler) rollbackBondMode(ctx context.Context, s *scope, k int) (eng
 	}
 	undo := s.hasOp(rbSetModeName(k))
 	if fwd := s.ops[opName(s.f, setModeName(k))]; fwd != nil && !undo {
-		switch end, ok := finished(fwd); {
+		switch end, ok := fwd.Ended(); {
 		case end && ok:
 			undo = true
 		case end && fwd.Status.Error != nil && fwd.Status.Error.Reason == reasonRestoreFailed:
 			return engine.Failed("%s cannot be brought back to %s: its agent could not restore it (%s); it reports %s",
-				s.describe(k), previous, failure(fwd), modeOf(s.agents, node)), nil
+				s.describe(k), previous, fwd.Outcome(), modeOf(s.agents, node)), nil
 		case end:
 			// Restored by its agent, or never changed.
 		case fwd.Status.Phase == "" || fwd.Status.Phase == nwv1.OperationPending:
@@ -405,7 +398,7 @@ func (r *Reconciler) rollbackBondMode(ctx context.Context, s *scope, k int) (eng
 					node, fwd.Name, fwd.Spec.Deadline.UTC().Format(time.RFC3339)), nil
 			}
 		default:
-			out, err := r.waitCheckpoint(s, k, fwd, "waiting for %s's agent to restore %s by its checkpoint (operation %s %s)", node, previous, fwd.Name, phaseOf(fwd))
+			out, err := r.waitCheckpoint(s, k, fwd, "waiting for %s's agent to restore %s by its checkpoint (operation %s %s)", node, previous, fwd.Name, fwd.PhaseText())
 			if out.Event == workflow.StepFailed {
 				out.Message = fmt.Sprintf("%s has not said how its change ended: its checkpoint expired, so its agent restores %s by itself unless it is down; it last reported %s",
 					s.describe(k), previous, modeOf(s.agents, node))
@@ -468,17 +461,17 @@ func (r *Reconciler) undoChange(ctx context.Context, s *scope, k int, previous n
 	if err != nil {
 		return engine.Outcome{}, err, false
 	}
-	if end, ok := finished(op); end && !ok {
-		return engine.Failed("%s cannot be brought back to %s: its agent did not keep it (%s); it reports %s", s.describe(k), previous, failure(op), modeOf(s.agents, node)), nil, false
+	if end, ok := op.Ended(); end && !ok {
+		return engine.Failed("%s cannot be brought back to %s: its agent did not keep it (%s); it reports %s", s.describe(k), previous, op.Outcome(), modeOf(s.agents, node)), nil, false
 	} else if end {
 		return engine.Outcome{}, nil, true
 	}
 	if !armed(op) {
 		if passed, _ := s.Deadline(connectivityTimeout(s.f) + opMargin + commitGrace); passed {
 			return engine.Failed("%s cannot be brought back to %s: its agent did not take the change (operation %s %s); it reports %s",
-				s.describe(k), previous, op.Name, phaseOf(op), modeOf(s.agents, node)), nil, false
+				s.describe(k), previous, op.Name, op.PhaseText(), modeOf(s.agents, node)), nil, false
 		}
-		return engine.Waiting(0, "waiting for %s's agent to set %s back and probe it (operation %s %s)", node, previous, op.Name, phaseOf(op)), nil, false
+		return engine.Waiting(0, "waiting for %s's agent to set %s back and probe it (operation %s %s)", node, previous, op.Name, op.PhaseText()), nil, false
 	}
 	out, err := r.confirmOf(ctx, s, k, rbSetModeName(k), rbCommitName(k), "n"+strconv.Itoa(k)+"-rb-pause")
 	if err != nil || out.Event != workflow.StepSucceeded {

@@ -162,30 +162,3 @@ func (r *Reconciler) ensureOp(ctx context.Context, s *scope, suffix, node, label
 	s.ops[name] = op
 	return op, nil
 }
-
-// finished reports whether op has ended, and how: ok for Succeeded.
-func finished(op *nwv1.NodeOperation) (done, ok bool) {
-	switch op.Status.Phase {
-	case nwv1.OperationSucceeded:
-		return true, true
-	case nwv1.OperationFailed, nwv1.OperationRolledBack:
-		return true, false
-	}
-	return false, false
-}
-
-// failure says how op ended: its phase and error.
-func failure(op *nwv1.NodeOperation) string {
-	msg := string(op.Status.Phase)
-	if e := op.Status.Error; e != nil {
-		msg += ", " + e.Reason + ": " + e.Message
-	}
-	return msg
-}
-
-func phaseOf(op *nwv1.NodeOperation) string {
-	if op.Status.Phase == "" {
-		return "not taken yet"
-	}
-	return string(op.Status.Phase)
-}

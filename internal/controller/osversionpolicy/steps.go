@@ -154,7 +154,7 @@ func (r *Reconciler) stage(ctx context.Context, s *scope, k int) (engine.Outcome
 	if err != nil {
 		return engine.Outcome{}, err
 	}
-	switch end, ok := finished(op); {
+	switch end, ok := op.Ended(); {
 	case end && ok:
 		msg := fmt.Sprintf("%s staged %s", rec.Name, s.p.Spec.Image)
 		if res := op.Status.Result; res != nil && res.Boot != nil {
@@ -173,14 +173,14 @@ func (r *Reconciler) stage(ctx context.Context, s *scope, k int) (engine.Outcome
 		rec.Phase = nwv1.NodeOSStaged
 		return engine.Succeeded("%s", msg), nil
 	case end:
-		return engine.Failed("%s: its agent could not stage %s (%s)", s.describe(k), s.p.Spec.Image, failure(op)), nil
+		return engine.Failed("%s: its agent could not stage %s (%s)", s.describe(k), s.p.Spec.Image, op.Outcome()), nil
 	}
 	until := op.Spec.Deadline.Add(opGrace)
 	if s.Now.After(until) {
 		return engine.Failed("%s: its agent did not stage %s by %s (operation %s %s)", s.describe(k), s.p.Spec.Image,
-			op.Spec.Deadline.UTC().Format(time.RFC3339), op.Name, phaseOf(op)), nil
+			op.Spec.Deadline.UTC().Format(time.RFC3339), op.Name, op.PhaseText()), nil
 	}
-	return engine.Waiting(until.Sub(s.Now.Time)+time.Second, "waiting for %s's agent to stage %s (operation %s %s)", rec.Name, s.p.Spec.Image, op.Name, phaseOf(op)), nil
+	return engine.Waiting(until.Sub(s.Now.Time)+time.Second, "waiting for %s's agent to stage %s (operation %s %s)", rec.Name, s.p.Spec.Image, op.Name, op.PhaseText()), nil
 }
 
 // reboot asks node k's agent to reboot it, and waits for its agent to report a boot other
@@ -205,8 +205,8 @@ func (r *Reconciler) reboot(ctx context.Context, s *scope, k int) (engine.Outcom
 	if op.Status.Phase != "" && op.Status.Phase != nwv1.OperationPending {
 		rec.Phase = nwv1.NodeOSRebooting
 	}
-	if end, ok := finished(op); end && !ok {
-		return engine.Failed("%s: its agent did not reboot it (%s)", s.describe(k), failure(op)), nil
+	if end, ok := op.Ended(); end && !ok {
+		return engine.Failed("%s: its agent did not reboot it (%s)", s.describe(k), op.Outcome()), nil
 	}
 	if passed, left := s.Deadline(limit); passed {
 		msg := fmt.Sprintf("%s did not come back within %s of its reboot: its agent last reported boot %s", s.describe(k), limit, s.bootID(rec.Name))
@@ -217,7 +217,7 @@ func (r *Reconciler) reboot(ctx context.Context, s *scope, k int) (engine.Outcom
 		r.event(s, corev1.EventTypeWarning, ReasonDidNotComeBack, msg)
 		return engine.Failed("%s", msg), nil
 	} else {
-		return engine.Waiting(left+time.Second, "waiting for %s to boot again (operation %s %s; its last boot %s)", rec.Name, op.Name, phaseOf(op), rec.PreviousBootID), nil
+		return engine.Waiting(left+time.Second, "waiting for %s to boot again (operation %s %s; its last boot %s)", rec.Name, op.Name, op.PhaseText(), rec.PreviousBootID), nil
 	}
 }
 
@@ -295,14 +295,14 @@ func (r *Reconciler) recovery(ctx context.Context, s *scope) (engine.Outcome, er
 		if err != nil {
 			return engine.Outcome{}, err
 		}
-		switch end, ok := finished(op); {
+		switch end, ok := op.Ended(); {
 		case end && ok:
 			done = append(done, node)
 		case end:
-			return engine.Failed("%s: its agent could not write %s to its recovery system (%s)", s.describe(k), s.p.Spec.Image, failure(op)), nil
+			return engine.Failed("%s: its agent could not write %s to its recovery system (%s)", s.describe(k), s.p.Spec.Image, op.Outcome()), nil
 		case s.Now.After(op.Spec.Deadline.Add(opGrace)):
 			return engine.Failed("%s: its agent did not write its recovery system by %s (operation %s %s)", s.describe(k),
-				op.Spec.Deadline.UTC().Format(time.RFC3339), op.Name, phaseOf(op)), nil
+				op.Spec.Deadline.UTC().Format(time.RFC3339), op.Name, op.PhaseText()), nil
 		default:
 			waiting = append(waiting, node)
 		}
