@@ -90,6 +90,9 @@ const (
 	ReasonRecordFailed = "RecordFailed"
 	// ReasonNotRebooted: the host did not reboot before the operation's deadline.
 	ReasonNotRebooted = "NotRebooted"
+	// ReasonBootWouldFallBack: a Reboot refused, the host's boot assessment armed to fall
+	// back at its next boot.
+	ReasonBootWouldFallBack = "BootWouldFallBack"
 )
 
 // imagePattern is the API's pattern of an image pinned by digest (OSImageOperation.image),
@@ -269,6 +272,13 @@ func (e kairosReboot) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.No
 	}
 	switch {
 	case !found || rec.Operation != op.UID:
+		// Before the first request: a boot assessment armed with a boot that never counted
+		// as good makes GRUB fall back at once (kairos#4303); the host is not rebooted into it.
+		if boot, err := k.readBoot(); err != nil {
+			return nil, err
+		} else if why := armedToFallBack(boot); why != "" {
+			return &nwv1.NodeOperationResult{Boot: bootObservation(boot)}, &OperationError{Reason: ReasonBootWouldFallBack, Message: why}
+		}
 		rec = rebootRecord{Operation: op.UID, BootID: bootID, At: metav1.NewTime(k.now())}
 		if err := k.save(rebootRecordFile, rec); err != nil {
 			return nil, &OperationError{Reason: ReasonRecordFailed, Message: fmt.Sprintf("writing the reboot record: %v", err)}
@@ -300,6 +310,20 @@ func (e kairosReboot) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.No
 	now := k.now()
 	k.markAsked(op.UID, now)
 	return nil, &Pending{Until: now.Add(k.rebootWait())}
+}
+
+// armedToFallBack says why the host's next boot would fall back, as Kairos's GRUB
+// configuration decides it: boot_assessment_tentative=yes (the last assessed boot never counted
+// as good) with enable_boot_assessment or enable_boot_assessment_always yes. Empty when it
+// would not.
+func armedToFallBack(b hostos.KairosBoot) string {
+	a := b.AssessmentStatus()
+	if a == nil || !a.Tentative || (!a.Enabled && !a.Always) {
+		return ""
+	}
+	return fmt.Sprintf("the host's next boot would fall back at once: its boot assessment %s has %s=yes with %s=%t and %s=%t, so GRUB would boot the passive slot (kairos#4303); the host was not rebooted. A person clears the flag (grub2-editenv %s set %s=) once they know why the last boot never counted as good",
+		hostos.KairosAssessmentFile, hostos.GRUBBootAssessmentTentative, hostos.GRUBEnableBootAssessment, a.Enabled,
+		hostos.GRUBEnableBootAssessmentAlways, a.Always, hostos.KairosAssessmentFile, hostos.GRUBBootAssessmentTentative)
 }
 
 func (k *Kairos) rebootWait() time.Duration {

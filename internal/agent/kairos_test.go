@@ -509,3 +509,29 @@ func TestKairosStageIsNotRunAgainAfterABoot(t *testing.T) {
 		t.Errorf("it ran %q", argv)
 	}
 }
+
+// TestKairosRebootRefusesABootThatWouldFallBack: with boot_assessment_tentative=yes and the
+// assessment enabled, GRUB would boot the passive slot at the next boot; the Reboot fails
+// BootWouldFallBack, naming the flags, and the host is not asked to reboot. Without the
+// enabling flag, or once the flag is cleared, it reboots.
+func TestKairosRebootRefusesABootThatWouldFallBack(t *testing.T) {
+	n := newKairosNode(t)
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := &rebooter{}
+	reboot := n.kairos(clk, r.reboot).Executors()[nwv1.OperationReboot]
+	n.edit(t, "set", "enable_boot_assessment=yes", "boot_assessment_tentative=yes")
+	result, err := reboot.Run(context.Background(), kairosOp("armed", nwv1.OperationReboot, clk.Now().Add(time.Hour)))
+	var failed *agent.OperationError
+	if !errors.As(err, &failed) || failed.Reason != agent.ReasonBootWouldFallBack || !strings.Contains(failed.Message, "boot_assessment_tentative=yes") || r.count() != 0 {
+		t.Fatalf("an armed host: %v, %d reboot requests; want BootWouldFallBack naming the flag, none asked", err, r.count())
+	}
+	if result == nil || result.Boot == nil || result.Boot.BootID != bootA {
+		t.Errorf("the refusal's result %+v: want the boot it read", result)
+	}
+	n.edit(t, "set", "enable_boot_assessment=", "enable_boot_assessment_always=")
+	_, err = reboot.Run(context.Background(), kairosOp("tentative-alone", nwv1.OperationReboot, clk.Now().Add(time.Hour)))
+	var pending *agent.Pending
+	if !errors.As(err, &pending) || r.count() != 1 {
+		t.Errorf("tentative without the assessment enabled: %v, %d requests; want the reboot asked", err, r.count())
+	}
+}
