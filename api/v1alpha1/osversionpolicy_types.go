@@ -86,7 +86,8 @@ type OSVersionPolicySpec struct {
 	// vmProtection is what happens to a node's VMs while it is upgraded: LiveMigrate moves
 	// each to another node before the node is drained and back to it after its soak (it needs
 	// a second node and ReadWriteMany volumes); Stop stops them and starts them again after the
-	// soak; None leaves them to go down with the node at its reboot.
+	// soak; None does nothing for them: the drain evicts their launcher pods (their
+	// evictionStrategy decides what happens) and what is left goes down with the reboot.
 	// +optional
 	// +kubebuilder:default=LiveMigrate
 	VMProtection VMProtection `json:"vmProtection,omitempty"`

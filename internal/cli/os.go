@@ -131,7 +131,7 @@ func newOSPlanCommand(f *Factory) *cobra.Command {
 	fl.StringArrayVar(&o.holds, "hold", nil, "A node the policy leaves alone, and why: NODE=REASON (repeat it, at most 16).")
 	fl.DurationVar(&o.soak, "soak", 0, "How long a node's health gates must stay green after it booted the image before the next node starts, 10s to 24h. Default: 10m.")
 	fl.DurationVar(&o.rebootTimeout, "reboot-timeout", 0, "How long a node may take from its reboot to its agent reporting the new boot, 30s to 2h. Default: 15m.")
-	fl.StringVar(&o.vmProtection, "vm-protection", "", "What happens to a node's VMs while it is upgraded: LiveMigrate (the default: moved off and back), Stop (stopped and started again) or None (they go down with the node).")
+	fl.StringVar(&o.vmProtection, "vm-protection", "", "What happens to a node's VMs while it is upgraded: LiveMigrate (the default: moved off and back), Stop (stopped and started again) or None (left to the drain and the reboot).")
 	fl.BoolVar(&o.upgradeRecovery, "upgrade-recovery", false, "Upgrade each node's recovery system to the image too, once every node booted it and soaked (spec.upgradeRecovery AfterSoak). Default: Never.")
 	fl.StringSliceVar(&o.acks, "ack", nil, "A node whose earlier fallback from this image you acknowledge: the policy may try the image on it again (comma-separated or repeated).")
 	o.gates.addFlags(cmd, "each node waits", "a node may start being upgraded")

@@ -66,6 +66,9 @@ type Workflow struct {
 	Stopped string
 	// Poll is how often a VM step looks again (no watch of the operator's sees a migration).
 	Poll time.Duration
+	// None is what Protect says of a node's VMs with vmProtection None, with the node's name
+	// for its %s.
+	None string
 }
 
 // Node is one node's VM step.
@@ -80,6 +83,9 @@ type Node struct {
 	Labels map[string]string
 	// Rollback: the step undoes a failed change; its migrations have their own names.
 	Rollback bool
+	// Cordoned: a person had cordoned the node before the workflow; it stays cordoned, so the
+	// VMs moved off it are not moved back (no VM may be scheduled there).
+	Cordoned bool
 	// Deadline says whether the part has run longer than a limit, and how long is left.
 	Deadline func(time.Duration) (passed bool, left time.Duration)
 }
@@ -165,7 +171,7 @@ func ownerVM(vmi *virtv1.VirtualMachineInstance) string {
 func (w *Workflow) Protect(ctx context.Context, n Node) (engine.Outcome, error) {
 	switch w.Mode {
 	case nwv1.VMProtectionNone:
-		return engine.Skipped("vmProtection None: the VMs on %s stay on it while it is changed", n.Name), nil
+		return engine.Skipped(w.None, n.Name), nil
 	case nwv1.VMProtectionStop:
 		return w.stop(ctx, n)
 	}
@@ -239,8 +245,9 @@ func (w *Workflow) moved(ctx context.Context, n Node) (map[string]*virtv1.Virtua
 	return moved, nil
 }
 
-// NotRunning names the VMs the workflow moved off node n whose VMI does not run now, wherever
-// it is (a VMI that ended, or one in another phase); empty when each runs.
+// NotRunning names the VMs the workflow moved off node n that should run and do not: the VM
+// wants to run (run strategy Always or RerunOnFailure) and its VMI is gone or Failed. A VM a
+// person halted or deleted meanwhile, or whose VMI is being started again, is not named.
 func (w *Workflow) NotRunning(ctx context.Context, n Node) ([]string, error) {
 	if w.Mode != nwv1.VMProtectionLiveMigrate {
 		return nil, nil
@@ -253,14 +260,26 @@ func (w *Workflow) NotRunning(ctx context.Context, n Node) ([]string, error) {
 	for _, name := range slices.Sorted(maps.Keys(moved)) {
 		m := moved[name]
 		vmi := &virtv1.VirtualMachineInstance{}
-		if err := w.Reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.VMIName}, vmi); apierrors.IsNotFound(err) {
-			out = append(out, name+" (gone)")
+		err := w.Reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.VMIName}, vmi)
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, err
+		case err == nil && vmi.Status.Phase != virtv1.Failed:
+			continue
+		}
+		vm := &virtv1.VirtualMachine{}
+		if err := w.Reader.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.VMIName}, vm); apierrors.IsNotFound(err) {
 			continue
 		} else if err != nil {
 			return nil, err
 		}
-		if vmi.Status.Phase != virtv1.Running {
-			out = append(out, fmt.Sprintf("%s (%s on %s)", name, vmi.Status.Phase, vmi.Status.NodeName))
+		if strategy, _ := vm.RunStrategy(); !shouldRun(strategy) {
+			continue
+		}
+		if vmi.Status.Phase == virtv1.Failed {
+			out = append(out, fmt.Sprintf("%s (Failed on %s)", name, vmi.Status.NodeName))
+		} else {
+			out = append(out, name+" (no VMI, its VM wants one)")
 		}
 	}
 	return out, nil
@@ -282,6 +301,9 @@ func (w *Workflow) Restore(ctx context.Context, n Node) (engine.Outcome, error) 
 	moved, err := w.moved(ctx, n)
 	if err != nil {
 		return engine.Outcome{}, err
+	}
+	if n.Cordoned && len(moved) > 0 {
+		return engine.Skipped("%d VMs stay where they run: %s was cordoned before, by someone else, and stays so", len(moved), n.Name), nil
 	}
 	back, err := w.migrations(ctx, n, tag)
 	if err != nil {
@@ -454,17 +476,25 @@ func (w *Workflow) stop(ctx context.Context, n Node) (engine.Outcome, error) {
 
 // stopped counts the VMs the workflow stopped for node n.
 func (w *Workflow) stopped(ctx context.Context, n Node) (int, error) {
+	names, err := w.StoppedOn(ctx, n)
+	return len(names), err
+}
+
+// StoppedOn names the VMs the workflow stopped for node n that still carry its record.
+func (w *Workflow) StoppedOn(ctx context.Context, n Node) ([]string, error) {
 	var list virtv1.VirtualMachineList
-	if err := w.Reader.List(ctx, &list); err != nil {
-		return 0, err
+	if err := w.Reader.List(ctx, &list); meta.IsNoMatchError(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
 	}
-	count := 0
+	var out []string
 	for i := range list.Items {
 		if strings.HasPrefix(list.Items[i].Annotations[w.Stopped], w.stoppedBy(n)) {
-			count++
+			out = append(out, key(&list.Items[i]))
 		}
 	}
-	return count, nil
+	return out, nil
 }
 
 // stoppedBy is the value of the Stopped annotation for node n, without the strategy.
@@ -490,8 +520,9 @@ func (w *Workflow) halt(ctx context.Context, n Node, vm *virtv1.VirtualMachine) 
 	return w.Client.Patch(ctx, vm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 }
 
-// start gives the VMs the workflow stopped on node n their run strategy back, and waits until
-// their VMIs run again.
+// start gives the VMs the workflow stopped on node n their run strategy back, marking the
+// record "/restored", waits until those that should run run, then removes the records, all
+// in the same pass: the part's message counts every VM it started.
 func (w *Workflow) start(ctx context.Context, n Node) (engine.Outcome, error) {
 	var list virtv1.VirtualMachineList
 	if err := w.Reader.List(ctx, &list); meta.IsNoMatchError(err) {
@@ -500,49 +531,60 @@ func (w *Workflow) start(ctx context.Context, n Node) (engine.Outcome, error) {
 		return engine.Outcome{}, err
 	}
 	var waiting []string
-	count := 0
+	var ours []*virtv1.VirtualMachine
 	for i := range list.Items {
 		vm := &list.Items[i]
 		value, ok := vm.Annotations[w.Stopped]
-		rest, ours := strings.CutPrefix(value, w.stoppedBy(n))
-		if !ok || !ours {
+		rest, mine := strings.CutPrefix(value, w.stoppedBy(n))
+		if !ok || !mine {
 			continue
 		}
-		count++
-		base := vm.DeepCopy()
+		ours = append(ours, vm)
 		strategy, done := strings.CutSuffix(rest, "/"+restored)
 		if !done {
+			base := vm.DeepCopy()
 			vm.Spec.Running = nil
 			vm.Spec.RunStrategy = ptr.To(virtv1.VirtualMachineRunStrategy(strategy))
 			vm.Annotations[w.Stopped] = value + "/" + restored
-		} else {
-			vmi := &virtv1.VirtualMachineInstance{}
-			err := w.Reader.Get(ctx, client.ObjectKeyFromObject(vm), vmi)
-			if err != nil && !apierrors.IsNotFound(err) {
+			if err := w.Client.Patch(ctx, vm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 				return engine.Outcome{}, err
 			}
-			runs := err == nil && vmi.Status.Phase == virtv1.Running
-			if !runs && shouldRun(virtv1.VirtualMachineRunStrategy(strategy)) {
-				waiting = append(waiting, key(vm))
-				continue
-			}
-			delete(vm.Annotations, w.Stopped)
+			waiting = append(waiting, key(vm))
+			continue
 		}
+		vmi := &virtv1.VirtualMachineInstance{}
+		err := w.Reader.Get(ctx, client.ObjectKeyFromObject(vm), vmi)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return engine.Outcome{}, err
+		}
+		if runs := err == nil && vmi.Status.Phase == virtv1.Running; !runs && shouldRun(virtv1.VirtualMachineRunStrategy(strategy)) {
+			waiting = append(waiting, key(vm))
+		}
+	}
+	if len(ours) == 0 {
+		return engine.Skipped("no VM was stopped on %s", n.Name), nil
+	}
+	if len(waiting) > 0 {
+		if passed, _ := n.Deadline(StepTimeout); passed {
+			return engine.Failed("%s: VMs not running again after %s: %s", n.Describe, StepTimeout, strings.Join(waiting, ", ")), nil
+		}
+		return engine.Waiting(w.Poll, "starting the VMs stopped on %s: %s", n.Name, strings.Join(waiting, ", ")), nil
+	}
+	var idle []string
+	for _, vm := range ours {
+		if strategy, _ := vm.RunStrategy(); !shouldRun(strategy) {
+			idle = append(idle, fmt.Sprintf("%s (%s)", key(vm), strategy))
+		}
+		base := vm.DeepCopy()
+		delete(vm.Annotations, w.Stopped)
 		if err := w.Client.Patch(ctx, vm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return engine.Outcome{}, err
 		}
-		waiting = append(waiting, key(vm))
 	}
-	if count == 0 {
-		return engine.Skipped("no VM was stopped on %s", n.Name), nil
+	if len(idle) > 0 {
+		return engine.Succeeded("%d VMs running again; given back a strategy that does not start them: %s", len(ours)-len(idle), strings.Join(idle, ", ")), nil
 	}
-	if len(waiting) == 0 {
-		return engine.Succeeded("%d VMs running again", count), nil
-	}
-	if passed, _ := n.Deadline(StepTimeout); passed {
-		return engine.Failed("%s: VMs not running again after %s: %s", n.Describe, StepTimeout, strings.Join(waiting, ", ")), nil
-	}
-	return engine.Waiting(w.Poll, "starting the VMs stopped on %s: %s", n.Name, strings.Join(waiting, ", ")), nil
+	return engine.Succeeded("%d VMs running again", len(ours)), nil
 }
 
 // shouldRun reports whether a VM with strategy runs once started: Always and RerunOnFailure

@@ -3,6 +3,7 @@ package bondmodeflipplan
 import (
 	"context"
 
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/vmprotect"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
@@ -19,7 +20,8 @@ const vmStepTimeout = vmprotect.StepTimeout
 // vms is the flip's VM protection (internal/vmprotect).
 func (r *Reconciler) vms(s *scope) *vmprotect.Workflow {
 	return &vmprotect.Workflow{Client: r.Client, Reader: r.APIReader, Mode: s.f.Spec.VMProtection,
-		Owner: bondflip.Descriptor.Owner(s.f), Kind: bondflip.Kind.Name, Stopped: AnnotationStopped, Poll: poll}
+		Owner: bondflip.Descriptor.Owner(s.f), Kind: bondflip.Kind.Name, Stopped: AnnotationStopped, Poll: poll,
+		None: "vmProtection None: the VMs on %s stay and may lose their storage network for a moment"}
 }
 
 // vmNode is node k's VM step in the part under way.
@@ -27,6 +29,7 @@ func vmNode(s *scope, k int) vmprotect.Node {
 	return vmprotect.Node{Name: s.node(k), Position: k, Describe: s.describe(k),
 		Labels:   map[string]string{bondflip.LabelStep: s.label(k)},
 		Rollback: s.part == bondflip.RollbackProtectVMs || s.part == bondflip.RollbackVMs,
+		Cordoned: k <= len(s.f.Status.Nodes) && s.f.Status.Nodes[k-1].Cordon == nwv1.NodeWasCordoned,
 		Deadline: s.Deadline}
 }
 

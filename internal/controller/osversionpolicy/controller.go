@@ -258,16 +258,22 @@ func (r *Reconciler) Finish(ctx context.Context, run *engine.Run[*nwv1.OSVersion
 	if p.DeletionTimestamp.IsZero() {
 		return engine.Tidied("nothing to tidy: the policy's NodeOperations are its evidence and go with it"), nil
 	}
-	var uncordoned, left, started []string
+	var uncordoned, left, started, stopped []string
 	vms := r.vms(&scope{p: p})
 	for _, n := range p.Status.Nodes {
+		node := vmprotect.Node{Name: n.Name, Position: int(n.Position)}
 		if staged(n) {
 			if n.Cordon == nwv1.NodeCordoned {
 				left = append(left, fmt.Sprintf("%s (%s)", n.Name, n.Phase))
 			}
+			names, err := vms.StoppedOn(ctx, node)
+			if err != nil {
+				return engine.Finished{}, err
+			}
+			stopped = append(stopped, names...)
 			continue
 		}
-		names, err := vms.Release(ctx, vmprotect.Node{Name: n.Name, Position: int(n.Position)})
+		names, err := vms.Release(ctx, node)
 		if err != nil {
 			return engine.Finished{}, err
 		}
@@ -292,6 +298,9 @@ func (r *Reconciler) Finish(ctx context.Context, run *engine.Run[*nwv1.OSVersion
 	}
 	if len(left) > 0 {
 		msg += "; left cordoned, for a person to look at: " + strings.Join(left, ", ")
+	}
+	if len(stopped) > 0 {
+		msg += "; left stopped, their run strategy recorded in " + AnnotationStopped + ", for a person to start once the node is looked at: " + strings.Join(stopped, ", ")
 	}
 	return engine.Tidied("%s", msg), nil
 }

@@ -42,20 +42,20 @@ func TestDRBDRedNamesWhatIsNotHealthy(t *testing.T) {
 	}
 }
 
-// drbd-utils' own sample of a device losing quorum (internal/drbd/testdata/events2, copied
-// from its tests), read as the agent reads events2 and reported as it reports, is red.
-func TestDRBDRedSeesQuorumLostInDrbdUtilsSample(t *testing.T) {
-	f, err := os.Open("../../drbd/testdata/events2/events2-may-promote-quorum.txt")
+// A status of two resources, the second without quorum ("quorum": false; from
+// ha-cluster-exporter, internal/drbd/testdata/status), parsed as the agent parses
+// drbdsetup status --json and reported as it reports, is red naming that one.
+func TestDRBDRedSeesQuorumLostInAStatus(t *testing.T) {
+	raw, err := os.ReadFile("../../drbd/testdata/status/ha-cluster-exporter-two-resources.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = f.Close() }()
-	var events drbd.Events2
-	if err := events.Read(f, func(drbd.Effect) {}); err != nil {
+	resources, err := drbd.ParseStatus(raw)
+	if err != nil {
 		t.Fatal(err)
 	}
-	a := &nwv1.NodewrightAgentStatus{Status: nwv1.NodewrightAgentStatusStatus{Storage: agent.DRBDStatus(events.Resources())}}
-	if got, want := drbdRed(a, "edge-1", 1), "edge-1: DRBD lost quorum on some-resource/0"; got != want {
+	a := &nwv1.NodewrightAgentStatus{Status: nwv1.NodewrightAgentStatusStatus{Storage: agent.DRBDStatus(resources)}}
+	if got, want := drbdRed(a, "edge-1", 2), "edge-1: DRBD lost quorum on 1-single-1/0"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
 }

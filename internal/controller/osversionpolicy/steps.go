@@ -3,6 +3,7 @@ package osversionpolicy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -49,6 +50,13 @@ func (r *Reconciler) nodeStep(ctx context.Context, s *scope) (engine.Outcome, er
 	record := &nwv1.NodeFlip{Part: rec.Part, Parts: make([]nwv1.NodeFlipPart, len(rec.Parts))}
 	for i, p := range rec.Parts {
 		record.Parts[i] = nwv1.NodeFlipPart(p)
+	}
+	// A record begun by an operator that did not have a part yet (ProtectVMs) has a later part
+	// and not that one: it did not run, and is not run now, on a node already under way.
+	for i, part := range osupgrade.NodeParts {
+		if bondflip.Part(record, part) == nil && slices.ContainsFunc(osupgrade.NodeParts[i+1:], func(later string) bool { return bondflip.Part(record, later) != nil }) {
+			bondflip.End(record, part, nwv1.StepSkipped, "not run: the node's step began before the operator had this part", s.Now)
+		}
 	}
 	out, err := bondflip.RunParts(record, osupgrade.NodeParts, s.Now, func(part string) (engine.Outcome, error) {
 		s.part = part
@@ -321,11 +329,13 @@ const AnnotationStopped = "nodewright.spectrocloud.com/stopped-by-osversionpolic
 // vms is the policy's VM protection (internal/vmprotect, shared with the flip).
 func (r *Reconciler) vms(s *scope) *vmprotect.Workflow {
 	return &vmprotect.Workflow{Client: r.Client, Reader: r.APIReader, Mode: s.p.Spec.VMProtection,
-		Owner: osupgrade.Descriptor.Owner(s.p), Kind: osupgrade.Kind.Name, Stopped: AnnotationStopped, Poll: poll}
+		Owner: osupgrade.Descriptor.Owner(s.p), Kind: osupgrade.Kind.Name, Stopped: AnnotationStopped, Poll: poll,
+		None: "vmProtection None: the VMs on %s are left to the drain, which evicts their launcher pods (their evictionStrategy decides), and to its reboot"}
 }
 
 // vmNode is node k's VM step in the part under way.
 func vmNode(s *scope, k int) vmprotect.Node {
 	return vmprotect.Node{Name: s.node(k), Position: k, Describe: s.describe(k),
-		Labels: map[string]string{osupgrade.LabelStep: osupgrade.PartName(k, s.part)}, Deadline: s.Deadline}
+		Labels:   map[string]string{osupgrade.LabelStep: osupgrade.PartName(k, s.part)},
+		Cordoned: s.p.Status.Nodes[k-1].Cordon == nwv1.NodeWasCordoned, Deadline: s.Deadline}
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/osversionpolicy"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	kubevirtsite "github.com/spectrocloud/nodewright/test/site"
 )
@@ -29,20 +30,7 @@ const vmDriver = "os.csi.nodewright.test"
 // moves the VM to the other node, which the policy does not upgrade, before the node is
 // drained and rebooted; its RestoreVMs brings it back after the soak, and the VM runs there.
 func TestLiveMigrateMovesTheVMsOffTheNodeAndBack(t *testing.T) {
-	nodes := []string{"osvm-1", "osvm-2"}
-	ns := env.Namespace(t)
-	kubevirtsite.Start(t, env.Config, kubevirtsite.Options{Nodes: nodes, Drivers: []string{vmDriver}, Namespaces: []string{ns},
-		CopyBinary: kubevirtsite.BuildCopy(t)})
-	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "os-rwx"}, Provisioner: vmDriver,
-		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
-	if err := env.Client.Create(context.Background(), sc); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	s := plant(t, true, "osvm-1=secondary", "osvm-2=primary")
-	startVM(t, ns, "web", sc.Name)
-	if node := vmiNode(t, ns, "web", ""); node != "osvm-1" {
-		t.Fatalf("VM web runs on %s, want osvm-1", node)
-	}
+	s, ns := vmSite(t, "osvm-1", "osvm-2")
 	p := s.ended(s.policyWith("os-vms", newVersion, soakFor, 2*time.Minute, func(p *nwv1.OSVersionPolicy) {
 		p.Spec.NodeSelector.MatchExpressions[0].Values = []string{"osvm-1"}
 	}), nwv1.WorkflowSucceeded)
@@ -84,6 +72,78 @@ func TestLiveMigrateMovesTheVMsOffTheNodeAndBack(t *testing.T) {
 		if got := partOf(p, 1, part); got != msg {
 			t.Errorf("Node1%s says %q; want %q", part, got, msg)
 		}
+	}
+}
+
+// vmSite is two played Kairos nodes, first and second, with the local site's KubeVirt, and VM
+// web running on first (the site starts every VM on its first node); it returns the site and
+// the VM's namespace.
+func vmSite(t *testing.T, first, second string) (*site, string) {
+	t.Helper()
+	ns := env.Namespace(t)
+	kubevirtsite.Start(t, env.Config, kubevirtsite.Options{Nodes: []string{first, second}, Drivers: []string{vmDriver}, Namespaces: []string{ns},
+		CopyBinary: kubevirtsite.BuildCopy(t)})
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "os-rwx"}, Provisioner: vmDriver,
+		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
+	if err := env.Client.Create(context.Background(), sc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	s := plant(t, true, first+"=secondary", second+"=primary")
+	startVM(t, ns, "web", sc.Name)
+	if node := vmiNode(t, ns, "web", ""); node != first {
+		t.Fatalf("VM web runs on %s, want %s", node, first)
+	}
+	return s, ns
+}
+
+// TestStopHaltsTheVMsAndACordonedNodeKeepsThemAway: with vmProtection Stop, the VM on the
+// node is halted through its run strategy before the node is drained and rebooted, and started
+// again after, its run strategy and annotations as they were. Then a person cordons the node
+// and a second policy, LiveMigrate, moves the VM off it: the node is upgraded and left
+// cordoned, and the VM is not moved back to a node no VM may be scheduled on.
+func TestStopHaltsTheVMsAndACordonedNodeKeepsThemAway(t *testing.T) {
+	s, ns := vmSite(t, "osvmstop-1", "osvmstop-2")
+	only := func(node string, mode nwv1.VMProtection) func(*nwv1.OSVersionPolicy) {
+		return func(p *nwv1.OSVersionPolicy) {
+			p.Spec.NodeSelector.MatchExpressions[0].Values = []string{node}
+			p.Spec.VMProtection = mode
+		}
+	}
+	p := s.ended(s.policyWith("os-vms-stop", newVersion, soakFor, 2*time.Minute, only("osvmstop-1", nwv1.VMProtectionStop)), nwv1.WorkflowSucceeded)
+	vmiNode(t, ns, "web", "")
+	vm := &virtv1.VirtualMachine{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "web"}, vm); err != nil {
+		t.Fatal(err)
+	}
+	if vm.Spec.RunStrategy == nil || *vm.Spec.RunStrategy != virtv1.RunStrategyAlways || vm.Annotations[osversionpolicy.AnnotationStopped] != "" {
+		t.Errorf("the VM's run strategy %v, annotations %v; want Always and no policy's", vm.Spec.RunStrategy, vm.Annotations)
+	}
+	for part, msg := range map[string]string{"ProtectVMs": "1 VMs stopped on osvmstop-1", "RestoreVMs": "1 VMs running again"} {
+		if got := partOf(p, 1, part); got != msg {
+			t.Errorf("Node1%s says %q; want %q", part, got, msg)
+		}
+	}
+	deleted(t, p)
+
+	node := &corev1.Node{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "osvmstop-1"}, node); err != nil {
+		t.Fatal(err)
+	}
+	vmiNode(t, ns, "web", "osvmstop-1")
+	node.Spec.Unschedulable = true
+	if err := env.Client.Update(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	p = s.ended(s.policyWith("os-vms-cordoned", oldVersion, soakFor, 2*time.Minute, only("osvmstop-1", nwv1.VMProtectionLiveMigrate)), nwv1.WorkflowSucceeded)
+	if got := s.booted("osvmstop-1"); got.image != repository(s.images[oldVersion]) || got.entry != "active" {
+		t.Fatalf("osvmstop-1 runs %+v; want %s from its active slot", got, oldVersion)
+	}
+	vmiNode(t, ns, "web", "osvmstop-2")
+	if cordoned, by := unschedulable(t, "osvmstop-1"); !cordoned || by != "" {
+		t.Errorf("osvmstop-1: unschedulable %t, cordoned-by %q; want it left cordoned as the person did", cordoned, by)
+	}
+	if got, want := partOf(p, 1, "RestoreVMs"), "1 VMs stay where they run: osvmstop-1 was cordoned before, by someone else, and stays so"; got != want {
+		t.Errorf("Node1RestoreVMs says %q; want %q", got, want)
 	}
 }
 
