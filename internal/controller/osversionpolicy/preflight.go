@@ -23,7 +23,9 @@ func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: nam
 //     selector picks some that report, not all held);
 //   - every node's agent reports, renewing its Lease, on Kairos, with its boot ID and boot
 //     entry;
-//   - every DRBD resource of every node is connected and UpToDate.
+//   - every DRBD resource of every node is connected and UpToDate;
+//   - with a LINSTOR gate, every node's LINSTOR satellite is ONLINE (the soak checks it
+//     again); without one, its message says that the satellites are not checked.
 func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, error) {
 	p := s.p
 	if r.AgentNamespace == "" {
@@ -84,6 +86,14 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 			toDo = append(toDo, fmt.Sprintf("%s (%s, %s)", n.Name, a.Status.OS.Kairos.Image, entryOf(a.Status.OS.Kairos)))
 		}
 	}
+	names := make([]string, len(p.Status.Nodes))
+	for i, n := range p.Status.Nodes {
+		names[i] = n.Name
+	}
+	satellites, checked := r.satellitesRed(ctx, names...)
+	if satellites != "" {
+		return engine.Failed("%s; every node's LINSTOR satellite must be ONLINE before an upgrade starts", satellites), nil
+	}
 	msg := fmt.Sprintf("%s to %s, in this order: %s", "upgrading", osupgrade.Repository(p.Spec.Image), strings.Join(toDo, ", "))
 	if len(toDo) == 0 {
 		msg = "every node already runs " + osupgrade.Repository(p.Spec.Image)
@@ -99,6 +109,10 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	}
 	if len(acked) > 0 {
 		msg += fmt.Sprintf("; tried again, as %s acknowledged: %s", p.Annotations[nwv1.AnnotationAcknowledgedBy], strings.Join(acked, ", "))
+	}
+	if !checked {
+		// First: a long list of nodes may be cut from the end of the step's message.
+		msg = linstorUnchecked + "; " + msg
 	}
 	return engine.Succeeded("%s", msg), nil
 }
