@@ -17,8 +17,9 @@ const (
 	// LINSTOR's client would otherwise wait its own request timeout (2 minutes by default).
 	satelliteTimeout = 10 * time.Second
 	// satellitePoll is how soon a soak that waits for a satellite reads LINSTOR again:
-	// LINSTOR has no watch.
-	satellitePoll = 5 * time.Second
+	// LINSTOR has no watch (a ReplicationUpgrade's default poll, within the 3 s a node's
+	// rollout may take beyond its reboot and soak).
+	satellitePoll = 2 * time.Second
 )
 
 // linstorUnchecked is what the Preflight says when the operator has no LINSTOR gate.
