@@ -14,5 +14,5 @@ import (
 
 // OSVersionPolicy moves the selected Kairos nodes to one OS image, proven booted node by node.
 var OSVersionPolicy = register(osupgrade.Descriptor, &osversionpolicy.Reconciler{}, func(mgr ctrl.Manager, o Options) error {
-	return (&osversionpolicy.Reconciler{Deps: o.Deps, AgentNamespace: o.AgentNamespace}).SetupWithManager(mgr)
+	return (&osversionpolicy.Reconciler{Deps: o.Deps, AgentNamespace: o.AgentNamespace, LINSTOR: o.LINSTOR}).SetupWithManager(mgr)
 })

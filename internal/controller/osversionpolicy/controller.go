@@ -27,6 +27,7 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/bondflip"
+	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/nodecordon"
 	"github.com/spectrocloud/nodewright/internal/osupgrade"
 	"github.com/spectrocloud/nodewright/internal/vmprotect"
@@ -60,8 +61,13 @@ type Reconciler struct {
 	// AgentNamespace is where the node agents run their NodeOperations and keep their
 	// heartbeat Leases; without it no policy can start (its Preflight fails saying so).
 	AgentNamespace string
+	// LINSTOR is how to reach the LINSTOR gate (the operator's --linstor-gate-* flags): the
+	// Preflight and the soak read the nodes' LINSTOR satellites through it (satellite.go).
+	// Without its URL they are not checked, and the Preflight says so.
+	LINSTOR linstor.Config
 
 	engine *engine.Engine[*nwv1.OSVersionPolicy]
+	gate   gateClient
 }
 
 // SetupWithManager registers the controller.

@@ -20,7 +20,7 @@ import (
 func (r *Reconciler) soak(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
 	rec := &s.p.Status.Nodes[k-1]
 	rec.Phase = nwv1.NodeOSSoaking
-	red, err := r.health(ctx, s, rec.Name)
+	red, satelliteRed, err := r.health(ctx, s, rec.Name)
 	if err != nil {
 		return engine.Outcome{}, err
 	}
@@ -41,7 +41,12 @@ func (r *Reconciler) soak(ctx context.Context, s *scope, k int) (engine.Outcome,
 				return engine.Failed("%s", msg), nil
 			}
 			_, left := s.Deadline(limit)
-			return engine.Waiting(left+time.Second, "waiting for %s's health to be green before its soak: %s", rec.Name, red), nil
+			wait := left + time.Second
+			if satelliteRed {
+				// No watch tells of a satellite's return: LINSTOR is read again.
+				wait = min(wait, satellitePoll)
+			}
+			return engine.Waiting(wait, "waiting for %s's health to be green before its soak: %s", rec.Name, red), nil
 		}
 		rec.HealthyAt = ptr.To(s.Now)
 		return engine.Waiting(length, "%s is healthy; soaking for %s, until %s", rec.Name, length, s.Now.Add(length).UTC().Format(time.RFC3339)), nil
@@ -57,22 +62,28 @@ func (r *Reconciler) soak(ctx context.Context, s *scope, k int) (engine.Outcome,
 	return engine.Succeeded("%s stayed healthy for %s after booting the image", rec.Name, length), nil
 }
 
-// health says which of node's health gates is red, empty when all are green:
+// health says which of node's health gates is red, empty when all are green, and whether its
+// LINSTOR satellite is among them:
 //
 //   - its Node Ready;
 //   - its agent reporting: its heartbeat Lease renewed, its report not stale;
 //   - every DRBD resource of every node of the policy connected and UpToDate, so on both
 //     sides of each of the node's connections, with quorum (no volume reporting quorum:no),
 //     and each node reporting as many resources as it had at the Preflight (a node whose DRBD
-//     did not come back reports none).
-func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string, error) {
+//     did not come back reports none);
+//   - with a LINSTOR gate, its LINSTOR satellite ONLINE, LINSTOR knowing it and answering
+//     (satellitesRed). Without one, this gate is not checked (the Preflight says so).
+//
+// The satellite is read at every reconcile of the soak: the agents' reports and heartbeat
+// Lease renewals (every node's, every 10 s by default) wake it.
+func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string, bool, error) {
 	var red []string
 	var n corev1.Node
 	switch err := r.Client.Get(ctx, clientKey(node), &n); {
 	case apierrors.IsNotFound(err):
 		red = append(red, fmt.Sprintf("there is no Node %s", node))
 	case err != nil:
-		return "", fmt.Errorf("reading Node %s: %w", node, err)
+		return "", false, fmt.Errorf("reading Node %s: %w", node, err)
 	case !ready(&n):
 		red = append(red, fmt.Sprintf("Node %s is not Ready", node))
 	}
@@ -90,7 +101,11 @@ func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string,
 			red = append(red, msg)
 		}
 	}
-	return strings.Join(red, "; "), nil
+	satellite, _ := r.satellitesRed(ctx, node)
+	if satellite != "" {
+		red = append(red, satellite)
+	}
+	return strings.Join(red, "; "), satellite != "", nil
 }
 
 // drbdRed says what of node's DRBD is not connected and UpToDate, or has lost quorum, as its

@@ -26,7 +26,9 @@ func clientKey(name string) client.ObjectKey { return client.ObjectKey{Name: nam
 //     entry;
 //   - every DRBD resource of every node is connected and UpToDate;
 //   - the VMs on the nodes it upgrades can be protected as spec.vmProtection says
-//     (internal/vmprotect).
+//     (internal/vmprotect);
+//   - with a LINSTOR gate, every node's LINSTOR satellite is ONLINE (the soak checks it
+//     again); without one, its message says that the satellites are not checked.
 func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, error) {
 	p := s.p
 	if r.AgentNamespace == "" {
@@ -95,6 +97,14 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	if msg, err := r.vms(s).Check(ctx, upgrading, len(cluster.Items)); err != nil || msg != "" {
 		return engine.Failed("%s", msg), err
 	}
+	names := make([]string, len(p.Status.Nodes))
+	for i, n := range p.Status.Nodes {
+		names[i] = n.Name
+	}
+	satellites, checked := r.satellitesRed(ctx, names...)
+	if satellites != "" {
+		return engine.Failed("%s; every node's LINSTOR satellite must be ONLINE before an upgrade starts", satellites), nil
+	}
 	msg := fmt.Sprintf("%s to %s, in this order: %s", "upgrading", osupgrade.Repository(p.Spec.Image), strings.Join(toDo, ", "))
 	if len(toDo) == 0 {
 		msg = "every node already runs " + osupgrade.Repository(p.Spec.Image)
@@ -110,6 +120,10 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	}
 	if len(acked) > 0 {
 		msg += fmt.Sprintf("; tried again, as %s acknowledged: %s", p.Annotations[nwv1.AnnotationAcknowledgedBy], strings.Join(acked, ", "))
+	}
+	if !checked {
+		// First: a long list of nodes may be cut from the end of the step's message.
+		msg = linstorUnchecked + "; " + msg
 	}
 	return engine.Succeeded("%s", msg), nil
 }
