@@ -90,6 +90,19 @@ type Node struct {
 	Deadline func(time.Duration) (passed bool, left time.Duration)
 }
 
+// served reports whether the cluster serves KubeVirt's VMIs. It asks with the kind the
+// Preflight's check already asked for: a first request for a kind the cluster does not serve
+// costs a discovery of the API server's groups (about a second), once per kind.
+func (w *Workflow) served(ctx context.Context) (bool, error) {
+	var list virtv1.VirtualMachineInstanceList
+	if err := w.Reader.List(ctx, &list, client.Limit(1)); meta.IsNoMatchError(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // vmisOn lists the VMIs placed on nodes that have not ended; ok is false when the cluster does
 // not serve KubeVirt.
 func (w *Workflow) vmisOn(ctx context.Context, nodes ...string) ([]virtv1.VirtualMachineInstance, bool, error) {
@@ -174,6 +187,9 @@ func (w *Workflow) Protect(ctx context.Context, n Node) (engine.Outcome, error) 
 		return engine.Skipped(w.None, n.Name), nil
 	case nwv1.VMProtectionStop:
 		return w.stop(ctx, n)
+	}
+	if served, err := w.served(ctx); err != nil || !served {
+		return engine.Skipped(noKubeVirt), err
 	}
 	tag := tagOut
 	if n.Rollback {
@@ -293,6 +309,9 @@ func (w *Workflow) Restore(ctx context.Context, n Node) (engine.Outcome, error) 
 		return engine.Skipped("vmProtection None: nothing to restore on %s", n.Name), nil
 	case nwv1.VMProtectionStop:
 		return w.start(ctx, n)
+	}
+	if served, err := w.served(ctx); err != nil || !served {
+		return engine.Skipped(noKubeVirt), err
 	}
 	tag := tagBack
 	if n.Rollback {
