@@ -109,10 +109,11 @@ func profileInForce(t *testing.T, version string, osImages ...string) {
 // TestTheDrainAndTheUncordonAtDeletion, on one Kairos node with pods of every kind on it:
 //
 //   - the drain evicts, through the Eviction API, the pods that are neither a DaemonSet's, nor
-//     mirror pods, nor in the agents' or the operator's namespace, nor ended; it records them in
-//     status.nodes[].drained and waits until they are gone; a pod whose disruption budget
-//     refuses its eviction keeps it waiting, saying so; once drainTimeout has passed (the
-//     engine's clock is moved past it) the step fails naming the pod;
+//     mirror pods, nor in the agents' or the operator's namespace, nor ended, and one bound to
+//     the node after it began; it records them in status.nodes[].drained and waits until they
+//     are gone, not merely terminating; a pod whose disruption budget refuses its eviction
+//     keeps it waiting, saying so; once drainTimeout has passed (the engine's clock is moved
+//     past it) the step fails naming the pod;
 //   - that policy deleted, it uncordons the node it cordoned and drained, never staged;
 //   - a node a person cordoned before stays cordoned when such a policy is deleted;
 //   - a node that staged the image (and fell back) stays cordoned when its policy is
@@ -175,11 +176,21 @@ func TestTheDrainAndTheUncordonAtDeletion(t *testing.T) {
 		if c := podCondition(a, corev1.DisruptionTarget); c == nil || c.Reason != "EvictionByEvictionAPI" {
 			t.Errorf("app-a's condition %s: %+v; want it evicted through the Eviction API", corev1.DisruptionTarget, c)
 		}
-		// Its kubelet confirms the deletion: the drain waits for app-b alone.
+		// A pod bound to the node since (its nodeName set: the cordon does not stop it) is
+		// evicted by a later pass, which still waits for app-a, terminating.
+		drained = append(drained, pods.run(apps, "app-c", corev1.PodRunning, nil))
+		s.drainSays(first, fmt.Sprintf("draining %s: waiting for %s, %s, %s to go; refused for now by their disruption budgets: %s",
+			node, drained[0], drained[1], drained[2], drained[1]))
+		if got := s.node(first).Drained; strings.Join(got, ",") != strings.Join(drained, ",") {
+			t.Errorf("status.nodes[0].drained %v; want %v", got, drained)
+		}
+		// Their kubelet confirms their deletion: the drain waits for app-b alone.
 		pods.playKubelet()
 		s.drainSays(first, fmt.Sprintf("draining %s: waiting for %s to go; refused for now by their disruption budgets: %s", node, drained[1], drained[1]))
-		if a := pods.get(drained[0]); a != nil {
-			t.Errorf("app-a is still there: %+v", a.ObjectMeta)
+		for _, pod := range []string{drained[0], drained[2]} {
+			if p := pods.get(pod); p != nil {
+				t.Errorf("%s is still there: %+v", pod, p.ObjectMeta)
+			}
 		}
 		for _, pod := range append(survivors, drained[1]) {
 			if p := pods.get(pod); p == nil || p.DeletionTimestamp != nil {
