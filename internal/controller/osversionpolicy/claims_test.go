@@ -3,7 +3,9 @@ package osversionpolicy_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,9 +113,10 @@ func profileInForce(t *testing.T, version string, osImages ...string) {
 //   - the drain evicts, through the Eviction API, the pods that are neither a DaemonSet's, nor
 //     mirror pods, nor in the agents' or the operator's namespace, nor ended, and one bound to
 //     the node after it began; it records them in status.nodes[].drained and waits until they
-//     are gone, not merely terminating; a pod whose disruption budget refuses its eviction
-//     keeps it waiting, saying so; once drainTimeout has passed (the engine's clock is moved
-//     past it) the step fails naming the pod;
+//     are gone, not merely terminating; a pod whose namespace is being deleted (which refuses
+//     its eviction) is waited for; a pod whose disruption budget refuses its eviction keeps it
+//     waiting, saying so; once drainTimeout has passed (the engine's clock is moved past it)
+//     the step fails naming the pod;
 //   - that policy deleted, it uncordons the node it cordoned and drained, never staged;
 //   - a node a person cordoned before stays cordoned when such a policy is deleted;
 //   - a node that staged the image (and fell back) stays cordoned when its policy is
@@ -125,7 +128,8 @@ func TestTheDrainAndTheUncordonAtDeletion(t *testing.T) {
 	clock := &shiftedClock{}
 	s.startOperatorAt(clock)
 	apps := env.Namespace(t)
-	pods := podsOn(t, node)
+	pods := podsOn(node)
+	startKubelet := pods.kubelet(t)
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "node-exporter"}, Spec: appsv1.DaemonSetSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "node-exporter"}},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "node-exporter"}},
@@ -133,18 +137,29 @@ func TestTheDrainAndTheUncordonAtDeletion(t *testing.T) {
 	if err := env.Client.Create(ctx, ds); err != nil {
 		t.Fatal(err)
 	}
-	drained := []string{pods.run(apps, "app-a", corev1.PodRunning, nil), pods.run(apps, "app-b", corev1.PodRunning, nil)}
+	appA, appB := pods.run(t, apps, "app-a", corev1.PodRunning, nil), pods.run(t, apps, "app-b", corev1.PodRunning, nil)
 	survivors := []string{
-		pods.run(apps, "node-exporter-x1", corev1.PodRunning, func(p *corev1.Pod) {
+		pods.run(t, apps, "node-exporter-x1", corev1.PodRunning, func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: ds.Name, UID: ds.UID, Controller: ptr.To(true)}}
 		}),
-		pods.run(apps, "kube-vip-"+node, corev1.PodRunning, func(p *corev1.Pod) {
+		pods.run(t, apps, "kube-vip-"+node, corev1.PodRunning, func(p *corev1.Pod) {
 			p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "c0ffee"}
 		}),
-		pods.run(apps, "backup-done", corev1.PodSucceeded, nil),
-		pods.run(apps, "backup-failed", corev1.PodFailed, nil),
-		pods.run(s.ns, "agent-helper", corev1.PodRunning, nil),
-		pods.run(s.lockNS, "operator", corev1.PodRunning, nil),
+		pods.run(t, apps, "backup-done", corev1.PodSucceeded, nil),
+		pods.run(t, apps, "backup-failed", corev1.PodFailed, nil),
+		pods.run(t, s.ns, "agent-helper", corev1.PodRunning, nil),
+		pods.run(t, s.lockNS, "operator", corev1.PodRunning, nil),
+	}
+	// A pod whose namespace is being deleted: the API server refuses any eviction in it
+	// (Forbidden, NamespaceTerminating) until the namespace controller, which does not run
+	// here, has deleted it.
+	leaving := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "osdrain-leaving-"}}
+	if err := env.Client.Create(ctx, leaving); err != nil {
+		t.Fatal(err)
+	}
+	cron := pods.run(t, leaving.Name, "cron-1", corev1.PodRunning, nil)
+	if err := env.Client.Delete(ctx, leaving); err != nil {
+		t.Fatal(err)
 	}
 	budget := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: apps, Name: "app-b"}, Spec: policyv1.PodDisruptionBudgetSpec{
 		MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "app-b"}}}}
@@ -163,13 +178,11 @@ func TestTheDrainAndTheUncordonAtDeletion(t *testing.T) {
 	var first *nwv1.OSVersionPolicy
 	ok := t.Run("the drain evicts through the Eviction API, waits on a budget and fails at its timeout", func(t *testing.T) {
 		first = s.policy("osdrain", newVersion, soakFor, 2*time.Minute)
-		// Evicted, app-a waits for its kubelet (none has run yet); app-b's budget refuses.
-		s.drainSays(first, fmt.Sprintf("draining %s: waiting for %s, %s to go; refused for now by their disruption budgets: %s",
-			node, drained[0], drained[1], drained[1]))
-		if got := s.node(first).Drained; strings.Join(got, ",") != strings.Join(drained, ",") {
-			t.Errorf("status.nodes[0].drained %v; want %v", got, drained)
-		}
-		a := pods.get(drained[0])
+		// Evicted, app-a waits for its kubelet (none has run yet); app-b's budget refuses; the
+		// cron pod's namespace refuses.
+		drainSays(t, first, waitingFor(node, []string{appA, appB, cron}, appB))
+		drained(t, first, appA, appB, cron)
+		a := pods.get(t, appA)
 		if a == nil || a.DeletionTimestamp == nil {
 			t.Fatalf("app-a is not being deleted: %+v", a)
 		}
@@ -178,22 +191,24 @@ func TestTheDrainAndTheUncordonAtDeletion(t *testing.T) {
 		}
 		// A pod bound to the node since (its nodeName set: the cordon does not stop it) is
 		// evicted by a later pass, which still waits for app-a, terminating.
-		drained = append(drained, pods.run(apps, "app-c", corev1.PodRunning, nil))
-		s.drainSays(first, fmt.Sprintf("draining %s: waiting for %s, %s, %s to go; refused for now by their disruption budgets: %s",
-			node, drained[0], drained[1], drained[2], drained[1]))
-		if got := s.node(first).Drained; strings.Join(got, ",") != strings.Join(drained, ",") {
-			t.Errorf("status.nodes[0].drained %v; want %v", got, drained)
+		appC := pods.run(t, apps, "app-c", corev1.PodRunning, nil)
+		drainSays(t, first, waitingFor(node, []string{appA, appB, appC, cron}, appB))
+		drained(t, first, appA, appB, appC, cron)
+		// Their kubelet confirms their deletion; then the namespace controller deletes the cron
+		// pod: the drain waits for app-b alone.
+		startKubelet()
+		drainSays(t, first, waitingFor(node, []string{appB, cron}, appB))
+		if err := env.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: leaving.Name, Name: "cron-1"}}); err != nil {
+			t.Fatal(err)
 		}
-		// Their kubelet confirms their deletion: the drain waits for app-b alone.
-		pods.playKubelet()
-		s.drainSays(first, fmt.Sprintf("draining %s: waiting for %s to go; refused for now by their disruption budgets: %s", node, drained[1], drained[1]))
-		for _, pod := range []string{drained[0], drained[2]} {
-			if p := pods.get(pod); p != nil {
+		drainSays(t, first, waitingFor(node, []string{appB}, appB))
+		for _, pod := range []string{appA, appC, cron} {
+			if p := pods.get(t, pod); p != nil {
 				t.Errorf("%s is still there: %+v", pod, p.ObjectMeta)
 			}
 		}
-		for _, pod := range append(survivors, drained[1]) {
-			if p := pods.get(pod); p == nil || p.DeletionTimestamp != nil {
+		for _, pod := range append(survivors, appB) {
+			if p := pods.get(t, pod); p == nil || p.DeletionTimestamp != nil {
 				t.Errorf("%s was deleted, or is being deleted", pod)
 			}
 		}
@@ -201,15 +216,15 @@ func TestTheDrainAndTheUncordonAtDeletion(t *testing.T) {
 		clock.shift(drainTimeout + time.Minute)
 		first = s.ended(first, nwv1.WorkflowFailed)
 		clock.shift(0)
-		drain := part(s.node(first), osupgrade.Drain)
-		want := fmt.Sprintf("%s (node 1): not drained within %s: %s still there; refused by their disruption budgets: %s", node, drainTimeout, drained[1], drained[1])
+		drain := part(firstNode(t, first), osupgrade.Drain)
+		want := fmt.Sprintf("%s (node 1): not drained within %s: %s still there; refused by their disruption budgets: %s", node, drainTimeout, appB, appB)
 		if drain == nil || drain.State != nwv1.StepFailed || drain.Message != want {
 			t.Errorf("the Drain: %+v; want it Failed saying %q", drain, want)
 		}
-		if n := s.node(first); n.Phase != nwv1.NodeOSFailed || part(n, osupgrade.Stage) != nil {
+		if n := firstNode(t, first); n.Phase != nwv1.NodeOSFailed || part(n, osupgrade.Stage) != nil {
 			t.Errorf("%s: %s, parts %+v; want Failed, never staged", node, n.Phase, n.Parts)
 		}
-		if p := pods.get(drained[1]); p == nil || p.DeletionTimestamp != nil {
+		if p := pods.get(t, appB); p == nil || p.DeletionTimestamp != nil {
 			t.Errorf("app-b, which its budget protects, was deleted")
 		}
 	})
@@ -236,11 +251,11 @@ func TestTheDrainAndTheUncordonAtDeletion(t *testing.T) {
 	ok = t.Run("deleted, it leaves the cordon a person made before", func(t *testing.T) {
 		cordon(t, node, true)
 		p := s.policy("osdrain-person", newVersion, soakFor, 2*time.Minute)
-		s.drainSays(p, fmt.Sprintf("draining %s: waiting for %s to go; refused for now by their disruption budgets: %s", node, drained[1], drained[1]))
+		drainSays(t, p, waitingFor(node, []string{appB}, appB))
 		clock.shift(drainTimeout + time.Minute)
 		p = s.ended(p, nwv1.WorkflowFailed)
 		clock.shift(0)
-		if c := s.node(p).Cordon; c != nwv1.NodeWasCordoned {
+		if c := firstNode(t, p).Cordon; c != nwv1.NodeWasCordoned {
 			t.Errorf("the policy recorded the cordon %q; want %s", c, nwv1.NodeWasCordoned)
 		}
 		said := deletedSaying(t, p)
@@ -264,7 +279,7 @@ func TestTheDrainAndTheUncordonAtDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := s.ended(s.policy("osdrain-staged", newVersion, soakFor, 2*time.Minute), nwv1.WorkflowFailed)
-		if n := s.node(p); n.Phase != nwv1.NodeOSFellBack || part(n, osupgrade.Stage) == nil {
+		if n := firstNode(t, p); n.Phase != nwv1.NodeOSFellBack || part(n, osupgrade.Stage) == nil {
 			t.Fatalf("%s: %s, parts %+v; want FellBack after its stage", node, n.Phase, n.Parts)
 		}
 		said := deletedSaying(t, p)
@@ -300,19 +315,19 @@ func (s *site) startOperatorAt(clk *shiftedClock) {
 	})
 }
 
-// node is the record of the policy's first node.
-func (s *site) node(p *nwv1.OSVersionPolicy) nwv1.NodeOSUpgrade {
-	s.t.Helper()
+// firstNode is the record of the policy's first node.
+func firstNode(t *testing.T, p *nwv1.OSVersionPolicy) nwv1.NodeOSUpgrade {
+	t.Helper()
 	if len(p.Status.Nodes) == 0 {
-		s.t.Fatalf("the policy records no node; steps %s", steps(p))
+		t.Fatalf("the policy records no node; steps %s", steps(p))
 	}
 	return p.Status.Nodes[0]
 }
 
 // drainSays waits until the Drain part of p's first node says msg; p is read into as it is then.
-func (s *site) drainSays(p *nwv1.OSVersionPolicy, msg string) {
-	s.t.Helper()
-	testenv.Eventually(s.t, patience, func() string {
+func drainSays(t *testing.T, p *nwv1.OSVersionPolicy, msg string) {
+	t.Helper()
+	testenv.Eventually(t, patience, func() string {
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
 			return err.Error()
 		}
@@ -321,10 +336,32 @@ func (s *site) drainSays(p *nwv1.OSVersionPolicy, msg string) {
 			drain = part(p.Status.Nodes[0], osupgrade.Drain)
 		}
 		if drain == nil || drain.Message != msg {
+			if p.Status.Phase.Finished() {
+				t.Fatalf("the policy ended %s; the Drain %+v; want it saying %q; steps %s", p.Status.Phase, drain, msg, steps(p))
+			}
 			return fmt.Sprintf("the Drain %+v; want it saying %q (phase %s, steps %s)", drain, msg, p.Status.Phase, steps(p))
 		}
 		return ""
 	})
+}
+
+// waitingFor is what the Drain says while the pods left are on node, those refused refused
+// by their disruption budgets (the pods in the order the API server lists them).
+func waitingFor(node string, left []string, refused ...string) string {
+	msg := fmt.Sprintf("draining %s: waiting for %s to go", node, strings.Join(slices.Sorted(slices.Values(left)), ", "))
+	if len(refused) > 0 {
+		msg += "; refused for now by their disruption budgets: " + strings.Join(refused, ", ")
+	}
+	return msg
+}
+
+// drained checks that status.nodes[0].drained of p lists the pods want.
+func drained(t *testing.T, p *nwv1.OSVersionPolicy, want ...string) {
+	t.Helper()
+	got := slices.Sorted(slices.Values(firstNode(t, p).Drained))
+	if !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("status.nodes[0].drained %v; want %v", got, want)
+	}
 }
 
 func stepMessage(p *nwv1.OSVersionPolicy, step string) string {
@@ -389,19 +426,16 @@ func deletedSaying(t *testing.T, p *nwv1.OSVersionPolicy) string {
 
 // nodePods are the pods the test puts on a node, and the played kubelet of that node: no
 // kubelet runs in the test, so a pod evicted (a graceful deletion) stays, terminating, until
-// playKubelet is called; from then on its deletion is confirmed, as a kubelet does once the
-// pod's containers have stopped.
-type nodePods struct {
-	t    *testing.T
-	node string
-}
+// the played kubelet is started; from then on its deletion is confirmed, as a kubelet does
+// once the pod's containers have stopped.
+type nodePods struct{ node string }
 
-func podsOn(t *testing.T, node string) *nodePods { return &nodePods{t: t, node: node} }
+func podsOn(node string) *nodePods { return &nodePods{node: node} }
 
 // run creates the pod namespace/name on the node, in phase, after change, and returns
 // "namespace/name".
-func (n *nodePods) run(namespace, name string, phase corev1.PodPhase, change func(*corev1.Pod)) string {
-	n.t.Helper()
+func (n *nodePods) run(t *testing.T, namespace, name string, phase corev1.PodPhase, change func(*corev1.Pod)) string {
+	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"app": name}},
 		Spec: corev1.PodSpec{NodeName: n.node, Containers: []corev1.Container{{Name: "c", Image: name + ":1"}}}}
@@ -409,41 +443,51 @@ func (n *nodePods) run(namespace, name string, phase corev1.PodPhase, change fun
 		change(pod)
 	}
 	if err := env.Client.Create(ctx, pod); err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
+	// Gone with the test: no namespace controller deletes it with its namespace here.
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), pod, client.GracePeriodSeconds(0))
+	})
 	pod.Status.Phase = phase
 	if phase == corev1.PodRunning {
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
 	}
 	if err := env.Client.Status().Update(ctx, pod); err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return namespace + "/" + name
 }
 
 // get is the pod "namespace/name", nil once it is gone.
-func (n *nodePods) get(key string) *corev1.Pod {
-	n.t.Helper()
+func (n *nodePods) get(t *testing.T, key string) *corev1.Pod {
+	t.Helper()
 	namespace, name, _ := strings.Cut(key, "/")
 	pod := &corev1.Pod{}
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, pod); apierrors.IsNotFound(err) {
 		return nil
 	} else if err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return pod
 }
 
-// playKubelet confirms, until the test ends, the deletion of every pod on the node that is
-// being deleted.
-func (n *nodePods) playKubelet() {
+// kubelet plays the node's kubelet until the test ends: once start is called, it confirms
+// the deletion of every pod on the node that is being deleted.
+func (n *nodePods) kubelet(t *testing.T) (start func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	n.t.Cleanup(cancel)
+	t.Cleanup(cancel)
 	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
+	started := make(chan struct{})
 	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-started:
+		}
 		for ctx.Err() == nil {
 			// A watch from no resourceVersion begins with every pod there is.
 			w, err := wc.Watch(ctx, &corev1.PodList{}, client.MatchingFields{"spec.nodeName": n.node})
@@ -462,6 +506,7 @@ func (n *nodePods) playKubelet() {
 			w.Stop()
 		}
 	}()
+	return sync.OnceFunc(func() { close(started) })
 }
 
 func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {

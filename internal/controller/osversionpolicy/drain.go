@@ -59,6 +59,9 @@ func (r *Reconciler) drain(ctx context.Context, s *scope, k int) (engine.Outcome
 		case err == nil, apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err):
 			blocked = append(blocked, name)
+		case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// Its namespace is being deleted, which refuses any eviction in it: the namespace
+			// controller deletes the pod, and the drain waits for that, as kubectl drain does.
 		default:
 			return engine.Outcome{}, fmt.Errorf("evicting %s from %s: %w", name, rec.Name, err)
 		}
