@@ -29,6 +29,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/bondflip"
 	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/nodecordon"
+	"github.com/spectrocloud/nodewright/internal/nodehealth"
 	"github.com/spectrocloud/nodewright/internal/osupgrade"
 	"github.com/spectrocloud/nodewright/internal/vmprotect"
 	"github.com/spectrocloud/nodewright/internal/workflow"
@@ -66,8 +67,8 @@ type Reconciler struct {
 	// Without its URL they are not checked, and the Preflight says so.
 	LINSTOR linstor.Config
 
-	engine *engine.Engine[*nwv1.OSVersionPolicy]
-	gate   gateClient
+	engine     *engine.Engine[*nwv1.OSVersionPolicy]
+	satellites nodehealth.Satellites
 }
 
 // SetupWithManager registers the controller.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/nodehealth"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
@@ -84,7 +85,7 @@ func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string,
 		red = append(red, fmt.Sprintf("there is no Node %s", node))
 	case err != nil:
 		return "", false, fmt.Errorf("reading Node %s: %w", node, err)
-	case !ready(&n):
+	case !nodehealth.Ready(&n):
 		red = append(red, fmt.Sprintf("Node %s is not Ready", node))
 	}
 	a := s.agents[node]
@@ -97,7 +98,7 @@ func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string,
 		red = append(red, node+"'s report is stale")
 	}
 	for _, other := range s.p.Status.Nodes {
-		if msg := drbdRed(s.agents[other.Name], other.Name, other.DRBDResources); msg != "" {
+		if msg := nodehealth.DRBDRed(s.agents[other.Name], other.Name, other.DRBDResources); msg != "" {
 			red = append(red, msg)
 		}
 	}
@@ -106,66 +107,4 @@ func (r *Reconciler) health(ctx context.Context, s *scope, node string) (string,
 		red = append(red, satellite)
 	}
 	return strings.Join(red, "; "), satellite != "", nil
-}
-
-// drbdRed says what of node's DRBD is not connected and UpToDate, or has lost quorum, as its
-// agent reports it, or that it reports fewer than the resources it had (recorded at the
-// Preflight): none at all when DRBD did not come back after a boot (no module, no state read).
-func drbdRed(a *nwv1.NodewrightAgentStatus, node string, had int32) string {
-	var d *nwv1.DRBDStatus
-	if a != nil {
-		d = a.Status.Storage
-	}
-	switch {
-	case d == nil && had > 0:
-		return fmt.Sprintf("%s: its agent reports no DRBD state; it had %d resources", node, had)
-	case d == nil:
-		return ""
-	case d.Resources < had:
-		return fmt.Sprintf("%s: its agent reports %d DRBD resources; it had %d", node, d.Resources, had)
-	}
-	var lost []string
-	for _, res := range d.ResourceStatuses {
-		for _, v := range res.Volumes {
-			if v.NoQuorum {
-				lost = append(lost, fmt.Sprintf("%s/%d", res.Name, v.Volume))
-			}
-		}
-	}
-	if len(lost) > 0 {
-		return fmt.Sprintf("%s: DRBD lost quorum on %s", node, strings.Join(lost, ", "))
-	}
-	if d.Connected == d.Resources && d.UpToDate == d.Resources {
-		return ""
-	}
-	var down []string
-	for _, res := range d.ResourceStatuses {
-		for _, p := range res.Peers {
-			if p.ConnectionState != "Connected" {
-				down = append(down, fmt.Sprintf("%s to %s %s", res.Name, p.Name, p.ConnectionState))
-			}
-		}
-		for _, v := range res.Volumes {
-			if !v.Client && v.DiskState != "UpToDate" {
-				down = append(down, fmt.Sprintf("%s/%d %s", res.Name, v.Volume, v.DiskState))
-			}
-		}
-	}
-	msg := fmt.Sprintf("%s: %d of %d DRBD resources connected, %d UpToDate", node, d.Connected, d.Resources, d.UpToDate)
-	if len(down) > 0 {
-		if len(down) > 4 {
-			down = append(down[:4], "...")
-		}
-		msg += " (" + strings.Join(down, ", ") + ")"
-	}
-	return msg
-}
-
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/nodehealth"
 	"github.com/spectrocloud/nodewright/internal/osimage"
 	"github.com/spectrocloud/nodewright/internal/osupgrade"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
@@ -74,7 +75,7 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		case a.Status.OS.BootID == "":
 			return engine.Failed("%s: its agent reports no boot ID: its reboot could not be proven", n.Name), nil
 		}
-		if msg := drbdRed(a, n.Name, 0); msg != "" {
+		if msg := nodehealth.DRBDRed(a, n.Name, 0); msg != "" {
 			return engine.Failed("%s; every resource must be connected and UpToDate before an upgrade starts", msg), nil
 		}
 		if a.Status.Storage != nil {

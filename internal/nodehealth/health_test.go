@@ -1,4 +1,4 @@
-package osversionpolicy
+package nodehealth
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/drbd"
 )
 
-// drbdRed reads the agent's report as the agent makes it (agent.DRBDStatus) from DRBD's own
+// DRBDRed reads the agent's report as the agent makes it (agent.DRBDStatus) from DRBD's own
 // state: connected and UpToDate is green; a lost quorum, a peer not connected, a disk not
 // UpToDate, or fewer resources than at the Preflight is red, naming what.
 func TestDRBDRedNamesWhatIsNotHealthy(t *testing.T) {
@@ -36,7 +36,7 @@ func TestDRBDRedNamesWhatIsNotHealthy(t *testing.T) {
 		{"fewer than before", report(), 2, "edge-1: its agent reports 0 DRBD resources; it had 2"},
 		{"none reported", &nwv1.NodewrightAgentStatus{}, 2, "edge-1: its agent reports no DRBD state; it had 2 resources"},
 	} {
-		if got := drbdRed(c.a, "edge-1", c.had); got != c.want {
+		if got := DRBDRed(c.a, "edge-1", c.had); got != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -46,7 +46,7 @@ func TestDRBDRedNamesWhatIsNotHealthy(t *testing.T) {
 // ha-cluster-exporter, internal/drbd/testdata/status), parsed as the agent parses
 // drbdsetup status --json and reported as it reports, is red naming that one.
 func TestDRBDRedSeesQuorumLostInAStatus(t *testing.T) {
-	raw, err := os.ReadFile("../../drbd/testdata/status/ha-cluster-exporter-two-resources.json")
+	raw, err := os.ReadFile("../drbd/testdata/status/ha-cluster-exporter-two-resources.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestDRBDRedSeesQuorumLostInAStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := &nwv1.NodewrightAgentStatus{Status: nwv1.NodewrightAgentStatusStatus{Storage: agent.DRBDStatus(resources)}}
-	if got, want := drbdRed(a, "edge-1", 2), "edge-1: DRBD lost quorum on 1-single-1/0"; got != want {
+	if got, want := DRBDRed(a, "edge-1", 2), "edge-1: DRBD lost quorum on 1-single-1/0"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
 }
