@@ -40,6 +40,7 @@ import (
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/controller/agentstatus"
+	"github.com/spectrocloud/nodewright/internal/controller/bootrecoverypolicy"
 	"github.com/spectrocloud/nodewright/internal/controller/clusterspec"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
@@ -319,6 +320,14 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		AgentNamespace: o.AgentNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightAgentStatus controller: %w", err)
 	}
+	gate, err := o.linstorConfig()
+	if err != nil {
+		return err
+	}
+	if err := (&bootrecoverypolicy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Audit: trail, Actor: actor,
+		AgentNamespace: o.AgentNamespace, LINSTOR: gate}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the BootRecoveryPolicy controller: %w", err)
+	}
 	if o.ClusterSpec != "" {
 		cm, _ := splitName(o.ClusterSpec)
 		if err := (&clusterspec.Reconciler{Client: mgr.GetClient(), Recorder: recorder, ConfigMap: cm}).SetupWithManager(mgr); err != nil {
@@ -347,10 +356,6 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	// The workflow kinds (internal/workflows). Those that change nodes through their agents
 	// have no controller without them (no --agent-namespace, an older chart's role), and
 	// admission refuses them (the cluster cannot be Managed).
-	gate, err := o.linstorConfig()
-	if err != nil {
-		return err
-	}
 	wo := workflows.Options{Deps: engine.Deps{Recorder: recorder, Audit: trail, Actor: actor, LockNamespace: o.workflowNamespace(), Discovery: apis},
 		AgentNamespace: o.AgentNamespace, CopyImage: o.CopyImage, LINSTOR: gate}
 	for _, k := range workflows.All() {

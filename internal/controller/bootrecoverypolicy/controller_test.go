@@ -1,0 +1,415 @@
+package bootrecoverypolicy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit/audittest"
+	"github.com/spectrocloud/nodewright/internal/controller/bootrecoverypolicy"
+	"github.com/spectrocloud/nodewright/internal/nodecordon"
+	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+// The policy's tests run its controller against a real API server, as the operator's user
+// under the chart's admission policies (its cordon of a node in recovery passes them). The
+// nodes' reports are written as an agent writes them (the agent reads a played Kairos host's
+// boot into the same fields: internal/agent's and test/site/siteagent/kairossite's tests).
+
+var env = testenv.New()
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// patience bounds every wait: only a stuck test reaches it.
+const patience = 3 * time.Minute
+
+const (
+	oldImage = "quay.io/kairos/ubuntu:24.04-standard-amd64-generic-v3.4.2-k3sv1.32.4-k3s1"
+	newImage = "quay.io/kairos/ubuntu:24.04-standard-amd64-generic-v3.5.0-k3sv1.32.4-k3s1"
+	digest   = "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+)
+
+// cluster is the test's nodes, their agents' reports and heartbeat Leases, and the controller.
+type cluster struct {
+	t     *testing.T
+	ns    string
+	trail *audittest.Memory
+	clock *clocktesting.FakePassiveClock
+}
+
+func start(t *testing.T, nodes ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, ns: env.Namespace(t), trail: &audittest.Memory{}, clock: clocktesting.NewFakePassiveClock(time.Now())}
+	ctx := context.Background()
+	for _, name := range nodes {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := env.Client.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		if err := env.Client.Status().Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](3600), RenewTime: &metav1.MicroTime{Time: time.Now()}}}
+		if err := env.Client.Create(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+			_ = env.Client.Delete(context.Background(), &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		})
+	}
+	asOperator := env.AsOperatorUnderPolicies(t, "nodewright-system")
+	env.StartManagerAsWithCache(t, asOperator, operator.CacheOptions(operator.Scope{Agent: c.ns}), func(_ context.Context, mgr manager.Manager) error {
+		return (&bootrecoverypolicy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("bootrecovery-test"),
+			Audit: c.trail, Actor: "nodewright-operator", AgentNamespace: c.ns, Clock: c.clock}).SetupWithManager(mgr)
+	})
+	p := &nwv1.BootRecoveryPolicy{ObjectMeta: metav1.ObjectMeta{Name: nwv1.BootRecoveryPolicyName}}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), p) })
+	return c
+}
+
+// report writes node's agent report of its Kairos boot (and its DRBD, when d is set).
+func (c *cluster) report(node, bootID string, k nwv1.KairosStatus, d *nwv1.DRBDStatus) {
+	c.t.Helper()
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		a := &nwv1.NodewrightAgentStatus{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: node}, a); err != nil {
+			a = &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: node}}
+			if err := env.Client.Create(ctx, a); err != nil {
+				return err
+			}
+		}
+		a.Status.Heartbeat = nwv1.HeartbeatStatus{LastSeen: ptr.To(metav1.Now())}
+		a.Status.OS = &nwv1.HostOSStatus{Kind: nwv1.HostOSKairos, BootID: bootID, Kairos: k.DeepCopy()}
+		a.Status.Storage = d
+		return env.Client.Status().Update(ctx, a)
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// policy waits until the policy's status satisfies check ("" when it does, else why not).
+func policy(t *testing.T, check func(p *nwv1.BootRecoveryPolicy) string) *nwv1.BootRecoveryPolicy {
+	t.Helper()
+	var p *nwv1.BootRecoveryPolicy
+	testenv.Eventually(t, patience, func() string {
+		p = &nwv1.BootRecoveryPolicy{}
+		if err := env.Client.Get(context.Background(), bootrecoverypolicy.Key, p); err != nil {
+			return err.Error()
+		}
+		return check(p)
+	})
+	return p
+}
+
+func nodeOf(p *nwv1.BootRecoveryPolicy, name string) *nwv1.NodeBootRecord {
+	for i := range p.Status.Nodes {
+		if p.Status.Nodes[i].Name == name {
+			return &p.Status.Nodes[i]
+		}
+	}
+	return nil
+}
+
+func condition(p *nwv1.BootRecoveryPolicy, typ string) string {
+	c := meta.FindStatusCondition(p.Status.Conditions, typ)
+	if c == nil {
+		return "absent"
+	}
+	return string(c.Status) + " " + c.Reason + ": " + c.Message
+}
+
+// event waits for a policy Event with reason whose message contains what.
+func event(t *testing.T, reason, what string) {
+	t.Helper()
+	testenv.Eventually(t, patience, func() string {
+		var list corev1.EventList
+		if err := env.Client.List(context.Background(), &list); err != nil {
+			return err.Error()
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.InvolvedObject.Kind == "BootRecoveryPolicy" && e.Reason == reason {
+				if strings.Contains(e.Message, what) {
+					return ""
+				}
+				seen = append(seen, e.Message)
+			}
+		}
+		return fmt.Sprintf("no %s Event saying %q; seen %q", reason, what, seen)
+	})
+}
+
+// gauge is the value of a metric of the policy's, for the labels given (summed over others).
+func gauge(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			for k, v := range labels {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || (l.GetName() == k && l.GetValue() == v)
+				}
+				if !found {
+					continue metric
+				}
+			}
+			total += m.GetGauge().GetValue()
+		}
+	}
+	return total
+}
+
+func annotate(t *testing.T, values map[string]string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &nwv1.BootRecoveryPolicy{}
+		if err := env.Client.Get(context.Background(), bootrecoverypolicy.Key, p); err != nil {
+			return err
+		}
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		for k, v := range values {
+			p.Annotations[k] = v
+		}
+		return env.Client.Update(context.Background(), p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func healthyDRBD() *nwv1.DRBDStatus {
+	return &nwv1.DRBDStatus{Resources: 2, Connected: 2, UpToDate: 2}
+}
+
+// TestBootRecovery: the policy names a fallback and pins the node until a person acknowledges
+// that boot (a later fallback is not acknowledged in advance); cordons a node that boots its
+// recovery system and lifts only its own cordon once the node boots its active image; and
+// alerts a boot whose health (DRBD that never reconnects) is not green in time, while a boot
+// whose health is green passes.
+func TestBootRecovery(t *testing.T) {
+	c := start(t, "br-1", "br-2", "br-3")
+	active := nwv1.KairosStatus{BootEntry: nwv1.KairosBootActive, Image: oldImage, BootAssessment: &nwv1.KairosBootAssessment{}}
+	for _, n := range []string{"br-1", "br-2", "br-3"} {
+		c.report(n, n+"-boot-0", active, healthyDRBD())
+	}
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if len(p.Status.Nodes) != 3 || condition(p, nwv1.ConditionFellBack)[:5] != "False" {
+			return fmt.Sprintf("nodes %+v, FellBack %s", p.Status.Nodes, condition(p, nwv1.ConditionFellBack))
+		}
+		for _, n := range p.Status.Nodes {
+			if n.PostBootHealth == nil || n.PostBootHealth.PassedAt == nil {
+				return fmt.Sprintf("%s's post-boot health %+v; want passed", n.Name, n.PostBootHealth)
+			}
+		}
+		return ""
+	})
+
+	t.Run("a fallback is named, pins the node, and is acknowledged by its boot", func(t *testing.T) {
+		seen := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+		fb := &nwv1.KairosFallback{FromImage: newImage + digest, ToImage: oldImage, BootID: "br-1-boot-1", SeenAt: seen}
+		c.report("br-1", "br-1-boot-1", nwv1.KairosStatus{BootEntry: nwv1.KairosBootPassive, Image: oldImage, UpgradeFailure: true,
+			BootAssessment: &nwv1.KairosBootAssessment{Enabled: true}, LastFallback: fb}, healthyDRBD())
+		want := fmt.Sprintf("br-1 fell back from %s to %s at boot br-1-boot-1", newImage+digest, oldImage)
+		p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+			n := nodeOf(p, "br-1")
+			if n == nil || n.LastFallback == nil || n.PinnedImage != oldImage || p.Status.FellBack != "br-1" ||
+				!strings.Contains(condition(p, nwv1.ConditionFellBack), want) {
+				return fmt.Sprintf("br-1 %+v, fellBack %q, FellBack %s", n, p.Status.FellBack, condition(p, nwv1.ConditionFellBack))
+			}
+			return ""
+		})
+		if n := nodeOf(p, "br-1"); n.BootEntry != nwv1.KairosBootPassive || !n.UpgradeFailure || n.Acknowledged != nil {
+			t.Errorf("br-1 %+v; want Passive, upgradeFailure, not acknowledged", n)
+		}
+		event(t, bootrecoverypolicy.ReasonFellBack, want)
+		rec := c.trail.Find(nwv1.BootRecoveryPolicyName, oldImage)
+		if rec == nil || rec.Action != bootrecoverypolicy.ActionFellBack || rec.From != newImage+digest || !strings.Contains(rec.Message, want) {
+			t.Errorf("the audit record of the fallback is %+v; want %s from %s to %s saying %q", rec, bootrecoverypolicy.ActionFellBack, newImage+digest, oldImage, want)
+		}
+		if g := gauge(t, "nodewright_node_boot_fallback", map[string]string{"node": "br-1", "from_image": newImage + digest}); g != 1 {
+			t.Errorf("nodewright_node_boot_fallback{node=br-1} = %v; want 1", g)
+		}
+
+		annotate(t, map[string]string{nwv1.AnnotationAcknowledgeFallback: "br-1@br-1-boot-1", nwv1.AnnotationAcknowledgedBy: "alice"})
+		p = policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+			n := nodeOf(p, "br-1")
+			if n.Acknowledged == nil || n.PinnedImage != "" || p.Status.FellBack != "" || !strings.HasPrefix(condition(p, nwv1.ConditionFellBack), "False") {
+				return fmt.Sprintf("br-1 %+v, FellBack %s", n, condition(p, nwv1.ConditionFellBack))
+			}
+			return ""
+		})
+		if a := nodeOf(p, "br-1").Acknowledged; a.By != "alice" || a.BootID != "br-1-boot-1" {
+			t.Errorf("acknowledged %+v; want by alice, boot br-1-boot-1", a)
+		}
+		if rec := c.trail.Find(nwv1.BootRecoveryPolicyName, "Acknowledged"); rec == nil || rec.Action != bootrecoverypolicy.ActionFallbackAcknowledged {
+			t.Errorf("the acknowledgement's audit record is %+v", rec)
+		}
+		if g := gauge(t, "nodewright_node_boot_fallback", map[string]string{"node": "br-1"}); g != 0 {
+			t.Errorf("nodewright_node_boot_fallback{node=br-1} = %v after the acknowledgement; want 0", g)
+		}
+
+		// The node falls back again, at another boot: the acknowledgement of the first does
+		// not hold for it.
+		fb2 := &nwv1.KairosFallback{FromImage: newImage + digest, ToImage: oldImage, BootID: "br-1-boot-3", SeenAt: seen}
+		c.report("br-1", "br-1-boot-3", nwv1.KairosStatus{BootEntry: nwv1.KairosBootPassive, Image: oldImage, UpgradeFailure: true,
+			BootAssessment: &nwv1.KairosBootAssessment{}, LastFallback: fb2}, healthyDRBD())
+		policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+			n := nodeOf(p, "br-1")
+			if n.Acknowledged != nil || n.PinnedImage != oldImage || p.Status.FellBack != "br-1" {
+				return fmt.Sprintf("br-1 %+v after its second fallback; want it pinned, not acknowledged", n)
+			}
+			return ""
+		})
+		annotate(t, map[string]string{nwv1.AnnotationAcknowledgeFallback: "br-1@br-1-boot-3"})
+		policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+			if n := nodeOf(p, "br-1"); n.Acknowledged == nil || n.PinnedImage != "" {
+				return fmt.Sprintf("br-1 %+v; want the second fallback acknowledged", n)
+			}
+			return ""
+		})
+	})
+
+	t.Run("a recovery boot is cordoned and alerted; only the policy's cordon is lifted", func(t *testing.T) {
+		// br-3 was cordoned by a person before it booted its recovery system.
+		cordon(t, "br-3", "")
+		recovery := nwv1.KairosStatus{BootEntry: nwv1.KairosBootRecovery, Image: oldImage}
+		c.report("br-2", "br-2-boot-1", recovery, nil)
+		c.report("br-3", "br-3-boot-1", recovery, nil)
+		p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+			if nodeOf(p, "br-2").Cordon != nwv1.NodeCordoned || nodeOf(p, "br-3").Cordon != nwv1.NodeWasCordoned || p.Status.Recovery != "br-2,br-3" {
+				return fmt.Sprintf("br-2 %+v, br-3 %+v, recovery %q", nodeOf(p, "br-2"), nodeOf(p, "br-3"), p.Status.Recovery)
+			}
+			return ""
+		})
+		if got := condition(p, nwv1.ConditionRecoveryBoot); !strings.HasPrefix(got, "True") {
+			t.Errorf("RecoveryBoot %s; want True", got)
+		}
+		if on, by := cordoned(t, "br-2"); !on || by != bootrecoverypolicy.CordonedBy {
+			t.Errorf("br-2 cordoned %v by %q; want cordoned by %s", on, by, bootrecoverypolicy.CordonedBy)
+		}
+		event(t, bootrecoverypolicy.ReasonRecoveryBoot, "br-2 booted its recovery system (boot br-2-boot-1)")
+		if g := gauge(t, "nodewright_node_recovery_boot", map[string]string{"node": "br-2"}); g != 1 {
+			t.Errorf("nodewright_node_recovery_boot{node=br-2} = %v; want 1", g)
+		}
+		if rec := c.trail.Find(nwv1.BootRecoveryPolicyName, string(nwv1.KairosBootRecovery)); rec == nil || rec.Action != bootrecoverypolicy.ActionRecoveryBoot {
+			t.Errorf("the recovery boot's audit record is %+v", rec)
+		}
+
+		// Both boot their active image again: br-2 is uncordoned, br-3 stays as its person left it.
+		c.report("br-2", "br-2-boot-2", active, healthyDRBD())
+		c.report("br-3", "br-3-boot-2", active, healthyDRBD())
+		policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+			if nodeOf(p, "br-2").Cordon != nwv1.NodeUncordoned || p.Status.Recovery != "" {
+				return fmt.Sprintf("br-2 %+v, recovery %q", nodeOf(p, "br-2"), p.Status.Recovery)
+			}
+			return ""
+		})
+		if on, _ := cordoned(t, "br-2"); on {
+			t.Error("br-2 is still cordoned after it booted its active image")
+		}
+		if on, _ := cordoned(t, "br-3"); !on {
+			t.Error("br-3, cordoned by a person, was uncordoned")
+		}
+	})
+
+	t.Run("post-boot health that times out is alerted", func(t *testing.T) {
+		// br-2 boots again, and its DRBD never reconnects; br-3's boot is healthy.
+		c.report("br-2", "br-2-boot-3", active, &nwv1.DRBDStatus{Resources: 2, Connected: 1, UpToDate: 1,
+			ResourceStatuses: []nwv1.DRBDResourceStatus{{Name: "pvc-one", Peers: []nwv1.DRBDPeerStatus{{Name: "br-1", ConnectionState: "Connecting"}}}}})
+		c.report("br-3", "br-3-boot-3", active, healthyDRBD())
+		policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+			h := nodeOf(p, "br-2").PostBootHealth
+			if h == nil || h.BootID != "br-2-boot-3" || !strings.Contains(h.Failing, "1 of 2 DRBD resources connected") ||
+				!strings.HasPrefix(condition(p, nwv1.ConditionPostBootHealthy), "Unknown") {
+				return fmt.Sprintf("br-2's health %+v, PostBootHealthy %s", h, condition(p, nwv1.ConditionPostBootHealthy))
+			}
+			if h3 := nodeOf(p, "br-3").PostBootHealth; h3 == nil || h3.BootID != "br-3-boot-3" || h3.PassedAt == nil {
+				return fmt.Sprintf("br-3's health %+v; want its new boot passed", h3)
+			}
+			return ""
+		})
+		// The policy's clock passes the deadline (15 minutes, the default); a report wakes it.
+		c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
+		c.report("br-2", "br-2-boot-3", active, &nwv1.DRBDStatus{Resources: 2, Connected: 1, UpToDate: 1})
+		p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+			h := nodeOf(p, "br-2").PostBootHealth
+			if h == nil || h.TimedOutAt == nil || p.Status.Unhealthy != "br-2" || !strings.HasPrefix(condition(p, nwv1.ConditionPostBootHealthy), "False") {
+				return fmt.Sprintf("br-2's health %+v, unhealthy %q, PostBootHealthy %s", h, p.Status.Unhealthy, condition(p, nwv1.ConditionPostBootHealthy))
+			}
+			return ""
+		})
+		if h := nodeOf(p, "br-3").PostBootHealth; h.TimedOutAt != nil {
+			t.Errorf("br-3's passed boot timed out too: %+v", h)
+		}
+		event(t, bootrecoverypolicy.ReasonPostBootHealthTimeout, "br-2's health was not green within 15m0s of boot br-2-boot-3")
+		if g := gauge(t, "nodewright_node_post_boot_health_timed_out", map[string]string{"node": "br-2"}); g != 1 {
+			t.Errorf("nodewright_node_post_boot_health_timed_out{node=br-2} = %v; want 1", g)
+		}
+		if rec := c.trail.Find(nwv1.BootRecoveryPolicyName, "PostBootHealthTimedOut"); rec == nil || !strings.Contains(rec.Message, "DRBD") {
+			t.Errorf("the timeout's audit record is %+v; want it naming DRBD", rec)
+		}
+	})
+}
+
+// cordon cordons node as a person does (by "": no annotation).
+func cordon(t *testing.T, node, by string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+			return err
+		}
+		n.Spec.Unschedulable = true
+		if by != "" {
+			n.Annotations = map[string]string{nodecordon.AnnotationCordonedBy: by}
+		}
+		return env.Client.Update(context.Background(), n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func cordoned(t *testing.T, node string) (bool, string) {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	return n.Spec.Unschedulable, n.Annotations[nodecordon.AnnotationCordonedBy]
+}
