@@ -278,6 +278,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 			newObject: func() *nwv1.EdgeProfile { return &nwv1.EdgeProfile{} }}).register(mgr, &nwv1.EdgeProfile{}),
 		(&kindWebhook[*nwv1.NodeOperation]{kind: "NodeOperation", decisions: d, create: ops.create, update: ops.update,
 			newObject: func() *nwv1.NodeOperation { return &nwv1.NodeOperation{} }}).register(mgr, &nwv1.NodeOperation{}),
+		(&kindWebhook[*nwv1.BootRecoveryPolicy]{kind: "BootRecoveryPolicy", decisions: d, create: admitBootRecovery,
+			update: func(ctx context.Context, _, p *nwv1.BootRecoveryPolicy) (admission.Warnings, error) {
+				return admitBootRecovery(ctx, p)
+			},
+			newObject: func() *nwv1.BootRecoveryPolicy { return &nwv1.BootRecoveryPolicy{} }}).register(mgr, &nwv1.BootRecoveryPolicy{}),
 	)
 }
 
