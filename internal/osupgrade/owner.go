@@ -65,6 +65,7 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.OSVersionPolicy]{
 	ClusterWide:   true,
 	ClusterPhases: []nwv1.ClusterPhase{nwv1.ClusterSingleNode, nwv1.ClusterMultiNode},
 	NeedsAgents:   true,
+	Gates:         []engine.Gate{fallbackGate},
 	Nodes: func(p *nwv1.OSVersionPolicy) []engine.NodeField {
 		fields := engine.NodeList("spec.nodeOrder", p.Spec.NodeOrder)
 		for i, h := range p.Spec.Hold {

@@ -41,6 +41,7 @@ import (
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=osversionpolicies/finalizers,verbs=update
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,namespace=nodewright-agent,resources=nodeoperations,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bootrecoverypolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
@@ -79,10 +80,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Watches wakes the running policies when an agent reports (a node's boot, its DRBD), when
-// one renews its heartbeat Lease, and when a Node changes (Ready, a selector's labels).
+// one renews its heartbeat Lease, when a Node changes (Ready, a selector's labels), and when
+// the BootRecoveryPolicy does (a fallback acknowledged lets the next node's step start).
 func (r *Reconciler) Watches(b *builder.Builder, e *engine.Engine[*nwv1.OSVersionPolicy]) *builder.Builder {
 	active := handler.EnqueueRequestsFromMapFunc(e.Active)
-	b = b.Watches(&nwv1.NodewrightAgentStatus{}, active).Watches(&corev1.Node{}, active)
+	b = b.Watches(&nwv1.NodewrightAgentStatus{}, active).Watches(&corev1.Node{}, active).Watches(&nwv1.BootRecoveryPolicy{}, active)
 	if r.AgentNamespace != "" {
 		b = b.Watches(&coordinationv1.Lease{}, active, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.AgentNamespace
@@ -167,6 +169,10 @@ func (r *Reconciler) selection(ctx context.Context, p *nwv1.OSVersionPolicy, age
 		return slices.ContainsFunc(held, func(h nwv1.OSNodeHold) bool { return h.Node == n })
 	}
 	acked := osupgrade.Acknowledged(p)
+	pinned, err := osupgrade.Pinned(ctx, r.Client)
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	roles := map[string]nwv1.NodeRole{}
 	for _, n := range list.Items {
 		a := agents[n.Name]
@@ -175,6 +181,10 @@ func (r *Reconciler) selection(ctx context.Context, p *nwv1.OSVersionPolicy, age
 		}
 		if a == nil {
 			held = append(held, nwv1.OSNodeHold{Node: n.Name, Reason: "no agent reports it (no NodewrightAgentStatus): no agent would upgrade it"})
+			continue
+		}
+		if pin, ok := pinned[n.Name]; ok {
+			held = append(held, nwv1.OSNodeHold{Node: n.Name, Reason: osupgrade.HoldReason(pin)})
 			continue
 		}
 		if fb := fallbackFrom(a, p.Spec.Image); fb != nil && !slices.Contains(acked, n.Name) {

@@ -1,0 +1,79 @@
+package osupgrade
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/workflow"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+)
+
+// ReasonNodeFellBack is the Held reason of a policy whose next node's step waits because a node
+// fell back and the BootRecoveryPolicy holds the upgrades until a person acknowledges it.
+const ReasonNodeFellBack = "NodeFellBack"
+
+// Pinned are the nodes the BootRecoveryPolicy pins to the image they booted (its
+// spec.onFallback.holdUpgrades, while their fallback is not acknowledged), by name; none
+// without a BootRecoveryPolicy.
+func Pinned(ctx context.Context, c client.Reader) (map[string]nwv1.NodeBootRecord, error) {
+	p := &nwv1.BootRecoveryPolicy{}
+	if err := c.Get(ctx, client.ObjectKey{Name: nwv1.BootRecoveryPolicyName}, p); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("reading the BootRecoveryPolicy: %w", err)
+	}
+	out := map[string]nwv1.NodeBootRecord{}
+	for _, n := range p.Status.Nodes {
+		if n.PinnedImage != "" && n.Unacknowledged() != nil {
+			out[n.Name] = n
+		}
+	}
+	return out, nil
+}
+
+// PinnedReason says why node n is held: pinned to the image it booted after a fallback.
+func PinnedReason(n nwv1.NodeBootRecord) string {
+	fb := n.Unacknowledged()
+	return fmt.Sprintf("the BootRecoveryPolicy pins it to the image it booted, %s: it fell back from %s at boot %s, not acknowledged (annotation %s=%s@%s on the BootRecoveryPolicy)",
+		n.PinnedImage, fb.FromImage, fb.BootID, nwv1.AnnotationAcknowledgeFallback, n.Name, fb.BootID)
+}
+
+// HoldReason is PinnedReason within an OSNodeHold's 256 bytes: the boot, and how to
+// acknowledge it.
+func HoldReason(n nwv1.NodeBootRecord) string {
+	fb := n.Unacknowledged()
+	why := fmt.Sprintf("fell back at boot %s, not acknowledged: the BootRecoveryPolicy pins it to the image it booted (acknowledge it there: %s@%s)",
+		fb.BootID, n.Name, fb.BootID)
+	if len(why) > 256 {
+		why = why[:253] + "..."
+	}
+	return why
+}
+
+// fallbackGate holds every node's step while the BootRecoveryPolicy pins a node after a
+// fallback: no node is upgraded while a node of the cluster runs an older image than it was
+// given, one failure away from losing quorum.
+var fallbackGate = engine.Gate{
+	Name:  "NoUnacknowledgedFallback",
+	Which: workflow.GateApproval,
+	Check: func(ctx context.Context, env engine.GateEnv, _ engine.GatedObject, step workflow.Step, _ time.Time) (engine.Verdict, error) {
+		pinned, err := Pinned(ctx, env.Client)
+		if err != nil || len(pinned) == 0 {
+			return engine.Verdict{Open: err == nil}, err
+		}
+		var why []string
+		for _, name := range slices.Sorted(maps.Keys(pinned)) {
+			why = append(why, name+": "+PinnedReason(pinned[name]))
+		}
+		return engine.Verdict{Reason: ReasonNodeFellBack, Message: fmt.Sprintf("step %s waits: a node fell back and its fallback is not acknowledged; %s",
+			step, strings.Join(why, "; "))}, nil
+	},
+}
