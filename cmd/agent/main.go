@@ -63,7 +63,7 @@ var kairosOS = func(host hostos.Host, stateDir string) *agent.Kairos {
 	on := func(program string) []string { return append(slices.Clone(onTheHost), program) }
 	return &agent.Kairos{Host: host, StateDir: stateDir, Runner: runner,
 		KairosAgent: on("kairos-agent"), GRUBEditenv: on("grub2-editenv"),
-		AssessmentFile: hostos.KairosAssessmentFile, Mount: on("mount"),
+		AssessmentFile: hostos.KairosAssessmentFile, OEMEnvFile: hostos.KairosOEMEnvFile, Mount: on("mount"),
 		// The host's reboot, as Kairos's own upgrade pods reboot a node: it asks the host's
 		// init for an orderly reboot and returns.
 		Reboot: func(ctx context.Context) error {

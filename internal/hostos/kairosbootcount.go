@@ -36,6 +36,12 @@ import (
 //     systemd's strings are UTF-16LE ending in a NUL (efivar_set writes strsize16, the NUL
 //     included).
 
+// KairosOEMEnvFile is the GRUB environment block kairos-agent's bootentry --select writes
+// next_entry into on a GRUB node (selectBootEntryGrub, "/oem/grubenv": the grubenv file,
+// constants.GrubEnv, of the OEM partition, kairos-io/kairos-agent pkg/action/bootentries.go at
+// commit 96f93a04a554e30ad034ec9ee8bbf7b9ac242c5d), as a path on the host.
+const KairosOEMEnvFile = "/oem/grubenv"
+
 // LoaderVendorGUID is the vendor GUID of systemd-boot's EFI variables (the Boot Loader
 // Interface).
 const LoaderVendorGUID = "4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
@@ -144,4 +150,26 @@ func (h Host) KairosBootCounting() (*nwv1.KairosBootCounting, error) {
 		return nil, nil
 	}
 	return &nwv1.KairosBootCounting{TriesLeft: left, TriesDone: done}, nil
+}
+
+// kairosUKIParam is on the kernel command line of a UKI Kairos boot (kairos-agent's
+// utils.IsUki reads it, pkg/utils/common.go).
+const kairosUKIParam = "rd.immucore.uki"
+
+// KairosUKI reports whether the host booted a UKI (systemd-boot) Kairos system, as kairos-agent
+// tells it: rd.immucore.uki on the kernel's command line.
+func (h Host) KairosUKI() (bool, error) {
+	cmdline, err := h.cmdline()
+	if err != nil {
+		return false, err
+	}
+	for _, p := range strings.Fields(cmdline) {
+		if p == "--" {
+			break
+		}
+		if p == kairosUKIParam {
+			return true, nil
+		}
+	}
+	return false, nil
 }
