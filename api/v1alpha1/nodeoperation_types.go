@@ -5,7 +5,7 @@ import (
 )
 
 // NodeOperationType names the one typed operation a NodeOperation asks for.
-// +kubebuilder:validation:Enum=SetBondMode;CommitCheckpoint;DRBDPauseSync;DRBDResumeSync;DRBDAdjust;DRBDVerify;OSUpgradeStage;Reboot;OSUpgradeRecovery
+// +kubebuilder:validation:Enum=SetBondMode;CommitCheckpoint;DRBDPauseSync;DRBDResumeSync;DRBDAdjust;DRBDVerify;OSUpgradeStage;Reboot;OSUpgradeRecovery;BootAssessmentReset;SelectBootEntry;RecoveryRestage
 type NodeOperationType string
 
 // The operations an agent performs. There is no other: no command, no path, no script.
@@ -38,6 +38,20 @@ const (
 	// OperationOSUpgradeRecovery writes a Kairos image to the node's recovery system
 	// (kairos-agent upgrade --recovery).
 	OperationOSUpgradeRecovery NodeOperationType = "OSUpgradeRecovery"
+	// OperationBootAssessmentReset clears a Kairos node's stale boot-assessment flags
+	// (boot_assessment_tentative and enable_boot_assessment, never enable_boot_assessment_always,
+	// a person's setting) under a checkpoint: the agent records the block's variables first,
+	// reads the block back after the edit, and writes the previous values back when the edit
+	// failed or did not hold (RolledBack).
+	OperationBootAssessmentReset NodeOperationType = "BootAssessmentReset"
+	// OperationSelectBootEntry makes a Kairos node's next boot, and that one only, boot the
+	// entry named (next_entry in the OEM partition's grubenv, which GRUB clears as it boots
+	// it); the boot after is the default again.
+	OperationSelectBootEntry NodeOperationType = "SelectBootEntry"
+	// OperationRecoveryRestage stages again the image a Kairos node booted after it fell back
+	// (the last good image), as an OSUpgradeStage does: the agent refuses unless the node
+	// fell back and the image is the one it runs.
+	OperationRecoveryRestage NodeOperationType = "RecoveryRestage"
 )
 
 // OSImageOperation names a Kairos image, pinned by digest.
@@ -56,6 +70,18 @@ type RebootOperation struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Reason string `json:"reason,omitempty"`
+}
+
+// BootAssessmentResetOperation clears a Kairos node's stale boot-assessment flags. It has no
+// parameter: the flags it clears are fixed (boot_assessment_tentative, enable_boot_assessment).
+type BootAssessmentResetOperation struct{}
+
+// SelectBootEntryOperation names the entry a Kairos node boots once, at its next boot.
+type SelectBootEntryOperation struct {
+	// entry is the boot entry of the next boot: Active, Passive (the fallback) or Recovery.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self in ['Active', 'Passive', 'Recovery']",message="must be Active, Passive or Recovery"
+	Entry KairosBootEntry `json:"entry"`
 }
 
 // SetBondModeOperation is a bond mode change under a checkpoint.
@@ -159,6 +185,9 @@ type DRBDPeerOperation struct {
 // +kubebuilder:validation:XValidation:rule="has(self.osUpgradeStage) == (self.type == 'OSUpgradeStage')",message="osUpgradeStage is set exactly when type is OSUpgradeStage",fieldPath=".osUpgradeStage"
 // +kubebuilder:validation:XValidation:rule="has(self.reboot) == (self.type == 'Reboot')",message="reboot is set exactly when type is Reboot",fieldPath=".reboot"
 // +kubebuilder:validation:XValidation:rule="has(self.osUpgradeRecovery) == (self.type == 'OSUpgradeRecovery')",message="osUpgradeRecovery is set exactly when type is OSUpgradeRecovery",fieldPath=".osUpgradeRecovery"
+// +kubebuilder:validation:XValidation:rule="has(self.bootAssessmentReset) == (self.type == 'BootAssessmentReset')",message="bootAssessmentReset is set exactly when type is BootAssessmentReset",fieldPath=".bootAssessmentReset"
+// +kubebuilder:validation:XValidation:rule="has(self.selectBootEntry) == (self.type == 'SelectBootEntry')",message="selectBootEntry is set exactly when type is SelectBootEntry",fieldPath=".selectBootEntry"
+// +kubebuilder:validation:XValidation:rule="has(self.recoveryRestage) == (self.type == 'RecoveryRestage')",message="recoveryRestage is set exactly when type is RecoveryRestage",fieldPath=".recoveryRestage"
 type NodeOperationSpec struct {
 	// nodeName is the node whose agent performs the operation; an agent lists and watches
 	// only its own node's operations (a field selector on spec.nodeName).
@@ -204,6 +233,16 @@ type NodeOperationSpec struct {
 	// osUpgradeRecovery holds the parameters of an OSUpgradeRecovery operation.
 	// +optional
 	OSUpgradeRecovery *OSImageOperation `json:"osUpgradeRecovery,omitempty"`
+	// bootAssessmentReset holds the parameters of a BootAssessmentReset operation: none.
+	// +optional
+	BootAssessmentReset *BootAssessmentResetOperation `json:"bootAssessmentReset,omitempty"`
+	// selectBootEntry holds the parameters of a SelectBootEntry operation.
+	// +optional
+	SelectBootEntry *SelectBootEntryOperation `json:"selectBootEntry,omitempty"`
+	// recoveryRestage holds the parameters of a RecoveryRestage operation: the image the node
+	// booted after its fallback, pinned by digest.
+	// +optional
+	RecoveryRestage *OSImageOperation `json:"recoveryRestage,omitempty"`
 }
 
 // NodeOperationPhase is where an operation stands.
@@ -295,21 +334,27 @@ type NodeOperationResult struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	OutOfSyncKiB *int64 `json:"outOfSyncKiB,omitempty"`
-	// boot is the node's boot as the agent read it: before the change for an OSUpgradeStage
-	// (what it ran when it staged the image), after it for a Reboot (the new boot).
+	// boot is the node's boot as the agent read it: before the change for an OSUpgradeStage,
+	// a RecoveryRestage, a BootAssessmentReset or a SelectBootEntry (what it ran when it made
+	// the change), after it for a Reboot (the new boot).
 	// +optional
 	Boot *BootObservation `json:"boot,omitempty"`
 	// previousBootID is the boot ID a Reboot left.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	PreviousBootID string `json:"previousBootID,omitempty"`
-	// clearedAssessment lists the stale boot-assessment flags an OSUpgradeStage cleared
-	// before staging (boot_assessment_tentative=yes left by an earlier boot, say).
+	// clearedAssessment lists the stale boot-assessment flags an OSUpgradeStage or a
+	// RecoveryRestage cleared before staging (boot_assessment_tentative=yes left by an earlier
+	// boot, say), or a BootAssessmentReset cleared, as NAME=VALUE (the value before).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=8
 	// +kubebuilder:validation:items:MaxLength=128
 	ClearedAssessment []string `json:"clearedAssessment,omitempty"`
+	// nextBootOnly is the entry a SelectBootEntry made the next boot boot: that boot only;
+	// the boot after boots the default entry again.
+	// +optional
+	NextBootOnly KairosBootEntry `json:"nextBootOnly,omitempty"`
 }
 
 // BootObservation is a node's boot as its agent read it.

@@ -279,6 +279,21 @@ type KairosBootAssessment struct {
 	Tentative bool `json:"tentative"`
 }
 
+// KairosBootCounting is the boot counter of a UKI (systemd-boot) Kairos node's boot entry, as
+// systemd's Automatic Boot Assessment keeps it in the entry file's name, NAME+LEFT-DONE.conf,
+// and the EFI variable LoaderBootCountPath names the file booted. Its fields are always sent,
+// zero too (see KairosBootAssessment).
+type KairosBootCounting struct {
+	// triesLeft is how many more times systemd-boot tries the entry before it counts as bad.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TriesLeft int32 `json:"triesLeft"`
+	// triesDone is how many times it was tried, this boot included, without counting as good.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TriesDone int32 `json:"triesDone"`
+}
+
 // KairosFallback is a boot that fell back from a staged image to the previous one.
 type KairosFallback struct {
 	// fromImage is the image the agent staged (REPOSITORY:TAG@sha256:DIGEST), which did not
@@ -324,6 +339,12 @@ type KairosStatus struct {
 	// lastFallback is the last boot that fell back from an image this agent staged.
 	// +optional
 	LastFallback *KairosFallback `json:"lastFallback,omitempty"`
+
+	// bootCounting is the boot counter of the systemd-boot entry booted on a UKI node
+	// (LoaderBootCountPath); absent when the boot has no counter (a GRUB node, or an entry
+	// already counted as good).
+	// +optional
+	BootCounting *KairosBootCounting `json:"bootCounting,omitempty"`
 
 	// version is the Kairos version (KAIROS_VERSION), e.g. "v3.4.2".
 	// +optional

@@ -63,7 +63,7 @@ var kairosOS = func(host hostos.Host, stateDir string) *agent.Kairos {
 	on := func(program string) []string { return append(slices.Clone(onTheHost), program) }
 	return &agent.Kairos{Host: host, StateDir: stateDir, Runner: runner,
 		KairosAgent: on("kairos-agent"), GRUBEditenv: on("grub2-editenv"),
-		AssessmentFile: hostos.KairosAssessmentFile, Mount: on("mount"),
+		AssessmentFile: hostos.KairosAssessmentFile, OEMEnvFile: hostos.KairosOEMEnvFile, Mount: on("mount"),
 		// The host's reboot, as Kairos's own upgrade pods reboot a node: it asks the host's
 		// init for an orderly reboot and returns.
 		Reboot: func(ctx context.Context) error {
@@ -104,7 +104,7 @@ func main() {
 	flag.StringVar(&profileKeys, "profile-keys-configmap", "nodewright-system/nodewright-profile-keys", "The ConfigMap (namespace/name) of the public keys EdgeProfile signatures are verified with, as the operator's --profile-keys-configmap: the agent verifies the EdgeProfile in force itself and changes a bond only as it allows.")
 	flag.DurationVar(&reportInterval, "report-interval", agent.ReportInterval, "How often the host is read for the node's NodewrightAgentStatus (also at once after an operation changed it); the status is written only when what it says changed.")
 	flag.BoolVar(&drbdEvents, "drbd-events", true, "Follow DRBD's own announcements of its state changes (drbdsetup events2) and report a change of a connection, disk, role, pause flag or verification within a fraction of a second, rather than at the next --report-interval; started again with a backoff when it stops. The periodic read goes on either way.")
-	flag.BoolVar(&kairosOps, "kairos-os-operations", true, "On Kairos: perform the OS operations of an OSVersionPolicy (OSUpgradeStage, Reboot, OSUpgradeRecovery) with the host's own kairos-agent, grub2-editenv and reboot, run on the host through its nsenter (the pod needs hostPID and privileged). False: they fail Unsupported; the boot is reported either way.")
+	flag.BoolVar(&kairosOps, "kairos-os-operations", true, "On Kairos: perform the OS operations of an OSVersionPolicy (OSUpgradeStage, Reboot, OSUpgradeRecovery) and of boot recovery (BootAssessmentReset, SelectBootEntry, RecoveryRestage) with the host's own kairos-agent, grub2-editenv and reboot, run on the host through its nsenter (the pod needs hostPID and privileged). False: they fail Unsupported; the boot is reported either way.")
 	flag.StringVar(&drbdsetup, "drbdsetup", "", "The drbdsetup program the agent reads DRBD's state with (status and events2); empty: drbdsetup from drbd-utils, found on the host's PATH.")
 	flag.StringVar(&procDRBDFlag, "proc-drbd", "", "The file whose presence says the kernel's DRBD module is loaded; empty: /proc/drbd (or the played DRBD's, on the local site).")
 	flag.Usage = func() {

@@ -58,9 +58,9 @@ func init() {
 			os.Exit(2)
 		}
 		k.Runner, k.KairosAgent, k.GRUBEditenv, k.Reboot = parts.Runner, parts.KairosAgent, parts.GRUBEditenv, parts.Reboot
-		// The block is the host's file under its root, as the played GRUB writes it: no
+		// The blocks are the host's files under its root, as the played GRUB writes them: no
 		// remount of COS_STATE, and no chroot.
-		k.AssessmentFile, k.Mount = "", nil
+		k.AssessmentFile, k.OEMEnvFile, k.Mount = "", "", nil
 		return k
 	}
 }

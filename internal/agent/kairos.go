@@ -25,8 +25,9 @@ import (
 	"github.com/spectrocloud/nodewright/internal/osimage"
 )
 
-// Kairos performs a Kairos node's OS operations (OSUpgradeStage, Reboot, OSUpgradeRecovery)
-// with Kairos's own tools, and keeps what must outlive a reboot in StateDir: the image it
+// Kairos performs a Kairos node's OS operations (OSUpgradeStage, Reboot, OSUpgradeRecovery,
+// and the boot-recovery ones of kairosrepair.go: BootAssessmentReset, SelectBootEntry,
+// RecoveryRestage) with Kairos's own tools, and keeps what must outlive a reboot in StateDir: the image it
 // staged and the boot it staged it from, the boot a Reboot left, and the last fallback seen.
 // What Kairos does and where it says so is in internal/hostos/kairosupgrade.go.
 //
@@ -56,6 +57,9 @@ type Kairos struct {
 	// AssessmentFile is the boot-assessment block as GRUBEditenv names it; empty: the block
 	// under Host.Root (GRUBEditenv runs where the agent does).
 	AssessmentFile string
+	// OEMEnvFile is the OEM partition's grubenv (/oem/grubenv) as GRUBEditenv names it, where
+	// SelectBootEntry sets next_entry; empty: the file under Host.Root.
+	OEMEnvFile string
 	// Mount, when set, is the argv prefix of mount(8) where GRUBEditenv runs: COS_STATE, which
 	// Kairos mounts read-only, is remounted read-write for the edit and read-only after, as
 	// Kairos's docs do by hand. Empty: the block is written as it is (a test's folder).
@@ -105,6 +109,10 @@ func (k *Kairos) Executors() map[nwv1.NodeOperationType]Executor {
 		nwv1.OperationOSUpgradeStage:    kairosStage{k},
 		nwv1.OperationReboot:            kairosReboot{k},
 		nwv1.OperationOSUpgradeRecovery: kairosRecovery{k},
+		// The boot-recovery operations (kairosrepair.go).
+		nwv1.OperationBootAssessmentReset: kairosAssessmentReset{k},
+		nwv1.OperationSelectBootEntry:     kairosSelectEntry{k},
+		nwv1.OperationRecoveryRestage:     kairosRestage{k},
 	}
 }
 
@@ -160,6 +168,13 @@ func (e kairosStage) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 	if err != nil {
 		return nil, err
 	}
+	return k.stage(ctx, op, img, boot)
+}
+
+// stage stages img from boot, as OSUpgradeStage and RecoveryRestage do: not again after a
+// boot since op began; a stale boot_assessment_tentative=yes cleared first; the stage record;
+// then kairos-agent upgrade --source oci:<img>.
+func (k *Kairos) stage(ctx context.Context, op *nwv1.NodeOperation, img string, boot hostos.KairosBoot) (*nwv1.NodeOperationResult, error) {
 	// Run again after the agent stopped: a host that booted since this operation staged its
 	// image is not staged again (kairos-agent would copy the running system over the passive
 	// one, the fallback).
@@ -171,7 +186,7 @@ func (e kairosStage) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 	}
 	result := &nwv1.NodeOperationResult{Boot: bootObservation(boot)}
 	if v, _ := boot.Assessment.Get(hostos.GRUBBootAssessmentTentative); v == "yes" {
-		if err := k.clearTentative(ctx); err != nil {
+		if err := k.editAssessment(ctx, "set", hostos.GRUBBootAssessmentTentative+"="); err != nil {
 			return result, err
 		}
 		after, err := k.readBoot()
@@ -195,13 +210,10 @@ func (e kairosStage) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.Nod
 	return result, nil
 }
 
-// clearTentative sets boot_assessment_tentative empty with grub2-editenv, as Kairos's docs do,
-// COS_STATE remounted read-write around it when Mount says how.
-func (k *Kairos) clearTentative(ctx context.Context) (err error) {
-	file := k.AssessmentFile
-	if file == "" {
-		file = filepath.Join(k.Host.Root, hostos.KairosAssessmentFile)
-	}
+// editAssessment runs grub2-editenv on the boot-assessment block with args (set NAME=VALUE...),
+// as Kairos's docs clear its flags, COS_STATE remounted read-write around it when Mount says
+// how.
+func (k *Kairos) editAssessment(ctx context.Context, args ...string) (err error) {
 	if len(k.Mount) > 0 {
 		if _, err := k.Runner.Run(ctx, append(append([]string{}, k.Mount...), "-o", "rw,remount", hostos.KairosStateMount)); err != nil {
 			return commandFailed(err)
@@ -212,11 +224,19 @@ func (k *Kairos) clearTentative(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	argv := append(append([]string{}, k.GRUBEditenv...), file, "set", hostos.GRUBBootAssessmentTentative+"=")
+	argv := append(append(append([]string{}, k.GRUBEditenv...), k.assessmentFile()), args...)
 	if _, err := k.Runner.Run(ctx, argv); err != nil {
 		return commandFailed(err)
 	}
 	return nil
+}
+
+// assessmentFile is the boot-assessment block as GRUBEditenv names it.
+func (k *Kairos) assessmentFile() string {
+	if k.AssessmentFile != "" {
+		return k.AssessmentFile
+	}
+	return filepath.Join(k.Host.Root, hostos.KairosAssessmentFile)
 }
 
 // kairosRecovery is OSUpgradeRecovery.

@@ -45,7 +45,7 @@ func (Kairos) KernelTuning() Capability {
 // Facts are what os-release says, the image /etc/kairos-release describes (older Kairos put
 // its KAIROS_ variables in os-release, read when there is no kairos-release), the boot entry
 // in use (kairosboot.go), and the boot ID, the image booted, the upgrade failure and the boot
-// assessment (kairosupgrade.go).
+// assessment (kairosupgrade.go), and on a UKI node the boot counter (kairosbootcount.go).
 func (Kairos) Facts(h Host) (nwv1.HostOSStatus, error) {
 	var errs []error
 	facts := nwv1.HostOSStatus{Kind: nwv1.HostOSKairos, Kairos: &nwv1.KairosStatus{}}
@@ -76,5 +76,8 @@ func (Kairos) Facts(h Host) (nwv1.HostOSStatus, error) {
 	}
 	facts.BootID = boot.BootID
 	k.BootEntry, k.Image, k.UpgradeFailure, k.BootAssessment = boot.Entry, boot.Image, boot.UpgradeFailure, boot.AssessmentStatus()
+	if k.BootCounting, err = h.KairosBootCounting(); err != nil {
+		errs = append(errs, err)
+	}
 	return facts, errors.Join(errs...)
 }

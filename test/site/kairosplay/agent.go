@@ -3,6 +3,7 @@ package kairosplay
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -49,12 +50,20 @@ func failed(argv []string, msg string) (drbd.Result, error) {
 }
 
 // kairosAgent plays `kairos-agent upgrade [--recovery] --source oci:<ref>`: the image, found by
-// digest in the played registry, becomes the active system and the running active one the
-// passive (the fallback), and enable_boot_assessment=yes is set with grub-editenv, as
-// kairos-agent's upgrade does (kairos-docs content/en/docs/Upgrade/boot_assessment.md: "After
-// an upgrade, sets a GRUB env sentinel variable"); with --recovery, the image becomes the
-// recovery system, and the others stay. Anything else fails as kairos-agent would: exit
-// status 1 and a message on stderr.
+// digest in the played registry, becomes the active system and, booted from any entry but the
+// passive one, the running active one the passive (the fallback); booted from the passive
+// entry, the passive slot stays as it is ("Booted from passive: Upgrade active, leave passive
+// as is": UpgradeAction.Run, kairos-io/kairos-agent pkg/action/upgrade.go, commit
+// 96f93a04a554e30ad034ec9ee8bbf7b9ac242c5d, which tells the boot from /proc/cmdline,
+// COS_ACTIVE before COS_PASSIVE: kairos-sdk state.DetectBootWithVFS). Then
+// enable_boot_assessment=yes is set with grub-editenv, as kairos-agent's upgrade does
+// (kairos-docs content/en/docs/Upgrade/boot_assessment.md: "After an upgrade, sets a GRUB env
+// sentinel variable"). The played images are Kairos v3.4 and v3.5, whose kairos-agent ends
+// there: kairos-agent v2.31.0 and later also set next_entry=cos in the OEM grubenv at the end
+// of a system upgrade (SelectBootEntry(cfg, "cos") in the same function; commit
+// 222a1415e394d458c01c4208d1ca3691a35dee0c), so that their first boot of the new image is a
+// selected one, without the assessment; that is not played. With --recovery, the image becomes the recovery system, and the others stay. Anything else fails
+// as kairos-agent would: exit status 1 and a message on stderr.
 func (r Runner) kairosAgent(ctx context.Context, argv []string) (drbd.Result, error) {
 	args := argv[1:]
 	if len(args) == 0 || args[0] != "upgrade" {
@@ -89,8 +98,15 @@ func (r Runner) kairosAgent(ctx context.Context, argv []string) (drbd.Result, er
 		}
 		return drbd.Result{Stdout: []byte("Upgrade completed\n")}, nil
 	}
-	if err := r.Host.copySlot(Active, Passive); err != nil {
-		return failed(argv, fmt.Sprintf("Error: upgrade failed: keeping the active system as passive: %v", err))
+	cmdline, err := os.ReadFile(filepath.Join(r.Host.Proc(), "cmdline"))
+	if err != nil {
+		return failed(argv, fmt.Sprintf("Error: upgrade failed: detecting the boot: %v", err))
+	}
+	fromPassive := !strings.Contains(string(cmdline), "COS_ACTIVE") && strings.Contains(string(cmdline), "COS_PASSIVE")
+	if !fromPassive {
+		if err := r.Host.copySlot(Active, Passive); err != nil {
+			return failed(argv, fmt.Sprintf("Error: upgrade failed: keeping the active system as passive: %v", err))
+		}
 	}
 	if err := r.Host.write(Active, ref); err != nil {
 		return failed(argv, fmt.Sprintf("Error: upgrade failed: %v", err))

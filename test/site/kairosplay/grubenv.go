@@ -23,8 +23,21 @@ const (
 	EnableBootAssessment       = "enable_boot_assessment"
 	EnableBootAssessmentAlways = "enable_boot_assessment_always"
 	BootAssessmentTentative    = "boot_assessment_tentative"
-	SelectedEntry              = "selected_entry"
 )
+
+// The OEM partition's grubenv, where kairos-agent's bootentry --select writes next_entry, which Kairos's grub.cfg boots once: "/oem/grubenv"
+// (selectBootEntryGrub, kairos-io/kairos-agent pkg/action/bootentries.go, commit
+// 96f93a04a554e30ad034ec9ee8bbf7b9ac242c5d; grub.cfg in kairos-io/packages
+// packages/static/grub-config/files/grub.cfg, commit d11c1d3b60a808fa8de963751044a77f9754c144).
+const (
+	// OEMEnvFile is the block, relative to the host's root.
+	OEMEnvFile = "oem/grubenv"
+	// NextEntry is the entry of the next boot, that boot only: a menuentry --id of grub.cfg.
+	NextEntry = "next_entry"
+)
+
+// The menu entries' ids of Kairos's grub.cfg (menuentry --id), and the slots they boot.
+var grubEntries = map[string]string{"cos": Active, "fallback": Passive, "recovery": Recovery}
 
 // GRUBEditenv is Debian's grub-editenv (grub-common: hack/grub-common.sh installs it), the
 // tool Kairos ships as grub2-editenv: every read and write of the played grubenv goes through

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf16"
 
 	"github.com/spectrocloud/nodewright/internal/drbd"
 	"github.com/spectrocloud/nodewright/test/site/drbdplay"
@@ -85,6 +86,9 @@ func (h *Host) Proc() string { return filepath.Join(h.Root, "proc") }
 // GRUBEnvFile is the boot assessment's GRUB environment block, on the host's COS_STATE.
 func (h *Host) GRUBEnvFile() string { return filepath.Join(h.Root, BootAssessmentFile) }
 
+// OEMEnvFile is the OEM partition's grubenv (next_entry).
+func (h *Host) OEMEnvFile() string { return filepath.Join(h.Root, OEMEnvFile) }
+
 func (h *Host) runner() drbd.Runner {
 	if h.Runner == nil {
 		return drbd.ExecRunner{}
@@ -108,6 +112,13 @@ func (h *Host) Install(ctx context.Context, image string) (Booted, error) {
 		return Booted{}, err
 	}
 	if _, err := editenv(ctx, h.runner(), h.GRUBEnvFile(), "create"); err != nil {
+		return Booted{}, err
+	}
+	// The OEM partition, mounted at /oem, and its grubenv.
+	if err := os.MkdirAll(filepath.Dir(h.OEMEnvFile()), 0o755); err != nil {
+		return Booted{}, err
+	}
+	if _, err := editenv(ctx, h.runner(), h.OEMEnvFile(), "create"); err != nil {
 		return Booted{}, err
 	}
 	return h.Boot(ctx)
@@ -166,6 +177,24 @@ func (h *Host) GRUBEnv(ctx context.Context) (map[string]string, error) {
 // setEnv sets (or, with an empty value, empties) variables of the block with grub-editenv.
 func (h *Host) setEnv(ctx context.Context, kv ...string) error {
 	_, err := editenv(ctx, h.runner(), h.GRUBEnvFile(), append([]string{"set"}, kv...)...)
+	return err
+}
+
+// OEMEnv is the OEM grubenv's variables, as grub-editenv lists them; empty when the host has
+// none (GRUB's search finds no /grubenv).
+func (h *Host) OEMEnv(ctx context.Context) (map[string]string, error) {
+	if _, err := os.Stat(h.OEMEnvFile()); errors.Is(err, fs.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	return listEnv(ctx, h.runner(), h.OEMEnvFile())
+}
+
+// setOEMEnv sets variables of the OEM grubenv with grub-editenv.
+func (h *Host) setOEMEnv(ctx context.Context, kv ...string) error {
+	if err := os.MkdirAll(filepath.Dir(h.OEMEnvFile()), 0o755); err != nil {
+		return err
+	}
+	_, err := editenv(ctx, h.runner(), h.OEMEnvFile(), append([]string{"set"}, kv...)...)
 	return err
 }
 
@@ -243,6 +272,9 @@ type Booted struct {
 	Fallback bool
 	// Attempts are the entries GRUB tried before, which failed to boot.
 	Attempts []string
+	// Selected is true when the boot's entry was next_entry's (kairos-agent bootentry
+	// --select, the agent's SelectBootEntry): booted once, the boot assessment skipped.
+	Selected bool
 }
 
 // The kernel command lines of Kairos's GRUB entries (not UKI). The parameters are those of
@@ -259,12 +291,16 @@ var cmdlines = map[string]string{
 
 // Boot plays a power cycle of the machine, as GRUB and Kairos's boot assessment do it:
 //
-//  1. GRUB reads the boot assessment block. Kairos's GRUB logic (grub_boot_assessment on
-//     COS_STATE, kairos-docs content/en/docs/Upgrade/boot_assessment.md): if
-//     enable_boot_assessment=yes or enable_boot_assessment_always=yes, and no selected_entry:
-//     if boot_assessment_tentative=yes, the default becomes the fallback entry (passive) with
+//  1. GRUB reads the OEM grubenv: a next_entry (cos, fallback, recovery) is the entry of this
+//     boot, selected_entry is set, and next_entry is saved empty (save_env): that boot only
+//     (Kairos's grub.cfg, kairos-io/packages packages/static/grub-config/files/grub.cfg).
+//     Then the boot assessment block. Kairos's GRUB logic (grub_boot_assessment on COS_STATE,
+//     sourced by grubcustom at the end of grub.cfg; kairos-docs
+//     content/en/docs/Upgrade/boot_assessment.md): if enable_boot_assessment=yes or
+//     enable_boot_assessment_always=yes, and no selected_entry: if
+//     boot_assessment_tentative=yes, the default becomes the fallback entry (passive) with
 //     extra_passive_cmdline=upgrade_failure; else boot_assessment_tentative=yes is saved
-//     (save_env) and the default entry, active, is booted. A selected_entry boots that entry.
+//     (save_env) and the default entry, active, is booted.
 //  2. An entry whose image fails to boot (FaultFailBoot) panics; panic=5 restarts the machine
 //     and GRUB runs again (1). With no assessment to fall back, the machine never comes up:
 //     ErrNoReturn.
@@ -290,7 +326,7 @@ func (h *Host) Boot(ctx context.Context) (Booted, error) {
 		return Booted{}, err
 	}
 	var b Booted
-	// GRUB's attempts: at most the active entry, then the fallback.
+	// GRUB's attempts: at most a selected entry (next_entry), the active entry, then the fallback.
 	for attempt := 0; ; attempt++ {
 		if attempt > 2 {
 			return b, fmt.Errorf("%w: %v failed to boot, one after another", ErrNoReturn, b.Attempts)
@@ -299,14 +335,22 @@ func (h *Host) Boot(ctx context.Context) (Booted, error) {
 		if err != nil {
 			return b, fmt.Errorf("GRUB reading %s: %w", BootAssessmentFile, err)
 		}
-		entry, fallback := Active, false
+		oem, err := h.OEMEnv(ctx)
+		if err != nil {
+			return b, fmt.Errorf("GRUB reading %s: %w", OEMEnvFile, err)
+		}
+		entry, fallback, selected := Active, false, false
 		assessed := env[EnableBootAssessment] == "yes" || env[EnableBootAssessmentAlways] == "yes"
-		switch sel := env[SelectedEntry]; {
+		switch sel := oem[NextEntry]; {
 		case sel != "":
-			entry = map[string]string{"fallback": Passive, Passive: Passive, Recovery: Recovery}[sel]
-			if entry == "" {
+			// A default that names no entry boots the first one, cos.
+			if entry = grubEntries[sel]; entry == "" {
 				entry = Active
 			}
+			if err := h.setOEMEnv(ctx, NextEntry+"="); err != nil {
+				return b, fmt.Errorf("GRUB's save_env of next_entry: %w", err)
+			}
+			selected = true
 		case assessed && env[BootAssessmentTentative] == "yes":
 			entry, fallback = Passive, true
 		case assessed:
@@ -325,7 +369,7 @@ func (h *Host) Boot(ctx context.Context) (Booted, error) {
 			}
 			continue
 		}
-		b.Entry, b.Image, b.Fallback = entry, ref, fallback
+		b.Entry, b.Image, b.Fallback, b.Selected = entry, ref, fallback, selected
 		if err := h.bootInto(entry, release, fallback); err != nil {
 			return b, err
 		}
@@ -366,6 +410,11 @@ func (h *Host) bootInto(entry, release string, fallback bool) error {
 		if err := os.WriteFile(filepath.Join(cos, s), nil, 0o644); err != nil {
 			return err
 		}
+	}
+	// LoaderBootCountPath is a volatile EFI variable, set anew by the boot loader at each
+	// boot: a played GRUB boot has none.
+	if err := os.Remove(filepath.Join(h.Root, LoaderBootCountPathFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	random := filepath.Join(h.Proc(), "sys/kernel/random")
 	if err := errors.Join(os.MkdirAll(random, 0o755), os.MkdirAll(filepath.Join(h.Root, "etc"), 0o755)); err != nil {
@@ -461,4 +510,37 @@ func newUUID() string {
 	u[6] = u[6]&0x0f | 0x40
 	u[8] = u[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// LoaderBootCountPathFile is systemd-boot's LoaderBootCountPath as efivarfs shows it, relative
+// to the host's root (internal/hostos's LoaderBootCountPathFile says where this is from).
+const LoaderBootCountPathFile = "sys/firmware/efi/efivars/LoaderBootCountPath-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
+
+// SetLoaderBootCountPath plays a UKI boot's LoaderBootCountPath: path, the boot entry's file as
+// systemd-boot names it (`\loader\entries\active+2-1.conf`), encoded as efivarfs shows a
+// variable systemd-boot set (EFIString). An empty path removes it (the boot has no counter).
+func (h *Host) SetLoaderBootCountPath(path string) error {
+	file := filepath.Join(h.Root, LoaderBootCountPathFile)
+	if path == "" {
+		if err := os.Remove(file); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(file, EFIString(path), 0o644)
+}
+
+// EFIString is s as efivarfs shows a string variable systemd-boot set with efivar_set and no
+// flags (systemd/systemd src/boot/boot.c, boot_entry_bump_counters): its attributes,
+// BOOTSERVICE_ACCESS|RUNTIME_ACCESS (0x00000006, little-endian), then s in UTF-16LE ending in a
+// NUL (testdata/LoaderBootCountPath-... is a sample, see testdata/README.md).
+func EFIString(s string) []byte {
+	b := []byte{0x06, 0, 0, 0}
+	for _, u := range utf16.Encode([]rune(s + "\x00")) {
+		b = append(b, byte(u), byte(u>>8))
+	}
+	return b
 }

@@ -101,11 +101,12 @@ func newKairosNode(t *testing.T, faults ...string) kairosNode {
 	if k.v2, err = reg.AddVersion("v3.5.0"); err != nil {
 		t.Fatal(err)
 	}
-	// The agent stages only an image the signed EdgeProfile in force allows: this one, v2.
+	// The agent stages only an image the signed EdgeProfile in force allows: these, v2 and
+	// v1 (which a RecoveryRestage stages again after a fallback).
 	cleanup, err := clusterplay.ManagedWith(ctx, env.Client, func(p *nwv1.EdgeProfileSpec) {
 		p.OS = nwv1.HostOSKairos
 		p.Network = nwv1.ProfileNetwork{BondInterface: netsite.Bond, BondMode: nwv1.BondModeActiveBackup}
-		p.OSImages = []string{k.v2}
+		p.OSImages = []string{k.v2, k.v1}
 	})
 	if err != nil {
 		t.Fatal(err)
