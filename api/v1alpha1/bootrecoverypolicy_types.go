@@ -180,6 +180,11 @@ type NodeBootRecord struct {
 	// +optional
 	BootAssessment *KairosBootAssessment `json:"bootAssessment,omitempty"`
 
+	// bootCounting is, on a UKI (systemd-boot) node, the tries left and done of the boot entry
+	// it booted, from the entry's name (NAME+LEFT-DONE.conf).
+	// +optional
+	BootCounting *KairosBootCounting `json:"bootCounting,omitempty"`
+
 	// nextBootFallsBack says why the node's next boot would fall back at once (a stale
 	// boot_assessment_tentative=yes with the assessment enabled): a workflow that reboots
 	// the node refuses while it is set.

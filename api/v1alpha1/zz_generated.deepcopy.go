@@ -926,6 +926,11 @@ func (in *NodeBootRecord) DeepCopyInto(out *NodeBootRecord) {
 		*out = new(KairosBootAssessment)
 		**out = **in
 	}
+	if in.BootCounting != nil {
+		in, out := &in.BootCounting, &out.BootCounting
+		*out = new(KairosBootCounting)
+		**out = **in
+	}
 	if in.LastFallback != nil {
 		in, out := &in.LastFallback, &out.LastFallback
 		*out = new(KairosFallback)

@@ -253,9 +253,7 @@ func (r *Reconciler) observe(p *nwv1.BootRecoveryPolicy, prev nwv1.NodeBootRecor
 		Name: a.Name, BootEntry: k.BootEntry, BootID: a.Status.OS.BootID, Image: k.Image, UpgradeFailure: k.UpgradeFailure,
 		LastFallback: k.LastFallback.DeepCopy(), Acknowledged: prev.Acknowledged, Cordon: prev.Cordon, DRBDResources: prev.DRBDResources,
 	}
-	if b := k.BootAssessment; b != nil {
-		n.BootAssessment = b.DeepCopy()
-	}
+	n.BootAssessment, n.BootCounting = k.BootAssessment.DeepCopy(), k.BootCounting.DeepCopy()
 	n.NextBootFallsBack = WouldFallBack(k)
 	if prev.BootID == n.BootID && prev.BootSeenAt != nil {
 		n.BootSeenAt, n.PostBootHealth = prev.BootSeenAt, prev.PostBootHealth

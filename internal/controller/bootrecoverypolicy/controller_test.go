@@ -351,8 +351,13 @@ func TestBootRecovery(t *testing.T) {
 		// br-2 boots again, and its DRBD never reconnects; br-3's boot is healthy.
 		c.report("br-2", "br-2-boot-3", active, &nwv1.DRBDStatus{Resources: 2, Connected: 1, UpToDate: 1,
 			ResourceStatuses: []nwv1.DRBDResourceStatus{{Name: "pvc-one", Peers: []nwv1.DRBDPeerStatus{{Name: "br-1", ConnectionState: "Connecting"}}}}})
-		c.report("br-3", "br-3-boot-3", active, healthyDRBD())
+		uki := active
+		uki.BootCounting = &nwv1.KairosBootCounting{TriesLeft: 2, TriesDone: 1}
+		c.report("br-3", "br-3-boot-3", uki, healthyDRBD())
 		policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+			if b := nodeOf(p, "br-3").BootCounting; b == nil || b.TriesLeft != 2 || b.TriesDone != 1 {
+				return fmt.Sprintf("br-3's boot counting %+v; want 2 left, 1 done", b)
+			}
 			h := nodeOf(p, "br-2").PostBootHealth
 			if h == nil || h.BootID != "br-2-boot-3" || !strings.Contains(h.Failing, "1 of 2 DRBD resources connected") ||
 				!strings.HasPrefix(condition(p, nwv1.ConditionPostBootHealthy), "Unknown") {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/osupgrade"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -108,6 +109,57 @@ func TestTheGatesHoldANodeBeforeItIsTouched(t *testing.T) {
 		if got := s.booted("osgate-1"); got.image != repository(s.images[version]) {
 			t.Errorf("osgate-1 runs %+v after the approval; want %s", got, version)
 		}
+		deleted(t, p)
+	})
+
+	t.Run("a node that fell back", func(t *testing.T) {
+		// The BootRecoveryPolicy's status as its controller writes it
+		// (internal/controller/bootrecoverypolicy proves that): a node fell back and is pinned.
+		brp := &nwv1.BootRecoveryPolicy{ObjectMeta: metav1.ObjectMeta{Name: nwv1.BootRecoveryPolicyName}}
+		if err := env.Client.Create(ctx, brp); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = env.Client.Delete(ctx, brp) }()
+		pin := func(node string, acknowledged bool) {
+			t.Helper()
+			rec := nwv1.NodeBootRecord{Name: node, BootEntry: nwv1.KairosBootPassive, BootID: node + "-b2", Image: repository(s.images[version]),
+				LastFallback: &nwv1.KairosFallback{FromImage: s.images[other()], ToImage: repository(s.images[version]), BootID: node + "-b2", SeenAt: metav1.Now()}}
+			if acknowledged {
+				rec.Acknowledged = &nwv1.FallbackAcknowledgement{BootID: node + "-b2", By: "alice", At: metav1.Now()}
+			} else {
+				rec.PinnedImage = rec.Image
+			}
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := env.Client.Get(ctx, client.ObjectKeyFromObject(brp), brp); err != nil {
+					return err
+				}
+				brp.Status.Nodes = []nwv1.NodeBootRecord{rec}
+				return env.Client.Status().Update(ctx, brp)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		// The node itself is pinned: the policy holds it, saying why and how to let it go.
+		pin("osgate-1", false)
+		p := s.policy("osgate-pinned", other(), soakFor, 2*time.Minute)
+		p = s.ended(p, nwv1.WorkflowRolledBack)
+		if len(p.Status.Held) != 1 || !strings.Contains(p.Status.Held[0].Reason, "osgate-1@osgate-1-b2") || len(p.Status.Nodes) != 0 {
+			t.Errorf("held %+v, nodes %+v; want osgate-1 held, pinned after its fallback", p.Status.Held, p.Status.Nodes)
+		}
+		untouched(t, p)
+		deleted(t, p)
+
+		// Another node is pinned: the policy's step waits at the gate, the node untouched,
+		// until the fallback is acknowledged; then it upgrades the node.
+		pin("osgate-elsewhere", false)
+		p = s.policy("osgate-fellback", other(), soakFor, 2*time.Minute)
+		held(t, p, osupgrade.ReasonNodeFellBack, "osgate-elsewhere")
+		untouched(t, p)
+		pin("osgate-elsewhere", true)
+		p = s.ended(p, nwv1.WorkflowSucceeded)
+		version = other()
 		deleted(t, p)
 	})
 
