@@ -48,7 +48,6 @@ type PostBootHealth struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('1m') && duration(self) <= duration('2h'))",message="must be between 1m and 2h"
 	Timeout metav1.Duration `json:"timeout,omitzero"`
-
 }
 
 // FallbackActions is what the policy does when a node's boot fell back from a staged image to
