@@ -72,8 +72,16 @@ type assessmentResetRecord struct {
 	BootID    string                `json:"bootID"`
 	Boot      *nwv1.BootObservation `json:"boot,omitempty"`
 	Previous  []recordedVar         `json:"previous"`
-	// Done: the edit held; the operation Succeeded.
+	// Done: the operation ended: Succeeded, unless RolledBack says how it was rolled back.
 	Done bool `json:"done,omitempty"`
+	// RolledBack is the reason and message of a rollback: a run again ends the same, RolledBack.
+	RolledBack *recordedError `json:"rolledBack,omitempty"`
+}
+
+// recordedError is an OperationError as a record keeps it.
+type recordedError struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 type recordedVar struct {
@@ -131,6 +139,9 @@ func (e kairosAssessmentReset) finish(ctx context.Context, rec *assessmentResetR
 		result.ClearedAssessment = append(result.ClearedAssessment, clip(v.Name+"="+v.Value, 128))
 	}
 	if rec.Done {
+		if rb := rec.RolledBack; rb != nil {
+			return result, &OperationError{Reason: rb.Reason, RolledBack: true, Message: rb.Message}
+		}
 		return result, nil
 	}
 	boot, err := k.readBoot()
@@ -139,7 +150,7 @@ func (e kairosAssessmentReset) finish(ctx context.Context, rec *assessmentResetR
 	}
 	if resumed && boot.BootID != rec.BootID {
 		return result, &OperationError{Reason: ReasonRebootedSinceBegun, Message: fmt.Sprintf(
-			"the node booted again (boot %s) since this operation began at boot %s: the flags it recorded are that boot's; nothing was edited", boot.BootID, rec.BootID)}
+			"the node booted again (boot %s) since this operation began at boot %s: the flags it recorded are that boot's; they may have been edited before it", boot.BootID, rec.BootID)}
 	}
 	if !resumed || stillSet(boot, rec.Previous) != "" {
 		args := []string{"set"}
@@ -190,9 +201,12 @@ func (e kairosAssessmentReset) rollBack(ctx context.Context, rec *assessmentRese
 	if err := e.k.editAssessment(context.WithoutCancel(ctx), args...); err != nil {
 		return &OperationError{Reason: ReasonRestoreFailed, Message: fmt.Sprintf("%s; writing the previous values back failed too: %v", why, err)}
 	}
-	rec.Done = true // ended: a run again reports it, it does not edit again
+	failure := &OperationError{Reason: reason, RolledBack: true, Message: why + "; the previous values are written back: " + strings.Join(recordedText(rec.Previous), " ")}
+	// Ended: a run again (the agent died before it reported this) reports the same rollback; it
+	// neither edits again nor says Succeeded.
+	rec.Done, rec.RolledBack = true, &recordedError{Reason: failure.Reason, Message: failure.Message}
 	_ = e.k.save(assessmentResetRecordFile, rec)
-	return &OperationError{Reason: reason, RolledBack: true, Message: why + "; the previous values are written back: " + strings.Join(recordedText(rec.Previous), " ")}
+	return failure
 }
 
 func recordedText(vars []recordedVar) []string {

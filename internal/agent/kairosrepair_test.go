@@ -195,6 +195,15 @@ func TestKairosAssessmentResetRollsBack(t *testing.T) {
 			if last := argv[len(argv)-1]; !reflect.DeepEqual(last[2:], []string{"set", "boot_assessment_tentative=yes", "enable_boot_assessment=yes"}) {
 				t.Errorf("the last command %q: want the previous values written back", last)
 			}
+			// Run again, as after an agent that died before it reported the rollback: the same
+			// rollback, not Succeeded, and no edit.
+			_, again := k.Executors()[nwv1.OperationBootAssessmentReset].Run(context.Background(), repairOp("reset", nwv1.OperationBootAssessmentReset))
+			if why, rolledBack := reason(again); why != c.reason || !rolledBack {
+				t.Errorf("run again after the rollback: %v; want RolledBack %s", again, c.reason)
+			}
+			if after, _ := n.calls.all(); len(after) != len(argv) {
+				t.Errorf("run again after the rollback ran %q", after[len(argv):])
+			}
 		})
 	}
 }
