@@ -31,8 +31,11 @@ func Pinned(ctx context.Context, c client.Reader) (map[string]nwv1.NodeBootRecor
 		return nil, fmt.Errorf("reading the BootRecoveryPolicy: %w", err)
 	}
 	out := map[string]nwv1.NodeBootRecord{}
+	if !p.HoldsUpgrades() {
+		return out, nil
+	}
 	for _, n := range p.Status.Nodes {
-		if n.PinnedImage != "" && n.Unacknowledged() != nil {
+		if n.Unacknowledged() != nil {
 			out[n.Name] = n
 		}
 	}

@@ -75,7 +75,11 @@ const (
 	ReasonPostBootHealthy       = "PostBootHealthy"
 	ReasonWaiting               = "WaitingForPostBootHealth"
 	ReasonNone                  = "None"
+	ReasonCordonFailed          = "CordonFailed"
 )
+
+// retryCordon is how soon a cordon or uncordon that failed is tried again.
+const retryCordon = 10 * time.Second
 
 // CordonedBy is the cordon annotation's value on a Node the policy cordoned.
 const CordonedBy = "bootrecoverypolicy/" + nwv1.BootRecoveryPolicyName
@@ -170,17 +174,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		records = append(records, r.fallback(p, prev, &n, acks, now)...)
 		if err := r.recovery(ctx, p, &n); err != nil {
-			return ctrl.Result{}, err
+			// One node's Node write refused is no reason to stop seeing the others' boots.
+			ctrl.LoggerFrom(ctx).Error(err, "The recovery cordon failed", "node", n.Name)
+			r.event(p, corev1.EventTypeWarning, ReasonCordonFailed, fmt.Sprintf("%s: %v", n.Name, err))
+			soon(retryCordon)
 		}
 		rec, wait := r.postBootHealth(ctx, p, w, &n, now)
 		records = append(records, rec...)
 		soon(wait)
 		nodes = append(nodes, n)
 	}
-	// A node whose agent no longer reports keeps its record while the policy still holds its
-	// cordon: nothing else would lift it.
+	// A node whose agent no longer reports a Kairos boot keeps its record while the policy
+	// holds its cordon (nothing else would lift it) or its fallback is not acknowledged (a
+	// silent node is no reason to let the upgrades go on).
 	for _, prev := range p.Status.Nodes {
-		if !slices.ContainsFunc(nodes, func(n nwv1.NodeBootRecord) bool { return n.Name == prev.Name }) && prev.Cordon == nwv1.NodeCordoned {
+		if !slices.ContainsFunc(nodes, func(n nwv1.NodeBootRecord) bool { return n.Name == prev.Name }) &&
+			(prev.Cordon == nwv1.NodeCordoned || prev.Unacknowledged() != nil) {
 			nodes = append(nodes, prev)
 		}
 	}
@@ -318,6 +327,11 @@ func (r *Reconciler) newBoot(_ context.Context, p *nwv1.BootRecoveryPolicy, n *n
 // is recorded; while it is not acknowledged, holdUpgrades pins the node to the image it
 // booted.
 func (r *Reconciler) fallback(p *nwv1.BootRecoveryPolicy, prev nwv1.NodeBootRecord, n *nwv1.NodeBootRecord, acks map[string]string, now metav1.Time) []audit.Record {
+	if n.LastFallback == nil && prev.LastFallback != nil {
+		// The agent reports none (its record unreadable, say): a fallback ends only with its
+		// acknowledgement or a later fallback, never with a report that lost it.
+		n.LastFallback, n.PinnedImage = prev.LastFallback, prev.PinnedImage
+	}
 	fb := n.LastFallback
 	if fb == nil {
 		n.Acknowledged, n.PinnedImage = nil, ""
@@ -335,7 +349,7 @@ func (r *Reconciler) fallback(p *nwv1.BootRecoveryPolicy, prev nwv1.NodeBootReco
 		n.Acknowledged = nil
 	}
 	if n.Acknowledged == nil && acks[n.Name] == fb.BootID {
-		by := p.Annotations[nwv1.AnnotationAcknowledgedBy]
+		by := clip(p.Annotations[nwv1.AnnotationAcknowledgedBy], 512)
 		n.Acknowledged = &nwv1.FallbackAcknowledgement{BootID: fb.BootID, By: by, At: now}
 		msg := fmt.Sprintf("%s's fallback from %s at boot %s acknowledged by %s", n.Name, fb.FromImage, fb.BootID, orUnknown(by))
 		r.event(p, corev1.EventTypeNormal, ReasonFallbackAcknowledged, msg)
@@ -344,6 +358,9 @@ func (r *Reconciler) fallback(p *nwv1.BootRecoveryPolicy, prev nwv1.NodeBootReco
 	n.PinnedImage = ""
 	if n.Unacknowledged() != nil && p.HoldsUpgrades() {
 		n.PinnedImage = n.Image
+		if n.PinnedImage == "" {
+			n.PinnedImage = "(the image it booted: its kairos-release names none)"
+		}
 	}
 	return records
 }
@@ -370,21 +387,32 @@ func orUnknown(s string) string {
 func (r *Reconciler) recovery(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *nwv1.NodeBootRecord) error {
 	switch {
 	case n.BootEntry == nwv1.KairosBootRecovery && cordonRecovery(p):
-		if n.Cordon == nwv1.NodeCordoned || n.Cordon == nwv1.NodeWasCordoned {
+		if n.Cordon == nwv1.NodeCordoned {
 			return nil
 		}
+		// Cordon again while WasCordoned: the other holder may have uncordoned it since.
 		res, err := nodecordon.Cordon(ctx, r.Client, r.APIReader, n.Name, CordonedBy, "boot-recovery policy")
 		if err != nil {
 			return err
 		}
+		was := n.Cordon
 		if !res.Skipped {
 			n.Cordon = res.Cordon
 		}
-		if res.Reason != "" {
+		if res.Reason != "" && n.Cordon != was {
 			r.event(p, corev1.EventTypeNormal, res.Reason, res.Message+": it runs its recovery system")
 		}
-	case n.Cordon == nwv1.NodeCordoned && n.BootEntry != nwv1.KairosBootRecovery:
-		res, err := nodecordon.Uncordon(ctx, r.Client, r.APIReader, n.Name, CordonedBy, "boot-recovery policy", n.Cordon)
+	case n.BootEntry != nwv1.KairosBootRecovery:
+		if n.Cordon == nwv1.NodeWasCordoned {
+			n.Cordon = ""
+		}
+		// The Node says whether the policy's cordon is on it, not the status: a cordon whose
+		// status write was lost, or made before the policy was deleted and created again, is
+		// lifted too. Uncordon lifts only a cordon that carries the policy's mark.
+		if n.Cordon != nwv1.NodeCordoned && !r.markedByPolicy(ctx, n.Name) {
+			return nil
+		}
+		res, err := nodecordon.Uncordon(ctx, r.Client, r.APIReader, n.Name, CordonedBy, "boot-recovery policy", nwv1.NodeCordoned)
 		if err != nil {
 			return err
 		}
@@ -392,10 +420,17 @@ func (r *Reconciler) recovery(ctx context.Context, p *nwv1.BootRecoveryPolicy, n
 		if res.Reason != "" {
 			r.event(p, corev1.EventTypeNormal, res.Reason, fmt.Sprintf("%s: it booted %s (boot %s)", res.Message, orEntry(n.BootEntry), n.BootID))
 		}
-	case n.Cordon == nwv1.NodeWasCordoned && n.BootEntry != nwv1.KairosBootRecovery:
-		n.Cordon = ""
 	}
 	return nil
+}
+
+// markedByPolicy reports whether the cached Node carries the policy's cordon mark.
+func (r *Reconciler) markedByPolicy(ctx context.Context, name string) bool {
+	var node corev1.Node
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &node); err != nil {
+		return false
+	}
+	return node.Spec.Unschedulable && node.Annotations[nodecordon.AnnotationCordonedBy] == CordonedBy
 }
 
 func orEntry(e nwv1.KairosBootEntry) string {
@@ -410,6 +445,13 @@ func orEntry(e nwv1.KairosBootEntry) string {
 // the records and how soon to look again while it waits.
 func (r *Reconciler) postBootHealth(ctx context.Context, p *nwv1.BootRecoveryPolicy, w *world, n *nwv1.NodeBootRecord, now metav1.Time) ([]audit.Record, time.Duration) {
 	h := n.PostBootHealth
+	if h != nil && h.PassedAt != nil {
+		// The baseline follows the node while its DRBD is green: a volume deleted or moved off it
+		// is not missed at its next boot.
+		if d := w.agents[n.Name].Status.Storage; d != nil && nodehealth.DRBDRed(w.agents[n.Name], n.Name, 0) == "" {
+			n.DRBDResources = d.Resources
+		}
+	}
 	if h == nil || h.PassedAt != nil || h.TimedOutAt != nil {
 		return nil, 0
 	}
