@@ -330,6 +330,7 @@ type NodewrightClusterSummaryStatus struct {
 // +kubebuilder:printcolumn:name="Checkpoint OK",type=string,JSONPath=`.status.conditions[?(@.type=="CheckpointConsistent")].status`
 // +kubebuilder:printcolumn:name="Kubernetes",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
 // +kubebuilder:printcolumn:name="Nodewright",type=string,JSONPath=`.status.nodewrightVersion`,priority=1
+// +kubebuilder:printcolumn:name="Fell back",type=integer,JSONPath=`.status.boots.fellBackNodes`,priority=1,description="Kairos nodes whose last fallback is known: their boot of an image fell back"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodewrightClusterSummary struct {
 	metav1.TypeMeta   `json:",inline"`
