@@ -59,9 +59,10 @@ func (w *WorkflowsSeen) see(kind, name string, s nodewrightv1alpha1.WorkflowStat
 	}
 }
 
-// clipWorkflow bounds each field to the summary's limits: a member's CRD may allow more.
+// clipWorkflow bounds each field to the summary's limits (a member's CRD may allow more), each
+// stripped of what a terminal or a page would act on.
 func clipWorkflow(w fleetv1alpha1.MemberWorkflow) fleetv1alpha1.MemberWorkflow {
-	w.Kind, w.Name, w.Phase, w.Step, w.Progress = clip(w.Kind, 64), clip(w.Name, 253), clip(w.Phase, 32), clip(w.Step, 64), clip(w.Progress, 64)
+	w.Kind, w.Name, w.Phase, w.Step, w.Progress = printable(w.Kind, 64), printable(w.Name, 253), printable(w.Phase, 32), printable(w.Step, 64), printable(w.Progress, 64)
 	return w
 }
 
