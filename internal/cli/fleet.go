@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +33,13 @@ mismatch: it is behind, different or gone; -: none yet), AGE.
 A member is degraded when it is not reachable (or not checked yet), its phase is neither
 SingleNode nor MultiNode, or its checkpoint does not match.
 
+FELL BACK, under the table when a Kairos node of a listed member fell back: each image some
+node's last fallback was from (its boot failed and GRUB booted the previous image), the
+nodes that fell back from it across the listed members, and those members. The hub reads it
+from the nodes' NodewrightAgentStatuses (status.os.kairos.lastFallback); each member's
+summary has its own in status.boots (its nodes' slot, image and last fallback, and its count
+per image), which -o json and -o yaml print.
+
 The hub never acts on a member. Under the table each member's command is printed, to run
 against the member's own API server with a kubeconfig context named after the member (the
 summary's name); act there with the usual commands (flip, upgrade, approve, ...).
@@ -50,7 +60,10 @@ const fleetExamples = `  # Every member, degraded first, and the command to act 
   kubectl nodewright fleet --context hub --workflow ReplicationUpgrade
 
   # The names of the degraded members, for a script
-  kubectl nodewright fleet --context hub --degraded -o json | jq -r '.items[].metadata.name'`
+  kubectl nodewright fleet --context hub --degraded -o json | jq -r '.items[].metadata.name'
+
+  # The members where a node fell back from an image, and how many nodes
+  kubectl nodewright fleet --context hub -o json | jq -r '.items[] | .metadata.name as $m | .status.boots.fellBack[]? | "\($m) \(.nodes) \(.image)"'`
 
 func newFleetCommand(f *Factory) *cobra.Command {
 	var output string
@@ -98,6 +111,9 @@ func newFleetCommand(f *Factory) *cobra.Command {
 			}
 			p := palette{on: f.Color(out)}
 			if err := fleetTable(list.Items, f.Now()).write(out, p); err != nil {
+				return err
+			}
+			if err := writeFellBack(out, list.Items, p); err != nil {
 				return err
 			}
 			return writeActWith(out, list.Items, p)
@@ -157,6 +173,32 @@ func fleetTable(items []fleetv1alpha1.NodewrightClusterSummary, now time.Time) *
 			c(workflow), c(fleetview.Profile(s)), cs(checkpoint, cpStyle), c(age(&s.CreationTimestamp, now)))
 	}
 	return t
+}
+
+// writeFellBack writes, under the table, each image a node of the members fell back from,
+// the nodes and the members; nothing when none did.
+func writeFellBack(w io.Writer, items []fleetv1alpha1.NodewrightClusterSummary, p palette) error {
+	fell := fleetview.FellBackImages(items)
+	if len(fell) == 0 {
+		return nil
+	}
+	t := &table{header: []string{"  IMAGE", "NODES", "MEMBERS"}}
+	for _, f := range fell {
+		t.add(cs("  "+shown(f.Image), red), c(fmt.Sprint(f.Nodes)), c(shown(strings.Join(f.Members, ", "))))
+	}
+	if _, err := fmt.Fprintln(w, "\n"+p.paint(bold, "FELL BACK: images a Kairos node booted and fell back from (its last fallback):")); err != nil {
+		return err
+	}
+	return t.write(w, p)
+}
+
+// shown is s as a terminal shows it, quoted if it holds a character the terminal would act
+// on (the hub strips them from what a member says; a summary is still data to print).
+func shown(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsGraphic(r) }) >= 0 || !utf8.ValidString(s) {
+		return strconv.QuoteToGraphic(s)
+	}
+	return s
 }
 
 // writeActWith writes, under the table, the command to act on each member with.

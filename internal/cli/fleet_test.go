@@ -13,10 +13,15 @@ import (
 	"github.com/spectrocloud/nodewright/internal/testenv"
 )
 
+// fleetImageA is an image Kairos nodes of two members fell back from.
+const fleetImageA = "quay.io/kairos/ubuntu:24.04-v2@sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
 // TestFleet runs kubectl nodewright fleet against an API server that is not a hub (a clear
 // error), then against one that serves the fleet CRD and holds five members' summaries: the
 // table, degraded first, and each member's command, with every filter, is the golden file
-// testdata/fleet.golden (ages aside); -o json and yaml print the summaries kept.
+// testdata/fleet.golden (ages aside), with the images the members' nodes fell back from (FELL
+// BACK: imageA from 3 nodes on site-a and site-d, and an image whose escape is quoted, not
+// printed); -o json and yaml print the summaries kept, their boots too.
 func TestFleet(t *testing.T) {
 	ctx := context.Background()
 	if err := env.Client.List(ctx, &fleetv1alpha1.NodewrightClusterSummaryList{}); meta.IsNoMatchError(err) {
@@ -38,6 +43,17 @@ func TestFleet(t *testing.T) {
 	}
 
 	for _, s := range testenv.FleetMembers() {
+		// Kairos nodes fell back from imageA on site-a (two) and site-d (one), and from an
+		// image a summary names with a terminal escape on site-d.
+		switch s.Name {
+		case "site-a":
+			s.Status.Boots = &fleetv1alpha1.MemberBoots{KairosNodes: 3, FellBackNodes: 2, FellBack: []fleetv1alpha1.ImageFallbacks{{Image: fleetImageA, Nodes: 2}}}
+		case "site-d":
+			s.Status.Boots = &fleetv1alpha1.MemberBoots{KairosNodes: 2, FellBackNodes: 2,
+				FellBack: []fleetv1alpha1.ImageFallbacks{{Image: fleetImageA, Nodes: 1}, {Image: "evil\x1b]0;owned\x07:v9", Nodes: 1}}}
+		case "site-b":
+			s.Status.Boots = &fleetv1alpha1.MemberBoots{KairosNodes: 1}
+		}
 		testenv.StoreSummary(t, env.Client, s)
 	}
 	var b strings.Builder
@@ -74,6 +90,12 @@ func TestFleet(t *testing.T) {
 	}
 	if list.Kind != "NodewrightClusterSummaryList" || strings.Join(names, ",") != "site-c,site-d,site-e" {
 		t.Errorf("-o json --degraded: %s %v", list.Kind, names)
+	}
+	if boots := list.Items[1].Status.Boots; list.Items[1].Name != "site-d" || boots == nil || len(boots.FellBack) != 2 || boots.FellBack[0].Image != fleetImageA || boots.FellBack[0].Nodes != 1 {
+		t.Errorf("-o json --degraded: site-d's boots %+v", list.Items[1].Status.Boots)
+	}
+	if strings.Contains(b.String(), "\x1b") {
+		t.Errorf("the table prints a terminal escape a summary holds")
 	}
 	r = plugin(t, runOpts{}, "fleet", "--workflow", "ReplicationUpgrade/u1", "-o", "yaml")
 	r.wantCode(t, ExitOK)

@@ -157,7 +157,11 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 	if err := mgr.Add(workflows); err != nil {
 		return nil, err
 	}
-	summaries := &SummaryReconciler{Manager: mgr, Hub: local.GetClient(), Checker: checker,
+	boots := newBootReader(wake)
+	if err := mgr.Add(boots); err != nil {
+		return nil, err
+	}
+	summaries := &SummaryReconciler{Boots: boots, Manager: mgr, Hub: local.GetClient(), Checker: checker,
 		KubeconfigNamespace: opts.Namespace, MemberNamespace: opts.MemberNamespace, Witness: opts.Witness,
 		InventoryNamespace: opts.ClusterProfileNamespace, Members: registry, Workflows: workflows, Wake: wake}
 	if err := summaries.SetupWithManager(mgr); err != nil {

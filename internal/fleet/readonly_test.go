@@ -28,10 +28,10 @@ import (
 
 // TestHubReadOnly: with exactly the member chart's fleet.hubReader roles, the hub's identity
 // (here its user, by a client certificate of the member's CA) is enough for the hub to
-// summarise the member, every field of it, and the member's API server refuses every write it
-// tries: create, update, patch, delete and deletecollection on each resource the roles let it
-// read (and their status), on Secrets, Nodes, NodeOperations, other ConfigMaps, Pods and RBAC,
-// and impersonation.
+// summarise the member, every field of it (its nodes' boots too), and the member's API server
+// refuses every write it tries: create, update, patch, delete and deletecollection on each
+// resource the roles let it read (and their status), on Secrets, Nodes, NodeOperations, other
+// ConfigMaps, Pods and RBAC, and impersonation.
 func TestHubReadOnly(t *testing.T) {
 	hub, members := startFleet(t, 1)
 	m := members[0]
@@ -48,6 +48,7 @@ func TestHubReadOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	report(t, m, agentBoot("edge-1", "Passive", imageOld, "boot-2", fellBackFrom(imageA, "boot-2")))
 	checkpoints, _ := trail(t, "member", 3)
 	publish(t, m, checkpoints[0])
 	createOperatorDeployment(t, m, "0.3.0")
@@ -65,6 +66,8 @@ func TestHubReadOnly(t *testing.T) {
 			return fmt.Sprintf("the operator's Deployment not read: version %q", st.NodewrightVersion)
 		case st.Checkpoint == nil || st.Checkpoint.Sequence != 3 || !meta.IsStatusConditionTrue(st.Conditions, fleetv1alpha1.ConditionCheckpointConsistent):
 			return fmt.Sprintf("the checkpoint not read: %+v, %+v", st.Checkpoint, st.Conditions)
+		case st.Boots == nil || len(st.Boots.FellBack) != 1 || st.Boots.FellBack[0].Image != imageA:
+			return fmt.Sprintf("the NodewrightAgentStatuses not read: %+v", st.Boots)
 		case !meta.IsStatusConditionTrue(st.Conditions, fleetv1alpha1.ConditionReachable) || st.KubernetesVersion == "":
 			return fmt.Sprintf("/readyz or /version not read: %+v, %q", st.Conditions, st.KubernetesVersion)
 		}
@@ -76,7 +79,7 @@ func TestHubReadOnly(t *testing.T) {
 	for _, tg := range targets {
 		names[tg.gvr.Resource] = true
 	}
-	for _, r := range []string{"nodewrightclusters", "bondmodeflipplans", "replicationupgrades", "configmaps", "deployments"} {
+	for _, r := range []string{"nodewrightclusters", "bondmodeflipplans", "replicationupgrades", "nodewrightagentstatuses", "configmaps", "deployments"} {
 		if !names[r] {
 			t.Errorf("the chart's roles do not let the hub read %s, which it reads", r)
 		}

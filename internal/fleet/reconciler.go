@@ -58,7 +58,9 @@ type SummaryReconciler struct {
 	Members *members
 	// Workflows are the members' workflows as the hub keeps them.
 	Workflows *workflowReader
-	// Wake carries the members whose refusal or workflows changed.
+	// Boots are the members' nodes' boots as the hub keeps them.
+	Boots *bootReader
+	// Wake carries the members whose refusal, workflows or boots changed.
 	Wake <-chan event.TypedGenericEvent[string]
 	// MemberNamespace is the Nodewright namespace on the members.
 	MemberNamespace string
@@ -133,7 +135,7 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", req.ClusterName, err)
 	}
-	workflows, read, err := r.Workflows.Workflows(req.ClusterName)
+	workflows, read, err := r.Workflows.Seen(req.ClusterName)
 	switch {
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", req.ClusterName, err)
@@ -147,6 +149,8 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	}
 	status := summary.Status.DeepCopy()
 	setObserved(status, observed)
+	boots, bootsRead, bootsErr := r.Boots.Seen(req.ClusterName)
+	setBoots(status, boots, bootsRead, bootsErr)
 	recheck := setCheckpoint(status, observed.Published, r.Witness, time.Now())
 	setHealth(status, r.Checker.Health(req.ClusterName))
 	if equality.Semantic.DeepEqual(*status, summary.Status) {

@@ -39,13 +39,14 @@ type Health struct {
 // setObserved fills status from the member's objects.
 func setObserved(status *fleetv1alpha1.NodewrightClusterSummaryStatus, o Observed) {
 	status.Phase, status.Management, status.Nodes, status.Profile = "", "", fleetv1alpha1.MemberNodes{}, nil
-	// Each field clipped to the summary's limits: a member's CRDs may allow more.
+	// Each field clipped to the summary's limits (a member's CRDs may allow more) and stripped
+	// of what a terminal or a page would act on (printable).
 	if c := o.Cluster; c != nil {
-		status.Phase = clip(string(c.Status.Phase), 32)
-		status.Management = clip(string(c.Status.Management), 32)
+		status.Phase = printable(string(c.Status.Phase), 32)
+		status.Management = printable(string(c.Status.Management), 32)
 		status.Nodes = fleetv1alpha1.MemberNodes{Ready: c.Status.Nodes.Ready, Total: c.Status.Nodes.Total}
 		if p := c.Status.Profile; p != nil {
-			status.Profile = &fleetv1alpha1.MemberProfile{Name: clip(p.Name, 253), Version: clip(p.Version, 64)}
+			status.Profile = &fleetv1alpha1.MemberProfile{Name: printable(p.Name, 253), Version: printable(p.Version, 64)}
 		}
 	}
 	status.Workflows = nil
@@ -53,7 +54,7 @@ func setObserved(status *fleetv1alpha1.NodewrightClusterSummaryStatus, o Observe
 		status.Workflows = slices.Clone(ws[:min(len(ws), maxWorkflows)])
 	}
 	status.Workflow = workflowColumn(status.Workflows, o.Workflows.Unfinished)
-	status.NodewrightVersion = clip(o.NodewrightVersion, 64)
+	status.NodewrightVersion = printable(o.NodewrightVersion, 64)
 }
 
 func unfinished(p nodewrightv1alpha1.WorkflowPhase) bool {
@@ -112,12 +113,12 @@ func setHealth(status *fleetv1alpha1.NodewrightClusterSummaryStatus, h Health) {
 	if !h.Known {
 		return
 	}
-	cond := metav1.Condition{Type: fleetv1alpha1.ConditionReachable, Status: metav1.ConditionFalse, Reason: h.Reason, Message: h.Message}
+	cond := metav1.Condition{Type: fleetv1alpha1.ConditionReachable, Status: metav1.ConditionFalse, Reason: h.Reason, Message: printable(h.Message, 32768)}
 	if h.Reachable {
 		cond.Status = metav1.ConditionTrue
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 	if h.KubernetesVersion != "" {
-		status.KubernetesVersion = clip(h.KubernetesVersion, 64)
+		status.KubernetesVersion = printable(h.KubernetesVersion, 64)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -253,6 +254,27 @@ func TestSetObserved(t *testing.T) {
 		setObserved(&status, Observed{Workflows: seen(flips, nil, phases)})
 		if len(status.Workflows) != 32 || status.Workflows[31].Name != "f31" || status.Workflow != "BondModeFlipPlan/f00 (+39)" {
 			t.Errorf("%d workflows, column %q", len(status.Workflows), status.Workflow)
+		}
+	})
+	t.Run("stripped of what a terminal acts on", func(t *testing.T) {
+		// A member's API server answers what it likes: a terminal's escapes and new lines in
+		// every string kubectl nodewright fleet prints.
+		evil := "x\x1b]0;owned\x07\x1b[2J\n\u202e"
+		c := cluster.DeepCopy()
+		c.Status.Phase, c.Status.Management = nodewrightv1alpha1.ClusterPhase(evil), nodewrightv1alpha1.ManagementMode(evil)
+		c.Status.Profile = &nodewrightv1alpha1.ActiveProfile{Name: evil, Version: evil}
+		var w WorkflowsSeen
+		w.see(evil, evil, nodewrightv1alpha1.WorkflowStatus{Phase: nodewrightv1alpha1.WorkflowPhase(evil),
+			Steps: []nodewrightv1alpha1.WorkflowStep{{Name: evil, State: nodewrightv1alpha1.StepRunning}}}, evil)
+		var status fleetv1alpha1.NodewrightClusterSummaryStatus
+		setObserved(&status, Observed{Cluster: c, Workflows: w, NodewrightVersion: evil})
+		setHealth(&status, Health{Known: true, Reason: fleetv1alpha1.ReasonNotAnswering, Message: evil, KubernetesVersion: evil})
+		ws := status.Workflows[0]
+		for _, got := range []string{status.Phase, status.Management, status.Profile.Name, status.Profile.Version, status.NodewrightVersion,
+			status.KubernetesVersion, status.Conditions[0].Message, ws.Kind, ws.Name, ws.Phase, ws.Step, ws.Progress, status.Workflow} {
+			if strings.IndexFunc(got, func(r rune) bool { return !unicode.IsGraphic(r) }) >= 0 {
+				t.Errorf("the summary keeps %q", got)
+			}
 		}
 	})
 	t.Run("clipped to the summary's limits", func(t *testing.T) {

@@ -59,9 +59,10 @@ func (w *WorkflowsSeen) see(kind, name string, s nodewrightv1alpha1.WorkflowStat
 	}
 }
 
-// clipWorkflow bounds each field to the summary's limits: a member's CRD may allow more.
+// clipWorkflow bounds each field to the summary's limits (a member's CRD may allow more), each
+// stripped of what a terminal or a page would act on.
 func clipWorkflow(w fleetv1alpha1.MemberWorkflow) fleetv1alpha1.MemberWorkflow {
-	w.Kind, w.Name, w.Phase, w.Step, w.Progress = clip(w.Kind, 64), clip(w.Name, 253), clip(w.Phase, 32), clip(w.Step, 64), clip(w.Progress, 64)
+	w.Kind, w.Name, w.Phase, w.Step, w.Progress = printable(w.Kind, 64), printable(w.Name, 253), printable(w.Phase, 32), printable(w.Step, 64), printable(w.Progress, 64)
 	return w
 }
 
@@ -132,77 +133,90 @@ func readWorkflows(ctx context.Context, c client.Reader) (WorkflowsSeen, error) 
 	}
 }
 
-// workflowReader keeps WorkflowsSeen for each engaged member, read again whenever the
-// member's workflows change, and wakes the member's summary when it changed.
-type workflowReader struct {
-	wake chan<- event.TypedGenericEvent[string]
+// memberReader keeps what read finds of each engaged member, read again whenever an object
+// of its resources changes on the member, and wakes the member's summary when it changed.
+type memberReader[T any] struct {
+	// what is what it reads, for the log.
+	what      string
+	resources []schema.GroupVersionResource
+	read      func(ctx context.Context, c client.Reader) (T, error)
+	equal     func(a, b T) bool
+	wake      chan<- event.TypedGenericEvent[string]
 
 	mu      sync.Mutex
-	members map[string]*memberWorkflows
+	members map[string]*memberRead[T]
 }
 
-type memberWorkflows struct {
+// workflowReader keeps WorkflowsSeen for each engaged member.
+type workflowReader = memberReader[WorkflowsSeen]
+
+type memberRead[T any] struct {
 	dirty chan struct{}
 	// ok is false until a read succeeded; seen is the last that did. err is the last read's
 	// error, nil once one succeeds again.
 	ok   bool
-	seen WorkflowsSeen
+	seen T
 	err  error
 }
 
 func newWorkflowReader(wake chan<- event.TypedGenericEvent[string]) *workflowReader {
-	return &workflowReader{wake: wake, members: map[string]*memberWorkflows{}}
+	var resources []schema.GroupVersionResource
+	for _, k := range workflowKinds {
+		resources = append(resources, k.Resource)
+	}
+	return &memberReader[WorkflowsSeen]{what: "workflows", resources: resources, read: readWorkflows, equal: equalSeen,
+		wake: wake, members: map[string]*memberRead[WorkflowsSeen]{}}
 }
 
-func (m *memberWorkflows) changed() {
+func (m *memberRead[T]) changed() {
 	select {
 	case m.dirty <- struct{}{}:
 	default: // a read is due already
 	}
 }
 
-// Workflows is what the last read of the member's workflows that succeeded found: ok is
-// false until one did, and err is then the last read's error. A read that fails after one
-// succeeded (the member not answering, say) leaves what that one found, as a cache would:
-// the summary still gets the rest, the member's health first.
-func (r *workflowReader) Workflows(member string) (seen WorkflowsSeen, ok bool, err error) {
+// Seen is what the last read of the member that succeeded found: ok is false until one did,
+// and err is then the last read's error. A read that fails after one succeeded (the member
+// not answering, say) leaves what that one found, as a cache would: the summary still gets
+// the rest, the member's health first.
+func (r *memberReader[T]) Seen(member string) (seen T, ok bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	m := r.members[member]
 	switch {
 	case m == nil:
-		return WorkflowsSeen{}, false, nil
+		return seen, false, nil
 	case !m.ok:
-		return WorkflowsSeen{}, false, m.err
+		return seen, false, m.err
 	}
 	return m.seen, true, nil
 }
 
 // Start waits for the manager to stop; the reads run per engagement.
-func (r *workflowReader) Start(ctx context.Context) error {
+func (r *memberReader[T]) Start(ctx context.Context) error {
 	<-ctx.Done()
 	return nil
 }
 
-// Engage reads the member's workflows until ctx ends (the member is removed or engaged anew).
-func (r *workflowReader) Engage(ctx context.Context, name string, cl cluster.Cluster) error {
+// Engage reads the member until ctx ends (the member is removed or engaged anew).
+func (r *memberReader[T]) Engage(ctx context.Context, name string, cl cluster.Cluster) error {
 	mc, err := metadata.NewForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
-	m := &memberWorkflows{dirty: make(chan struct{}, 1)}
+	m := &memberRead[T]{dirty: make(chan struct{}, 1)}
 	m.changed()
 	r.mu.Lock()
 	r.members[name] = m
 	r.mu.Unlock()
-	for _, k := range workflowKinds {
-		go watchChanges(ctx, mc.Resource(k.Resource), m.changed)
+	for _, res := range r.resources {
+		go watchChanges(ctx, mc.Resource(res), m.changed)
 	}
 	go r.run(ctx, name, m, cl.GetAPIReader())
 	return nil
 }
 
-func (r *workflowReader) run(ctx context.Context, name string, m *memberWorkflows, c client.Reader) {
+func (r *memberReader[T]) run(ctx context.Context, name string, m *memberRead[T], c client.Reader) {
 	defer func() {
 		r.mu.Lock()
 		if r.members[name] == m {
@@ -218,12 +232,12 @@ func (r *workflowReader) run(ctx context.Context, name string, m *memberWorkflow
 		case <-m.dirty:
 		}
 		start := time.Now()
-		seen, err := readWorkflows(ctx, c)
+		seen, err := r.read(ctx, c)
 		if ctx.Err() != nil {
 			return
 		}
 		r.mu.Lock()
-		changed := fmt.Sprint(err) != fmt.Sprint(m.err) || (err == nil && (!m.ok || !equalSeen(seen, m.seen)))
+		changed := fmt.Sprint(err) != fmt.Sprint(m.err) || (err == nil && (!m.ok || !r.equal(seen, m.seen)))
 		if err == nil {
 			m.ok, m.seen = true, seen
 		}
@@ -238,7 +252,7 @@ func (r *workflowReader) run(ctx context.Context, name string, m *memberWorkflow
 		}
 		wait := max(minWorkflowRead, time.Since(start))
 		if err != nil {
-			ctrllog.FromContext(ctx).V(1).Info("Reading the member's workflows failed", "member", name, "error", err.Error())
+			ctrllog.FromContext(ctx).V(1).Info("Reading the member failed", "member", name, "what", r.what, "error", err.Error())
 			wait = max(wait, retry.next())
 			m.changed() // read again after the wait, changes or not
 		} else {

@@ -188,33 +188,33 @@ func (f *failingAfter) List(_ context.Context, list client.ObjectList, _ ...clie
 func TestWorkflowsKeptWhenAReadFails(t *testing.T) {
 	wake := make(chan event.TypedGenericEvent[string], 8)
 	r := newWorkflowReader(wake)
-	if _, ok, _ := r.Workflows("m"); ok {
+	if _, ok, _ := r.Seen("m"); ok {
 		t.Fatal("workflows before any read")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := &memberWorkflows{dirty: make(chan struct{}, 1)}
+	m := &memberRead[WorkflowsSeen]{dirty: make(chan struct{}, 1)}
 	r.members["m"] = m
 	go r.run(ctx, "m", m, &failingAfter{})
 	m.changed()
 	<-wake
-	seen, ok, err := r.Workflows("m")
+	seen, ok, err := r.Seen("m")
 	if !ok || err != nil || seen.Unfinished != 1 || seen.Listed[0].Name != "f" {
 		t.Fatalf("after the first read: %+v, %v, %v", seen, ok, err)
 	}
 	m.changed()
 	<-wake
-	seen, ok, err = r.Workflows("m")
+	seen, ok, err = r.Seen("m")
 	if !ok || err != nil || seen.Unfinished != 1 || seen.Listed[0].Name != "f" {
 		t.Fatalf("after a failed read: %+v, %v, %v; want the first read's", seen, ok, err)
 	}
 	// Before any read succeeded, the failure is the answer.
-	m2 := &memberWorkflows{dirty: make(chan struct{}, 1)}
+	m2 := &memberRead[WorkflowsSeen]{dirty: make(chan struct{}, 1)}
 	r.members["m2"] = m2
 	go r.run(ctx, "m2", m2, &failingAfter{lists: len(workflowKinds)})
 	m2.changed()
 	<-wake
-	if _, ok, err := r.Workflows("m2"); ok || err == nil {
+	if _, ok, err := r.Seen("m2"); ok || err == nil {
 		t.Fatalf("a member never read: ok %v, error %v; want the error", ok, err)
 	}
 }

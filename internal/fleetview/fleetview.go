@@ -192,3 +192,68 @@ func SortDegradedFirst(items []fleetv1alpha1.NodewrightClusterSummary) {
 		return cmp.Compare(a.Name, b.Name)
 	})
 }
+
+// FellBack is one image that Kairos nodes fell back from, across the members.
+type FellBack struct {
+	// Image is the image the nodes' last fallback was from (lastFallback.fromImage).
+	Image string `json:"image"`
+	// Nodes counts the nodes whose last fallback was from Image, on every member.
+	Nodes int32 `json:"nodes"`
+	// Members are the members with such a node, by name.
+	Members []string `json:"members"`
+}
+
+// FellBackImages counts, across the members, the nodes whose last fallback was from each
+// image, the most nodes first, then by image. A member counts the images of its own summary
+// (status.boots.fellBack, at most 16 images, each with its count); an image that fell back
+// nowhere is not listed.
+func FellBackImages(items []fleetv1alpha1.NodewrightClusterSummary) []FellBack {
+	byImage := map[string]*FellBack{}
+	for i := range items {
+		b := items[i].Status.Boots
+		if b == nil {
+			continue
+		}
+		for _, f := range b.FellBack {
+			if f.Nodes <= 0 {
+				continue
+			}
+			fb := byImage[f.Image]
+			if fb == nil {
+				fb = &FellBack{Image: f.Image}
+				byImage[f.Image] = fb
+			}
+			fb.Nodes += f.Nodes
+			if !slices.Contains(fb.Members, items[i].Name) {
+				fb.Members = append(fb.Members, items[i].Name)
+			}
+		}
+	}
+	out := make([]FellBack, 0, len(byImage))
+	for _, fb := range byImage {
+		slices.Sort(fb.Members)
+		out = append(out, *fb)
+	}
+	slices.SortFunc(out, func(a, b FellBack) int {
+		if c := cmp.Compare(b.Nodes, a.Nodes); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Image, b.Image)
+	})
+	return out
+}
+
+// MemberFellBack is the member's fallbacks in a few words: "2 from IMAGE" for its image
+// with the most, "(+N)" for the nodes that fell back from others; "-" when none did.
+func MemberFellBack(s *fleetv1alpha1.NodewrightClusterSummary) string {
+	b := s.Status.Boots
+	if b == nil || b.FellBackNodes == 0 || len(b.FellBack) == 0 {
+		return "-"
+	}
+	f := b.FellBack[0]
+	out := fmt.Sprintf("%d from %s", f.Nodes, f.Image)
+	if more := b.FellBackNodes - f.Nodes; more > 0 {
+		out += fmt.Sprintf(" (+%d)", more)
+	}
+	return out
+}

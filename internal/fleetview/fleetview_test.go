@@ -1,6 +1,7 @@
 package fleetview
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -94,6 +95,34 @@ func TestContext(t *testing.T) {
 		}
 		if got, want := Command(s), "kubectl --context "+c.want+" nodewright status"; got != want {
 			t.Errorf("%s: %q, want %q", c.summary, got, want)
+		}
+	}
+}
+
+// TestFellBackImages: the fleet's count of each image adds the members' counts; a member
+// names it once; the most nodes first, then by image; an image with no node is no image.
+func TestFellBackImages(t *testing.T) {
+	member := func(name string, nodes int32, fell ...fleetv1alpha1.ImageFallbacks) fleetv1alpha1.NodewrightClusterSummary {
+		s := fleetv1alpha1.NodewrightClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		s.Status.Boots = &fleetv1alpha1.MemberBoots{KairosNodes: 3, FellBackNodes: nodes, FellBack: fell}
+		return s
+	}
+	items := []fleetv1alpha1.NodewrightClusterSummary{
+		member("site-c", 1, fleetv1alpha1.ImageFallbacks{Image: "b", Nodes: 1}),
+		member("site-a", 3, fleetv1alpha1.ImageFallbacks{Image: "a", Nodes: 2}, fleetv1alpha1.ImageFallbacks{Image: "c", Nodes: 1}),
+		member("site-b", 1, fleetv1alpha1.ImageFallbacks{Image: "a", Nodes: 1}, fleetv1alpha1.ImageFallbacks{Image: "z", Nodes: 0}),
+		{ObjectMeta: metav1.ObjectMeta{Name: "site-d"}},
+	}
+	var got []string
+	for _, f := range FellBackImages(items) {
+		got = append(got, fmt.Sprintf("%s:%d:%s", f.Image, f.Nodes, strings.Join(f.Members, ",")))
+	}
+	if want := "a:3:site-a,site-b b:1:site-c c:1:site-a"; strings.Join(got, " ") != want {
+		t.Errorf("got %s, want %s", strings.Join(got, " "), want)
+	}
+	for i, want := range []string{"1 from b", "2 from a (+1)", "1 from a", "-"} {
+		if got := MemberFellBack(&items[i]); got != want {
+			t.Errorf("MemberFellBack(%s) = %q, want %q", items[i].Name, got, want)
 		}
 	}
 }

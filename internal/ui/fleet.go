@@ -26,8 +26,10 @@ type memberView struct {
 	Nodes      string   `json:"nodes"`
 	Profile    string   `json:"profile"`
 	Checkpoint string   `json:"checkpoint"`
-	Context    string   `json:"context"`
-	Command    string   `json:"command"`
+	// FellBack is the member's fallbacks in a few words, "-" when no node fell back.
+	FellBack string `json:"fellBack"`
+	Context  string `json:"context"`
+	Command  string `json:"command"`
 }
 
 // shownMember is a summary with its view.
@@ -40,7 +42,7 @@ func encodeMember(o client.Object) any {
 	s := o.(*fleetv1alpha1.NodewrightClusterSummary).DeepCopy()
 	s.ManagedFields = nil
 	v := memberView{Why: fleetview.Why(s), Reachable: string(fleetview.Reachable(s)), Nodes: fleetview.Nodes(s),
-		Profile: fleetview.Profile(s), Checkpoint: fleetview.Checkpoint(s),
+		Profile: fleetview.Profile(s), Checkpoint: fleetview.Checkpoint(s), FellBack: fleetview.MemberFellBack(s),
 		Context: fleetview.Context(s), Command: fleetview.Command(s)}
 	v.Degraded = len(v.Why) > 0
 	if v.Why == nil {

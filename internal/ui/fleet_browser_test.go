@@ -28,7 +28,8 @@ const fleetOrder = `[...document.querySelectorAll('#fleet-members tr[data-member
 // as a user who may only read the summaries: the page lists the members, degraded first and
 // marked, with their facts and the command to act on each; it follows the hub live (a member
 // registered, a member turning unreachable) without a reload; its filters keep what
-// kubectl nodewright fleet's flags keep; and it has nothing that writes, nor does its server.
+// kubectl nodewright fleet's flags keep; it says which images the shown members' Kairos nodes
+// fell back from and on how many nodes; and it has nothing that writes, nor does its server.
 func TestFleetPage(t *testing.T) {
 	start := time.Now()
 	hub := testenv.New()
@@ -41,6 +42,11 @@ func TestFleetPage(t *testing.T) {
 		{APIGroups: []string{fleetv1alpha1.GroupVersion.Group}, Resources: []string{"nodewrightclustersummaries"}, Verbs: []string{"get", "list", "watch"}},
 	}, reader)
 	members := testenv.FleetMembers()
+	// Kairos nodes fell back from osTestImage on site-a (two) and site-d (one), and from
+	// osBootedV2 on site-d.
+	members[0].Status.Boots = &fleetv1alpha1.MemberBoots{KairosNodes: 3, FellBackNodes: 2, FellBack: []fleetv1alpha1.ImageFallbacks{{Image: osTestImage, Nodes: 2}}}
+	members[3].Status.Boots = &fleetv1alpha1.MemberBoots{KairosNodes: 2, FellBackNodes: 2,
+		FellBack: []fleetv1alpha1.ImageFallbacks{{Image: osTestImage, Nodes: 1}, {Image: osBootedV2, Nodes: 1}}}
 	stored := map[string]*fleetv1alpha1.NodewrightClusterSummary{}
 	for _, m := range members[:4] {
 		stored[m.Name] = testenv.StoreSummary(t, hub.Client, m)
@@ -57,8 +63,8 @@ func TestFleetPage(t *testing.T) {
 		"site-c": {"Degraded", "unreachable (NotAnswering)", "False", "MultiNode", "2/3", "Observe", "BondModeFlipPlan/to-lacp Node2Confirm", "edge-lab@0.3.0", "ok",
 			"kubectl --context site-c nodewright status"},
 		"site-d": {"Degraded", "phase Degraded · checkpoint PublishedBehindRecorded", "1/2", "ReplicationUpgrade/u1 Sync synced 1/4",
-			"BondModeFlipPlan/to-lacp Node2Confirm", "mismatch", "recorded #40", "kubectl --context site-d nodewright status"},
-		"site-a": {"True", "MultiNode", "3/3", "Managed", "edge-standard@1.2.0", "ok", "Kubernetes v1.34.2", "Nodewright 0.9.0", "kubectl --context site-a nodewright status"},
+			"BondModeFlipPlan/to-lacp Node2Confirm", "mismatch", "recorded #40", "kubectl --context site-d nodewright status", "2 fell back"},
+		"site-a": {"True", "MultiNode", "3/3", "2 fell back", "Managed", "edge-standard@1.2.0", "ok", "Kubernetes v1.34.2", "Nodewright 0.9.0", "kubectl --context site-a nodewright status"},
 		"site-b": {"SingleNode", "1/1", "ReplicationUpgrade/to-two Place placed 4/8", "kubectl --context site-b nodewright status"},
 	} {
 		if shown := p.text(row(name)); !contains(shown, wants...) {
@@ -68,6 +74,12 @@ func TestFleetPage(t *testing.T) {
 	if shown := p.text(row("site-a")); contains(shown, "Degraded") {
 		t.Errorf("healthy site-a is marked degraded:\n%s", shown)
 	}
+	if title, _ := evaluate[string](p, query(row("site-d")+" .fell-back")+`?.title`); title != "1 from "+osTestImage+" (+1)" {
+		t.Errorf("site-d's fallbacks say %q", title)
+	}
+	fellBack := `[...document.querySelectorAll('#fleet-fellback-images li')].map((l) => l.innerText).join('\n')`
+	p.waitJS("the images the members' nodes fell back from, counted across them", fellBack+` === `+
+		js(osTestImage+" — 3 node(s) on site-a, site-d\n"+osBootedV2+" — 1 node(s) on site-d")+` && !document.getElementById('fleet-fellback').hidden`)
 	if n, _ := evaluate[int](p, `document.querySelectorAll('#page-fleet button, #page-fleet form, #page-fleet a[href]').length`); n != 0 {
 		t.Errorf("the fleet page has %d buttons, forms or links; it only reads", n)
 	}
@@ -102,8 +114,10 @@ func TestFleetPage(t *testing.T) {
 	p.press("#fleet-degraded", " ")
 	p.waitJS("only the degraded members", fleetOrder+` === 'site-b:true,site-c:true,site-d:true,site-e:true' && `+
 		`document.getElementById('fleet-count').innerText === '5 member(s), 4 degraded; showing 4.'`)
+	p.waitJS("the degraded members' fallbacks alone", fellBack+` === `+js(osBootedV2+" — 1 node(s) on site-d\n"+osTestImage+" — 1 node(s) on site-d"))
 	choose("fleet-profile", "edge-standard")
 	p.waitJS("the degraded members on edge-standard", fleetOrder+` === 'site-b:true'`)
+	p.waitJS("no fallback among them: no section", `document.getElementById('fleet-fellback').hidden`)
 	p.press("#fleet-degraded", " ")
 	p.waitJS("every member on edge-standard", fleetOrder+` === 'site-b:true,site-a:false'`)
 	choose("fleet-profile", "")

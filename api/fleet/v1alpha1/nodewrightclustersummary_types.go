@@ -153,6 +153,102 @@ type AuditCheckpoint struct {
 	WitnessTime *metav1.Time `json:"witnessTime,omitempty"`
 }
 
+// The bounds of what a summary keeps of a member's nodes' boots.
+const (
+	// MaxBootNodes is how many of the member's Kairos nodes a summary lists.
+	MaxBootNodes = 64
+	// MaxFellBackImages is how many images a summary counts fallbacks from.
+	MaxFellBackImages = 16
+	// MaxImageLength bounds an image reference, as the member's NodewrightAgentStatus does.
+	MaxImageLength = 512
+)
+
+// MemberBoots is what the hub keeps of the boots of the member's Kairos nodes, read from
+// their NodewrightAgentStatuses (status.os.kairos and status.os.bootID).
+type MemberBoots struct {
+	// nodes are the member's nodes that report a Kairos boot, by name: at most 64.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Nodes []MemberNodeBoot `json:"nodes,omitempty"`
+	// kairosNodes counts every node that reports a Kairos boot, listed or not.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	KairosNodes int32 `json:"kairosNodes,omitempty"`
+	// fellBack counts, per image, the member's nodes whose last fallback was from that image
+	// (lastFallback.fromImage), listed or not: at most 16 images, the most nodes first, then
+	// by image.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	FellBack []ImageFallbacks `json:"fellBack,omitempty"`
+	// fellBackNodes counts every node with a last fallback, whatever its image: more than the
+	// sum of fellBack when more images fell back than it lists.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	FellBackNodes int32 `json:"fellBackNodes,omitempty"`
+	// unreadable says why the hub could not read the member's nodes (a member whose
+	// fleet.hubReader role does not grant nodewrightagentstatuses: a chart from before the
+	// hub read them); what an earlier read found is kept.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Unreadable string `json:"unreadable,omitempty"`
+}
+
+// MemberNodeBoot is one Kairos node's boot.
+type MemberNodeBoot struct {
+	// name of the node.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// slot is the boot entry the node runs from: Active, Passive, Recovery, AutoReset or
+	// LiveCD; empty when the node does not say.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Slot string `json:"slot,omitempty"`
+	// image the node booted (KAIROS_IMAGE_REPO).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+	// lastFallback is the last boot that fell back from an image the node's agent staged.
+	// +optional
+	LastFallback *MemberFallback `json:"lastFallback,omitempty"`
+}
+
+// MemberFallback is a boot that fell back from a staged image to the previous one.
+type MemberFallback struct {
+	// fromImage is the image that did not boot.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	FromImage string `json:"fromImage"`
+	// toImage is the image the node booted instead.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ToImage string `json:"toImage,omitempty"`
+	// bootID is the boot that fell back.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	BootID string `json:"bootID,omitempty"`
+	// seenAt is when the node's agent first saw it.
+	// +optional
+	SeenAt *metav1.Time `json:"seenAt,omitempty"`
+	// thisBoot is true while the node runs the boot that fell back (its bootID is the node's).
+	// +optional
+	ThisBoot bool `json:"thisBoot,omitempty"`
+}
+
+// ImageFallbacks counts the nodes whose last fallback was from one image.
+type ImageFallbacks struct {
+	// image is the image the nodes fell back from.
+	// +required
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// nodes is how many nodes fell back from it.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Nodes int32 `json:"nodes"`
+}
+
 // NodewrightClusterSummaryStatus is the member's state as the hub last saw it.
 type NodewrightClusterSummaryStatus struct {
 	// phase of the member's NodewrightCluster.
@@ -204,6 +300,11 @@ type NodewrightClusterSummaryStatus struct {
 	// than the witnessed one, the witnessed one not moving since; set only while that lasts.
 	// +optional
 	AwaitingWitnessSince *metav1.Time `json:"awaitingWitnessSince,omitempty"`
+	// boots are the member's Kairos nodes' boots: each node's slot, image and last fallback,
+	// and how many nodes fell back from each image. Absent when the member has no Kairos
+	// node, or before the hub read them.
+	// +optional
+	Boots *MemberBoots `json:"boots,omitempty"`
 	// conditions: Reachable and CheckpointConsistent.
 	// +optional
 	// +listType=map
@@ -229,6 +330,7 @@ type NodewrightClusterSummaryStatus struct {
 // +kubebuilder:printcolumn:name="Checkpoint OK",type=string,JSONPath=`.status.conditions[?(@.type=="CheckpointConsistent")].status`
 // +kubebuilder:printcolumn:name="Kubernetes",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
 // +kubebuilder:printcolumn:name="Nodewright",type=string,JSONPath=`.status.nodewrightVersion`,priority=1
+// +kubebuilder:printcolumn:name="Fell back",type=integer,JSONPath=`.status.boots.fellBackNodes`,priority=1,description="Kairos nodes whose last fallback is known: their boot of an image fell back"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodewrightClusterSummary struct {
 	metav1.TypeMeta   `json:",inline"`

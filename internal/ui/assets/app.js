@@ -200,6 +200,45 @@ function storageHealth(a) {
   return { s, cond, word, look };
 }
 
+// bootOf says how a Kairos node booted: its slot, and whether this boot is a fallback. A
+// Passive slot reads differently after a fallback (the node's last fallback is this boot, or
+// the upgrade_failure sentinel is set) than when the node was booted there on purpose.
+function bootOf(st) {
+  const os = st.os || {};
+  const k = os.kairos;
+  if (!k) return null;
+  const fb = k.lastFallback;
+  const fellBackNow = !!(fb && fb.bootID && fb.bootID === os.bootID) || !!k.upgradeFailure;
+  const slot = k.bootEntry || '';
+  let tone = 'neutral';
+  let label = slot || 'not said';
+  let hint = '';
+  if (slot === 'Active') tone = 'ok';
+  else if (slot === 'Passive' && fellBackNow) { tone = 'bad'; label = 'Passive, fell back'; hint = 'this boot fell back from the image it was upgraded to'; }
+  else if (slot === 'Passive') { tone = 'info'; hint = 'booted there on purpose: no fallback this boot'; }
+  else if (slot === 'Recovery') { tone = 'bad'; hint = 'the recovery system'; }
+  else if (slot) tone = 'warn';
+  return { k, fb, fellBackNow, slot, tone, label, hint };
+}
+
+function fallbackText(fb) {
+  return [`from ${fb.fromImage}`, fb.toImage ? ` to ${fb.toImage}` : '', fb.bootID ? ` at boot ${fb.bootID}` : '',
+    fb.seenAt ? [', seen ', timeEl(fb.seenAt), ' (', agoEl(fb.seenAt), ')'] : ''];
+}
+
+function bootFacts(st) {
+  const b = bootOf(st);
+  if (!b) return [];
+  return [
+    h('dt', {}, 'Boot slot'), h('dd', { class: 'boot', 'data-slot': b.slot, 'data-fell-back': String(b.fellBackNow) },
+      badge(b.slot || 'Unknown', { tone: b.tone, label: b.label }),
+      b.k.image ? h('span', { class: 'image block' }, b.k.image) : '',
+      b.hint ? h('span', { class: 'hint block' }, b.hint) : ''),
+    h('dt', {}, 'Last fallback'), h('dd', { class: 'fallback', 'data-this-boot': String(!!(b.fb && b.fellBackNow)) },
+      b.fb ? [b.fellBackNow ? h('strong', {}, 'This boot: ') : '', fallbackText(b.fb)] : h('span', { class: 'hint' }, 'none')),
+  ];
+}
+
 function renderNodes(nwc) {
   const el = document.getElementById('nodes');
   const agents = objects('NodewrightAgentStatus').sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
@@ -226,7 +265,8 @@ function renderNodes(nwc) {
         h('dt', {}, 'Storage'), h('dd', { class: 'storage' }, badge(look, { label: word }),
           s ? h('span', { class: 'drbd' }, `${s.connected} of ${s.resources} connected · ${s.upToDate} of ${s.resources} up to date · ${s.outOfSyncKiB ? bytes(s.outOfSyncKiB * 1024) : '0 KiB'} out of sync`)
             : cond && cond.message ? h('span', { class: 'hint block' }, cond.message) : ''),
-        h('dt', {}, 'Bond mode'), h('dd', { class: 'bond' }, (st.network && st.network.bondMode) || '—')));
+        h('dt', {}, 'Bond mode'), h('dd', { class: 'bond' }, (st.network && st.network.bondMode) || '—'),
+        bootFacts(st)));
   }));
 }
 
@@ -958,13 +998,33 @@ function memberRow(m) {
         'registered ', agoEl(m.metadata.creationTimestamp))),
     h('td', { 'data-col': 'reachable' }, badge(v.reachable), v.reachable !== 'True' ? h('span', { class: 'hint block' }, (condition(m, 'Reachable') || {}).reason || 'not checked yet') : ''),
     h('td', { 'data-col': 'phase' }, s.phase ? badge(s.phase) : h('span', { class: 'hint' }, 'none seen')),
-    h('td', { 'data-col': 'nodes' }, v.nodes),
+    h('td', { 'data-col': 'nodes' }, v.nodes, v.fellBack && v.fellBack !== '-'
+      ? h('span', { class: 'why block fell-back nowrap', title: v.fellBack }, `${s.boots.fellBackNodes} fell back`) : ''),
     h('td', { 'data-col': 'management' }, s.management || '–'),
     h('td', { 'data-col': 'workflows' }, (s.workflows || []).length ? h('ul', { class: 'plain' }, s.workflows.map((w) => h('li', {},
       h('span', { class: 'nowrap' }, `${w.kind}/${w.name}`), [w.step, w.progress].filter(Boolean).map((x) => ` ${x}`)))) : '–'),
     h('td', { 'data-col': 'profile' }, v.profile),
     h('td', { 'data-col': 'checkpoint' }, checkpoint,
       s.checkpoint ? h('span', { class: 'hint block' }, `recorded #${s.checkpoint.sequence}`) : ''));
+}
+
+// renderFellBack lists the images the shown members' nodes fell back from, their counts
+// added as kubectl nodewright fleet's FELL BACK does (internal/fleetview FellBackImages).
+function renderFellBack(shown) {
+  const byImage = new Map();
+  for (const m of shown) {
+    for (const f of ((m.status || {}).boots || {}).fellBack || []) {
+      if (!(f.nodes > 0)) continue;
+      const e = byImage.get(f.image) || { image: f.image, nodes: 0, members: [] };
+      e.nodes += f.nodes;
+      if (!e.members.includes(m.metadata.name)) e.members.push(m.metadata.name);
+      byImage.set(f.image, e);
+    }
+  }
+  const images = [...byImage.values()].sort((a, b) => (b.nodes - a.nodes) || (a.image < b.image ? -1 : a.image > b.image ? 1 : 0));
+  document.getElementById('fleet-fellback').hidden = !images.length;
+  replace(document.getElementById('fleet-fellback-images'), images.map((e) => h('li', { 'data-image': e.image },
+    h('code', { class: 'image' }, e.image), ` — ${e.nodes} node(s) on ${e.members.sort().join(', ')}`)));
 }
 
 function renderFleet() {
@@ -982,6 +1042,7 @@ function renderFleet() {
     return;
   }
   replace(count, `${members.length} member(s), ${degraded} degraded`, shown.length !== members.length ? `; showing ${shown.length}` : '', '.');
+  renderFellBack(shown);
   if (!shown.length) {
     replace(body, h('tr', {}, h('td', { colspan: 8, class: 'empty-row' }, members.length ? 'No member matches the filters.' : 'The hub has no member clusters.')));
     return;

@@ -81,7 +81,7 @@ func setUpMember(ctx context.Context, s *apiServer, scheme *runtime.Scheme, crds
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: memberNamespace}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "nodewright-fleet-hub-reader"}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"nodewright.spectrocloud.com"}, Resources: []string{"nodewrightclusters", "bondmodeflipplans", "replicationupgrades"}, Verbs: []string{"get", "list", "watch"}}}},
+			{APIGroups: []string{"nodewright.spectrocloud.com"}, Resources: []string{"nodewrightclusters", "bondmodeflipplans", "replicationupgrades", "nodewrightagentstatuses"}, Verbs: []string{"get", "list", "watch"}}}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: memberNamespace, Name: "nodewright-fleet-hub-reader"}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch"}}}},
