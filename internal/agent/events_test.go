@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -106,6 +107,15 @@ func TestTheAgentReportsADRBDChangeAsItHappens(t *testing.T) {
 	s := &streams{kernel: &drbdplay.Kernel{Self: node}}
 	events, faults := followedNode(t, node, s)
 	waitPeer(t, node, "edge-2", "Connected")
+	// The reporter's own first report can say Connected before the stream dumped the state and
+	// asked for its report: a loss made before then would be in the dump, or merged into its
+	// report by the debounce, not a report of its own.
+	testenv.Eventually(t, patience, func() string {
+		if st := events.Stats(); st.Dumped < 1 || st.Reports < 1 {
+			return fmt.Sprintf("%+v; want the stream's dump, and its report asked for", st)
+		}
+		return ""
+	})
 
 	writeFile(t, filepath.Join(faults, drbdplay.StandAloneFile), "edge-2\n")
 	waitPeer(t, node, "edge-2", "StandAlone")
@@ -113,8 +123,11 @@ func TestTheAgentReportsADRBDChangeAsItHappens(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPeer(t, node, "edge-2", "Connected")
-	if st := events.Stats(); st.Starts != 1 || st.Dumped != 1 || st.Reports < 3 {
-		t.Errorf("%+v; want one stream, its dump, and a report for the dump and each change", st)
+	// The dump's report was asked for before the loss; the return was reported by another
+	// (a slow report of the dump may have shown the loss itself, and the debounce may merge the
+	// loss's report with the return's).
+	if st := events.Stats(); st.Starts != 1 || st.Dumped != 1 || st.Reports < 2 {
+		t.Errorf("%+v; want one stream, its dump, a report for the dump and at least one for the changes", st)
 	}
 }
 
