@@ -13,14 +13,16 @@ const MaxBootRecoveryNodes = 64
 
 // FallbackRepair is what the policy does, beyond holding and alerting, about a node that fell
 // back.
-// RestageWithApproval (stage the image the node booted, the last good one, again once a person
-// approves it) is not served yet: it comes with the repair workflows.
-// +kubebuilder:validation:Enum=None
+// +kubebuilder:validation:Enum=None;RestageWithApproval
 type FallbackRepair string
 
 const (
 	// FallbackRepairNone: nothing; a person repairs the node.
 	FallbackRepairNone FallbackRepair = "None"
+	// FallbackRepairRestageWithApproval: the policy creates the repair, an OSVersionPolicy
+	// (spec.repairs) that stages the image the node booted (the last good one) again on that
+	// node, once a person approves it; its success acknowledges the fallback.
+	FallbackRepairRestageWithApproval FallbackRepair = "RestageWithApproval"
 )
 
 // PostBootHealthTimeoutAction is what the policy does about a node whose post-boot health is
@@ -123,6 +125,30 @@ type FallbackAcknowledgement struct {
 	At metav1.Time `json:"at"`
 }
 
+// FallbackRepairStatus is the repair of one fallback.
+type FallbackRepairStatus struct {
+	// bootID is the boot that fell back, the one repaired.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	BootID string `json:"bootID"`
+	// policy is the OSVersionPolicy that repairs it; absent when none could be created.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Policy string `json:"policy,omitempty"`
+	// image is the image it stages again, by digest.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+	// phase is the policy's phase, as last read.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Phase string `json:"phase,omitempty"`
+	// message says why no repair could be created, or how it ended.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
 // PostBootHealthStatus is one boot's post-boot health.
 type PostBootHealthStatus struct {
 	// bootID is the boot it is of.
@@ -206,6 +232,11 @@ type NodeBootRecord struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	PinnedImage string `json:"pinnedImage,omitempty"`
+
+	// repair is the repair of lastFallback the policy created (spec.onFallback.repair), or why it
+	// could not.
+	// +optional
+	Repair *FallbackRepairStatus `json:"repair,omitempty"`
 
 	// cordon is the policy's cordon of a node that booted its recovery system: Cordoned while
 	// the policy holds it, WasCordoned when it was cordoned before, Uncordoned once the policy let it go.

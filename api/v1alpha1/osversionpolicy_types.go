@@ -33,7 +33,25 @@ type OSNodeHold struct {
 	Reason string `json:"reason"`
 }
 
+// OSFallbackRepair names the fallback a policy repairs: the node, and the boot that fell back.
+type OSFallbackRepair struct {
+	// node is the node that fell back.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Node string `json:"node"`
+	// bootID is the boot that fell back (the BootRecoveryPolicy's
+	// status.nodes[].lastFallback.bootID).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	BootID string `json:"bootID"`
+}
+
 // OSVersionPolicySpec says which Kairos image the nodes run, and how carefully they move to it.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.repairs) || (!has(self.hold) && (!has(self.upgradeRecovery) || self.upgradeRecovery == 'Never'))",message="a repair (spec.repairs) changes its node's active image alone: it takes no hold or upgradeRecovery",fieldPath=".repairs"
+// +kubebuilder:validation:XValidation:rule="!has(self.repairs) || (has(self.approval) && self.approval == 'Manual')",message="a repair (spec.repairs) waits for a person's approval: spec.approval must be Manual",fieldPath=".approval"
 type OSVersionPolicySpec struct {
 	// image is the Kairos OCI image every selected node runs, pinned by digest and named with
 	// its tag: REPOSITORY:TAG@sha256:DIGEST. The node stages it by digest; once booted, its
@@ -48,6 +66,15 @@ type OSVersionPolicySpec struct {
 	// nodeSelector selects the nodes the policy upgrades; every node when empty.
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// repairs, when set, makes the policy the repair of one node's fallback: it stages again,
+	// on that node alone (when spec.nodeSelector, if any, selects it), the image the node booted when it fell back (the last good one, named
+	// here by digest), proven by the next boot. The BootRecoveryPolicy's pin of the node (for
+	// that boot) neither holds the node from this policy nor holds its steps. It waits for a
+	// person's approval (spec.approval Manual); once it succeeds, the BootRecoveryPolicy counts
+	// the fallback acknowledged by the person who approved it.
+	// +optional
+	Repairs *OSFallbackRepair `json:"repairs,omitempty"`
 
 	// nodeOrder is the order in which the selected nodes are upgraded, one at a time. Nodes
 	// the list does not name follow in the default order: tiebreakers, secondaries, the
