@@ -61,16 +61,29 @@ func HoldReason(n nwv1.NodeBootRecord) string {
 	return why
 }
 
+// RepairsPin reports whether p is the repair of pinned node n's fallback (spec.repairs names
+// the node and the boot that fell back): the pin holds neither the node from p nor p's steps.
+func RepairsPin(p *nwv1.OSVersionPolicy, n nwv1.NodeBootRecord) bool {
+	rp, fb := p.Spec.Repairs, n.Unacknowledged()
+	return rp != nil && fb != nil && rp.Node == n.Name && rp.BootID == fb.BootID
+}
+
 // fallbackGate holds every node's step while the BootRecoveryPolicy pins a node after a
 // fallback: no node is upgraded while a node of the cluster runs an older image than it was
 // given, one failure away from losing quorum.
 var fallbackGate = engine.Gate{
 	Name:  "NoUnacknowledgedFallback",
 	Which: workflow.GateApproval,
-	Check: func(ctx context.Context, env engine.GateEnv, _ engine.GatedObject, step workflow.Step, _ time.Time) (engine.Verdict, error) {
+	Check: func(ctx context.Context, env engine.GateEnv, o engine.GatedObject, step workflow.Step, _ time.Time) (engine.Verdict, error) {
 		pinned, err := Pinned(ctx, env.Client)
-		if err != nil || len(pinned) == 0 {
-			return engine.Verdict{Open: err == nil}, err
+		if err != nil {
+			return engine.Verdict{}, err
+		}
+		if p, ok := o.(*nwv1.OSVersionPolicy); ok {
+			maps.DeleteFunc(pinned, func(_ string, n nwv1.NodeBootRecord) bool { return RepairsPin(p, n) })
+		}
+		if len(pinned) == 0 {
+			return engine.Verdict{Open: true}, nil
 		}
 		var why []string
 		for _, name := range slices.Sorted(maps.Keys(pinned)) {

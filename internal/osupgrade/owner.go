@@ -71,6 +71,9 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.OSVersionPolicy]{
 		for i, h := range p.Spec.Hold {
 			fields = append(fields, engine.NodeField{Path: fmt.Sprintf("spec.hold[%d].node", i), Name: h.Node})
 		}
+		if rp := p.Spec.Repairs; rp != nil {
+			fields = append(fields, engine.NodeField{Path: "spec.repairs.node", Name: rp.Node})
+		}
 		return fields
 	},
 	Admit: admit,

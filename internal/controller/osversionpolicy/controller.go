@@ -164,6 +164,10 @@ func (r *Reconciler) selection(ctx context.Context, p *nwv1.OSVersionPolicy, age
 	if err := r.Client.List(ctx, &list, client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return nil, nil, 0, err
 	}
+	if rp := p.Spec.Repairs; rp != nil {
+		// A repair changes its node alone.
+		list.Items = slices.DeleteFunc(list.Items, func(n corev1.Node) bool { return n.Name != rp.Node })
+	}
 	held := slices.Clone(p.Spec.Hold)
 	isHeld := func(n string) bool {
 		return slices.ContainsFunc(held, func(h nwv1.OSNodeHold) bool { return h.Node == n })
@@ -183,7 +187,7 @@ func (r *Reconciler) selection(ctx context.Context, p *nwv1.OSVersionPolicy, age
 			held = append(held, nwv1.OSNodeHold{Node: n.Name, Reason: "no agent reports it (no NodewrightAgentStatus): no agent would upgrade it"})
 			continue
 		}
-		if pin, ok := pinned[n.Name]; ok {
+		if pin, ok := pinned[n.Name]; ok && !osupgrade.RepairsPin(p, pin) {
 			held = append(held, nwv1.OSNodeHold{Node: n.Name, Reason: osupgrade.HoldReason(pin)})
 			continue
 		}

@@ -81,6 +81,10 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		if a.Status.Storage != nil {
 			n.DRBDResources = a.Status.Storage.Resources
 		}
+		if rp := p.Spec.Repairs; rp != nil && a.Status.OS.Kairos.Image != osupgrade.Repository(p.Spec.Image) {
+			return engine.Failed("spec.repairs: %s booted %s after its fallback, not %s: a repair stages again only the image the node booted",
+				n.Name, orNone(a.Status.OS.Kairos.Image), osupgrade.Repository(p.Spec.Image)), nil
+		}
 		if fb := fallbackFrom(a, p.Spec.Image); fb != nil {
 			acked = append(acked, fmt.Sprintf("%s's fallback from it at boot %s", n.Name, fb.BootID))
 		}
@@ -127,4 +131,11 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		msg = linstorUnchecked + "; " + msg
 	}
 	return engine.Succeeded("%s", msg), nil
+}
+
+func orNone(image string) string {
+	if image == "" {
+		return "an image its kairos-release does not name"
+	}
+	return image
 }

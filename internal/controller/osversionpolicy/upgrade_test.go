@@ -7,6 +7,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -149,6 +150,40 @@ func TestAFallbackStopsThePolicyAndIsNotTriedAgainUntilAcknowledged(t *testing.T
 		t.Errorf("osfb-3 runs %+v; want the new image", got)
 	}
 	deleted(t, second)
+
+	// The repair. The BootRecoveryPolicy pins osfb-2 (its status as its controller writes it:
+	// internal/controller/bootrecoverypolicy proves that), which holds every policy's steps; a
+	// repair of that fallback waits for a person, then stages the image osfb-2 booted (the old
+	// one) again: the next boot proves it, from the active slot, without upgrade_failure.
+	brp := &nwv1.BootRecoveryPolicy{ObjectMeta: metav1.ObjectMeta{Name: nwv1.BootRecoveryPolicyName}}
+	if err := env.Client.Create(context.Background(), brp); err != nil {
+		t.Fatal(err)
+	}
+	brp.Status.Nodes = []nwv1.NodeBootRecord{{Name: "osfb-2", BootEntry: nwv1.KairosBootPassive, BootID: fell.bootID, Image: fell.image,
+		LastFallback: as.Status.OS.Kairos.LastFallback, PinnedImage: fell.image}}
+	if err := env.Client.Status().Update(context.Background(), brp); err != nil {
+		t.Fatal(err)
+	}
+	repair := s.policyWith("osfb-repair", oldVersion, soakFor, 2*time.Minute, func(p *nwv1.OSVersionPolicy) {
+		p.Spec.Repairs = &nwv1.OSFallbackRepair{Node: "osfb-2", BootID: fell.bootID}
+		p.Spec.Approval = nwv1.ApprovalManual
+	})
+	held(t, repair, nwv1.ReasonAwaitingApproval, "Node1")
+	if got := s.booted("osfb-2"); got != fell {
+		t.Errorf("osfb-2 was changed before the repair was approved: %+v", got)
+	}
+	approve(t, repair, "Node1")
+	repair = s.ended(repair, nwv1.WorkflowSucceeded)
+	if len(repair.Status.Nodes) != 1 || repair.Status.Nodes[0].Name != "osfb-2" {
+		t.Errorf("the repair's nodes %+v; want osfb-2 alone", repair.Status.Nodes)
+	}
+	if got := s.booted("osfb-2"); got.image != fell.image || got.entry != "active" || got.upgradeFailure || got.bootID == fell.bootID {
+		t.Errorf("osfb-2 runs %+v after the repair; want %s from its active slot, in a new boot", got, fell.image)
+	}
+	deleted(t, repair)
+	if err := env.Client.Delete(context.Background(), brp); err != nil {
+		t.Fatal(err)
+	}
 
 	// Acknowledged, the image is tried again on it, and now boots.
 	if err := s.hosts["osfb-2"].SetFault(kairosplay.FaultFailBoot, false); err != nil {
