@@ -123,7 +123,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).Named("bootrecoverypolicy").
 		For(&nwv1.BootRecoveryPolicy{}).
 		Watches(&nwv1.NodewrightAgentStatus{}, singleton).
-		Watches(&corev1.Node{}, singleton)
+		Watches(&corev1.Node{}, singleton).
+		// A repair's progress (repair.go).
+		Watches(&nwv1.OSVersionPolicy{}, singleton)
 	if r.AgentNamespace != "" {
 		b = b.Watches(&coordinationv1.Lease{}, singleton, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetNamespace() == r.AgentNamespace
@@ -173,14 +175,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			records = append(records, r.newBoot(ctx, p, &n, now)...)
 		}
 		records = append(records, r.fallback(p, prev, &n, acks, now)...)
+		n.Repair = prev.Repair
+		rec, err := r.repair(ctx, p, &n, now)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		records = append(records, rec...)
 		if err := r.recovery(ctx, p, &n); err != nil {
 			// One node's Node write refused is no reason to stop seeing the others' boots.
 			ctrl.LoggerFrom(ctx).Error(err, "The recovery cordon failed", "node", n.Name)
 			r.event(p, corev1.EventTypeWarning, ReasonCordonFailed, fmt.Sprintf("%s: %v", n.Name, err))
 			soon(retryCordon)
 		}
-		rec, wait := r.postBootHealth(ctx, p, w, &n, now)
-		records = append(records, rec...)
+		health, wait := r.postBootHealth(ctx, p, w, &n, now)
+		records = append(records, health...)
 		soon(wait)
 		nodes = append(nodes, n)
 	}

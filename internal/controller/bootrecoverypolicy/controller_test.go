@@ -391,6 +391,83 @@ func TestBootRecovery(t *testing.T) {
 	})
 }
 
+// TestBootRecoveryRepair: with onFallback.repair RestageWithApproval, a fallback gets its
+// repair, an OSVersionPolicy that stages the image the node booted again, by the digest of the
+// policy that put it there, once a person approves it; the repair's success acknowledges the
+// fallback, by the person who approved it.
+func TestBootRecoveryRepair(t *testing.T) {
+	c := start(t, "brr-1")
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &nwv1.BootRecoveryPolicy{}
+		if err := env.Client.Get(ctx, bootrecoverypolicy.Key, p); err != nil {
+			return err
+		}
+		p.Spec.OnFallback.Repair = nwv1.FallbackRepairRestageWithApproval
+		return env.Client.Update(ctx, p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The policy that put the old image on the nodes names it by digest.
+	earlier := &nwv1.OSVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "brr-earlier"}, Spec: nwv1.OSVersionPolicySpec{Image: oldImage + digest}}
+	if err := env.Client.Create(ctx, earlier); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), earlier) })
+
+	fb := &nwv1.KairosFallback{FromImage: newImage + digest, ToImage: oldImage, BootID: "0f5d6c1e-3b2a-4c8e-9f10-2a3b4c5d6e7f", SeenAt: metav1.Now()}
+	c.report("brr-1", fb.BootID, nwv1.KairosStatus{BootEntry: nwv1.KairosBootPassive, Image: oldImage, UpgradeFailure: true,
+		BootAssessment: &nwv1.KairosBootAssessment{}, LastFallback: fb}, healthyDRBD())
+	p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if n := nodeOf(p, "brr-1"); n == nil || n.Repair == nil || n.Repair.Policy == "" {
+			return fmt.Sprintf("brr-1 %+v; want its repair created", n)
+		}
+		return ""
+	})
+	rp := nodeOf(p, "brr-1").Repair
+	repair := &nwv1.OSVersionPolicy{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: rp.Policy}, repair); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), repair) })
+	if s := repair.Spec; s.Image != oldImage+digest || s.Approval != nwv1.ApprovalManual || s.Repairs == nil ||
+		s.Repairs.Node != "brr-1" || s.Repairs.BootID != fb.BootID {
+		t.Fatalf("the repair's spec %+v; want %s on brr-1 for boot %s, approval Manual", s, oldImage+digest, fb.BootID)
+	}
+	event(t, bootrecoverypolicy.ReasonRepairCreated, rp.Policy)
+	if n := nodeOf(p, "brr-1"); n.Acknowledged != nil || n.PinnedImage != oldImage {
+		t.Errorf("brr-1 %+v before its repair ran; want it pinned", n)
+	}
+
+	// The repair succeeds (the OSVersionPolicy's own tests prove a repair on a played host):
+	// approved by carol.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(repair), repair); err != nil {
+			return err
+		}
+		repair.Annotations = map[string]string{nwv1.AnnotationApprove: "Node1", nwv1.AnnotationApprovedBy: "carol"}
+		return env.Client.Update(ctx, repair)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repair.Status.Phase = nwv1.WorkflowSucceeded
+	if err := env.Client.Status().Update(ctx, repair); err != nil {
+		t.Fatal(err)
+	}
+	p = policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		n := nodeOf(p, "brr-1")
+		if n.Acknowledged == nil || n.Acknowledged.By != "carol" || n.PinnedImage != "" || n.Repair.Phase != string(nwv1.WorkflowSucceeded) {
+			return fmt.Sprintf("brr-1 %+v, its repair %+v; want it acknowledged by carol, repaired", n, n.Repair)
+		}
+		return ""
+	})
+	if rec := c.trail.Find(nwv1.BootRecoveryPolicyName, "Repaired"); rec == nil || !strings.Contains(rec.Message, "approved by carol") {
+		t.Errorf("the repair's audit record is %+v", rec)
+	}
+}
+
 // cordon cordons node as a person does (by "": no annotation).
 func cordon(t *testing.T, node, by string) {
 	t.Helper()

@@ -1,0 +1,175 @@
+package bootrecoverypolicy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/osimage"
+	"github.com/spectrocloud/nodewright/internal/osupgrade"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+)
+
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=osversionpolicies,verbs=get;list;watch;create
+
+// The reasons of the repair's Events.
+const (
+	ReasonRepairCreated    = "RepairCreated"
+	ReasonRepairImpossible = "RepairNotCreated"
+	ReasonRepaired         = "Repaired"
+)
+
+// ActionRepaired is the audit action of a fallback acknowledged by its repair's success.
+const ActionRepaired = "NodeFallbackRepaired"
+
+// LabelRepairOf names, on a repair policy, the node whose fallback it repairs.
+const LabelRepairOf = "nodewright.spectrocloud.com/repairs-node"
+
+// repair creates and follows the repair of node n's fallback (spec.onFallback.repair
+// RestageWithApproval): an OSVersionPolicy with spec.repairs that stages the image the node
+// booted (the last good one, pinned by digest) again on that node, once a person approves it.
+// Its success acknowledges the fallback, by the person who approved it. A repair already made
+// is followed whatever the spec says now.
+func (r *Reconciler) repair(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *nwv1.NodeBootRecord, now metav1.Time) ([]audit.Record, error) {
+	fb := n.LastFallback
+	if fb == nil || (n.Repair != nil && n.Repair.BootID != fb.BootID) {
+		n.Repair = nil
+	}
+	if fb == nil {
+		return nil, nil
+	}
+	if n.Repair != nil && n.Repair.Policy != "" {
+		return r.follow(ctx, p, n, now)
+	}
+	if n.Unacknowledged() == nil || p.Spec.OnFallback.Repair != nwv1.FallbackRepairRestageWithApproval {
+		return nil, nil
+	}
+	image, why, err := r.lastGood(ctx, n.Image)
+	if err != nil {
+		return nil, err
+	}
+	if image == "" {
+		msg := fmt.Sprintf("no repair of %s's fallback at boot %s: %s; a person creates it: an OSVersionPolicy with spec.repairs {node: %s, bootID: %s}, spec.approval Manual and spec.image %s@sha256:<its digest>",
+			n.Name, fb.BootID, why, n.Name, fb.BootID, orUnnamed(n.Image))
+		if n.Repair == nil || n.Repair.Message != clip(msg, 1024) {
+			r.event(p, corev1.EventTypeWarning, ReasonRepairImpossible, msg)
+		}
+		n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Message: clip(msg, 1024)}
+		return nil, nil
+	}
+	op := &nwv1.OSVersionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: repairName(n.Name, fb.BootID), Labels: map[string]string{LabelRepairOf: children.LabelValue(n.Name)}},
+		Spec: nwv1.OSVersionPolicySpec{Image: image, Approval: nwv1.ApprovalManual,
+			Repairs: &nwv1.OSFallbackRepair{Node: n.Name, BootID: fb.BootID}},
+	}
+	switch err := r.Client.Create(ctx, op); {
+	case apierrors.IsAlreadyExists(err):
+		// Made before a restart whose status write was lost: it is the repair if it says so.
+		got := &nwv1.OSVersionPolicy{}
+		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(op), got); err != nil {
+			return nil, err
+		}
+		if rp := got.Spec.Repairs; rp == nil || rp.Node != n.Name || rp.BootID != fb.BootID {
+			msg := fmt.Sprintf("no repair of %s's fallback at boot %s: an OSVersionPolicy %s that is not its repair is there", n.Name, fb.BootID, op.Name)
+			n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Message: clip(msg, 1024)}
+			return nil, nil
+		}
+		image = got.Spec.Image
+	case err != nil:
+		return nil, fmt.Errorf("creating the repair of %s's fallback: %w", n.Name, err)
+	default:
+		r.event(p, corev1.EventTypeNormal, ReasonRepairCreated, fmt.Sprintf(
+			"created OSVersionPolicy %s: it stages %s again on %s once a person approves its step Node1 (kubectl nodewright approve)", op.Name, image, n.Name))
+	}
+	n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Policy: op.Name, Image: image, Phase: string(nwv1.WorkflowPending)}
+	return nil, nil
+}
+
+// follow reads n's repair policy: its success acknowledges the fallback.
+func (r *Reconciler) follow(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *nwv1.NodeBootRecord, now metav1.Time) ([]audit.Record, error) {
+	rp := n.Repair
+	op := &nwv1.OSVersionPolicy{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: rp.Policy}, op); apierrors.IsNotFound(err) {
+		if rp.Phase != string(nwv1.WorkflowSucceeded) {
+			rp.Phase, rp.Message = "Deleted", "the repair policy was deleted before it succeeded"
+		}
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	rp.Phase = string(op.Status.Phase)
+	if op.Status.Phase != nwv1.WorkflowSucceeded || n.Unacknowledged() == nil {
+		return nil, nil
+	}
+	by := clip(op.Annotations[nwv1.AnnotationApprovedBy], 512)
+	n.Acknowledged = &nwv1.FallbackAcknowledgement{BootID: rp.BootID, By: by, At: now}
+	n.PinnedImage = ""
+	msg := fmt.Sprintf("%s's fallback at boot %s is repaired: OSVersionPolicy %s, approved by %s, staged %s again and the node booted it; acknowledged",
+		n.Name, rp.BootID, rp.Policy, orUnknown(by), rp.Image)
+	rp.Message = clip(msg, 1024)
+	r.event(p, corev1.EventTypeNormal, ReasonRepaired, msg)
+	return []audit.Record{r.record(p, ActionRepaired, "Unacknowledged", "Repaired", ReasonRepaired, msg, n.Name+"/"+rp.BootID, now, n.Name,
+		audit.Detail{Name: "policy", Value: rp.Policy}, audit.Detail{Name: "approvedBy", Value: by})}, nil
+}
+
+// lastGood is image (REPOSITORY:TAG, what the node booted) pinned by digest, as the EdgeProfile
+// in force lists it in spec.osImages, or else as the newest OSVersionPolicy that names it (the
+// one that put it on the nodes); "" and why when neither does, or the profile does not allow
+// it.
+func (r *Reconciler) lastGood(ctx context.Context, image string) (string, string, error) {
+	if image == "" {
+		return "", "its kairos-release names no image", nil
+	}
+	profile, err := engine.ProfileInForce(ctx, r.Client)
+	if err != nil {
+		return "", "", fmt.Errorf("reading the EdgeProfile in force: %w", err)
+	}
+	if profile != nil {
+		for _, allowed := range profile.Spec.OSImages {
+			if strings.Contains(allowed, "@sha256:") && osupgrade.Repository(allowed) == image {
+				return allowed, "", nil
+			}
+		}
+	}
+	var list nwv1.OSVersionPolicyList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return "", "", err
+	}
+	slices.SortFunc(list.Items, func(a, b nwv1.OSVersionPolicy) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
+	for _, op := range list.Items {
+		if osupgrade.Repository(op.Spec.Image) != image || op.Spec.Repairs != nil {
+			continue
+		}
+		if profile != nil && osimage.Allowed(profile, op.Spec.Image) != "" {
+			continue
+		}
+		return op.Spec.Image, "", nil
+	}
+	return "", fmt.Sprintf("no image pinned by digest is known for %s (the EdgeProfile in force's spec.osImages does not pin it, and no OSVersionPolicy the profile allows names it)", image), nil
+}
+
+// repairName is the repair policy's name: the node's, and the boot's first characters.
+func repairName(node, bootID string) string {
+	short := strings.ReplaceAll(bootID, "-", "")
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	return children.Name(node, "repair-"+strings.ToLower(short))
+}
+
+func orUnnamed(image string) string {
+	if image == "" {
+		return "REPOSITORY:TAG"
+	}
+	return image
+}
+
