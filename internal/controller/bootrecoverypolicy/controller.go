@@ -52,7 +52,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bootrecoverypolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bootrecoverypolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bootrecoverypolicies/status,verbs=get;patch
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=nodewright-system,resources=leases,verbs=list;watch

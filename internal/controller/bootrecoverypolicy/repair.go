@@ -19,6 +19,10 @@ import (
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
+// The repair is an OSVersionPolicy the policy creates (RBAC cannot narrow create to those with
+// spec.repairs). It widens nothing on a host: an OSVersionPolicy's steps are NodeOperations the
+// operator could create itself, which each agent checks against the signed EdgeProfile, and a
+// repair waits for a person's approval (the CRD requires approval Manual with spec.repairs).
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=osversionpolicies,verbs=get;list;watch;create
 
 // The reasons of the repair's Events.
