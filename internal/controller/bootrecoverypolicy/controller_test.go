@@ -456,7 +456,7 @@ func TestBootRecoveryRepair(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, repair); err != nil {
 		t.Fatal(err)
 	}
-	p = policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
 		n := nodeOf(p, "brr-1")
 		if n.Acknowledged == nil || n.Acknowledged.By != "carol" || n.PinnedImage != "" || n.Repair.Phase != string(nwv1.WorkflowSucceeded) {
 			return fmt.Sprintf("brr-1 %+v, its repair %+v; want it acknowledged by carol, repaired", n, n.Repair)

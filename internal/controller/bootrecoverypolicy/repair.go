@@ -176,4 +176,3 @@ func orUnnamed(image string) string {
 	}
 	return image
 }
-
