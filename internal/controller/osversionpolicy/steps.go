@@ -157,8 +157,13 @@ func (r *Reconciler) cordoned(s *scope, rec *nwv1.NodeOSUpgrade, res nodecordon.
 // ran then: the reboot must change it.
 func (r *Reconciler) stage(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
 	rec := &s.p.Status.Nodes[k-1]
-	op, err := r.ensureOp(ctx, s, stageName(k), rec.Name, osupgrade.PartName(k, osupgrade.Stage), stageTimeout,
-		nwv1.NodeOperationSpec{Type: nwv1.OperationOSUpgradeStage, OSUpgradeStage: &nwv1.OSImageOperation{Image: s.p.Spec.Image}})
+	spec := nwv1.NodeOperationSpec{Type: nwv1.OperationOSUpgradeStage, OSUpgradeStage: &nwv1.OSImageOperation{Image: s.p.Spec.Image}}
+	if s.p.Spec.Repairs != nil {
+		// A repair stages the image the node booted again: RecoveryRestage, which the agent
+		// refuses unless the node fell back and the image is the one it booted.
+		spec = nwv1.NodeOperationSpec{Type: nwv1.OperationRecoveryRestage, RecoveryRestage: &nwv1.OSImageOperation{Image: s.p.Spec.Image}}
+	}
+	op, err := r.ensureOp(ctx, s, stageName(k), rec.Name, osupgrade.PartName(k, osupgrade.Stage), stageTimeout, spec)
 	if err != nil {
 		return engine.Outcome{}, err
 	}

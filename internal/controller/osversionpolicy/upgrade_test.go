@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/osupgrade"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 	"github.com/spectrocloud/nodewright/test/site/kairosplay"
@@ -179,6 +180,19 @@ func TestAFallbackStopsThePolicyAndIsNotTriedAgainUntilAcknowledged(t *testing.T
 	}
 	if got := s.booted("osfb-2"); got.image != fell.image || got.entry != "active" || got.upgradeFailure || got.bootID == fell.bootID {
 		t.Errorf("osfb-2 runs %+v after the repair; want %s from its active slot, in a new boot", got, fell.image)
+	}
+	var ops nwv1.NodeOperationList
+	if err := env.Client.List(context.Background(), &ops, client.InNamespace(s.ns)); err != nil {
+		t.Fatal(err)
+	}
+	restaged := false
+	for _, op := range ops.Items {
+		if op.Labels[osupgrade.LabelName] == repair.Name && op.Spec.Type == nwv1.OperationRecoveryRestage && op.Spec.NodeName == "osfb-2" {
+			restaged = op.Status.Phase == nwv1.OperationSucceeded
+		}
+	}
+	if !restaged {
+		t.Error("the repair did not stage the image by a RecoveryRestage that Succeeded")
 	}
 	deleted(t, repair)
 	if err := env.Client.Delete(context.Background(), brp); err != nil {
