@@ -158,6 +158,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newFlipCommand,
 		newUpgradeCommand,
 		newOSCommand,
+		newBootCommand,
 		newApproveCommand,
 		newEventsCommand,
 		newFleetCommand,
