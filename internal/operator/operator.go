@@ -324,9 +324,14 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := (&bootrecoverypolicy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Audit: trail, Actor: actor,
-		AgentNamespace: o.AgentNamespace, LINSTOR: gate}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the BootRecoveryPolicy controller: %w", err)
+	// The boots come from the node agents' reports: without agents (an older chart, which
+	// installs no BootRecoveryPolicy CRD either, and which the cache would refuse to watch)
+	// the policy has no controller.
+	if o.AgentNamespace != "" {
+		if err := (&bootrecoverypolicy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Audit: trail, Actor: actor,
+			AgentNamespace: o.AgentNamespace, LINSTOR: gate}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the BootRecoveryPolicy controller: %w", err)
+		}
 	}
 	if o.ClusterSpec != "" {
 		cm, _ := splitName(o.ClusterSpec)
