@@ -279,6 +279,14 @@ type KairosBootAssessment struct {
 	Tentative bool `json:"tentative"`
 }
 
+// WouldFallBack reports whether a node with these flags falls back at its next boot, as
+// Kairos's GRUB configuration decides it: boot_assessment_tentative=yes (the last assessed boot
+// never counted as good) with enable_boot_assessment or enable_boot_assessment_always yes
+// (kairos#4303). False for nil.
+func (a *KairosBootAssessment) WouldFallBack() bool {
+	return a != nil && a.Tentative && (a.Enabled || a.Always)
+}
+
 // KairosBootCounting is the boot counter of a UKI (systemd-boot) Kairos node's boot entry, as
 // systemd's Automatic Boot Assessment keeps it in the entry file's name, NAME+LEFT-DONE.conf,
 // and the EFI variable LoaderBootCountPath names the file booted. Its fields are always sent,

@@ -338,7 +338,7 @@ func (e kairosReboot) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.No
 // would not.
 func armedToFallBack(b hostos.KairosBoot) string {
 	a := b.AssessmentStatus()
-	if a == nil || !a.Tentative || (!a.Enabled && !a.Always) {
+	if !a.WouldFallBack() {
 		return ""
 	}
 	return fmt.Sprintf("the host's next boot would fall back at once: its boot assessment %s has %s=yes with %s=%t and %s=%t, so GRUB would boot the passive slot (kairos#4303); the host was not rebooted. A person clears the flag (grub2-editenv %s set %s=) once they know why the last boot never counted as good",

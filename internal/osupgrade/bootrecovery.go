@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/text"
 	"github.com/spectrocloud/nodewright/internal/workflow"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -55,10 +56,7 @@ func HoldReason(n nwv1.NodeBootRecord) string {
 	fb := n.Unacknowledged()
 	why := fmt.Sprintf("fell back at boot %s, not acknowledged: the BootRecoveryPolicy pins it to the image it booted (acknowledge it there: %s@%s)",
 		fb.BootID, n.Name, fb.BootID)
-	if len(why) > 256 {
-		why = why[:253] + "..."
-	}
-	return why
+	return text.Shorten(why, 256)
 }
 
 // RepairsPin reports whether p is the repair of pinned node n's fallback (spec.repairs names

@@ -49,6 +49,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/management"
 	"github.com/spectrocloud/nodewright/internal/nodecordon"
 	"github.com/spectrocloud/nodewright/internal/nodehealth"
+	"github.com/spectrocloud/nodewright/internal/text"
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=bootrecoverypolicies,verbs=get;list;watch
@@ -287,13 +288,10 @@ func (r *Reconciler) observe(p *nwv1.BootRecoveryPolicy, prev nwv1.NodeBootRecor
 // with enable_boot_assessment or enable_boot_assessment_always yes (kairos#4303). Empty when
 // it would not, or when the agent reports no boot-assessment block.
 func WouldFallBack(k *nwv1.KairosStatus) string {
-	if k == nil || k.BootAssessment == nil {
+	if k == nil || !k.BootAssessment.WouldFallBack() {
 		return ""
 	}
 	a := k.BootAssessment
-	if !a.Tentative || (!a.Enabled && !a.Always) {
-		return ""
-	}
 	return fmt.Sprintf("its boot assessment has boot_assessment_tentative=yes with enable_boot_assessment=%t and enable_boot_assessment_always=%t: its next boot would fall back to the passive slot at once (kairos#4303)", a.Enabled, a.Always)
 }
 
@@ -357,7 +355,7 @@ func (r *Reconciler) fallback(p *nwv1.BootRecoveryPolicy, prev nwv1.NodeBootReco
 		n.Acknowledged = nil
 	}
 	if n.Acknowledged == nil && acks[n.Name] == fb.BootID {
-		by := clip(p.Annotations[nwv1.AnnotationAcknowledgedBy], 512)
+		by := text.Shorten(p.Annotations[nwv1.AnnotationAcknowledgedBy], 512)
 		n.Acknowledged = &nwv1.FallbackAcknowledgement{BootID: fb.BootID, By: by, At: now}
 		msg := fmt.Sprintf("%s's fallback from %s at boot %s acknowledged by %s", n.Name, fb.FromImage, fb.BootID, orUnknown(by))
 		r.event(p, corev1.EventTypeNormal, ReasonFallbackAcknowledged, msg)
@@ -471,7 +469,7 @@ func (r *Reconciler) postBootHealth(ctx context.Context, p *nwv1.BootRecoveryPol
 		}
 		return nil, 0
 	}
-	h.Failing = clip(red, 1024)
+	h.Failing = text.Shorten(red, 1024)
 	if now.Before(&h.Deadline) {
 		wait := h.Deadline.Sub(now.Time) + time.Second
 		if satellite {
@@ -483,7 +481,7 @@ func (r *Reconciler) postBootHealth(ctx context.Context, p *nwv1.BootRecoveryPol
 	msg := fmt.Sprintf("%s's health was not green within %s of boot %s (first seen %s): %s", n.Name, timeout(p), n.BootID,
 		n.BootSeenAt.UTC().Format(time.RFC3339), red)
 	r.event(p, corev1.EventTypeWarning, ReasonPostBootHealthTimeout, msg)
-	return []audit.Record{r.record(p, ActionPostBootHealthTimeout, "Booted", "PostBootHealthTimedOut", ReasonPostBootHealthTimeout, clip(msg, 2048), n.Name+"/"+n.BootID, now, n.Name)}, 0
+	return []audit.Record{r.record(p, ActionPostBootHealthTimeout, "Booted", "PostBootHealthTimedOut", ReasonPostBootHealthTimeout, text.Shorten(msg, 2048), n.Name+"/"+n.BootID, now, n.Name)}, 0
 }
 
 // red says which of node n's post-boot checks is red, and whether its LINSTOR satellite is
@@ -536,15 +534,15 @@ func summarise(p *nwv1.BootRecoveryPolicy, now metav1.Time) {
 			}
 		}
 	}
-	p.Status.FellBack, p.Status.Recovery = clip(strings.Join(fell, ","), 1024), clip(strings.Join(recovery, ","), 1024)
+	p.Status.FellBack, p.Status.Recovery = text.Shorten(strings.Join(fell, ","), 1024), text.Shorten(strings.Join(recovery, ","), 1024)
 	names := make([]string, 0, len(unhealthy))
 	for _, u := range unhealthy {
 		name, _, _ := strings.Cut(u, " ")
 		names = append(names, name)
 	}
-	p.Status.Unhealthy = clip(strings.Join(names, ","), 1024)
+	p.Status.Unhealthy = text.Shorten(strings.Join(names, ","), 1024)
 	set := func(t string, status metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: clip(msg, 32768),
+		meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: text.Shorten(msg, 32768),
 			ObservedGeneration: p.Generation, LastTransitionTime: now})
 	}
 	if len(fell) > 0 {
@@ -588,7 +586,7 @@ func Acknowledgements(p *nwv1.BootRecoveryPolicy) map[string]string {
 
 func (r *Reconciler) event(p *nwv1.BootRecoveryPolicy, typ, reason, msg string) {
 	if r.Recorder != nil {
-		r.Recorder.Event(p, typ, reason, clip(msg, 1024))
+		r.Recorder.Event(p, typ, reason, text.Shorten(msg, 1024))
 	}
 }
 
@@ -614,16 +612,4 @@ func (r *Reconciler) appendRecords(ctx context.Context, records []audit.Record) 
 
 func equalStatus(a, b *nwv1.BootRecoveryPolicy) bool {
 	return equality.Semantic.DeepEqual(a.Status, b.Status)
-}
-
-// clip cuts s to at most n bytes, on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - 3
-	for cut > 0 && (s[cut]&0xC0) == 0x80 {
-		cut--
-	}
-	return s[:cut] + "..."
 }

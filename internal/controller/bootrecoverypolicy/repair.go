@@ -15,6 +15,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/audit"
 	"github.com/spectrocloud/nodewright/internal/osimage"
 	"github.com/spectrocloud/nodewright/internal/osupgrade"
+	"github.com/spectrocloud/nodewright/internal/text"
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
@@ -64,10 +65,10 @@ func (r *Reconciler) repair(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *
 	if image == "" {
 		msg := fmt.Sprintf("no repair of %s's fallback at boot %s: %s; a person creates it: an OSVersionPolicy with spec.repairs {node: %s, bootID: %s}, spec.approval Manual and spec.image %s@sha256:<its digest>",
 			n.Name, fb.BootID, why, n.Name, fb.BootID, orUnnamed(n.Image))
-		if n.Repair == nil || n.Repair.Message != clip(msg, 1024) {
+		if n.Repair == nil || n.Repair.Message != text.Shorten(msg, 1024) {
 			r.event(p, corev1.EventTypeWarning, ReasonRepairImpossible, msg)
 		}
-		n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Message: clip(msg, 1024)}
+		n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Message: text.Shorten(msg, 1024)}
 		return nil, nil
 	}
 	op := &nwv1.OSVersionPolicy{
@@ -84,7 +85,7 @@ func (r *Reconciler) repair(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *
 		}
 		if rp := got.Spec.Repairs; rp == nil || rp.Node != n.Name || rp.BootID != fb.BootID {
 			msg := fmt.Sprintf("no repair of %s's fallback at boot %s: an OSVersionPolicy %s that is not its repair is there", n.Name, fb.BootID, op.Name)
-			n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Message: clip(msg, 1024)}
+			n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Message: text.Shorten(msg, 1024)}
 			return nil, nil
 		}
 		image = got.Spec.Image
@@ -114,12 +115,12 @@ func (r *Reconciler) follow(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *
 	if op.Status.Phase != nwv1.WorkflowSucceeded || n.Unacknowledged() == nil {
 		return nil, nil
 	}
-	by := clip(op.Annotations[nwv1.AnnotationApprovedBy], 512)
+	by := text.Shorten(op.Annotations[nwv1.AnnotationApprovedBy], 512)
 	n.Acknowledged = &nwv1.FallbackAcknowledgement{BootID: rp.BootID, By: by, At: now}
 	n.PinnedImage = ""
 	msg := fmt.Sprintf("%s's fallback at boot %s is repaired: OSVersionPolicy %s, approved by %s, staged %s again and the node booted it; acknowledged",
 		n.Name, rp.BootID, rp.Policy, orUnknown(by), rp.Image)
-	rp.Message = clip(msg, 1024)
+	rp.Message = text.Shorten(msg, 1024)
 	r.event(p, corev1.EventTypeNormal, ReasonRepaired, msg)
 	return []audit.Record{r.record(p, ActionRepaired, "Unacknowledged", "Repaired", ReasonRepaired, msg, n.Name+"/"+rp.BootID, now, n.Name,
 		audit.Detail{Name: "policy", Value: rp.Policy}, audit.Detail{Name: "approvedBy", Value: by})}, nil

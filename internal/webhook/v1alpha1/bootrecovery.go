@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/text"
 )
 
 // +kubebuilder:webhook:path=/mutate-nodewright-spectrocloud-com-v1alpha1-bootrecoverypolicy,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=nodewright.spectrocloud.com,resources=bootrecoverypolicies,verbs=create;update,versions=v1alpha1,name=mbootrecoverypolicy-v1alpha1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
@@ -35,15 +36,8 @@ func admitBootRecovery(_ context.Context, p *nwv1.BootRecoveryPolicy) (admission
 	for i, e := range strings.Split(v, ",") {
 		if e = strings.TrimSpace(e); e == "" || !ackEntry.MatchString(e) {
 			return nil, fmt.Errorf("metadata.annotations[%s]: entry %d, %q, is not NODE@BOOTID: a fallback is acknowledged by its node and the boot that fell back (status.nodes[].lastFallback.bootID)",
-				nwv1.AnnotationAcknowledgeFallback, i+1, clipText(e, 300))
+				nwv1.AnnotationAcknowledgeFallback, i+1, text.Shorten(e, 300))
 		}
 	}
 	return nil, nil
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
