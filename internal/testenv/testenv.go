@@ -17,6 +17,8 @@
 package testenv
 
 import (
+	"time"
+
 	"bufio"
 	"context"
 	"errors"
@@ -220,6 +222,10 @@ func (e *Env) Start() error {
 		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                e.Scheme,
+		// envtest waits 20 seconds for each process to be ready, and tries five times: on a busy
+		// machine (two shared cores running other packages' tests and builds) kube-apiserver
+		// takes longer than that to start. The wait returns as soon as it is ready.
+		ControlPlaneStartTimeout: 3 * time.Minute,
 	}
 	if e.withWebhooks {
 		e.control.WebhookInstallOptions = envtest.WebhookInstallOptions{
