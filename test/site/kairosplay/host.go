@@ -46,7 +46,8 @@ const (
 	// site starts no agent again.
 	FaultNoReturn = "fault-no-return"
 	// FaultNoDRBD: the node boots, but DRBD does not reconnect: every peer of the node's played
-	// DRBD is StandAlone (drbdplay.StandAloneFile in DRBDDir) from that boot on.
+	// DRBD is StandAlone (drbdplay.StandAloneFile in DRBDDir) from that boot on; only in a boot
+	// of one of the images it lists, when it lists any (an image whose DRBD does not come up).
 	FaultNoDRBD = "fault-no-drbd"
 	// FaultStaleFlags: a boot leaves boot_assessment_tentative=yes set (Kairos's boot
 	// assessment did not clear it, kairos#4303): the next assessed boot falls back at once.
@@ -311,7 +312,8 @@ var cmdlines = map[string]string{
 //  4. Kairos's "Boot assessment" cloud-config, early in boot (before k3s, LINSTOR or the
 //     network), clears enable_boot_assessment and boot_assessment_tentative, unless
 //     FaultStaleFlags is set.
-//  5. FaultNoDRBD: the node's DRBD peers stay StandAlone.
+//  5. FaultNoDRBD (of the booted image, when it names images): the node's DRBD peers stay
+//     StandAlone.
 //
 // The reboot request (RebootFile) is consumed.
 func (h *Host) Boot(ctx context.Context) (Booted, error) {
@@ -382,7 +384,7 @@ func (h *Host) Boot(ctx context.Context) (Booted, error) {
 			return b, fmt.Errorf("the boot assessment's clearing: %w", err)
 		}
 	}
-	if err := h.drbdFault(); err != nil {
+	if err := h.drbdFault(b.Image); err != nil {
 		return b, err
 	}
 	id, err := h.BootID()
@@ -473,15 +475,19 @@ func emptyRun(run string) error {
 	return nil
 }
 
-// drbdFault plays FaultNoDRBD after a boot: every peer of the node's played DRBD StandAlone
-// while it is set; a boot without it takes back the StandAlone file it wrote.
-func (h *Host) drbdFault() error {
+// drbdFault plays FaultNoDRBD after a boot of image: every peer of the node's played DRBD
+// StandAlone while it is set (for image, when it lists images); a boot without it takes back
+// the StandAlone file it wrote.
+func (h *Host) drbdFault(image string) error {
 	if h.DRBDDir == "" {
 		return nil
 	}
-	on, _, err := h.fault(FaultNoDRBD)
+	on, images, err := h.fault(FaultNoDRBD)
 	if err != nil {
 		return err
+	}
+	if len(images) > 0 && !slices.Contains(images, image) {
+		on = false
 	}
 	file, own := filepath.Join(h.DRBDDir, drbdplay.StandAloneFile), filepath.Join(h.Dir, standAloneOwn)
 	if !on {
