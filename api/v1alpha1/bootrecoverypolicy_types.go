@@ -27,14 +27,17 @@ const (
 
 // PostBootHealthTimeoutAction is what the policy does about a node whose post-boot health is
 // not green within spec.postBootHealth.timeout.
-// RollbackWithApproval (the alert, and a rollback to the passive image once a person approves
-// it) is not served yet: it comes with the repair workflows.
-// +kubebuilder:validation:Enum=Alert
+// +kubebuilder:validation:Enum=Alert;RollbackWithApproval
 type PostBootHealthTimeoutAction string
 
 const (
 	// PostBootHealthAlert: an Event, the PostBootHealthy condition False, a metric.
 	PostBootHealthAlert PostBootHealthTimeoutAction = "Alert"
+	// PostBootHealthRollbackWithApproval: the alert, and, when the node booted its active slot
+	// with an image other than the one of its last healthy boot, the rollback: the policy
+	// creates an OSVersionPolicy (spec.repairs kind Rollback) that stages that image again on
+	// that node once a person approves it, proven by the next boot.
+	PostBootHealthRollbackWithApproval PostBootHealthTimeoutAction = "RollbackWithApproval"
 )
 
 // PostBootHealth is the health a node must reach after each boot, beyond what GRUB's boot
@@ -125,9 +128,10 @@ type FallbackAcknowledgement struct {
 	At metav1.Time `json:"at"`
 }
 
-// FallbackRepairStatus is the repair of one fallback.
-type FallbackRepairStatus struct {
-	// bootID is the boot that fell back, the one repaired.
+// BootRepairStatus is the repair of one boot: a fallback's, or a rollback of a boot whose
+// post-boot health timed out.
+type BootRepairStatus struct {
+	// bootID is the boot repaired: the one that fell back, or whose health timed out.
 	// +required
 	// +kubebuilder:validation:MaxLength=64
 	BootID string `json:"bootID"`
@@ -135,11 +139,11 @@ type FallbackRepairStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Policy string `json:"policy,omitempty"`
-	// image is the image it stages again, by digest.
+	// image is the image it stages, by digest.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
-	// phase is the policy's phase, as last read.
+	// phase is the policy's phase, as last read; Deleted when it was deleted before it ended.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	Phase string `json:"phase,omitempty"`
@@ -147,6 +151,21 @@ type FallbackRepairStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+}
+
+// HealthyBoot is a boot whose post-boot health went green.
+type HealthyBoot struct {
+	// bootID is the boot.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	BootID string `json:"bootID"`
+	// image is the image it ran (KAIROS_IMAGE_REPO).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+	// at is when its health went green.
+	// +required
+	At metav1.Time `json:"at"`
 }
 
 // PostBootHealthStatus is one boot's post-boot health.
@@ -236,7 +255,17 @@ type NodeBootRecord struct {
 	// repair is the repair of lastFallback the policy created (spec.onFallback.repair), or why it
 	// could not.
 	// +optional
-	Repair *FallbackRepairStatus `json:"repair,omitempty"`
+	Repair *BootRepairStatus `json:"repair,omitempty"`
+
+	// lastHealthy is the node's last boot whose post-boot health went green: the image a
+	// rollback (spec.onPostBootHealthTimeout RollbackWithApproval) stages again.
+	// +optional
+	LastHealthy *HealthyBoot `json:"lastHealthy,omitempty"`
+
+	// rollback is the rollback of a boot whose post-boot health timed out the policy created
+	// (spec.onPostBootHealthTimeout RollbackWithApproval), or why it could not.
+	// +optional
+	Rollback *BootRepairStatus `json:"rollback,omitempty"`
 
 	// cordon is the policy's cordon of a node that booted its recovery system: Cordoned while
 	// the policy holds it, WasCordoned when it was cordoned before, Uncordoned once the policy let it go.

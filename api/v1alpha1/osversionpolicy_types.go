@@ -33,20 +33,46 @@ type OSNodeHold struct {
 	Reason string `json:"reason"`
 }
 
-// OSFallbackRepair names the fallback a policy repairs: the node, and the boot that fell back.
-type OSFallbackRepair struct {
-	// node is the node that fell back.
+// OSRepairKind is what a repair policy does to its node.
+// +kubebuilder:validation:Enum=Restage;Rollback
+type OSRepairKind string
+
+const (
+	// OSRepairRestage repairs a fallback: the node booted its passive slot after its staged
+	// image failed; the image it booted (the last good one) is staged again on its active slot
+	// (a RecoveryRestage, which the agent refuses on a node that did not fall back).
+	OSRepairRestage OSRepairKind = "Restage"
+	// OSRepairRollback rolls back a boot whose post-boot health timed out: the node booted its
+	// active slot with an image whose health never went green; the image of its last healthy
+	// boot is staged on its active slot again (an OSUpgradeStage), proven by the next boot.
+	OSRepairRollback OSRepairKind = "Rollback"
+)
+
+// OSNodeRepair names the node a repair policy changes, the boot it repairs, and how.
+type OSNodeRepair struct {
+	// node is the node repaired.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Node string `json:"node"`
-	// bootID is the boot that fell back (the BootRecoveryPolicy's
-	// status.nodes[].lastFallback.bootID).
+	// bootID is the boot repaired: the one that fell back (the BootRecoveryPolicy's
+	// status.nodes[].lastFallback.bootID) for a Restage, the one whose post-boot health timed
+	// out (status.nodes[].postBootHealth.bootID) for a Rollback.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	BootID string `json:"bootID"`
+	// kind is what the repair does: Restage (the default) or Rollback.
+	// +optional
+	// +kubebuilder:default=Restage
+	Kind OSRepairKind `json:"kind,omitempty"`
 }
+
+// IsRollback reports whether the repair is a rollback.
+func (r *OSNodeRepair) IsRollback() bool { return r != nil && r.Kind == OSRepairRollback }
+
+// IsRestage reports whether the repair restages a fallback's image (the default kind).
+func (r *OSNodeRepair) IsRestage() bool { return r != nil && r.Kind != OSRepairRollback }
 
 // OSVersionPolicySpec says which Kairos image the nodes run, and how carefully they move to it.
 //
@@ -67,14 +93,19 @@ type OSVersionPolicySpec struct {
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 
-	// repairs, when set, makes the policy the repair of one node's fallback: it stages again,
-	// on that node alone (when spec.nodeSelector, if any, selects it), the image the node booted when it fell back (the last good one, named
-	// here by digest), proven by the next boot. The BootRecoveryPolicy's pin of the node (for
-	// that boot) neither holds the node from this policy nor holds its steps. It waits for a
-	// person's approval (spec.approval Manual); once it succeeds, the BootRecoveryPolicy counts
-	// the fallback acknowledged by the person who approved it.
+	// repairs, when set, makes the policy the repair of one node's boot, on that node alone
+	// (when spec.nodeSelector, if any, selects it), proven by the next boot. It waits for a
+	// person's approval (spec.approval Manual). Two kinds:
+	//   - Restage, of a fallback: it stages again the image the node booted when it fell back
+	//     (the last good one, named here by digest). The BootRecoveryPolicy's pin of the node
+	//     (for that boot) neither holds the node from this policy nor holds its steps; once it
+	//     succeeds, the BootRecoveryPolicy counts the fallback acknowledged by the person who
+	//     approved it.
+	//   - Rollback, of a boot whose post-boot health timed out: it stages the image of the
+	//     node's last healthy boot (named here by digest) on the node's active slot, which it
+	//     must have booted.
 	// +optional
-	Repairs *OSFallbackRepair `json:"repairs,omitempty"`
+	Repairs *OSNodeRepair `json:"repairs,omitempty"`
 
 	// nodeOrder is the order in which the selected nodes are upgraded, one at a time. Nodes
 	// the list does not name follow in the default order: tiebreakers, secondaries, the

@@ -59,11 +59,11 @@ func HoldReason(n nwv1.NodeBootRecord) string {
 	return text.Shorten(why, 256)
 }
 
-// RepairsPin reports whether p is the repair of pinned node n's fallback (spec.repairs names
-// the node and the boot that fell back): the pin holds neither the node from p nor p's steps.
+// RepairsPin reports whether p is the repair of pinned node n's fallback (spec.repairs, kind
+// Restage, names the node and the boot that fell back): the pin holds neither the node from p nor p's steps.
 func RepairsPin(p *nwv1.OSVersionPolicy, n nwv1.NodeBootRecord) bool {
 	rp, fb := p.Spec.Repairs, n.Unacknowledged()
-	return rp != nil && fb != nil && rp.Node == n.Name && rp.BootID == fb.BootID
+	return rp.IsRestage() && fb != nil && rp.Node == n.Name && rp.BootID == fb.BootID
 }
 
 // fallbackGate holds every node's step while the BootRecoveryPolicy pins a node after a

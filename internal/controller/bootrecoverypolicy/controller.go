@@ -14,7 +14,8 @@
 //   - each boot's post-boot health (the Node Ready, the agent reporting, every DRBD resource
 //     of the node Connected and UpToDate with quorum, the LINSTOR satellite ONLINE) must be
 //     green within spec.postBootHealth.timeout of the boot first seen: one that is not is
-//     alerted.
+//     alerted and, with onPostBootHealthTimeout RollbackWithApproval, rolled back to the image
+//     of the node's last healthy boot once a person approves it (rollback.go).
 //
 // Reading never needs approval and changes no host: the repairs are workflows.
 package bootrecoverypolicy
@@ -191,6 +192,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		health, wait := r.postBootHealth(ctx, p, w, &n, now)
 		records = append(records, health...)
 		soon(wait)
+		n.Rollback = prev.Rollback
+		rec, err = r.rollback(ctx, p, &n, now)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		records = append(records, rec...)
 		nodes = append(nodes, n)
 	}
 	// A node whose agent no longer reports a Kairos boot keeps its record while the policy
@@ -270,6 +277,7 @@ func (r *Reconciler) observe(p *nwv1.BootRecoveryPolicy, prev nwv1.NodeBootRecor
 	n := nwv1.NodeBootRecord{
 		Name: a.Name, BootEntry: k.BootEntry, BootID: a.Status.OS.BootID, Image: k.Image, UpgradeFailure: k.UpgradeFailure,
 		LastFallback: k.LastFallback.DeepCopy(), Acknowledged: prev.Acknowledged, Cordon: prev.Cordon, DRBDResources: prev.DRBDResources,
+		LastHealthy: prev.LastHealthy,
 	}
 	n.BootAssessment, n.BootCounting = k.BootAssessment.DeepCopy(), k.BootCounting.DeepCopy()
 	n.NextBootFallsBack = WouldFallBack(k)
@@ -451,6 +459,9 @@ func orEntry(e nwv1.KairosBootEntry) string {
 // the records and how soon to look again while it waits.
 func (r *Reconciler) postBootHealth(ctx context.Context, p *nwv1.BootRecoveryPolicy, w *world, n *nwv1.NodeBootRecord, now metav1.Time) ([]audit.Record, time.Duration) {
 	h := n.PostBootHealth
+	if h != nil && h.PassedAt != nil && h.BootID == n.BootID && (n.LastHealthy == nil || n.LastHealthy.BootID != n.BootID) {
+		n.LastHealthy = &nwv1.HealthyBoot{BootID: n.BootID, Image: n.Image, At: *h.PassedAt}
+	}
 	if h != nil && h.PassedAt != nil {
 		// The baseline follows the node while its DRBD is green: a volume deleted or moved off it
 		// is not missed at its next boot.
@@ -464,6 +475,7 @@ func (r *Reconciler) postBootHealth(ctx context.Context, p *nwv1.BootRecoveryPol
 	red, satellite := r.red(ctx, w, n)
 	if red == "" {
 		h.PassedAt, h.Failing = ptr.To(now), ""
+		n.LastHealthy = &nwv1.HealthyBoot{BootID: n.BootID, Image: n.Image, At: now}
 		if d := w.agents[n.Name].Status.Storage; d != nil {
 			n.DRBDResources = d.Resources
 		}
@@ -528,7 +540,11 @@ func summarise(p *nwv1.BootRecoveryPolicy, now metav1.Time) {
 		if h := n.PostBootHealth; h != nil {
 			switch {
 			case h.TimedOutAt != nil:
-				unhealthy = append(unhealthy, fmt.Sprintf("%s (%s)", n.Name, h.Failing))
+				u := fmt.Sprintf("%s (%s)", n.Name, h.Failing)
+				if rb := n.Rollback; rb != nil && rb.BootID == h.BootID {
+					u += "; " + rollbackState(rb)
+				}
+				unhealthy = append(unhealthy, u)
 			case h.PassedAt == nil:
 				waiting = append(waiting, fmt.Sprintf("%s (until %s: %s)", n.Name, h.Deadline.UTC().Format(time.RFC3339), h.Failing))
 			}
@@ -612,4 +628,19 @@ func (r *Reconciler) appendRecords(ctx context.Context, records []audit.Record) 
 
 func equalStatus(a, b *nwv1.BootRecoveryPolicy) bool {
 	return equality.Semantic.DeepEqual(a.Status, b.Status)
+}
+
+// rollbackState says where a boot's rollback stands, for the PostBootHealthy condition.
+func rollbackState(rb *nwv1.BootRepairStatus) string {
+	if rb.Policy == "" {
+		return rb.Message
+	}
+	return fmt.Sprintf("its rollback, OSVersionPolicy %s (%s), is %s", rb.Policy, rb.Image, orPending(rb.Phase))
+}
+
+func orPending(phase string) string {
+	if phase == "" {
+		return string(nwv1.WorkflowPending)
+	}
+	return phase
 }

@@ -495,3 +495,128 @@ func cordoned(t *testing.T, node string) (bool, string) {
 	}
 	return n.Spec.Unschedulable, n.Annotations[nodecordon.AnnotationCordonedBy]
 }
+
+// TestBootRecoveryRollback: with onPostBootHealthTimeout RollbackWithApproval, a boot of a new
+// image whose health times out gets its rollback, an OSVersionPolicy that stages the image of
+// the node's last healthy boot again, by digest, once a person approves it; its success is
+// recorded with who approved it. A boot whose health times out on the image that was healthy
+// before is not rolled back, and says why.
+func TestBootRecoveryRollback(t *testing.T) {
+	c := start(t, "brb-1")
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &nwv1.BootRecoveryPolicy{}
+		if err := env.Client.Get(ctx, bootrecoverypolicy.Key, p); err != nil {
+			return err
+		}
+		p.Spec.OnPostBootHealthTimeout = nwv1.PostBootHealthRollbackWithApproval
+		return env.Client.Update(ctx, p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The policy that put the old image on the nodes names it by digest.
+	earlier := &nwv1.OSVersionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "brb-earlier"}, Spec: nwv1.OSVersionPolicySpec{Image: oldImage + digest}}
+	if err := env.Client.Create(ctx, earlier); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), earlier) })
+
+	active := func(image string) nwv1.KairosStatus {
+		return nwv1.KairosStatus{BootEntry: nwv1.KairosBootActive, Image: image, BootAssessment: &nwv1.KairosBootAssessment{}}
+	}
+	c.report("brb-1", "brb-1-boot-1", active(oldImage), healthyDRBD())
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if n := nodeOf(p, "brb-1"); n == nil || n.LastHealthy == nil || n.LastHealthy.BootID != "brb-1-boot-1" || n.LastHealthy.Image != oldImage {
+			return fmt.Sprintf("brb-1 %+v; want its last healthy boot brb-1-boot-1 of %s", n, oldImage)
+		}
+		return ""
+	})
+
+	// The new image boots, and its DRBD never reconnects. (Each report differs from the one
+	// before, so that the write is not a no-op that wakes nothing.)
+	red := &nwv1.DRBDStatus{Resources: 2, Connected: 1, UpToDate: 1}
+	connecting := &nwv1.DRBDStatus{Resources: 2, Connected: 1, UpToDate: 1,
+		ResourceStatuses: []nwv1.DRBDResourceStatus{{Name: "pvc-one", Peers: []nwv1.DRBDPeerStatus{{Name: "brb-2", ConnectionState: "Connecting"}}}}}
+	c.report("brb-1", "brb-1-boot-2", active(newImage), connecting)
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if h := nodeOf(p, "brb-1").PostBootHealth; h == nil || h.BootID != "brb-1-boot-2" {
+			return fmt.Sprintf("brb-1's health %+v; want boot brb-1-boot-2's", h)
+		}
+		return ""
+	})
+	c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
+	c.report("brb-1", "brb-1-boot-2", active(newImage), red)
+	p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if rb := nodeOf(p, "brb-1").Rollback; rb == nil || rb.Policy == "" || rb.BootID != "brb-1-boot-2" {
+			return fmt.Sprintf("brb-1's rollback %+v; want one for boot brb-1-boot-2", rb)
+		}
+		if c := condition(p, nwv1.ConditionPostBootHealthy); !strings.HasPrefix(c, "False") || !strings.Contains(c, "its rollback") {
+			return "PostBootHealthy " + c + "; want False, naming the rollback"
+		}
+		return ""
+	})
+	rb := nodeOf(p, "brb-1").Rollback
+	rollback := &nwv1.OSVersionPolicy{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: rb.Policy}, rollback); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rollback) })
+	if s := rollback.Spec; s.Image != oldImage+digest || s.Approval != nwv1.ApprovalManual || s.Repairs == nil ||
+		s.Repairs.Node != "brb-1" || s.Repairs.BootID != "brb-1-boot-2" || s.Repairs.Kind != nwv1.OSRepairRollback {
+		t.Fatalf("the rollback's spec %+v, repairs %+v; want %s on brb-1, a Rollback of boot brb-1-boot-2, approval Manual", s, s.Repairs, oldImage+digest)
+	}
+	event(t, bootrecoverypolicy.ReasonRollbackCreated, rb.Policy)
+
+	// The rollback succeeds (the OSVersionPolicy's own tests prove one on a played host),
+	// approved by dave: the node boots the old image, healthy again.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rollback), rollback); err != nil {
+			return err
+		}
+		rollback.Annotations = map[string]string{nwv1.AnnotationApprove: "Node1", nwv1.AnnotationApprovedBy: "dave"}
+		return env.Client.Update(ctx, rollback)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rollback.Status.Phase = nwv1.WorkflowSucceeded
+	if err := env.Client.Status().Update(ctx, rollback); err != nil {
+		t.Fatal(err)
+	}
+	c.report("brb-1", "brb-1-boot-3", active(oldImage), healthyDRBD())
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		n := nodeOf(p, "brb-1")
+		if n.Rollback == nil || n.Rollback.Phase != string(nwv1.WorkflowSucceeded) || !strings.Contains(n.Rollback.Message, "approved by dave") {
+			return fmt.Sprintf("brb-1's rollback %+v; want it Succeeded, approved by dave", n.Rollback)
+		}
+		if n.LastHealthy == nil || n.LastHealthy.BootID != "brb-1-boot-3" || p.Status.Unhealthy != "" {
+			return fmt.Sprintf("brb-1's last healthy boot %+v, unhealthy %q; want boot brb-1-boot-3, none unhealthy", n.LastHealthy, p.Status.Unhealthy)
+		}
+		return ""
+	})
+	if rec := c.trail.Find(nwv1.BootRecoveryPolicyName, "RolledBack"); rec == nil || !strings.Contains(rec.Message, "approved by dave") || !strings.Contains(rec.Message, "brb-1-boot-2") {
+		t.Errorf("the rollback's audit record is %+v", rec)
+	}
+
+	// The old image's own boot times out: the image is not what changed, no rollback.
+	c.report("brb-1", "brb-1-boot-4", active(oldImage), connecting)
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if h := nodeOf(p, "brb-1").PostBootHealth; h == nil || h.BootID != "brb-1-boot-4" {
+			return fmt.Sprintf("brb-1's health %+v; want boot brb-1-boot-4's", h)
+		}
+		return ""
+	})
+	c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
+	c.report("brb-1", "brb-1-boot-4", active(oldImage), red)
+	p = policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if rb := nodeOf(p, "brb-1").Rollback; rb == nil || rb.BootID != "brb-1-boot-4" || !strings.Contains(rb.Message, "its image is not what changed") {
+			return fmt.Sprintf("brb-1's rollback %+v; want none for boot brb-1-boot-4, saying why", rb)
+		}
+		return ""
+	})
+	if rb := nodeOf(p, "brb-1").Rollback; rb.Policy != "" {
+		t.Errorf("a rollback %s was created for a boot of the image that was healthy before", rb.Policy)
+	}
+	event(t, bootrecoverypolicy.ReasonRollbackImpossible, "its image is not what changed")
+}

@@ -68,13 +68,13 @@ func (r *Reconciler) repair(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *
 		if n.Repair == nil || n.Repair.Message != text.Shorten(msg, 1024) {
 			r.event(p, corev1.EventTypeWarning, ReasonRepairImpossible, msg)
 		}
-		n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Message: text.Shorten(msg, 1024)}
+		n.Repair = &nwv1.BootRepairStatus{BootID: fb.BootID, Message: text.Shorten(msg, 1024)}
 		return nil, nil
 	}
 	op := &nwv1.OSVersionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: repairName(n.Name, fb.BootID), Labels: map[string]string{LabelRepairOf: children.LabelValue(n.Name)}},
+		ObjectMeta: metav1.ObjectMeta{Name: repairName(n.Name, "repair", fb.BootID), Labels: map[string]string{LabelRepairOf: children.LabelValue(n.Name)}},
 		Spec: nwv1.OSVersionPolicySpec{Image: image, Approval: nwv1.ApprovalManual,
-			Repairs: &nwv1.OSFallbackRepair{Node: n.Name, BootID: fb.BootID}},
+			Repairs: &nwv1.OSNodeRepair{Node: n.Name, BootID: fb.BootID, Kind: nwv1.OSRepairRestage}},
 	}
 	switch err := r.Client.Create(ctx, op); {
 	case apierrors.IsAlreadyExists(err):
@@ -83,9 +83,9 @@ func (r *Reconciler) repair(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *
 		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(op), got); err != nil {
 			return nil, err
 		}
-		if rp := got.Spec.Repairs; rp == nil || rp.Node != n.Name || rp.BootID != fb.BootID {
+		if rp := got.Spec.Repairs; !rp.IsRestage() || rp.Node != n.Name || rp.BootID != fb.BootID {
 			msg := fmt.Sprintf("no repair of %s's fallback at boot %s: an OSVersionPolicy %s that is not its repair is there", n.Name, fb.BootID, op.Name)
-			n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Message: text.Shorten(msg, 1024)}
+			n.Repair = &nwv1.BootRepairStatus{BootID: fb.BootID, Message: text.Shorten(msg, 1024)}
 			return nil, nil
 		}
 		image = got.Spec.Image
@@ -95,7 +95,7 @@ func (r *Reconciler) repair(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *
 		r.event(p, corev1.EventTypeNormal, ReasonRepairCreated, fmt.Sprintf(
 			"created OSVersionPolicy %s: it stages %s again on %s once a person approves its step Node1 (kubectl nodewright approve)", op.Name, image, n.Name))
 	}
-	n.Repair = &nwv1.FallbackRepairStatus{BootID: fb.BootID, Policy: op.Name, Image: image, Phase: string(nwv1.WorkflowPending)}
+	n.Repair = &nwv1.BootRepairStatus{BootID: fb.BootID, Policy: op.Name, Image: image, Phase: string(nwv1.WorkflowPending)}
 	return nil, nil
 }
 
@@ -162,13 +162,14 @@ func (r *Reconciler) lastGood(ctx context.Context, image string) (string, string
 	return "", fmt.Sprintf("no image pinned by digest is known for %s (the EdgeProfile in force's spec.osImages does not pin it, and no OSVersionPolicy the profile allows names it)", image), nil
 }
 
-// repairName is the repair policy's name: the node's, and the boot's first characters.
-func repairName(node, bootID string) string {
+// repairName is a repair policy's name: the node's, what it does ("repair", "rollback"), and
+// the boot's first characters.
+func repairName(node, what, bootID string) string {
 	short := strings.ReplaceAll(bootID, "-", "")
 	if len(short) > 8 {
 		short = short[:8]
 	}
-	return children.Name(node, "repair-"+strings.ToLower(short))
+	return children.Name(node, what+"-"+strings.ToLower(short))
 }
 
 func orUnnamed(image string) string {

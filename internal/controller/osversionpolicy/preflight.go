@@ -61,7 +61,7 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		}
 		return engine.Failed("no node to upgrade: %s", why), nil
 	}
-	var onTarget, toDo, upgrading, acked []string
+	var onTarget, toDo, upgrading, acked, unhealthy []string
 	for i := range p.Status.Nodes {
 		n := &p.Status.Nodes[i]
 		a := s.agents[n.Name]
@@ -75,13 +75,29 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		case a.Status.OS.BootID == "":
 			return engine.Failed("%s: its agent reports no boot ID: its reboot could not be proven", n.Name), nil
 		}
+		if rp := p.Spec.Repairs; rp.IsRollback() {
+			// A rollback is of one boot, whose health timed out: a node that booted again since
+			// is judged again by its new boot's health, and is not rolled back for the old one.
+			if a.Status.OS.BootID != rp.BootID {
+				return engine.Failed("spec.repairs: %s runs boot %s, not boot %s whose health timed out: it booted again since; a rollback is of that boot alone",
+					n.Name, a.Status.OS.BootID, rp.BootID), nil
+			}
+			if k := a.Status.OS.Kairos; k.BootEntry != nwv1.KairosBootActive || k.UpgradeFailure {
+				return engine.Failed("spec.repairs: %s runs from its %s slot (upgrade_failure %t): a rollback replaces the image of the active slot, which the node must have booted",
+					n.Name, entryOf(k), k.UpgradeFailure), nil
+			}
+		}
 		if msg := nodehealth.DRBDRed(a, n.Name, 0); msg != "" {
-			return engine.Failed("%s; every resource must be connected and UpToDate before an upgrade starts", msg), nil
+			if !p.Spec.Repairs.IsRollback() {
+				return engine.Failed("%s; every resource must be connected and UpToDate before an upgrade starts", msg), nil
+			}
+			// A rollback's node is the one whose health did not come back: that is what it is for.
+			unhealthy = append(unhealthy, msg)
 		}
 		if a.Status.Storage != nil {
 			n.DRBDResources = a.Status.Storage.Resources
 		}
-		if rp := p.Spec.Repairs; rp != nil && a.Status.OS.Kairos.Image != osupgrade.Repository(p.Spec.Image) {
+		if rp := p.Spec.Repairs; rp.IsRestage() && a.Status.OS.Kairos.Image != osupgrade.Repository(p.Spec.Image) {
 			return engine.Failed("spec.repairs: %s booted %s after its fallback, not %s: a repair stages again only the image the node booted",
 				n.Name, orNone(a.Status.OS.Kairos.Image), osupgrade.Repository(p.Spec.Image)), nil
 		}
@@ -108,7 +124,10 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	}
 	satellites, checked := r.satellitesRed(ctx, names...)
 	if satellites != "" {
-		return engine.Failed("%s; every node's LINSTOR satellite must be ONLINE before an upgrade starts", satellites), nil
+		if !p.Spec.Repairs.IsRollback() {
+			return engine.Failed("%s; every node's LINSTOR satellite must be ONLINE before an upgrade starts", satellites), nil
+		}
+		unhealthy = append(unhealthy, satellites)
 	}
 	msg := fmt.Sprintf("%s to %s, in this order: %s", "upgrading", osupgrade.Repository(p.Spec.Image), strings.Join(toDo, ", "))
 	if len(toDo) == 0 {
@@ -125,6 +144,9 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	}
 	if len(acked) > 0 {
 		msg += fmt.Sprintf("; tried again, as %s acknowledged: %s", p.Annotations[nwv1.AnnotationAcknowledgedBy], strings.Join(acked, ", "))
+	}
+	if len(unhealthy) > 0 {
+		msg += "; rolled back while unhealthy, as a rollback is: " + strings.Join(unhealthy, "; ")
 	}
 	if !checked {
 		// First: a long list of nodes may be cut from the end of the step's message.

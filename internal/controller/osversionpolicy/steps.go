@@ -158,9 +158,10 @@ func (r *Reconciler) cordoned(s *scope, rec *nwv1.NodeOSUpgrade, res nodecordon.
 func (r *Reconciler) stage(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
 	rec := &s.p.Status.Nodes[k-1]
 	spec := nwv1.NodeOperationSpec{Type: nwv1.OperationOSUpgradeStage, OSUpgradeStage: &nwv1.OSImageOperation{Image: s.p.Spec.Image}}
-	if s.p.Spec.Repairs != nil {
-		// A repair stages the image the node booted again: RecoveryRestage, which the agent
-		// refuses unless the node fell back and the image is the one it booted.
+	if s.p.Spec.Repairs.IsRestage() {
+		// A fallback's repair stages the image the node booted again: RecoveryRestage, which the
+		// agent refuses unless the node fell back and the image is the one it booted. A rollback
+		// stages the image of its last healthy boot as an upgrade does.
 		spec = nwv1.NodeOperationSpec{Type: nwv1.OperationRecoveryRestage, RecoveryRestage: &nwv1.OSImageOperation{Image: s.p.Spec.Image}}
 	}
 	op, err := r.ensureOp(ctx, s, stageName(k), rec.Name, osupgrade.PartName(k, osupgrade.Stage), stageTimeout, spec)

@@ -166,7 +166,7 @@ func TestAFallbackStopsThePolicyAndIsNotTriedAgainUntilAcknowledged(t *testing.T
 		t.Fatal(err)
 	}
 	repair := s.policyWith("osfb-repair", oldVersion, soakFor, 2*time.Minute, func(p *nwv1.OSVersionPolicy) {
-		p.Spec.Repairs = &nwv1.OSFallbackRepair{Node: "osfb-2", BootID: fell.bootID}
+		p.Spec.Repairs = &nwv1.OSNodeRepair{Node: "osfb-2", BootID: fell.bootID}
 		p.Spec.Approval = nwv1.ApprovalManual
 	})
 	held(t, repair, nwv1.ReasonAwaitingApproval, "Node1")
@@ -254,14 +254,19 @@ func TestANodeThatNeverComesBackFailsItsStep(t *testing.T) {
 	}
 }
 
-// TestDRBDNotReconnectingFailsTheSoak: the first node boots the new image but its DRBD does not
-// reconnect: its health never turns green, its step fails naming the resources, the policy
-// stops, and the second node is untouched.
-func TestDRBDNotReconnectingFailsTheSoak(t *testing.T) {
+// TestDRBDNotReconnectingFailsTheSoakAndIsRolledBack: the first node boots the new image but
+// its DRBD does not reconnect: its health never turns green, its step fails naming the
+// resources, the policy stops, and the second node is untouched. Then the rollback of that
+// boot (spec.repairs kind Rollback, as the BootRecoveryPolicy creates it): one of an earlier
+// boot is refused; the rollback waits for a person, then stages the old image on the node's
+// active slot, and the next boot proves it, with DRBD connected again.
+func TestDRBDNotReconnectingFailsTheSoakAndIsRolledBack(t *testing.T) {
 	s := plant(t, true, "osdrbd-1", "osdrbd-2")
-	if err := s.hosts["osdrbd-1"].SetFault(kairosplay.FaultNoDRBD, true); err != nil {
+	// The new image's DRBD does not come up; the old one's does.
+	if err := s.hosts["osdrbd-1"].SetFault(kairosplay.FaultNoDRBD, true, s.images[newVersion]); err != nil {
 		t.Fatal(err)
 	}
+	healthy := s.booted("osdrbd-1")
 	untouched := s.booted("osdrbd-2")
 	// The reboot timeout bounds both the node's return and its health turning green: a minute,
 	// so that a busy machine's slow played reboot is not taken for a node that did not return.
@@ -273,10 +278,56 @@ func TestDRBDNotReconnectingFailsTheSoak(t *testing.T) {
 	if soak := part(n, "Soak"); soak == nil || soak.State != nwv1.StepFailed || !strings.Contains(soak.Message, "not green") || !strings.Contains(soak.Message, drbdResources[0]) {
 		t.Errorf("the soak: %+v; want it failed, naming %s", soak, drbdResources[0])
 	}
-	if got := s.booted("osdrbd-1"); got.image != repository(s.images[newVersion]) {
-		t.Errorf("osdrbd-1 runs %+v; want the new image (its boot worked; its storage did not come back)", got)
+	unhealthy := s.booted("osdrbd-1")
+	if unhealthy.image != repository(s.images[newVersion]) || unhealthy.entry != "active" {
+		t.Errorf("osdrbd-1 runs %+v; want the new image from its active slot (its boot worked; its storage did not come back)", unhealthy)
 	}
 	if got := s.booted("osdrbd-2"); got != untouched {
 		t.Errorf("osdrbd-2 was touched: %+v", got)
+	}
+	// A person deletes the failed policy, which keeps the claim.
+	deleted(t, p)
+
+	rollback := func(name, bootID string) *nwv1.OSVersionPolicy {
+		return s.policyWith(name, oldVersion, soakFor, time.Minute, func(p *nwv1.OSVersionPolicy) {
+			p.Spec.Repairs = &nwv1.OSNodeRepair{Node: "osdrbd-1", BootID: bootID, Kind: nwv1.OSRepairRollback}
+			p.Spec.Approval = nwv1.ApprovalManual
+		})
+	}
+	stale := s.ended(rollback("osdrbd-stale", healthy.bootID), nwv1.WorkflowRolledBack)
+	if !strings.Contains(steps(stale), "booted again since") {
+		t.Errorf("the rollback of an earlier boot failed with %s; want its Preflight saying the node booted again since", steps(stale))
+	}
+	deleted(t, stale)
+	if got := s.booted("osdrbd-1"); got != unhealthy {
+		t.Errorf("osdrbd-1 was changed by the refused rollback: %+v", got)
+	}
+
+	back := rollback("osdrbd-rollback", unhealthy.bootID)
+	held(t, back, nwv1.ReasonAwaitingApproval, "Node1")
+	approve(t, back, "Node1")
+	back = s.ended(back, nwv1.WorkflowSucceeded)
+	got := s.booted("osdrbd-1")
+	if got.image != repository(s.images[oldVersion]) || got.entry != "active" || got.upgradeFailure || got.bootID == unhealthy.bootID {
+		t.Errorf("osdrbd-1 runs %+v after the rollback; want the old image from its active slot, in a new boot", got)
+	}
+	if soak := part(back.Status.Nodes[0], "Soak"); soak == nil || soak.State != nwv1.StepSucceeded {
+		t.Errorf("the rollback's soak %+v; want it Succeeded: the old image's DRBD connects", soak)
+	}
+	var ops nwv1.NodeOperationList
+	if err := env.Client.List(context.Background(), &ops, client.InNamespace(s.ns)); err != nil {
+		t.Fatal(err)
+	}
+	staged := false
+	for _, op := range ops.Items {
+		if op.Labels[osupgrade.LabelName] == back.Name && op.Spec.NodeName == "osdrbd-1" && op.Spec.Type == nwv1.OperationOSUpgradeStage {
+			staged = op.Status.Phase == nwv1.OperationSucceeded
+		}
+	}
+	if !staged {
+		t.Error("the rollback did not stage the old image by an OSUpgradeStage that Succeeded")
+	}
+	if got := s.booted("osdrbd-2"); got != untouched {
+		t.Errorf("osdrbd-2 was touched by the rollback: %+v", got)
 	}
 }
