@@ -175,6 +175,11 @@ func renderBootStatus(w io.Writer, p *nwv1.BootRecoveryPolicy, now time.Time, pa
 			return err
 		}
 	}
+	if repairs := bootRepairs(nodes, pal); len(repairs) > 0 {
+		if _, err := fmt.Fprintf(w, "\n%s\n%s\n", pal.paint(bold, "Repairs and rollbacks (OSVersionPolicies on one node; each waits for a person to approve its step Node1):"), strings.Join(repairs, "\n")); err != nil {
+			return err
+		}
+	}
 	if _, err := fmt.Fprintln(w); err != nil {
 		return err
 	}
@@ -318,4 +323,32 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// bootRepairs says, per node, where the repair of its fallback and the rollback of its
+// unhealthy boot stand: the policy and how to approve it while it waits, or why none was made.
+func bootRepairs(nodes []nwv1.NodeBootRecord, pal palette) []string {
+	var out []string
+	for _, n := range nodes {
+		for _, r := range []struct {
+			what string
+			st   *nwv1.BootRepairStatus
+		}{{"repair of the fallback", n.Repair}, {"rollback of the unhealthy boot", n.Rollback}} {
+			st := r.st
+			if st == nil {
+				continue
+			}
+			head := fmt.Sprintf("  %s: %s %s", shown(n.Name), r.what, shown(st.BootID))
+			switch phase := nwv1.WorkflowPhase(st.Phase); {
+			case st.Policy == "":
+				out = append(out, pal.paint(yellow, head+": none made: "+shown(oneLine(st.Message))))
+			case phase == nwv1.WorkflowPending || phase == nwv1.WorkflowRunning:
+				out = append(out, fmt.Sprintf("%s: OSVersionPolicy %s (%s), %s\n      kubectl nodewright approve %s Node1",
+					head, shown(st.Policy), shown(st.Image), shown(string(phase)), shown(st.Policy)))
+			default:
+				out = append(out, fmt.Sprintf("%s: OSVersionPolicy %s (%s), %s", head, shown(st.Policy), shown(st.Image), shown(st.Phase)))
+			}
+		}
+	}
+	return out
 }
