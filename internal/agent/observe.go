@@ -112,7 +112,11 @@ func (o *HostObserver) Observe(ctx context.Context) Observation {
 			}
 			problems = append(problems, "the systemd units: "+err.Error())
 		} else if len(units) > 0 {
-			read = append(read, fmt.Sprintf("%d systemd units", len(units)))
+			names := make([]string, len(units))
+			for i, u := range units {
+				names[i] = u.Name
+			}
+			read = append(read, "the systemd units "+strings.Join(names, ", "))
 		}
 	}
 	if o.BondName != "" {
