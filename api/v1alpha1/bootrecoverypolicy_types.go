@@ -44,7 +44,7 @@ const (
 // unit_name_is_valid allows (UNIT_NAME_MAX, 256, counts the terminating NUL).
 // +kubebuilder:validation:MinLength=1
 // +kubebuilder:validation:MaxLength=255
-// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[-A-Za-z0-9:_.\\]+(@[-A-Za-z0-9:_.\\]+)?[.](service|socket|target|device|mount|automount|swap|timer|path|slice|scope)$')`,message="must be a systemd unit name: letters, digits and :-_.\\ (an instance after one @), ending in a unit type's suffix such as .service, .target, .mount, .socket or .timer"
+// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[-A-Za-z0-9:_.\\]+(@[-A-Za-z0-9:_.\\]+)?[.](service|socket|target|device|mount|automount|swap|timer|path|slice|scope)$')`,message="must be a systemd unit name: letters, digits and :-_.\\ (an instance after one @), ending in a unit type's suffix such as .service, .target, .mount, .socket or .timer",messageExpression=`'must be a systemd unit name, not "' + self + '": letters, digits and :-_.\\ (an instance after one @), ending in a unit type\'s suffix such as .service, .target, .mount, .socket or .timer'`
 type SystemdUnitName string
 
 // MaxSystemdUnits bounds spec.postBootHealth.systemdUnits and the units an agent reports.

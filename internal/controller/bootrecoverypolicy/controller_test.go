@@ -555,7 +555,7 @@ func TestTheAPIRefusesABadUnitName(t *testing.T) {
 		p := &nwv1.BootRecoveryPolicy{ObjectMeta: metav1.ObjectMeta{Name: nwv1.BootRecoveryPolicyName},
 			Spec: nwv1.BootRecoveryPolicySpec{PostBootHealth: nwv1.PostBootHealth{SystemdUnits: []nwv1.SystemdUnitName{"k3s.service", bad}}}}
 		err := env.Client.Create(ctx, p, client.DryRunAll)
-		if err == nil || !strings.Contains(err.Error(), "spec.postBootHealth.systemdUnits[1]") || !strings.Contains(err.Error(), "must be a systemd unit name") {
+		if err == nil || !strings.Contains(err.Error(), "spec.postBootHealth.systemdUnits[1]") || !strings.Contains(err.Error(), fmt.Sprintf("must be a systemd unit name, not %q", bad)) {
 			t.Errorf("a policy naming the unit %q: %v; want it refused, naming the field", bad, err)
 		}
 	}
