@@ -475,9 +475,9 @@ func TestBootRecoveryRepair(t *testing.T) {
 }
 
 // TestPostBootHealthWaitsForNamedUnits: with spec.postBootHealth.systemdUnits, a boot's health
-// waits for each named unit to be active in the agent's report (a unit still starting, one the
-// agent does not report), passes once they all are, and, at a later boot whose unit failed,
-// times out naming the failed unit and the one not reported.
+// waits for each named unit to be active in the agent's report (one still starting), passes
+// once they all are, and, at a later boot whose unit failed,
+// times out naming the failed unit and the one the agent no longer reports.
 func TestPostBootHealthWaitsForNamedUnits(t *testing.T) {
 	c := start(t, "bu-1")
 	ctx := context.Background()
@@ -507,7 +507,7 @@ func TestPostBootHealthWaitsForNamedUnits(t *testing.T) {
 	// The application's unit is still starting: the boot waits, naming it.
 	c.reportUnits("bu-1", "bu-1-boot-0", active, healthyDRBD(), []nwv1.SystemdUnitStatus{k3s, app("activating", "start")})
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		h := nodeOf(p, "bu-1").PostBootHealth
+		h := health(p, "bu-1")
 		if h == nil || h.PassedAt != nil || h.Failing != "unit edge-app.service is activating/start" ||
 			!strings.Contains(condition(p, nwv1.ConditionPostBootHealthy), "unit edge-app.service is activating/start") {
 			return fmt.Sprintf("bu-1's health %+v, PostBootHealthy %s; want it waiting for edge-app.service", h, condition(p, nwv1.ConditionPostBootHealthy))
@@ -517,25 +517,28 @@ func TestPostBootHealthWaitsForNamedUnits(t *testing.T) {
 	// It is active: the boot passes.
 	c.reportUnits("bu-1", "bu-1-boot-0", active, healthyDRBD(), []nwv1.SystemdUnitStatus{k3s, app("active", "running")})
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		if h := nodeOf(p, "bu-1").PostBootHealth; h != nil && h.PassedAt != nil && h.Failing == "" {
+		if h := health(p, "bu-1"); h != nil && h.PassedAt != nil && h.Failing == "" {
 			return ""
 		}
-		return fmt.Sprintf("bu-1's health %+v; want it passed", nodeOf(p, "bu-1").PostBootHealth)
+		return fmt.Sprintf("bu-1's health %+v; want it passed", health(p, "bu-1"))
 	})
 
-	// The next boot: the application's unit fails, and the agent reports k3s no more.
-	c.reportUnits("bu-1", "bu-1-boot-1", active, healthyDRBD(), []nwv1.SystemdUnitStatus{app("failed", "failed")})
-	want := "unit k3s.service is not reported by the agent; unit edge-app.service is failed/failed"
+	// The next boot: k3s is still starting and the application's unit fails.
+	starting := nwv1.SystemdUnitStatus{Name: "k3s.service", LoadState: "loaded", ActiveState: "activating", SubState: "start"}
+	c.reportUnits("bu-1", "bu-1-boot-1", active, healthyDRBD(), []nwv1.SystemdUnitStatus{starting, app("failed", "failed")})
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		if h := nodeOf(p, "bu-1").PostBootHealth; h == nil || h.BootID != "bu-1-boot-1" || h.Failing != want {
+		want := "unit k3s.service is activating/start; unit edge-app.service is failed/failed"
+		if h := health(p, "bu-1"); h == nil || h.BootID != "bu-1-boot-1" || h.Failing != want {
 			return fmt.Sprintf("bu-1's health %+v; want its new boot failing with %q", h, want)
 		}
 		return ""
 	})
+	// Past the deadline, the agent reports k3s no more (its report wakes the policy).
 	c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
 	c.reportUnits("bu-1", "bu-1-boot-1", active, healthyDRBD(), []nwv1.SystemdUnitStatus{app("failed", "failed")})
+	want := "unit k3s.service is not reported by the agent; unit edge-app.service is failed/failed"
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		h := nodeOf(p, "bu-1").PostBootHealth
+		h := health(p, "bu-1")
 		if h == nil || h.TimedOutAt == nil || p.Status.Unhealthy != "bu-1" || !strings.Contains(condition(p, nwv1.ConditionPostBootHealthy), want) {
 			return fmt.Sprintf("bu-1's health %+v, unhealthy %q, PostBootHealthy %s", h, p.Status.Unhealthy, condition(p, nwv1.ConditionPostBootHealthy))
 		}
@@ -546,6 +549,14 @@ func TestPostBootHealthWaitsForNamedUnits(t *testing.T) {
 	if rec := c.trail.Find(nwv1.BootRecoveryPolicyName, "PostBootHealthTimedOut"); rec == nil || !strings.Contains(rec.Message, want) {
 		t.Errorf("the timeout's audit record is %+v; want it naming %q", rec, want)
 	}
+}
+
+// health is node's post-boot health in the policy's status; nil while it has none.
+func health(p *nwv1.BootRecoveryPolicy, node string) *nwv1.PostBootHealthStatus {
+	if n := nodeOf(p, node); n != nil {
+		return n.PostBootHealth
+	}
+	return nil
 }
 
 // TestTheAPIRefusesABadUnitName: spec.postBootHealth.systemdUnits admits unit names alone.
