@@ -40,10 +40,24 @@ const (
 	PostBootHealthRollbackWithApproval PostBootHealthTimeoutAction = "RollbackWithApproval"
 )
 
+// SystemdUnitName is the name of a systemd unit, with its type's suffix: k3s.service,
+// multi-user.target, var-lib-rancher.mount, a template's instance (getty@tty1.service), or a
+// name with systemd's escapes (mnt-data\x2d1.mount). It is what systemctl takes, and what
+// the node's agent passes it, checked again there. At most 255 characters, as systemd's
+// unit_name_is_valid allows (UNIT_NAME_MAX, 256, counts the terminating NUL).
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=255
+// +kubebuilder:validation:XValidation:rule=`self.matches(r'^[-A-Za-z0-9:_.\\]+(@[-A-Za-z0-9:_.\\]+)?[.](service|socket|target|device|mount|automount|swap|timer|path|slice|scope)$')`,message="must be a systemd unit name: letters, digits and :-_.\\ (an instance after one @), ending in a unit type's suffix such as .service, .target, .mount, .socket or .timer",messageExpression=`'must be a systemd unit name, not "' + self + '": letters, digits and :-_.\\ (an instance after one @), ending in a unit type\'s suffix such as .service, .target, .mount, .socket or .timer'`
+type SystemdUnitName string
+
+// MaxSystemdUnits bounds spec.postBootHealth.systemdUnits and the units an agent reports.
+const MaxSystemdUnits = 16
+
 // PostBootHealth is the health a node must reach after each boot, beyond what GRUB's boot
 // assessment sees (it counts a boot good before k3s, LINSTOR or the network are up): its
 // Node Ready, its agent reporting, every DRBD resource of the node Connected and UpToDate,
-// and its LINSTOR satellite ONLINE (when the operator has a LINSTOR gate).
+// its LINSTOR satellite ONLINE (when the operator has a LINSTOR gate), and the systemd units
+// it names active.
 type PostBootHealth struct {
 	// timeout is how long after the operator first sees a boot its health may take to be
 	// green. Between 1m and 2h.
@@ -53,6 +67,18 @@ type PostBootHealth struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$')",message="must be a duration such as 30s, 5m or 1h30m"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+([.][0-9]+)?(ns|us|µs|ms|s|m|h))+$') || (duration(self) >= duration('1m') && duration(self) <= duration('2h'))",message="must be between 1m and 2h"
 	Timeout metav1.Duration `json:"timeout,omitzero"`
+
+	// systemdUnits are systemd units every Kairos node must have active (ActiveState active,
+	// as `systemctl show` says it on the node) for its boot to be green: k3s.service, say,
+	// or a site's own workload's unit. Each node's agent reads them on its host with
+	// systemctl and reports them in its NodewrightAgentStatus (status.os.systemdUnits); a unit
+	// the agent does not report (it cannot read them, or is older) is red, as is one the node
+	// does not have (LoadState not-found). At most 16, each a unit name with its type's
+	// suffix (.service, .target, .mount, .socket, .timer...); none when absent.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	SystemdUnits []SystemdUnitName `json:"systemdUnits,omitempty"`
 }
 
 // FallbackActions is what the policy does when a node's boot fell back from a staged image to

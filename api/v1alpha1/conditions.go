@@ -117,4 +117,7 @@ const (
 	ReasonHostObserved    = "Observed"
 	ReasonBondNotObserved = "BondNotObserved"
 	ReasonOSNotObserved   = "OSNotObserved"
+	// ReasonSystemdUnitsNotObserved: the systemd units the BootRecoveryPolicy names could
+	// not be read (HostObserved, False).
+	ReasonSystemdUnitsNotObserved = "SystemdUnitsNotObserved"
 )

@@ -259,6 +259,38 @@ type HostOSStatus struct {
 	// kairos is what a Kairos node says of its image and boot; absent on other OSes.
 	// +optional
 	Kairos *KairosStatus `json:"kairos,omitempty"`
+
+	// systemdUnits are the states of the systemd units the BootRecoveryPolicy names
+	// (spec.postBootHealth.systemdUnits), as the host's `systemctl show` says them, in the
+	// policy's order; absent when it names none, or when the agent could not read them (its
+	// HostObserved condition says why).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	SystemdUnits []SystemdUnitStatus `json:"systemdUnits,omitempty"`
+}
+
+// SystemdUnitStatus is one systemd unit's state, as `systemctl show` says it.
+type SystemdUnitStatus struct {
+	// name is the unit as the policy names it (systemctl's Id is the unit it resolves to,
+	// which differs for an alias).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	Name string `json:"name"`
+	// loadState is LoadState: loaded, not-found, masked, error...
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	LoadState string `json:"loadState,omitempty"`
+	// activeState is ActiveState: active, reloading, inactive, failed, activating,
+	// deactivating, maintenance, refreshing.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	ActiveState string `json:"activeState,omitempty"`
+	// subState is SubState, the unit type's own state: running, exited, dead, mounted...
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	SubState string `json:"subState,omitempty"`
 }
 
 // KairosBootAssessment is Kairos's GRUB boot assessment, as its environment block

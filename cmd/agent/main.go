@@ -57,12 +57,14 @@ var onTheHost = []string{"/usr/bin/nsenter", "--target", "1", "--mount", "--uts"
 // kairos-agent, grub2-editenv, mount and reboot, run on the host (onTheHost), so that they are
 // the host's programs with its libraries, devices and mounts (/dev, /run/initramfs/cos-state),
 // not the agent image's, which carries none of them. The records go in the agent's
-// --state-dir. A build for the local site (cmd/agent/site.go) plays them.
+// --state-dir. The host's systemctl, which reads the systemd units the report names
+// (--systemd-units), is run the same way: it asks the host's systemd over its socket in the
+// host's /run. A build for the local site (cmd/agent/site.go) plays them.
 var kairosOS = func(host hostos.Host, stateDir string) *agent.Kairos {
 	runner := agent.TailRunner{Chroot: hostRootOfInit, Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}}
 	on := func(program string) []string { return append(slices.Clone(onTheHost), program) }
 	return &agent.Kairos{Host: host, StateDir: stateDir, Runner: runner,
-		KairosAgent: on("kairos-agent"), GRUBEditenv: on("grub2-editenv"),
+		KairosAgent: on("kairos-agent"), GRUBEditenv: on("grub2-editenv"), Systemctl: on("systemctl"),
 		AssessmentFile: hostos.KairosAssessmentFile, OEMEnvFile: hostos.KairosOEMEnvFile, Mount: on("mount"),
 		// The host's reboot, as Kairos's own upgrade pods reboot a node: it asks the host's
 		// init for an orderly reboot and returns.
@@ -89,7 +91,7 @@ func osKinds() []string {
 func main() {
 	var kubeconfig, node, namespace, hostRoot, hostProc, stateDir, hostOS, network, storageBond, profileKeys string
 	var interval, reportInterval time.Duration
-	var drbdEvents, kairosOps bool
+	var drbdEvents, kairosOps, systemdUnits bool
 	var drbdsetup, procDRBDFlag string
 	flag.StringVar(&kubeconfig, "kubeconfig", "", "The kubeconfig file to reach the API server with. Default: $KUBECONFIG, else the in-cluster service account, else ~/.kube/config.")
 	flag.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "The node this agent runs on and acts for (in a DaemonSet, from the downward API: spec.nodeName). Default: $NODE_NAME.")
@@ -105,6 +107,7 @@ func main() {
 	flag.DurationVar(&reportInterval, "report-interval", agent.ReportInterval, "How often the host is read for the node's NodewrightAgentStatus (also at once after an operation changed it); the status is written only when what it says changed.")
 	flag.BoolVar(&drbdEvents, "drbd-events", true, "Follow DRBD's own announcements of its state changes (drbdsetup events2) and report a change of a connection, disk, role, pause flag or verification within a fraction of a second, rather than at the next --report-interval; started again with a backoff when it stops. The periodic read goes on either way.")
 	flag.BoolVar(&kairosOps, "kairos-os-operations", true, "On Kairos: perform the OS operations of an OSVersionPolicy (OSUpgradeStage, Reboot, OSUpgradeRecovery) and of boot recovery (BootAssessmentReset, SelectBootEntry, RecoveryRestage) with the host's own kairos-agent, grub2-editenv and reboot, run on the host through its nsenter (the pod needs hostPID and privileged). False: they fail Unsupported; the boot is reported either way.")
+	flag.BoolVar(&systemdUnits, "systemd-units", true, "On Kairos: report the states of the systemd units the BootRecoveryPolicy names (spec.postBootHealth.systemdUnits) in status.os.systemdUnits, read with the host's own systemctl show, run on the host through its nsenter as the OS operations are (the pod needs hostPID and privileged). False: none reported, and the policy finds those units not reported.")
 	flag.StringVar(&drbdsetup, "drbdsetup", "", "The drbdsetup program the agent reads DRBD's state with (status and events2); empty: drbdsetup from drbd-utils, found on the host's PATH.")
 	flag.StringVar(&procDRBDFlag, "proc-drbd", "", "The file whose presence says the kernel's DRBD module is loaded; empty: /proc/drbd (or the played DRBD's, on the local site).")
 	flag.Usage = func() {
@@ -219,6 +222,9 @@ Flags:
 			maps.Copy(ops.Executors, kairos.Executors())
 		}
 		reporter.Observer.Kairos = kairos
+		if systemdUnits {
+			reporter.Observer.Units = &agent.SystemdUnits{Client: client, Runner: kairos.Runner, Systemctl: kairos.Systemctl}
+		}
 	}
 	// A report request on the node's NodewrightAgentStatus (the operator's, to see a peer after
 	// a change) is answered at once, with a read of the host made after it.
@@ -236,7 +242,8 @@ Flags:
 	}
 	log.Info("Agent starting", "node", node, "namespace", namespace, "server", cfg.Host, "kubeconfig", cfg.Source,
 		"heartbeatInterval", interval, "reportInterval", reportInterval, "storageBond", storageBond, "hostRoot", hostRoot, "hostProc", hostProc,
-		"hostOS", provider.Kind(), "kairosOSOperations", kairosOps && provider.Kind() == nwv1.HostOSKairos, "profileKeys", profileKeys, "drbdEvents", drbdEvents)
+		"hostOS", provider.Kind(), "kairosOSOperations", kairosOps && provider.Kind() == nwv1.HostOSKairos,
+		"systemdUnits", systemdUnits && provider.Kind() == nwv1.HostOSKairos, "profileKeys", profileKeys, "drbdEvents", drbdEvents)
 	// Each part runs until SIGTERM or SIGINT; one that cannot start stops the agent.
 	parts = append(parts, ops.Run)
 	failed := make(chan error, len(parts))

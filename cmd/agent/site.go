@@ -30,8 +30,9 @@ import (
 // played resources follow the directory's resource files, as LINSTOR's satellite writes and
 // removes them (netsite's PlaceDRBD): a replica placed on the node or removed while it runs.
 // On a played Kairos host (test/site/kairosplay): --site-kairos-dir DIR, the host's folder, its
-// root the --host-root: kairos-agent is played in the process, grub-editenv is Debian's own on
-// the host's block, and a reboot records its request in DIR and ends the process at once
+// root the --host-root: kairos-agent and systemctl show are played in the process (the
+// machines the tests run on have no systemd as PID 1), grub-editenv is Debian's own on the
+// host's block, and a reboot records its request in DIR and ends the process at once
 // (SIGKILL, as a power cycle would), for the site's supervisor (test/site/siteagent) to boot
 // the host and start the agent again.
 func init() {
@@ -57,7 +58,7 @@ func init() {
 			fmt.Fprintf(os.Stderr, "--site-kairos-dir %s: %v\n", *kairosDir, err)
 			os.Exit(2)
 		}
-		k.Runner, k.KairosAgent, k.GRUBEditenv, k.Reboot = parts.Runner, parts.KairosAgent, parts.GRUBEditenv, parts.Reboot
+		k.Runner, k.KairosAgent, k.GRUBEditenv, k.Systemctl, k.Reboot = parts.Runner, parts.KairosAgent, parts.GRUBEditenv, parts.Systemctl, parts.Reboot
 		// The blocks are the host's files under its root, as the played GRUB writes them: no
 		// remount of COS_STATE, and no chroot.
 		k.AssessmentFile, k.OEMEnvFile, k.Mount = "", "", nil

@@ -54,6 +54,9 @@ type Kairos struct {
 	KairosAgent []string
 	// GRUBEditenv is the argv prefix of grub2-editenv: {"grub2-editenv"} on Kairos.
 	GRUBEditenv []string
+	// Systemctl is the argv prefix of the host's systemctl, run with Runner: the report's
+	// systemd units (SystemdUnits) are read with it; none when empty.
+	Systemctl []string
 	// AssessmentFile is the boot-assessment block as GRUBEditenv names it; empty: the block
 	// under Host.Root (GRUBEditenv runs where the agent does).
 	AssessmentFile string

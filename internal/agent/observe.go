@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -50,6 +51,9 @@ type HostObserver struct {
 	// Kairos, on a Kairos node, keeps the records its operations left: the report's
 	// os.kairos.lastFallback comes from them. nil: none reported.
 	Kairos *Kairos
+	// Units reads the systemd units the BootRecoveryPolicy names, reported in
+	// os.systemdUnits; nil: none reported.
+	Units *SystemdUnits
 }
 
 // drbdStatusTimeout bounds one `drbdsetup status`, which answers in milliseconds.
@@ -84,7 +88,7 @@ func (o *HostObserver) Observe(ctx context.Context) Observation {
 			facts.Kairos.LastFallback = fallback
 			err = errors.Join(err, fbErr)
 		}
-		if facts != (nwv1.HostOSStatus{}) {
+		if !equality.Semantic.DeepEqual(facts, nwv1.HostOSStatus{}) {
 			obs.OS = &facts
 		}
 		if err != nil {
@@ -92,6 +96,27 @@ func (o *HostObserver) Observe(ctx context.Context) Observation {
 			problems = append(problems, "the OS: "+err.Error())
 		} else {
 			read = append(read, "the OS")
+		}
+	}
+	if o.Units != nil {
+		units, err := o.Units.Observe(ctx)
+		if len(units) > 0 {
+			if obs.OS == nil {
+				obs.OS = &nwv1.HostOSStatus{}
+			}
+			obs.OS.SystemdUnits = units
+		}
+		if err != nil {
+			if reason == nwv1.ReasonHostObserved {
+				reason = nwv1.ReasonSystemdUnitsNotObserved
+			}
+			problems = append(problems, "the systemd units: "+err.Error())
+		} else if len(units) > 0 {
+			names := make([]string, len(units))
+			for i, u := range units {
+				names[i] = u.Name
+			}
+			read = append(read, "the systemd units "+strings.Join(names, ", "))
 		}
 	}
 	if o.BondName != "" {

@@ -190,8 +190,21 @@ func TestAgentDaemonSet(t *testing.T) {
 				if ds.Spec.Template.Spec.HostPID || sc == nil || sc.Privileged == nil || *sc.Privileged {
 					t.Errorf("hostPID %v, securityContext %+v: want neither by default on Kairos", ds.Spec.Template.Spec.HostPID, sc)
 				}
-				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--kairos-os-operations=false") {
-					t.Errorf("args %q: want --kairos-os-operations=false", args)
+				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--kairos-os-operations=false") || !slices.Contains(args, "--systemd-units=false") {
+					t.Errorf("args %q: want --kairos-os-operations=false and --systemd-units=false", args)
+				}
+			}},
+		{"kairos-systemd-units", []string{"--set", "agent.hostOS=Kairos", "--set", "agent.systemdUnits=true"},
+			mounts([]hostMount{stateMount, oemMount, networkdRead, osReleaseMount}, kairosMounts, networkdOthers, drbdMounts),
+			func(t *testing.T, ds appsv1.DaemonSet) {
+				// The host's systemctl runs through the host's own nsenter, in /proc/1/root; no
+				// OS operation.
+				sc := ds.Spec.Template.Spec.Containers[0].SecurityContext
+				if !ds.Spec.Template.Spec.HostPID || sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+					t.Errorf("hostPID %v, securityContext %+v: want the host's PID namespace, privileged, still with a read-only root", ds.Spec.Template.Spec.HostPID, sc)
+				}
+				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--systemd-units=true") || !slices.Contains(args, "--kairos-os-operations=false") {
+					t.Errorf("args %q: want --systemd-units=true and --kairos-os-operations=false", args)
 				}
 			}},
 		{"kairos-os-operations", []string{"--set", "agent.hostOS=Kairos", "--set", "agent.kairosOSOperations=true"},
@@ -202,8 +215,8 @@ func TestAgentDaemonSet(t *testing.T) {
 				if !ds.Spec.Template.Spec.HostPID || sc == nil || sc.Privileged == nil || !*sc.Privileged || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
 					t.Errorf("hostPID %v, securityContext %+v: want the host's PID namespace, privileged, still with a read-only root", ds.Spec.Template.Spec.HostPID, sc)
 				}
-				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--kairos-os-operations=true") {
-					t.Errorf("args %q: want --kairos-os-operations=true", args)
+				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--kairos-os-operations=true") || !slices.Contains(args, "--systemd-units=true") {
+					t.Errorf("args %q: want --kairos-os-operations=true and --systemd-units=true", args)
 				}
 			}},
 		{"talos", []string{"--set", "agent.hostOS=Talos"}, mounts([]hostMount{stateMount, osReleaseMount}, drbdMounts), nil},
@@ -235,7 +248,7 @@ func TestAgentDaemonSet(t *testing.T) {
 			if got := hostMounts(t, ds); !reflect.DeepEqual(got, tc.mount) {
 				t.Errorf("host mounts:\n  %v\nwant:\n  %v", got, tc.mount)
 			}
-			wantOS := map[string]string{"kairos": "Kairos", "kairos-os-operations": "Kairos", "talos": "Talos"}[tc.name]
+			wantOS := map[string]string{"kairos": "Kairos", "kairos-os-operations": "Kairos", "kairos-systemd-units": "Kairos", "talos": "Talos"}[tc.name]
 			if wantOS == "" {
 				wantOS = "SystemdNetworkd"
 			}

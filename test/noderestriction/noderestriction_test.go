@@ -22,6 +22,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/kubelite"
 	"github.com/spectrocloud/nodewright/internal/profile"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/kairosplay"
 )
 
 // The policy's rules, as its messages say them.
@@ -330,6 +331,46 @@ func TestAgentMayTouchOnlyItsOwnNode(t *testing.T) {
 				}},
 				{"lists the EdgeProfiles", func() error {
 					return a.lite.List(ctx, nwagent.EdgeProfiles.Path("", ""), kubelite.ListOptions{}, &nwv1.EdgeProfileList{})
+				}},
+			} {
+				if err := tc.do(); !kubelite.IsForbidden(err) || !strings.Contains(err.Error(), " cannot ") {
+					t.Errorf("%s %s: %v; want RBAC's Forbidden", node, tc.what, err)
+				}
+			}
+		}
+	})
+
+	t.Run("an agent reads the BootRecoveryPolicy's units, and cannot change it", func(t *testing.T) {
+		ctx := context.Background()
+		p := &nwv1.BootRecoveryPolicy{ObjectMeta: metav1.ObjectMeta{Name: nwv1.BootRecoveryPolicyName},
+			Spec: nwv1.BootRecoveryPolicySpec{PostBootHealth: nwv1.PostBootHealth{SystemdUnits: []nwv1.SystemdUnitName{"k3s.service"}}}}
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { deleteIgnoringNotFound(t, p) })
+		played := &kairosplay.Host{Root: t.TempDir(), Dir: t.TempDir()}
+		if err := played.SetUnit("k3s.service", &kairosplay.UnitState{ActiveState: "active", SubState: "running"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, node := range nodes {
+			a := s.agents[node]
+			// The agent's own read, with its own client and nothing but the chart's grants.
+			units := &nwagent.SystemdUnits{Client: a.lite, Runner: kairosplay.Runner{Host: played}, Systemctl: []string{"systemctl"}}
+			if got, err := units.Observe(ctx); err != nil || len(got) != 1 || got[0].ActiveState != "active" {
+				t.Errorf("%s reads the units the policy names: %+v, %v; want k3s.service active", node, got, err)
+			}
+			for _, tc := range []struct {
+				what string
+				do   func() error
+			}{
+				{"changes the BootRecoveryPolicy", func() error {
+					return a.lite.MergePatch(ctx, nwagent.BootRecoveryPolicies.Path("", p.Name), []byte(`{"spec":{"postBootHealth":{"systemdUnits":[]}}}`), nil)
+				}},
+				{"acknowledges a fallback", func() error {
+					return a.lite.MergePatch(ctx, nwagent.BootRecoveryPolicies.Path("", p.Name), []byte(`{"metadata":{"annotations":{"nodewright.spectrocloud.com/acknowledge-fallback":"edge-1@x"}}}`), nil)
+				}},
+				{"lists the BootRecoveryPolicies", func() error {
+					return a.lite.List(ctx, nwagent.BootRecoveryPolicies.Path("", ""), kubelite.ListOptions{}, &nwv1.BootRecoveryPolicyList{})
 				}},
 			} {
 				if err := tc.do(); !kubelite.IsForbidden(err) || !strings.Contains(err.Error(), " cannot ") {

@@ -12,7 +12,8 @@
 //     naming the policy, so that only the policy's own cordon is lifted once the node boots
 //     another entry) and alerted;
 //   - each boot's post-boot health (the Node Ready, the agent reporting, every DRBD resource
-//     of the node Connected and UpToDate with quorum, the LINSTOR satellite ONLINE) must be
+//     of the node Connected and UpToDate with quorum, the LINSTOR satellite ONLINE, the
+//     systemd units of spec.postBootHealth.systemdUnits active as the agent reports them) must be
 //     green within spec.postBootHealth.timeout of the boot first seen: one that is not is
 //     alerted and, with onPostBootHealthTimeout RollbackWithApproval, rolled back to the image
 //     of the node's last healthy boot once a person approves it (rollback.go).
@@ -472,7 +473,7 @@ func (r *Reconciler) postBootHealth(ctx context.Context, p *nwv1.BootRecoveryPol
 	if h == nil || h.PassedAt != nil || h.TimedOutAt != nil {
 		return nil, 0
 	}
-	red, satellite := r.red(ctx, w, n)
+	red, satellite := r.red(ctx, p, w, n)
 	if red == "" {
 		h.PassedAt, h.Failing = ptr.To(now), ""
 		n.LastHealthy = &nwv1.HealthyBoot{BootID: n.BootID, Image: n.Image, At: now}
@@ -498,7 +499,7 @@ func (r *Reconciler) postBootHealth(ctx context.Context, p *nwv1.BootRecoveryPol
 
 // red says which of node n's post-boot checks is red, and whether its LINSTOR satellite is
 // among them.
-func (r *Reconciler) red(ctx context.Context, w *world, n *nwv1.NodeBootRecord) (string, bool) {
+func (r *Reconciler) red(ctx context.Context, p *nwv1.BootRecoveryPolicy, w *world, n *nwv1.NodeBootRecord) (string, bool) {
 	var red []string
 	var node corev1.Node
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: n.Name}, &node); {
@@ -518,11 +519,39 @@ func (r *Reconciler) red(ctx context.Context, w *world, n *nwv1.NodeBootRecord) 
 	if msg := nodehealth.DRBDRed(a, n.Name, n.DRBDResources); msg != "" {
 		red = append(red, msg)
 	}
+	red = append(red, unitsRed(p.Spec.PostBootHealth.SystemdUnits, a.Status.OS)...)
 	satellite, _ := r.satellites.Red(ctx, r.LINSTOR, n.Name)
 	if satellite != "" {
 		red = append(red, satellite)
 	}
 	return strings.Join(red, "; "), satellite != ""
+}
+
+// unitsRed says which of the named systemd units the agent's report (reported) does not show
+// active: "unit X is failed/failed", "unit X is inactive/dead (not-found)", or "unit X is not
+// reported by the agent" (it could not read them, its HostObserved condition says why, or it
+// does not read units).
+func unitsRed(named []nwv1.SystemdUnitName, reported *nwv1.HostOSStatus) []string {
+	var red []string
+	for _, name := range named {
+		var u *nwv1.SystemdUnitStatus
+		if reported != nil {
+			if i := slices.IndexFunc(reported.SystemdUnits, func(u nwv1.SystemdUnitStatus) bool { return u.Name == string(name) }); i >= 0 {
+				u = &reported.SystemdUnits[i]
+			}
+		}
+		switch {
+		case u == nil:
+			red = append(red, fmt.Sprintf("unit %s is not reported by the agent", name))
+		case u.ActiveState != "active":
+			msg := fmt.Sprintf("unit %s is %s/%s", name, u.ActiveState, u.SubState)
+			if u.LoadState != "loaded" {
+				msg += " (" + u.LoadState + ")"
+			}
+			red = append(red, msg)
+		}
+	}
+	return red
 }
 
 // summarise sets the kubectl columns and the conditions from the nodes' records.

@@ -92,6 +92,12 @@ func start(t *testing.T, nodes ...string) *cluster {
 // report writes node's agent report of its Kairos boot (and its DRBD, when d is set).
 func (c *cluster) report(node, bootID string, k nwv1.KairosStatus, d *nwv1.DRBDStatus) {
 	c.t.Helper()
+	c.reportUnits(node, bootID, k, d, nil)
+}
+
+// reportUnits writes node's agent report as report does, with the systemd units' states.
+func (c *cluster) reportUnits(node, bootID string, k nwv1.KairosStatus, d *nwv1.DRBDStatus, units []nwv1.SystemdUnitStatus) {
+	c.t.Helper()
 	ctx := context.Background()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		a := &nwv1.NodewrightAgentStatus{}
@@ -102,7 +108,7 @@ func (c *cluster) report(node, bootID string, k nwv1.KairosStatus, d *nwv1.DRBDS
 			}
 		}
 		a.Status.Heartbeat = nwv1.HeartbeatStatus{LastSeen: ptr.To(metav1.Now())}
-		a.Status.OS = &nwv1.HostOSStatus{Kind: nwv1.HostOSKairos, BootID: bootID, Kairos: k.DeepCopy()}
+		a.Status.OS = &nwv1.HostOSStatus{Kind: nwv1.HostOSKairos, BootID: bootID, Kairos: k.DeepCopy(), SystemdUnits: units}
 		a.Status.Storage = d
 		return env.Client.Status().Update(ctx, a)
 	})
@@ -465,6 +471,110 @@ func TestBootRecoveryRepair(t *testing.T) {
 	})
 	if rec := c.trail.Find(nwv1.BootRecoveryPolicyName, "Repaired"); rec == nil || !strings.Contains(rec.Message, "approved by carol") {
 		t.Errorf("the repair's audit record is %+v", rec)
+	}
+}
+
+// TestPostBootHealthWaitsForNamedUnits: with spec.postBootHealth.systemdUnits, a boot's health
+// waits for each named unit to be active in the agent's report (one still starting), passes
+// once they all are, and, at a later boot whose unit failed,
+// times out naming the failed unit and the one the agent no longer reports.
+func TestPostBootHealthWaitsForNamedUnits(t *testing.T) {
+	c := start(t, "bu-1")
+	ctx := context.Background()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &nwv1.BootRecoveryPolicy{}
+		if err := env.Client.Get(ctx, bootrecoverypolicy.Key, p); err != nil {
+			return err
+		}
+		p.Spec.PostBootHealth.SystemdUnits = []nwv1.SystemdUnitName{"k3s.service", "edge-app.service"}
+		return env.Client.Update(ctx, p)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if len(p.Spec.PostBootHealth.SystemdUnits) != 2 || p.Status.ObservedGeneration != p.Generation {
+			return fmt.Sprintf("the policy's units %v, generation %d observed %d", p.Spec.PostBootHealth.SystemdUnits, p.Generation, p.Status.ObservedGeneration)
+		}
+		return ""
+	})
+	active := nwv1.KairosStatus{BootEntry: nwv1.KairosBootActive, Image: oldImage, BootAssessment: &nwv1.KairosBootAssessment{}}
+	k3s := nwv1.SystemdUnitStatus{Name: "k3s.service", LoadState: "loaded", ActiveState: "active", SubState: "running"}
+	app := func(activeState, subState string) nwv1.SystemdUnitStatus {
+		return nwv1.SystemdUnitStatus{Name: "edge-app.service", LoadState: "loaded", ActiveState: activeState, SubState: subState}
+	}
+
+	// The application's unit is still starting: the boot waits, naming it.
+	c.reportUnits("bu-1", "bu-1-boot-0", active, healthyDRBD(), []nwv1.SystemdUnitStatus{k3s, app("activating", "start")})
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		h := health(p, "bu-1")
+		if h == nil || h.PassedAt != nil || h.Failing != "unit edge-app.service is activating/start" ||
+			!strings.Contains(condition(p, nwv1.ConditionPostBootHealthy), "unit edge-app.service is activating/start") {
+			return fmt.Sprintf("bu-1's health %+v, PostBootHealthy %s; want it waiting for edge-app.service", h, condition(p, nwv1.ConditionPostBootHealthy))
+		}
+		return ""
+	})
+	// It is active: the boot passes.
+	c.reportUnits("bu-1", "bu-1-boot-0", active, healthyDRBD(), []nwv1.SystemdUnitStatus{k3s, app("active", "running")})
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if h := health(p, "bu-1"); h != nil && h.PassedAt != nil && h.Failing == "" {
+			return ""
+		}
+		return fmt.Sprintf("bu-1's health %+v; want it passed", health(p, "bu-1"))
+	})
+
+	// The next boot: k3s is still starting and the application's unit fails.
+	starting := nwv1.SystemdUnitStatus{Name: "k3s.service", LoadState: "loaded", ActiveState: "activating", SubState: "start"}
+	c.reportUnits("bu-1", "bu-1-boot-1", active, healthyDRBD(), []nwv1.SystemdUnitStatus{starting, app("failed", "failed")})
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		want := "unit k3s.service is activating/start; unit edge-app.service is failed/failed"
+		if h := health(p, "bu-1"); h == nil || h.BootID != "bu-1-boot-1" || h.Failing != want {
+			return fmt.Sprintf("bu-1's health %+v; want its new boot failing with %q", h, want)
+		}
+		return ""
+	})
+	// Past the deadline, the agent reports k3s no more (its report wakes the policy).
+	c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
+	c.reportUnits("bu-1", "bu-1-boot-1", active, healthyDRBD(), []nwv1.SystemdUnitStatus{app("failed", "failed")})
+	want := "unit k3s.service is not reported by the agent; unit edge-app.service is failed/failed"
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		h := health(p, "bu-1")
+		if h == nil || h.TimedOutAt == nil || p.Status.Unhealthy != "bu-1" || !strings.Contains(condition(p, nwv1.ConditionPostBootHealthy), want) {
+			return fmt.Sprintf("bu-1's health %+v, unhealthy %q, PostBootHealthy %s", h, p.Status.Unhealthy, condition(p, nwv1.ConditionPostBootHealthy))
+		}
+		return ""
+	})
+	event(t, bootrecoverypolicy.ReasonPostBootHealthTimeout, "bu-1's health was not green within 15m0s of boot bu-1-boot-1")
+	event(t, bootrecoverypolicy.ReasonPostBootHealthTimeout, "unit edge-app.service is failed/failed")
+	if rec := c.trail.Find(nwv1.BootRecoveryPolicyName, "PostBootHealthTimedOut"); rec == nil || !strings.Contains(rec.Message, want) {
+		t.Errorf("the timeout's audit record is %+v; want it naming %q", rec, want)
+	}
+}
+
+// health is node's post-boot health in the policy's status; nil while it has none.
+func health(p *nwv1.BootRecoveryPolicy, node string) *nwv1.PostBootHealthStatus {
+	if n := nodeOf(p, node); n != nil {
+		return n.PostBootHealth
+	}
+	return nil
+}
+
+// TestTheAPIRefusesABadUnitName: spec.postBootHealth.systemdUnits admits unit names alone.
+func TestTheAPIRefusesABadUnitName(t *testing.T) {
+	ctx := context.Background()
+	for _, bad := range []nwv1.SystemdUnitName{"k3s", "k3s.service; reboot", "--all", "*.service", "a@b@c.service"} {
+		p := &nwv1.BootRecoveryPolicy{ObjectMeta: metav1.ObjectMeta{Name: nwv1.BootRecoveryPolicyName},
+			Spec: nwv1.BootRecoveryPolicySpec{PostBootHealth: nwv1.PostBootHealth{SystemdUnits: []nwv1.SystemdUnitName{"k3s.service", bad}}}}
+		err := env.Client.Create(ctx, p, client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "spec.postBootHealth.systemdUnits[1]") || !strings.Contains(err.Error(), fmt.Sprintf("must be a systemd unit name, not %q", bad)) {
+			t.Errorf("a policy naming the unit %q: %v; want it refused, naming the field", bad, err)
+		}
+	}
+	good := &nwv1.BootRecoveryPolicy{ObjectMeta: metav1.ObjectMeta{Name: nwv1.BootRecoveryPolicyName},
+		Spec: nwv1.BootRecoveryPolicySpec{PostBootHealth: nwv1.PostBootHealth{SystemdUnits: []nwv1.SystemdUnitName{
+			"k3s.service", "-.mount", `mnt-data\x2d1.mount`, "getty@tty1.service", "multi-user.target", "logrotate.timer"}}}}
+	if err := env.Client.Create(ctx, good, client.DryRunAll); err != nil {
+		t.Errorf("a policy naming good units: %v", err)
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 
 // Runner is the agent's drbd.Runner on a played Kairos host: it plays kairos-agent
 // (argv[0] "kairos-agent") in the process, on Host, and runs grub-editenv for real (argv[0]
-// grub-editenv or grub2-editenv, Kairos's name for it, run as Debian's grub-editenv). It
-// refuses any other command.
+// grub-editenv or grub2-editenv, Kairos's name for it, run as Debian's grub-editenv), and plays
+// systemctl show on the host's played units (systemctl.go). It refuses any other command.
 type Runner struct {
 	Host *Host
 	// Real runs grub-editenv; drbd.ExecRunner{} when nil.
@@ -29,6 +29,8 @@ func (r Runner) Run(ctx context.Context, argv []string) (drbd.Result, error) {
 	switch filepath.Base(argv[0]) {
 	case "kairos-agent":
 		return r.kairosAgent(ctx, argv)
+	case "systemctl":
+		return r.systemctl(argv)
 	case "grub-editenv", "grub2-editenv":
 		bin, err := GRUBEditenv()
 		if err != nil {
@@ -40,7 +42,7 @@ func (r Runner) Run(ctx context.Context, argv []string) (drbd.Result, error) {
 		}
 		return real.Run(ctx, append([]string{bin}, argv[1:]...))
 	}
-	return drbd.Result{ExitCode: -1}, fmt.Errorf("run %s: not a command of the played Kairos host (kairos-agent, grub-editenv)", argv[0])
+	return drbd.Result{ExitCode: -1}, fmt.Errorf("run %s: not a command of the played Kairos host (kairos-agent, grub-editenv, systemctl)", argv[0])
 }
 
 // failed is kairos-agent's exit with status 1 and msg on stderr.

@@ -54,10 +54,10 @@ func Open(dir, root string) (*Host, error) {
 type AgentParts struct {
 	// Runner plays kairos-agent and runs grub-editenv (Runner).
 	Runner Runner
-	// KairosAgent and GRUBEditenv are the argv prefixes the Runner knows. The block is the
-	// host's own file, under its root: no mount(8) is run (the agent's Kairos.Mount stays
-	// empty).
-	KairosAgent, GRUBEditenv []string
+	// KairosAgent, GRUBEditenv and Systemctl are the argv prefixes the Runner knows. The
+	// block is the host's own file, under its root: no mount(8) is run (the agent's
+	// Kairos.Mount stays empty).
+	KairosAgent, GRUBEditenv, Systemctl []string
 	// Reboot is the played power cycle's request: it records the request in the host's Dir
 	// (RequestReboot) and ends the process at once with SIGKILL, with no graceful shutdown, as
 	// a machine's power going would; the site's supervisor (siteagent) boots the host and
@@ -75,6 +75,7 @@ func ForAgent(dir, root string) (AgentParts, error) {
 		Runner:      Runner{Host: h},
 		KairosAgent: []string{"kairos-agent"},
 		GRUBEditenv: []string{"grub-editenv"},
+		Systemctl:   []string{"systemctl"},
 		Reboot: func(context.Context) error {
 			if err := h.RequestReboot(); err != nil {
 				return fmt.Errorf("the played reboot: %w", err)
