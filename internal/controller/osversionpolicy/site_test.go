@@ -95,6 +95,13 @@ func (s *site) startOperator() (stop func()) {
 // when operate.
 func plant(t *testing.T, operate bool, nodes ...string) *site {
 	t.Helper()
+	return plantWith(t, operate, nil, nodes...)
+}
+
+// plantWith is plant, with profile changing the signed EdgeProfile's spec before it is signed
+// (given the played registry's images, by version).
+func plantWith(t *testing.T, operate bool, profile func(p *nwv1.EdgeProfileSpec, images map[string]string), nodes ...string) *site {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	roles := map[string]nwv1.NodeRole{}
@@ -153,6 +160,9 @@ func plant(t *testing.T, operate bool, nodes ...string) *site {
 		p.OS = nwv1.HostOSKairos
 		p.Network = nwv1.ProfileNetwork{BondInterface: netsite.Bond, BondMode: nwv1.BondModeActiveBackup}
 		p.OSImages = []string{kairosplay.DefaultRepository}
+		if profile != nil {
+			profile(p, s.images)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -160,6 +160,8 @@ func TestAFallbackStopsThePolicyAndIsNotTriedAgainUntilAcknowledged(t *testing.T
 	if err := env.Client.Create(context.Background(), brp); err != nil {
 		t.Fatal(err)
 	}
+	// Deleted however the test ends: left behind, its pin would hold every later test's policy.
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), brp) })
 	brp.Status.Nodes = []nwv1.NodeBootRecord{{Name: "osfb-2", BootEntry: nwv1.KairosBootPassive, BootID: fell.bootID, Image: fell.image,
 		LastFallback: as.Status.OS.Kairos.LastFallback, PinnedImage: fell.image}}
 	if err := env.Client.Status().Update(context.Background(), brp); err != nil {
