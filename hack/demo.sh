@@ -608,7 +608,10 @@ NODE
   else
     say "creating the demo VM (namespace demo) with 256 MiB of data on a ReadWriteOnce volume"
     "${kubectl[@]}" apply -f "$root/config/demo/vm.yaml" >/dev/null
-    "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout="${patience}s" >/dev/null ||
+    # The site's KubeVirt makes the VMI a moment after the VM; kubectl wait for a field of an
+    # object not there yet fails at once (NotFound), so first for the object itself.
+    { "${kubectl[@]}" wait -n demo --for=create vmi/database --timeout="${patience}s" >/dev/null &&
+      "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout="${patience}s" >/dev/null; } ||
       fail "the demo VM did not start" "$site_log"
   fi
   if [ ! -f "$state/site/demo-filled" ]; then
