@@ -318,13 +318,14 @@ func startSite(t *testing.T) *site {
 		t.Skip("starts a whole local cluster")
 	}
 	s := newSite(t)
-	s.run(t, "up")
+	// Down even when up fails part way: what it started would run on.
 	t.Cleanup(func() {
 		if t.Failed() {
 			s.dumpLogs(t)
 		}
 		s.run(t, "down")
 	})
+	s.run(t, "up")
 	return s
 }
 
