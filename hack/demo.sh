@@ -8,7 +8,8 @@
 # edge-2 and edge-3 are kwok's. A node agent runs for each of the three nodes, as a process on
 # this machine, as the chart's agent ServiceAccount with a token bound to its Node, on a played
 # Kairos host (nodewright-site kairos-node, test/site/kairosplay) that a second played image
-# can upgrade (OSVersionPolicy).
+# can upgrade (OSVersionPolicy), whose boots the BootRecoveryPolicy nodewright follows
+# (config/demo/bootrecoverypolicy.yaml).
 #
 #   hack/demo.sh up             start it (idempotent: an existing site is reused)
 #   hack/demo.sh upgrade        upgrade the release ($NODEWRIGHT_DEMO_CHART) and restart the operator
@@ -62,6 +63,10 @@ agents_dir="$state/agents"
 kairos_registry="$state/kairos/registry"
 kairos_versions=(v3.4.2 v3.5.0)
 kairos_policy="$state/kairos/os-upgrade.yaml"
+# Set by start_agents when the agents run on played Kairos hosts, whose boots the demo's
+# BootRecoveryPolicy follows (config/demo/bootrecoverypolicy.yaml).
+kairos_hosts=
+boot_policy="$root/config/demo/bootrecoverypolicy.yaml"
 demo_nodes=(edge-1 edge-2 edge-3)
 sim_log="$state/legacy-sim.log"
 net_dir="$state/net"
@@ -207,6 +212,7 @@ start_agents() {
     mapfile -t kairos_images < <("$root/bin/nodewright-site" kairos-image --registry "$kairos_registry" "${kairos_versions[@]}")
     [ ${#kairos_images[@]} = ${#kairos_versions[@]} ] || fail "nodewright-site kairos-image did not give the played Kairos images"
     write_kairos_policy "${kairos_images[1]}"
+    kairos_hosts=1
   else
     say "this bin/agent-site plays no Kairos host (no --site-kairos-dir): the agents run on plain folders, and no OS upgrade can run"
   fi
@@ -268,6 +274,32 @@ spec:
   soak: 30s
   vmProtection: Stop
 POLICY
+}
+
+# start_boot_policy: the BootRecoveryPolicy nodewright, once the agents of played Kairos hosts
+# run: created from config/demo/bootrecoverypolicy.yaml if absent (one already there is left
+# as it is, with what a user changed), then waited for until it records every node's boot.
+start_boot_policy() {
+  [ -n "$kairos_hosts" ] || return 0
+  if ! "${kubectl[@]}" get crd bootrecoverypolicies.nodewright.spectrocloud.com >/dev/null 2>&1; then
+    say "the release has no BootRecoveryPolicy (a chart from before it): the nodes' boots are not followed"
+    return
+  fi
+  if "${kubectl[@]}" get bootrecoverypolicy nodewright >/dev/null 2>&1; then
+    say "the BootRecoveryPolicy nodewright is already there: left as it is"
+  else
+    say "creating the BootRecoveryPolicy nodewright ($(from_root "$boot_policy")): each Kairos node's boot followed"
+    "${kubectl[@]}" apply -f "$boot_policy" >/dev/null
+  fi
+  local i n recorded missing
+  for i in $(seq 1 $((patience * 2))); do
+    recorded=" $("${kubectl[@]}" get bootrecoverypolicy nodewright -o jsonpath='{.status.nodes[*].name}' 2>/dev/null) "
+    missing=
+    for n in "${demo_nodes[@]}"; do [[ $recorded == *" $n "* ]] || missing+=" $n"; done
+    [ -z "$missing" ] && return
+    sleep 0.5
+  done
+  fail "the BootRecoveryPolicy nodewright has not recorded the boot of$missing within ${patience}s" "$operator_log"
 }
 
 stop_agents() {
@@ -566,6 +598,7 @@ NODE
   running "$net_pid" && start_gate
   start_operator
   start_agents
+  start_boot_policy
 
   "${kubectl[@]}" apply -f "$root/config/demo/storage.yaml" >/dev/null
   # The VM is created once. Applied again, its manifest would undo what a migration did
@@ -575,7 +608,10 @@ NODE
   else
     say "creating the demo VM (namespace demo) with 256 MiB of data on a ReadWriteOnce volume"
     "${kubectl[@]}" apply -f "$root/config/demo/vm.yaml" >/dev/null
-    "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout="${patience}s" >/dev/null ||
+    # The site's KubeVirt makes the VMI a moment after the VM; kubectl wait for a field of an
+    # object not there yet fails at once (NotFound), so first for the object itself.
+    { "${kubectl[@]}" wait -n demo --for=create vmi/database --timeout="${patience}s" >/dev/null &&
+      "${kubectl[@]}" wait -n demo --for=jsonpath='{.status.phase}'=Running vmi/database --timeout="${patience}s" >/dev/null; } ||
       fail "the demo VM did not start" "$site_log"
   fi
   if [ ! -f "$state/site/demo-filled" ]; then
@@ -645,6 +681,13 @@ NODE
   or, with the plugin: kubectl nodewright os plan --image $image --name $name --soak 30s --vm-protection Stop --wait"
     fi
   fi
+  local boot_line="  boot recovery: none (the nodes are not played Kairos hosts, or the release has no BootRecoveryPolicy)"
+  if [ -n "$kairos_hosts" ] && "${kubectl[@]}" get bootrecoverypolicy nodewright >/dev/null 2>&1; then
+    boot_line="  boot recovery: the BootRecoveryPolicy nodewright follows every node's boot: a fallback named and held, a recovery boot cordoned
+  (docs/local-site.md#boot-recovery-of-the-demos-nodes):
+    kubectl get nwbr                          # the nodes that fell back, run their recovery system, or stayed unhealthy
+    bin/kubectl-nodewright boot status        # each node's slot, image, boot, fallback, pin, post-boot health"
+  fi
   show_k=$(from_root "$kubeconfig") show_bin=$(from_root "$k8s") show_state=$(from_root "$state")
   server=$("${kubectl[@]}" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
   agent_ns=$(agent_namespace)
@@ -665,6 +708,7 @@ The local site is up, on 127.0.0.1 only (reach it from this machine; docs/local-
   node agents (edge-1, edge-2, edge-3): $agents_line
 $network_line
 $os_line
+$boot_line
 
 Try (from the repository root):
   export KUBECONFIG=$show_k PATH=$show_bin:\$PATH
@@ -738,6 +782,7 @@ upgrade() {
   start_operator
   stop_agents
   start_agents
+  start_boot_policy
   say "upgraded; $("$helm" list --kubeconfig "$kubeconfig" -n nodewright-system -o json | grep -o '"chart":"[^"]*"')"
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"os"
 	"strings"
 	"sync"
@@ -18,7 +19,16 @@ import (
 // its admission webhooks, for the refusals and defaults.
 var env = testenv.New()
 
-func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+// TestMain starts the control plane, except in a fuzzing worker: it runs only the fuzz
+// targets (FuzzBootAcknowledgement, FuzzOSImageAndName), pure functions that need none, and
+// one control plane per worker would be a dozen.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if w := flag.Lookup("test.fuzzworker"); w != nil && w.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
+	os.Exit(env.Run(m))
+}
 
 // invocation is one run of the plugin.
 type invocation struct {

@@ -65,13 +65,14 @@ func TestChartLifecycle(t *testing.T) {
 	}
 	base := s.env
 	s.env = append(slices.Clone(base), "NODEWRIGHT_DEMO_CHART="+prev)
-	s.run(t, "up")
+	// Down even when up fails part way: what it started would run on.
 	t.Cleanup(func() {
 		if t.Failed() {
 			s.dumpLogs(t)
 		}
 		s.run(t, "down")
 	})
+	s.run(t, "up")
 	helm := helmBinary(t, s.root)
 	if got := s.helmChart(t, helm); got != "nodewright-0.1.0-alpha.1" {
 		t.Fatalf("the site runs chart %s, want the previous version", got)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,6 +38,7 @@ func TestLocalSite(t *testing.T) {
 	s := startSite(t)
 	s.expectLoopbackOnly(t)
 	s.expectAgentsRenew(t)
+	s.expectBootsFollowed(t)
 
 	nodes := s.kubectlOut(t, "get", "nodes", "-o",
 		`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
@@ -211,6 +214,65 @@ func (s *site) expectAgentsRenew(t *testing.T) {
 	}
 }
 
+// demoImage is the image make demo installs its played Kairos hosts with (the first of
+// hack/demo.sh's kairos_versions), as kairos-release names it.
+const demoImage = "quay.io/kairos/ubuntu:24.04-standard-amd64-generic-v3.4.2"
+
+// expectBootsFollowed checks the BootRecoveryPolicy nodewright that make demo creates for its
+// played Kairos hosts: it records each node's boot as the host has it (the active slot of the
+// demo's image, the boot ID in the host's own files), with nothing fallen back, in recovery
+// or unhealthy, and kubectl get nwbr and the plugin's boot status show it.
+func (s *site) expectBootsFollowed(t *testing.T) {
+	t.Helper()
+	// make demo waits for the three records before it says the site is up.
+	out := s.kubectlOut(t, "get", "bootrecoverypolicy", "nodewright", "-o",
+		`jsonpath={range .status.nodes[*]}{.name}|{.bootEntry}|{.image}|{.bootID}{"\n"}{end}`)
+	records := map[string][]string{}
+	for _, line := range strings.Fields(out) {
+		f := strings.Split(line, "|")
+		records[f[0]] = f[1:]
+	}
+	for _, n := range []string{"edge-1", "edge-2", "edge-3"} {
+		bootID := strings.TrimSpace(string(s.hostFile(t, n, "proc/sys/kernel/random/boot_id")))
+		if got, want := records[n], []string{"Active", demoImage, bootID}; bootID == "" || !reflect.DeepEqual(got, want) {
+			t.Errorf("the BootRecoveryPolicy's record of %s: %q, want %q (boot entry, image, the host's boot ID)", n, got, want)
+		}
+	}
+	if len(records) != 3 {
+		t.Errorf("the BootRecoveryPolicy records %d nodes, want the three:\n%s", len(records), out)
+	}
+	table := s.kubectlOut(t, "get", "nwbr")
+	if fields := strings.Fields(table); len(fields) < 6 || fields[len(fields)-2] != "nodewright" {
+		t.Errorf("kubectl get nwbr: want the policy nodewright with no node fallen back, in recovery or unhealthy:\n%s", table)
+	}
+	status, err := exec.Command(filepath.Join(s.root, "bin", "kubectl-nodewright"), "--kubeconfig", s.kubeconfig, "boot", "status").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl nodewright boot status: %v\n%s", err, status)
+	}
+	for _, n := range []string{"edge-1", "edge-2", "edge-3"} {
+		if !regexp.MustCompile(`(?m)^` + n + ` +Active +` + regexp.QuoteMeta(demoImage) + ` `).Match(status) {
+			t.Errorf("kubectl nodewright boot status shows no line of %s booted Active from %s:\n%s", n, demoImage, status)
+		}
+	}
+}
+
+// hostFile reads a file of node's played host, under its root: on the storage network the
+// node's root there, else the agent's host folder.
+func (s *site) hostFile(t *testing.T, node, name string) []byte {
+	t.Helper()
+	for _, root := range []string{filepath.Join(s.dir, "net", node, "root"), filepath.Join(s.dir, "agents", node, "host")} {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if err == nil {
+			return data
+		}
+		if !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("%s: no %s in its played host's root", node, name)
+	return nil
+}
+
 // alive reports whether pid runs; a zombie nobody has reaped yet does not.
 func alive(pid int) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -256,13 +318,14 @@ func startSite(t *testing.T) *site {
 		t.Skip("starts a whole local cluster")
 	}
 	s := newSite(t)
-	s.run(t, "up")
+	// Down even when up fails part way: what it started would run on.
 	t.Cleanup(func() {
 		if t.Failed() {
 			s.dumpLogs(t)
 		}
 		s.run(t, "down")
 	})
+	s.run(t, "up")
 	return s
 }
 

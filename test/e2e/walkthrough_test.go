@@ -48,13 +48,14 @@ func TestWalkthrough(t *testing.T) {
 			}
 			s := newSite(t)
 			s.env = append(s.env, "NODEWRIGHT_DEMO_STORAGE="+w.storage)
-			s.run(t, "up")
+			// Down even when up fails part way: what it started would run on.
 			t.Cleanup(func() {
 				if t.Failed() {
 					s.dumpLogs(t)
 				}
 				s.run(t, "down")
 			})
+			s.run(t, "up")
 			s.walkSteps(t, steps)
 		})
 	}
