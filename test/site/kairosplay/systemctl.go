@@ -13,7 +13,8 @@ import (
 	"github.com/spectrocloud/nodewright/internal/drbd"
 )
 
-// UnitsFile, in a host's Dir, holds the played systemd's units and their states (SetUnit).
+// UnitsFile is the file, in a host's Dir, that holds the played systemd's units and their
+// states (SetUnit).
 const UnitsFile = "systemd-units.json"
 
 // UnitState is a played unit's state: ActiveState and SubState, as systemd names them
