@@ -176,7 +176,7 @@ func renderBootStatus(w io.Writer, p *nwv1.BootRecoveryPolicy, now time.Time, pa
 		}
 	}
 	if repairs := bootRepairs(nodes, pal); len(repairs) > 0 {
-		if _, err := fmt.Fprintf(w, "\n%s\n%s\n", pal.paint(bold, "Repairs and rollbacks (OSVersionPolicies on one node; each waits for a person to approve its step Node1):"), strings.Join(repairs, "\n")); err != nil {
+		if _, err := fmt.Fprintf(w, "\n%s\n%s\n", pal.paint(bold, "Repairs and rollbacks (OSVersionPolicies on one node, run once a person approves their step Node1):"), strings.Join(repairs, "\n")); err != nil {
 			return err
 		}
 	}
@@ -342,7 +342,10 @@ func bootRepairs(nodes []nwv1.NodeBootRecord, pal palette) []string {
 			switch phase := nwv1.WorkflowPhase(st.Phase); {
 			case st.Policy == "":
 				out = append(out, pal.paint(yellow, head+": none made: "+shown(oneLine(st.Message))))
-			case phase == nwv1.WorkflowPending || phase == nwv1.WorkflowRunning:
+			case phase == nwv1.WorkflowPending && r.st == n.Rollback && st.BootID != n.BootID:
+				out = append(out, fmt.Sprintf("%s: OSVersionPolicy %s (%s), Pending: the node booted again since (boot %s); the rollback's step refuses it",
+					head, shown(st.Policy), shown(st.Image), shown(n.BootID)))
+			case phase == nwv1.WorkflowPending:
 				out = append(out, fmt.Sprintf("%s: OSVersionPolicy %s (%s), %s\n      kubectl nodewright approve %s Node1",
 					head, shown(st.Policy), shown(st.Image), shown(string(phase)), shown(st.Policy)))
 			default:

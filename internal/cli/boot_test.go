@@ -51,7 +51,9 @@ func bootPolicy(t *testing.T) *nwv1.BootRecoveryPolicy {
 	p.Status = nwv1.BootRecoveryPolicyStatus{
 		Nodes: []nwv1.NodeBootRecord{
 			{Name: "edge-1", BootEntry: nwv1.KairosBootActive, BootID: bootIDEdge1, BootSeenAt: at(-2 * time.Hour), Image: osBootV2,
-				PostBootHealth: &nwv1.PostBootHealthStatus{BootID: bootIDEdge1, Deadline: *at(-105 * time.Minute), PassedAt: at(-110 * time.Minute)}},
+				PostBootHealth: &nwv1.PostBootHealthStatus{BootID: bootIDEdge1, Deadline: *at(-105 * time.Minute), PassedAt: at(-110 * time.Minute)},
+				// A rollback of an earlier boot, still Pending: its step would refuse it.
+				Rollback: &nwv1.BootRepairStatus{BootID: "0a0a0a0a", Policy: "edge-1-rollback-0a0a0a0a", Image: osBootV1 + "@sha256:" + strings.Repeat("1", 64), Phase: "Pending"}},
 			{Name: "edge-2", BootEntry: nwv1.KairosBootPassive, BootID: bootIDEdge2, BootSeenAt: at(-11 * time.Minute), Image: osBootV1, UpgradeFailure: true,
 				LastFallback: fallback(bootIDEdge2), PinnedImage: osBootV1,
 				Repair:         &nwv1.BootRepairStatus{BootID: bootIDEdge2, Policy: "edge-2-repair-9b2d77e0", Image: osBootV1 + "@sha256:" + strings.Repeat("1", 64), Phase: "Pending"},

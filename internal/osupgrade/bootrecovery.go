@@ -91,3 +91,56 @@ var fallbackGate = engine.Gate{
 			step, strings.Join(why, "; "))}, nil
 	},
 }
+
+// RollbackRefused says why p, a rollback (spec.repairs kind Rollback), may not change its node
+// now, whose agent reports a; "" when it may. A rollback is of one boot whose post-boot health
+// timed out, to the image of the node's last healthy boot: the node's agent must still report
+// that boot, from its active slot without upgrade_failure (a node that booted again since is
+// judged by its new boot's health), and the BootRecoveryPolicy must record that boot's health
+// timed out and, as the node's last healthy boot, one of p's image. So a policy that calls
+// itself a rollback gets no more than a rollback's leave (its node's red DRBD let through).
+func RollbackRefused(ctx context.Context, c client.Reader, p *nwv1.OSVersionPolicy, a *nwv1.NodewrightAgentStatus) (string, error) {
+	rp := p.Spec.Repairs
+	if !rp.IsRollback() {
+		return "", nil
+	}
+	if a == nil || a.Status.OS == nil || a.Status.OS.Kairos == nil {
+		return fmt.Sprintf("spec.repairs: %s's agent reports no Kairos boot", rp.Node), nil
+	}
+	if a.Status.OS.BootID != rp.BootID {
+		return fmt.Sprintf("spec.repairs: %s runs boot %s, not boot %s whose health timed out: it booted again since; a rollback is of that boot alone",
+			rp.Node, a.Status.OS.BootID, rp.BootID), nil
+	}
+	if k := a.Status.OS.Kairos; k.BootEntry != nwv1.KairosBootActive || k.UpgradeFailure {
+		entry := string(k.BootEntry)
+		if entry == "" {
+			entry = "unnamed"
+		}
+		return fmt.Sprintf("spec.repairs: %s runs from its %s slot (upgrade_failure %t): a rollback replaces the image of the active slot, which the node must have booted",
+			rp.Node, entry, k.UpgradeFailure), nil
+	}
+	brp := &nwv1.BootRecoveryPolicy{}
+	if err := c.Get(ctx, client.ObjectKey{Name: nwv1.BootRecoveryPolicyName}, brp); apierrors.IsNotFound(err) {
+		return "spec.repairs: there is no BootRecoveryPolicy: nothing recorded that the boot's post-boot health timed out", nil
+	} else if err != nil {
+		return "", fmt.Errorf("reading the BootRecoveryPolicy: %w", err)
+	}
+	var rec *nwv1.NodeBootRecord
+	for i := range brp.Status.Nodes {
+		if brp.Status.Nodes[i].Name == rp.Node {
+			rec = &brp.Status.Nodes[i]
+		}
+	}
+	switch {
+	case rec == nil || rec.PostBootHealth == nil || rec.PostBootHealth.BootID != rp.BootID || rec.PostBootHealth.TimedOutAt == nil:
+		return fmt.Sprintf("spec.repairs: the BootRecoveryPolicy does not record that the post-boot health of %s's boot %s timed out", rp.Node, rp.BootID), nil
+	case rec.LastHealthy == nil || rec.LastHealthy.Image != Repository(p.Spec.Image):
+		last := "none"
+		if rec.LastHealthy != nil {
+			last = rec.LastHealthy.Image
+		}
+		return fmt.Sprintf("spec.repairs: %s is not the image of %s's last healthy boot as the BootRecoveryPolicy records it (%s): a rollback goes back to that image alone",
+			Repository(p.Spec.Image), rp.Node, last), nil
+	}
+	return "", nil
+}

@@ -202,11 +202,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		nodes = append(nodes, n)
 	}
 	// A node whose agent no longer reports a Kairos boot keeps its record while the policy
-	// holds its cordon (nothing else would lift it) or its fallback is not acknowledged (a
-	// silent node is no reason to let the upgrades go on).
+	// holds its cordon (nothing else would lift it), its fallback is not acknowledged (a
+	// silent node is no reason to let the upgrades go on) or its rollback is under way (its end
+	// is still to be recorded).
 	for _, prev := range p.Status.Nodes {
 		if !slices.ContainsFunc(nodes, func(n nwv1.NodeBootRecord) bool { return n.Name == prev.Name }) &&
-			(prev.Cordon == nwv1.NodeCordoned || prev.Unacknowledged() != nil) {
+			(prev.Cordon == nwv1.NodeCordoned || prev.Unacknowledged() != nil || rollbackUnderWay(prev)) {
 			nodes = append(nodes, prev)
 		}
 	}
@@ -461,7 +462,7 @@ func orEntry(e nwv1.KairosBootEntry) string {
 func (r *Reconciler) postBootHealth(ctx context.Context, p *nwv1.BootRecoveryPolicy, w *world, n *nwv1.NodeBootRecord, now metav1.Time) ([]audit.Record, time.Duration) {
 	h := n.PostBootHealth
 	if h != nil && h.PassedAt != nil && h.BootID == n.BootID && (n.LastHealthy == nil || n.LastHealthy.BootID != n.BootID) {
-		n.LastHealthy = &nwv1.HealthyBoot{BootID: n.BootID, Image: n.Image, At: *h.PassedAt}
+		setLastHealthy(n, *h.PassedAt)
 	}
 	if h != nil && h.PassedAt != nil {
 		// The baseline follows the node while its DRBD is green: a volume deleted or moved off it
@@ -476,7 +477,7 @@ func (r *Reconciler) postBootHealth(ctx context.Context, p *nwv1.BootRecoveryPol
 	red, satellite := r.red(ctx, p, w, n)
 	if red == "" {
 		h.PassedAt, h.Failing = ptr.To(now), ""
-		n.LastHealthy = &nwv1.HealthyBoot{BootID: n.BootID, Image: n.Image, At: now}
+		setLastHealthy(n, now)
 		if d := w.agents[n.Name].Status.Storage; d != nil {
 			n.DRBDResources = d.Resources
 		}

@@ -36,18 +36,22 @@ const ActionRolledBack = "NodeRolledBack"
 // rollback already made is followed to its end whatever the spec says now; one is made per
 // boot.
 func (r *Reconciler) rollback(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *nwv1.NodeBootRecord, now metav1.Time) ([]audit.Record, error) {
-	if rb := n.Rollback; rb != nil && rb.Policy != "" && !repairEnded(rb.Phase) {
+	if rollbackUnderWay(*n) {
 		return r.followRollback(ctx, p, n, now)
 	}
 	h := n.PostBootHealth
 	if p.Spec.OnPostBootHealthTimeout != nwv1.PostBootHealthRollbackWithApproval || h == nil || h.TimedOutAt == nil || h.BootID != n.BootID ||
-		(n.Rollback != nil && n.Rollback.BootID == n.BootID) {
+		(n.Rollback != nil && n.Rollback.BootID == n.BootID && n.Rollback.Policy != "") {
 		return nil, nil
 	}
+	// A rollback not made is tried again at each reconcile (the digest may be known since); its
+	// Event is sent when the reason changes.
 	impossible := func(why string) ([]audit.Record, error) {
-		msg := fmt.Sprintf("no rollback of %s's boot %s, whose post-boot health timed out: %s", n.Name, n.BootID, why)
-		r.event(p, corev1.EventTypeWarning, ReasonRollbackImpossible, msg)
-		n.Rollback = &nwv1.BootRepairStatus{BootID: n.BootID, Message: text.Shorten(msg, 1024)}
+		msg := text.Shorten(fmt.Sprintf("no rollback of %s's boot %s, whose post-boot health timed out: %s", n.Name, n.BootID, why), 1024)
+		if n.Rollback == nil || n.Rollback.BootID != n.BootID || n.Rollback.Message != msg {
+			r.event(p, corev1.EventTypeWarning, ReasonRollbackImpossible, msg)
+		}
+		n.Rollback = &nwv1.BootRepairStatus{BootID: n.BootID, Message: msg}
 		return nil, nil
 	}
 	switch last := n.LastHealthy; {
@@ -129,4 +133,18 @@ func repairEnded(phase string) bool {
 		return true
 	}
 	return phase == "Deleted"
+}
+
+// setLastHealthy records n's current boot, whose health went green at at, as its last healthy
+// one: only a boot of its active slot without upgrade_failure, the image a rollback may go back
+// to (not a fallback's passive image, nor the recovery system).
+func setLastHealthy(n *nwv1.NodeBootRecord, at metav1.Time) {
+	if n.BootEntry == nwv1.KairosBootActive && !n.UpgradeFailure {
+		n.LastHealthy = &nwv1.HealthyBoot{BootID: n.BootID, Image: n.Image, At: at}
+	}
+}
+
+// rollbackUnderWay reports whether n's rollback was made and has not ended.
+func rollbackUnderWay(n nwv1.NodeBootRecord) bool {
+	return n.Rollback != nil && n.Rollback.Policy != "" && !repairEnded(n.Rollback.Phase)
 }

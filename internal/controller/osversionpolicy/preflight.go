@@ -3,6 +3,7 @@ package osversionpolicy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,23 +76,18 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		case a.Status.OS.BootID == "":
 			return engine.Failed("%s: its agent reports no boot ID: its reboot could not be proven", n.Name), nil
 		}
-		if rp := p.Spec.Repairs; rp.IsRollback() {
-			// A rollback is of one boot, whose health timed out: a node that booted again since
-			// is judged again by its new boot's health, and is not rolled back for the old one.
-			if a.Status.OS.BootID != rp.BootID {
-				return engine.Failed("spec.repairs: %s runs boot %s, not boot %s whose health timed out: it booted again since; a rollback is of that boot alone",
-					n.Name, a.Status.OS.BootID, rp.BootID), nil
-			}
-			if k := a.Status.OS.Kairos; k.BootEntry != nwv1.KairosBootActive || k.UpgradeFailure {
-				return engine.Failed("spec.repairs: %s runs from its %s slot (upgrade_failure %t): a rollback replaces the image of the active slot, which the node must have booted",
-					n.Name, entryOf(k), k.UpgradeFailure), nil
-			}
+		if why, err := osupgrade.RollbackRefused(ctx, r.Client, p, a); err != nil || why != "" {
+			return engine.Failed("%s", why), err
 		}
 		if msg := nodehealth.DRBDRed(a, n.Name, 0); msg != "" {
 			if !p.Spec.Repairs.IsRollback() {
 				return engine.Failed("%s; every resource must be connected and UpToDate before an upgrade starts", msg), nil
 			}
-			// A rollback's node is the one whose health did not come back: that is what it is for.
+			// A rollback's node is the one whose health did not come back: that is what it is
+			// for; but never one that holds the only UpToDate copy of a resource.
+			if only := onlyCopies(s, n.Name); only != "" {
+				return engine.Failed("%s; a rollback reboots it, and %s", msg, only), nil
+			}
 			unhealthy = append(unhealthy, msg)
 		}
 		if a.Status.Storage != nil {
@@ -160,4 +156,35 @@ func orNone(image string) string {
 		return "an image its kairos-release does not name"
 	}
 	return image
+}
+
+// onlyCopies says which DRBD resources of node have an UpToDate disk on no other node, by the
+// other nodes' agents' own reports of their disks; "" when every one has such a copy.
+func onlyCopies(s *scope, node string) string {
+	a := s.agents[node]
+	if a == nil || a.Status.Storage == nil {
+		return ""
+	}
+	var only []string
+	for _, res := range a.Status.Storage.ResourceStatuses {
+		elsewhere := false
+		for name, other := range s.agents {
+			if name == node || other.Status.Storage == nil {
+				continue
+			}
+			for _, o := range other.Status.Storage.ResourceStatuses {
+				if o.Name == res.Name && len(o.Volumes) > 0 && !slices.ContainsFunc(o.Volumes, func(v nwv1.DRBDVolumeStatus) bool { return v.DiskState != "UpToDate" }) {
+					elsewhere = true
+				}
+			}
+		}
+		if !elsewhere {
+			only = append(only, res.Name)
+		}
+	}
+	if len(only) == 0 {
+		return ""
+	}
+	slices.Sort(only)
+	return fmt.Sprintf("no other node's agent reports an UpToDate disk of %s: it may hold the only good copy", strings.Join(only, ", "))
 }

@@ -47,6 +47,20 @@ func (r *Reconciler) nodeStep(ctx context.Context, s *scope) (engine.Outcome, er
 		rec.Phase, rec.Evidence = nwv1.NodeOSDone, fmt.Sprintf("already ran %s from the active slot at boot %s", rec.BootedImage, rec.BootID)
 		return engine.Skipped("%s already runs %s from its active slot", node, osupgrade.Repository(s.p.Spec.Image)), nil
 	}
+	if len(rec.Parts) == 0 && s.p.Spec.Repairs.IsRollback() {
+		// The step waited for its approval and the window since the Preflight: the boot it rolls
+		// back must still be the node's, and still unhealthy.
+		if why, err := osupgrade.RollbackRefused(ctx, r.Client, s.p, s.agents[node]); err != nil || why != "" {
+			return engine.Failed("%s", why), err
+		}
+		red, _, err := r.health(ctx, s, node)
+		if err != nil {
+			return engine.Outcome{}, err
+		}
+		if red == "" {
+			return engine.Failed("%s's health is green now, at boot %s: a rollback is of a boot whose health did not come back; not rolled back", node, s.bootID(node)), nil
+		}
+	}
 	record := &nwv1.NodeFlip{Part: rec.Part, Parts: make([]nwv1.NodeFlipPart, len(rec.Parts))}
 	for i, p := range rec.Parts {
 		record.Parts[i] = nwv1.NodeFlipPart(p)

@@ -2,12 +2,14 @@ package osversionpolicy_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -258,62 +260,122 @@ func TestANodeThatNeverComesBackFailsItsStep(t *testing.T) {
 
 // TestDRBDNotReconnectingFailsTheSoakAndIsRolledBack: the first node boots the new image but
 // its DRBD does not reconnect: its health never turns green, its step fails naming the
-// resources, the policy stops, and the second node is untouched. Then the rollback of that
-// boot (spec.repairs kind Rollback, as the BootRecoveryPolicy creates it): one of an earlier
-// boot is refused; the rollback waits for a person, then stages the old image on the node's
-// active slot, and the next boot proves it, with DRBD connected again.
+// resources, the policy stops, and the second node is untouched. The BootRecoveryPolicy
+// (onPostBootHealthTimeout RollbackWithApproval) sees that boot's post-boot health time out and
+// creates its rollback, which waits for a person. The node boots again meanwhile: approved, the
+// rollback's step refuses it, for it was made for the boot before. That boot's health times out
+// too, and its rollback, approved, stages the old image on the node's active slot: the next
+// boot proves it, with DRBD connected again.
 func TestDRBDNotReconnectingFailsTheSoakAndIsRolledBack(t *testing.T) {
-	s := plant(t, true, "osdrbd-1", "osdrbd-2")
+	// The profile pins the old image by digest: the rollback's image.
+	s := plantWith(t, false, func(p *nwv1.EdgeProfileSpec, images map[string]string) {
+		p.OSImages = append(p.OSImages, images[oldVersion])
+	}, "osdrbd-1", "osdrbd-2")
+	stopOS := s.startOperator()
+	const node = "osdrbd-1"
 	// The new image's DRBD does not come up; the old one's does.
-	if err := s.hosts["osdrbd-1"].SetFault(kairosplay.FaultNoDRBD, true, s.images[newVersion]); err != nil {
+	if err := s.hosts[node].SetFault(kairosplay.FaultNoDRBD, true, s.images[newVersion]); err != nil {
 		t.Fatal(err)
 	}
-	healthy := s.booted("osdrbd-1")
+	s.bootRecoveryPolicy(nwv1.BootRecoveryPolicySpec{PostBootHealth: nwv1.PostBootHealth{Timeout: metav1.Duration{Duration: time.Minute}},
+		OnPostBootHealthTimeout: nwv1.PostBootHealthRollbackWithApproval})
+	s.startBootRecovery()
+	healthy := s.booted(node)
+	bootRecord(t, node, func(_ *nwv1.BootRecoveryPolicy, n *nwv1.NodeBootRecord) string {
+		if l := n.LastHealthy; l == nil || l.BootID != healthy.bootID || l.Image != healthy.image {
+			return fmt.Sprintf("%s's last healthy boot %+v; want %s of %s", node, l, healthy.bootID, healthy.image)
+		}
+		return ""
+	})
 	untouched := s.booted("osdrbd-2")
 	// The reboot timeout bounds both the node's return and its health turning green: a minute,
 	// so that a busy machine's slow played reboot is not taken for a node that did not return.
-	p := s.ended(s.policy("osdrbd", newVersion, soakFor, time.Minute, "osdrbd-1", "osdrbd-2"), nwv1.WorkflowFailed)
+	p := s.ended(s.policy("osdrbd", newVersion, soakFor, time.Minute, node, "osdrbd-2"), nwv1.WorkflowFailed)
 	n := p.Status.Nodes[0]
 	if n.Phase != nwv1.NodeOSFailed || n.VerifiedAt == nil {
-		t.Errorf("osdrbd-1: %s, verified %v; want Failed after it was proven booted", n.Phase, n.VerifiedAt)
+		t.Errorf("%s: %s, verified %v; want Failed after it was proven booted", node, n.Phase, n.VerifiedAt)
 	}
 	if soak := part(n, "Soak"); soak == nil || soak.State != nwv1.StepFailed || !strings.Contains(soak.Message, "not green") || !strings.Contains(soak.Message, drbdResources[0]) {
 		t.Errorf("the soak: %+v; want it failed, naming %s", soak, drbdResources[0])
 	}
-	unhealthy := s.booted("osdrbd-1")
+	unhealthy := s.booted(node)
 	if unhealthy.image != repository(s.images[newVersion]) || unhealthy.entry != "active" {
-		t.Errorf("osdrbd-1 runs %+v; want the new image from its active slot (its boot worked; its storage did not come back)", unhealthy)
+		t.Errorf("%s runs %+v; want the new image from its active slot (its boot worked; its storage did not come back)", node, unhealthy)
 	}
 	if got := s.booted("osdrbd-2"); got != untouched {
 		t.Errorf("osdrbd-2 was touched: %+v", got)
 	}
-	// A person deletes the failed policy, which keeps the claim.
-	deleted(t, p)
-
-	rollback := func(name, bootID string) *nwv1.OSVersionPolicy {
-		return s.policyWith(name, oldVersion, soakFor, time.Minute, func(p *nwv1.OSVersionPolicy) {
-			p.Spec.Repairs = &nwv1.OSNodeRepair{Node: "osdrbd-1", BootID: bootID, Kind: nwv1.OSRepairRollback}
-			p.Spec.Approval = nwv1.ApprovalManual
+	// rollback waits for the rollback the BootRecoveryPolicy made of boot, and shortens its soak
+	// while it is Pending.
+	rollback := func(boot string) *nwv1.OSVersionPolicy {
+		t.Helper()
+		var name string
+		bootRecord(t, node, func(_ *nwv1.BootRecoveryPolicy, n *nwv1.NodeBootRecord) string {
+			if rb := n.Rollback; rb == nil || rb.BootID != boot || rb.Policy == "" {
+				return fmt.Sprintf("%s's rollback %+v; want one of boot %s", node, rb, boot)
+			}
+			name = n.Rollback.Policy
+			return ""
 		})
+		rb := &nwv1.OSVersionPolicy{}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, rb); err != nil {
+				return err
+			}
+			rb.Spec.Soak, rb.Spec.RebootTimeout = metav1.Duration{Duration: soakFor}, metav1.Duration{Duration: 2 * time.Minute}
+			return env.Client.Update(context.Background(), rb)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rb) })
+		if sp := rb.Spec; sp.Image != s.images[oldVersion] || sp.Approval != nwv1.ApprovalManual || !sp.Repairs.IsRollback() || sp.Repairs.Node != node || sp.Repairs.BootID != boot {
+			t.Fatalf("the rollback's spec %+v, repairs %+v; want the old image on %s, a Rollback of boot %s, approval Manual", sp, sp.Repairs, node, boot)
+		}
+		return rb
 	}
-	stale := s.ended(rollback("osdrbd-stale", healthy.bootID), nwv1.WorkflowRolledBack)
-	if !strings.Contains(steps(stale), "booted again since") {
-		t.Errorf("the rollback of an earlier boot failed with %s; want its Preflight saying the node booted again since", steps(stale))
+	first := rollback(unhealthy.bootID)
+	// A person deletes the failed policy, which keeps the claim (the rollback waits for it, still
+	// Pending, until then).
+	deleted(t, p)
+	held(t, first, nwv1.ReasonAwaitingApproval, "Node1")
+	// The node boots again while its rollback waits (the new image again: still unhealthy).
+	succeeded(t, s.reboot(node, "reboot-while-waiting"))
+	again := s.booted(node)
+	if again.bootID == unhealthy.bootID || again.image != unhealthy.image {
+		t.Fatalf("%s runs %+v after its reboot; want the new image in a new boot", node, again)
 	}
-	deleted(t, stale)
-	if got := s.booted("osdrbd-1"); got != unhealthy {
-		t.Errorf("osdrbd-1 was changed by the refused rollback: %+v", got)
+	approve(t, first, "Node1")
+	testenv.Eventually(t, patience, func() string {
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(first), first); err != nil {
+			return err.Error()
+		}
+		if !first.Status.Phase.Finished() {
+			return fmt.Sprintf("phase %s; steps %s", first.Status.Phase, steps(first))
+		}
+		return ""
+	})
+	if first.Status.Phase == nwv1.WorkflowSucceeded || !strings.Contains(steps(first), "booted again since") {
+		t.Errorf("the rollback of a boot the node left ended %s: %s; want it refused at its step, the node booted again since", first.Status.Phase, steps(first))
+	}
+	if got := s.booted(node); got != again {
+		t.Errorf("%s was changed by the refused rollback: %+v", node, got)
 	}
 
-	back := rollback("osdrbd-rollback", unhealthy.bootID)
-	held(t, back, nwv1.ReasonAwaitingApproval, "Node1")
-	approve(t, back, "Node1")
-	back = s.ended(back, nwv1.WorkflowSucceeded)
-	got := s.booted("osdrbd-1")
-	if got.image != repository(s.images[oldVersion]) || got.entry != "active" || got.upgradeFailure || got.bootID == unhealthy.bootID {
-		t.Errorf("osdrbd-1 runs %+v after the rollback; want the old image from its active slot, in a new boot", got)
+	// The first rollback, refused before it changed anything, let the claim go: the
+	// OSVersionPolicy controller is stopped while the second is made and its soak shortened,
+	// so that it is still Pending then.
+	stopOS()
+	second := rollback(again.bootID)
+	s.startOperator()
+	deleted(t, first)
+	approve(t, second, "Node1")
+	second = s.ended(second, nwv1.WorkflowSucceeded)
+	got := s.booted(node)
+	if got.image != repository(s.images[oldVersion]) || got.entry != "active" || got.upgradeFailure || got.bootID == again.bootID {
+		t.Errorf("%s runs %+v after the rollback; want the old image from its active slot, in a new boot", node, got)
 	}
-	if soak := part(back.Status.Nodes[0], "Soak"); soak == nil || soak.State != nwv1.StepSucceeded {
+	if soak := part(second.Status.Nodes[0], "Soak"); soak == nil || soak.State != nwv1.StepSucceeded {
 		t.Errorf("the rollback's soak %+v; want it Succeeded: the old image's DRBD connects", soak)
 	}
 	var ops nwv1.NodeOperationList
@@ -322,12 +384,24 @@ func TestDRBDNotReconnectingFailsTheSoakAndIsRolledBack(t *testing.T) {
 	}
 	staged := false
 	for _, op := range ops.Items {
-		if op.Labels[osupgrade.LabelName] == back.Name && op.Spec.NodeName == "osdrbd-1" && op.Spec.Type == nwv1.OperationOSUpgradeStage {
+		if op.Labels[osupgrade.LabelName] == second.Name && op.Spec.NodeName == node && op.Spec.Type == nwv1.OperationOSUpgradeStage {
 			staged = op.Status.Phase == nwv1.OperationSucceeded
 		}
 	}
 	if !staged {
 		t.Error("the rollback did not stage the old image by an OSUpgradeStage that Succeeded")
+	}
+	bootRecord(t, node, func(_ *nwv1.BootRecoveryPolicy, n *nwv1.NodeBootRecord) string {
+		if rb := n.Rollback; rb == nil || rb.BootID != again.bootID || rb.Phase != string(nwv1.WorkflowSucceeded) || !strings.Contains(rb.Message, "approved by alice") {
+			return fmt.Sprintf("%s's rollback %+v; want the second Succeeded, approved by alice", node, rb)
+		}
+		if l := n.LastHealthy; l == nil || l.BootID != got.bootID {
+			return fmt.Sprintf("%s's last healthy boot %+v; want %s", node, l, got.bootID)
+		}
+		return ""
+	})
+	if rec := s.trail.Find(nwv1.BootRecoveryPolicyName, "RolledBack"); rec == nil || !strings.Contains(rec.Message, again.bootID) {
+		t.Errorf("the rollback's audit record %+v; want it naming boot %s", rec, again.bootID)
 	}
 	if got := s.booted("osdrbd-2"); got != untouched {
 		t.Errorf("osdrbd-2 was touched by the rollback: %+v", got)
