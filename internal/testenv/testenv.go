@@ -17,8 +17,6 @@
 package testenv
 
 import (
-	"time"
-
 	"bufio"
 	"context"
 	"errors"
@@ -29,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
