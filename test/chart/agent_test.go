@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"path"
 	"reflect"
 	"slices"
 	"sort"
@@ -9,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/spectrocloud/nodewright/internal/hostos"
 )
@@ -40,42 +40,31 @@ var (
 	drbdMounts      = []hostMount{{"/etc/drbd.conf", "File", "/etc/drbd.conf", true}, {"/etc/drbd.d", "Directory", "/etc/drbd.d", true}, {"/var/lib/linstor.d", "DirectoryOrCreate", "/var/lib/linstor.d", true}, {"/var/lib/drbd", "DirectoryOrCreate", "/var/lib/drbd", false}, {"/run/drbd", "DirectoryOrCreate", "/var/run/drbd", false}}
 	privilegedMount = []hostMount{{"/dev", "Directory", "/dev", false}, {"/run/lock", "DirectoryOrCreate", "/var/lock", false}}
 	// What the agent reports of its node's OS: os-release everywhere, and on Kairos its
-	// kairos-release, the boot entry's /run/cos, COS_STATE's boot assessment and the efivarfs
-	// under /sys/firmware (a UKI node's boot counter; /sys/firmware is on every node, EFI or not).
+	// kairos-release, the boot entry's /run/cos and COS_STATE's boot assessment; with
+	// agent.kairosUKI the host's efivarfs (a UKI node's boot counter).
 	osReleaseMount = hostMount{"/etc/os-release", "File", "/host/etc/os-release", true}
-	firmwareMount  = hostMount{"/sys/firmware", "Directory", "/host/sys/firmware", true}
+	efivarsMount   = hostMount{"/sys/firmware/efi/efivars", "Directory", "/host/sys/firmware/efi/efivars", true}
 	kairosMounts   = []hostMount{{"/etc/kairos-release", "File", "/host/etc/kairos-release", true}, {"/run/cos", "Directory", "/host/run/cos", true},
-		{"/run/initramfs/cos-state", "DirectoryOrCreate", "/host/run/initramfs/cos-state", true}, firmwareMount}
+		{"/run/initramfs/cos-state", "DirectoryOrCreate", "/host/run/initramfs/cos-state", true}}
 )
 
-// checkFirmwareReadOnly: the agent's mount of /sys/firmware is read-only all the way down, so
-// the efivarfs mounted under it is too where the runtime can (IfPossible: elsewhere the pod
-// still starts), with the propagation None that the API server requires of such a mount; the
-// agent reads the boot counter where hostos reads it under --host-root.
-func checkFirmwareReadOnly(t *testing.T, ds appsv1.DaemonSet) {
+// checkEFIVars: the agent reads the boot counter where hostos reads it under --host-root,
+// inside its read-only mount of the efivarfs itself (not of a folder above it, whose
+// read-only bind would leave the efivarfs under it writable where the runtime cannot make a
+// mount read-only recursively).
+func checkEFIVars(t *testing.T, ds appsv1.DaemonSet) {
 	t.Helper()
 	c := ds.Spec.Template.Spec.Containers[0]
 	if !slices.Contains(c.Args, "--host-root=/host") {
 		t.Errorf("args %q: want --host-root=/host, under which the mount is", c.Args)
 	}
-	if want := "/host/" + hostos.LoaderBootCountPathFile; !strings.HasPrefix(want, firmwareMount.at+"/") {
-		t.Errorf("the agent reads the boot counter at %s, outside the mount at %s", want, firmwareMount.at)
+	if want := "/host/" + hostos.LoaderBootCountPathFile; path.Dir(want) != efivarsMount.at {
+		t.Errorf("the agent reads the boot counter at %s, not in the mount at %s", want, efivarsMount.at)
 	}
-	found := 0
 	for _, m := range c.VolumeMounts {
-		if m.MountPath != firmwareMount.at {
-			continue
+		if strings.HasPrefix(efivarsMount.at, m.MountPath+"/") {
+			t.Errorf("%s is mounted, above the efivarfs: its read-only bind would leave the efivarfs writable", m.MountPath)
 		}
-		found++
-		if rro := ptr.Deref(m.RecursiveReadOnly, ""); !m.ReadOnly || rro != corev1.RecursiveReadOnlyIfPossible {
-			t.Errorf("%s: readOnly %v, recursiveReadOnly %q; want read-only, recursively if possible (Enabled would keep the pod from starting where the runtime cannot)", m.MountPath, m.ReadOnly, rro)
-		}
-		if p := ptr.Deref(m.MountPropagation, ""); p != corev1.MountPropagationNone {
-			t.Errorf("%s: mountPropagation %q, want None (a recursive read-only mount needs it)", m.MountPath, p)
-		}
-	}
-	if found != 1 {
-		t.Errorf("%d mounts at %s, want one", found, firmwareMount.at)
 	}
 }
 
@@ -242,7 +231,6 @@ func TestAgentDaemonSet(t *testing.T) {
 				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--systemd-units=true") || !slices.Contains(args, "--kairos-os-operations=false") {
 					t.Errorf("args %q: want --systemd-units=true and --kairos-os-operations=false", args)
 				}
-				checkFirmwareReadOnly(t, ds)
 			}},
 		{"kairos-os-operations", []string{"--set", "agent.hostOS=Kairos", "--set", "agent.kairosOSOperations=true"},
 			mounts([]hostMount{stateMount, oemMount, networkdRead, osReleaseMount}, kairosMounts, networkdOthers, drbdMounts),
@@ -255,8 +243,10 @@ func TestAgentDaemonSet(t *testing.T) {
 				if args := ds.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--kairos-os-operations=true") || !slices.Contains(args, "--systemd-units=true") {
 					t.Errorf("args %q: want --kairos-os-operations=true and --systemd-units=true", args)
 				}
-				checkFirmwareReadOnly(t, ds)
 			}},
+		{"kairos-uki", []string{"--set", "agent.hostOS=Kairos", "--set", "agent.kairosUKI=true"},
+			mounts([]hostMount{stateMount, oemMount, networkdRead, osReleaseMount}, kairosMounts, []hostMount{efivarsMount}, networkdOthers, drbdMounts),
+			func(t *testing.T, ds appsv1.DaemonSet) { checkEFIVars(t, ds) }},
 		{"talos", []string{"--set", "agent.hostOS=Talos"}, mounts([]hostMount{stateMount, osReleaseMount}, drbdMounts), nil},
 		{"no-drbd", []string{"--set", "agent.drbd.enabled=false"}, mounts([]hostMount{stateMount, networkdMount, osReleaseMount}, networkdOthers), nil},
 		{"privileged", []string{"--set", "agent.privileged=true"}, mounts([]hostMount{stateMount, networkdMount, osReleaseMount}, networkdOthers, drbdMounts, privilegedMount),
@@ -286,7 +276,7 @@ func TestAgentDaemonSet(t *testing.T) {
 			if got := hostMounts(t, ds); !reflect.DeepEqual(got, tc.mount) {
 				t.Errorf("host mounts:\n  %v\nwant:\n  %v", got, tc.mount)
 			}
-			wantOS := map[string]string{"kairos": "Kairos", "kairos-os-operations": "Kairos", "kairos-systemd-units": "Kairos", "talos": "Talos"}[tc.name]
+			wantOS := map[string]string{"kairos": "Kairos", "kairos-os-operations": "Kairos", "kairos-systemd-units": "Kairos", "kairos-uki": "Kairos", "talos": "Talos"}[tc.name]
 			if wantOS == "" {
 				wantOS = "SystemdNetworkd"
 			}
