@@ -31,6 +31,9 @@ func TestPlaceReplicaSynchronises(t *testing.T) {
 	seen := map[bool]bool{}
 	var last float64
 	until(t, "the replica UpToDate", func() (bool, string) {
+		// The source is read first: a sync that ends between the two reads then shows a target
+		// UpToDate, never a target still syncing beside a source already Established.
+		src := s.resourceOn(t, "pvc-1", "n1").Volumes[0].Replication["n2"]
 		r := s.resourceOn(t, "pvc-1", "n2")
 		done, ok := r.SyncProgress()
 		if !ok || done < last {
@@ -38,7 +41,7 @@ func TestPlaceReplicaSynchronises(t *testing.T) {
 		}
 		last = done
 		seen[done > 0 && done < 100] = true
-		if src := s.resourceOn(t, "pvc-1", "n1").Volumes[0].Replication["n2"]; !r.UpToDate() && src.State != "SyncSource" {
+		if !r.UpToDate() && src.State != "SyncSource" {
 			t.Fatalf("the source during the sync: %+v", src)
 		}
 		return r.UpToDate(), fmt.Sprintf("%.1f%%", done)
