@@ -287,24 +287,6 @@ func TestDRBDNotReconnectingFailsTheSoakAndIsRolledBack(t *testing.T) {
 		}
 		return ""
 	})
-	untouched := s.booted("osdrbd-2")
-	// The reboot timeout bounds both the node's return and its health turning green: a minute,
-	// so that a busy machine's slow played reboot is not taken for a node that did not return.
-	p := s.ended(s.policy("osdrbd", newVersion, soakFor, time.Minute, node, "osdrbd-2"), nwv1.WorkflowFailed)
-	n := p.Status.Nodes[0]
-	if n.Phase != nwv1.NodeOSFailed || n.VerifiedAt == nil {
-		t.Errorf("%s: %s, verified %v; want Failed after it was proven booted", node, n.Phase, n.VerifiedAt)
-	}
-	if soak := part(n, "Soak"); soak == nil || soak.State != nwv1.StepFailed || !strings.Contains(soak.Message, "not green") || !strings.Contains(soak.Message, drbdResources[0]) {
-		t.Errorf("the soak: %+v; want it failed, naming %s", soak, drbdResources[0])
-	}
-	unhealthy := s.booted(node)
-	if unhealthy.image != repository(s.images[newVersion]) || unhealthy.entry != "active" {
-		t.Errorf("%s runs %+v; want the new image from its active slot (its boot worked; its storage did not come back)", node, unhealthy)
-	}
-	if got := s.booted("osdrbd-2"); got != untouched {
-		t.Errorf("osdrbd-2 was touched: %+v", got)
-	}
 	// rollback waits for the rollback the BootRecoveryPolicy made of boot, and shortens its soak
 	// while it is Pending.
 	rollback := func(boot string) *nwv1.OSVersionPolicy {
@@ -334,7 +316,47 @@ func TestDRBDNotReconnectingFailsTheSoakAndIsRolledBack(t *testing.T) {
 		}
 		return rb
 	}
+	untouched := s.booted("osdrbd-2")
+	// The reboot timeout bounds both the node's return and its health turning green: a minute,
+	// so that a busy machine's slow played reboot is not taken for a node that did not return.
+	upgrade := s.policy("osdrbd", newVersion, soakFor, time.Minute, node, "osdrbd-2")
+	// The OSVersionPolicy controller is stopped while the upgrade's soak waits for the node's
+	// health, until the BootRecoveryPolicy made the rollback and its soak is shortened: once the
+	// upgrade ended, the rollback would start at once.
+	testenv.Eventually(t, patience, func() string {
+		cur := &nwv1.OSVersionPolicy{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(upgrade), cur); err != nil {
+			return err.Error()
+		}
+		if len(cur.Status.Nodes) == 0 {
+			return "no node recorded yet"
+		}
+		if sp := part(cur.Status.Nodes[0], "Soak"); sp == nil || sp.State != nwv1.StepRunning {
+			return fmt.Sprintf("%s's soak %+v; want it under way", node, sp)
+		}
+		return ""
+	})
+	stopOS()
+	unhealthy := s.booted(node)
 	first := rollback(unhealthy.bootID)
+	stopOS = s.startOperator()
+	p := s.ended(upgrade, nwv1.WorkflowFailed)
+	n := p.Status.Nodes[0]
+	if n.Phase != nwv1.NodeOSFailed || n.VerifiedAt == nil {
+		t.Errorf("%s: %s, verified %v; want Failed after it was proven booted", node, n.Phase, n.VerifiedAt)
+	}
+	if soak := part(n, "Soak"); soak == nil || soak.State != nwv1.StepFailed || !strings.Contains(soak.Message, "not green") || !strings.Contains(soak.Message, drbdResources[0]) {
+		t.Errorf("the soak: %+v; want it failed, naming %s", soak, drbdResources[0])
+	}
+	if got := s.booted(node); got != unhealthy {
+		t.Errorf("%s runs %+v after the upgrade failed; want %+v, as in its soak", node, got, unhealthy)
+	}
+	if unhealthy.image != repository(s.images[newVersion]) || unhealthy.entry != "active" {
+		t.Errorf("%s runs %+v; want the new image from its active slot (its boot worked; its storage did not come back)", node, unhealthy)
+	}
+	if got := s.booted("osdrbd-2"); got != untouched {
+		t.Errorf("osdrbd-2 was touched: %+v", got)
+	}
 	// A person deletes the failed policy, which keeps the claim (the rollback waits for it, still
 	// Pending, until then).
 	deleted(t, p)
