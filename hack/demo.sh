@@ -208,7 +208,11 @@ start_agents() {
     -o go-template='{{range (index .spec.template.spec.containers 0).args}}{{.}}{{"\n"}}{{end}}' |
     grep -v -e '^--host-root=' -e '^--state-dir=' -e '^--host-proc=' -e '^--site-kairos-dir=')
   local kairos_images=() launch=()
-  if "$root/bin/agent-site" --help 2>&1 | grep -q -e '-site-kairos-dir'; then
+  # The help is read whole before it is searched: grep -q stops at the first match, and under
+  # pipefail the agent's write into the closed pipe would fail the test at random.
+  local help
+  help=$("$root/bin/agent-site" --help 2>&1 || true)
+  if [[ $help == *-site-kairos-dir* ]]; then
     mapfile -t kairos_images < <("$root/bin/nodewright-site" kairos-image --registry "$kairos_registry" "${kairos_versions[@]}")
     [ ${#kairos_images[@]} = ${#kairos_versions[@]} ] || fail "nodewright-site kairos-image did not give the played Kairos images"
     write_kairos_policy "${kairos_images[1]}"
@@ -497,7 +501,9 @@ up() {
   [ -x "$k8s/kwokctl" ] || fail "the control plane is not built: run 'make demo', which builds it"
   mkdir -p "$state"
 
-  if "${kwokctl[@]}" get clusters 2>/dev/null | grep -qx "$cluster"; then
+  local clusters
+  clusters=$("${kwokctl[@]}" get clusters 2>/dev/null || true)
+  if grep -qx "$cluster" <<<"$clusters"; then
     grep -qE '^ *bindAddress: "?127\.0\.0\.1"?$' "$KWOK_WORKDIR/clusters/$cluster/kwok.yaml" ||
       fail "the running cluster $cluster listens beyond 127.0.0.1 (it was made before the site kept to loopback): run 'make demo-down', then 'make demo'"
     say "reusing the running cluster $cluster"
