@@ -34,7 +34,7 @@ type OSNodeHold struct {
 }
 
 // OSRepairKind is what a repair policy does to its node.
-// +kubebuilder:validation:Enum=Restage;Rollback
+// +kubebuilder:validation:Enum=Restage;Rollback;AssessmentReset;SelectBootEntry
 type OSRepairKind string
 
 const (
@@ -46,9 +46,21 @@ const (
 	// active slot with an image whose health never went green; the image of its last healthy
 	// boot is staged on its active slot again (an OSUpgradeStage), proven by the next boot.
 	OSRepairRollback OSRepairKind = "Rollback"
+	// OSRepairAssessmentReset clears the stale boot-assessment flags that would make the node's
+	// next boot fall back at once (kairos#4303): a BootAssessmentReset, under the agent's
+	// checkpoint, in place of the stage; then the reboot proves it: the node boots the image it
+	// runs (spec.image) from its active slot again, its boot counted good.
+	OSRepairAssessmentReset OSRepairKind = "AssessmentReset"
+	// OSRepairSelectBootEntry boots the node once into another entry (spec.repairs.entry): a
+	// SelectBootEntry in place of the stage, then the reboot, proven when the node boots that
+	// entry with spec.image. One boot only: GRUB clears the selection as it boots it, and the
+	// node's next boot boots its default entry again.
+	OSRepairSelectBootEntry OSRepairKind = "SelectBootEntry"
 )
 
 // OSNodeRepair names the node a repair policy changes, the boot it repairs, and how.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.entry) == (has(self.kind) && self.kind == 'SelectBootEntry')",message="entry is set exactly when kind is SelectBootEntry",fieldPath=".entry"
 type OSNodeRepair struct {
 	// node is the node repaired.
 	// +required
@@ -57,22 +69,54 @@ type OSNodeRepair struct {
 	Node string `json:"node"`
 	// bootID is the boot repaired: the one that fell back (the BootRecoveryPolicy's
 	// status.nodes[].lastFallback.bootID) for a Restage, the one whose post-boot health timed
-	// out (status.nodes[].postBootHealth.bootID) for a Rollback.
+	// out (status.nodes[].postBootHealth.bootID) for a Rollback, the node's boot when the
+	// repair was made (its agent's status.os.bootID) for an AssessmentReset or a
+	// SelectBootEntry: a node that booted again since is not repaired.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	BootID string `json:"bootID"`
-	// kind is what the repair does: Restage (the default) or Rollback.
+	// kind is what the repair does: Restage (the default), Rollback, AssessmentReset or
+	// SelectBootEntry.
 	// +optional
 	// +kubebuilder:default=Restage
 	Kind OSRepairKind `json:"kind,omitempty"`
+	// entry is the boot entry a SelectBootEntry boots once: Active or Passive. (The agent can
+	// select Recovery too, but a repair does not: a node in its recovery system runs none of
+	// the cluster's work, and its step could neither soak it nor give its VMs back.)
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self in ['Active', 'Passive']",message="must be Active or Passive: a repair does not boot a node into its recovery system"
+	Entry KairosBootEntry `json:"entry,omitempty"`
 }
 
 // IsRollback reports whether the repair is a rollback.
 func (r *OSNodeRepair) IsRollback() bool { return r != nil && r.Kind == OSRepairRollback }
 
 // IsRestage reports whether the repair restages a fallback's image (the default kind).
-func (r *OSNodeRepair) IsRestage() bool { return r != nil && r.Kind != OSRepairRollback }
+func (r *OSNodeRepair) IsRestage() bool {
+	return r != nil && (r.Kind == "" || r.Kind == OSRepairRestage)
+}
+
+// KeepsImage reports whether the repair stages no image: an AssessmentReset or a
+// SelectBootEntry, whose spec.image is the image the node is to boot, as it is.
+func (r *OSNodeRepair) KeepsImage() bool {
+	return r != nil && (r.Kind == OSRepairAssessmentReset || r.Kind == OSRepairSelectBootEntry)
+}
+
+// IsAssessmentReset reports whether the repair clears its node's stale boot-assessment flags.
+func (r *OSNodeRepair) IsAssessmentReset() bool { return r != nil && r.Kind == OSRepairAssessmentReset }
+
+// IsBootSelection reports whether the repair boots its node once into an entry.
+func (r *OSNodeRepair) IsBootSelection() bool { return r != nil && r.Kind == OSRepairSelectBootEntry }
+
+// BootEntry is the entry the repaired node's next boot must boot: the one a SelectBootEntry
+// selects, else Active.
+func (r *OSNodeRepair) BootEntry() KairosBootEntry {
+	if r != nil && r.Kind == OSRepairSelectBootEntry {
+		return r.Entry
+	}
+	return KairosBootActive
+}
 
 // OSVersionPolicySpec says which Kairos image the nodes run, and how carefully they move to it.
 //
@@ -104,6 +148,11 @@ type OSVersionPolicySpec struct {
 	//   - Rollback, of a boot whose post-boot health timed out: it stages the image of the
 	//     node's last healthy boot (named here by digest) on the node's active slot, which it
 	//     must have booted.
+	//   - AssessmentReset, of a boot whose stale boot-assessment flags would make the next boot
+	//     fall back: it clears them (no image is staged; spec.image is the one the node runs
+	//     from its active slot) and reboots the node into it.
+	//   - SelectBootEntry: it boots the node once into entry (Active or Passive; spec.image is
+	//     the image that entry holds); the boot after is the default entry's again.
 	// +optional
 	Repairs *OSNodeRepair `json:"repairs,omitempty"`
 

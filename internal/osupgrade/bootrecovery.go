@@ -92,32 +92,64 @@ var fallbackGate = engine.Gate{
 	},
 }
 
-// RollbackRefused says why p, a rollback (spec.repairs kind Rollback), may not change its node
-// now, whose agent reports a; "" when it may. A rollback is of one boot whose post-boot health
-// timed out, to the image of the node's last healthy boot: the node's agent must still report
-// that boot, from its active slot without upgrade_failure (a node that booted again since is
-// judged by its new boot's health), and the BootRecoveryPolicy must record that boot's health
-// timed out and, as the node's last healthy boot, one of p's image. So a policy that calls
-// itself a rollback gets no more than a rollback's leave (its node's red DRBD let through).
-func RollbackRefused(ctx context.Context, c client.Reader, p *nwv1.OSVersionPolicy, a *nwv1.NodewrightAgentStatus) (string, error) {
+// RepairRefused says why p, a repair (spec.repairs) of kind Rollback, AssessmentReset or
+// SelectBootEntry, may not change its node now, whose agent reports a; "" when it may, and for
+// any other policy. Each is of one boot, which the node's agent must still report: a node that
+// booted again since is judged by its new boot. So a policy that calls itself a repair gets no
+// more than that repair's leave.
+func RepairRefused(ctx context.Context, c client.Reader, p *nwv1.OSVersionPolicy, a *nwv1.NodewrightAgentStatus) (string, error) {
 	rp := p.Spec.Repairs
-	if !rp.IsRollback() {
+	if !rp.IsRollback() && !rp.KeepsImage() {
 		return "", nil
 	}
 	if a == nil || a.Status.OS == nil || a.Status.OS.Kairos == nil {
 		return fmt.Sprintf("spec.repairs: %s's agent reports no Kairos boot", rp.Node), nil
 	}
+	if rp.IsRollback() {
+		return rollbackRefused(ctx, c, p, a)
+	}
+	k := a.Status.OS.Kairos
+	if a.Status.OS.BootID != rp.BootID {
+		return fmt.Sprintf("spec.repairs: %s runs boot %s, not boot %s for which the %s was made: it booted again since; make a new one if it is still needed",
+			rp.Node, a.Status.OS.BootID, rp.BootID, rp.Kind), nil
+	}
+	if rp.IsAssessmentReset() {
+		switch {
+		case k.BootEntry != nwv1.KairosBootActive || k.UpgradeFailure:
+			return fmt.Sprintf("spec.repairs: %s runs from its %s slot (upgrade_failure %t): an AssessmentReset reboots the node into the image of its active slot, which it must run",
+				rp.Node, EntryOf(k), k.UpgradeFailure), nil
+		case k.Image != Repository(p.Spec.Image):
+			return fmt.Sprintf("spec.image: %s runs %s from its active slot, not %s: an AssessmentReset reboots the node into the image it runs",
+				rp.Node, k.Image, Repository(p.Spec.Image)), nil
+		case !k.BootAssessment.WouldFallBack():
+			return fmt.Sprintf("spec.repairs: %s's boot assessment is not armed to fall back (its agent reports no boot_assessment_tentative=yes with enable_boot_assessment or enable_boot_assessment_always): there is nothing to reset", rp.Node), nil
+		}
+	}
+	return "", nil
+}
+
+// EntryOf is the boot entry k reports, "unnamed" when none.
+func EntryOf(k *nwv1.KairosStatus) string {
+	if k == nil || k.BootEntry == "" {
+		return "unnamed"
+	}
+	return string(k.BootEntry)
+}
+
+// rollbackRefused is RepairRefused of a rollback. A rollback is of one boot whose post-boot
+// health timed out, to the image of the node's last healthy boot: the node's agent must still
+// report that boot, from its active slot without upgrade_failure, and the BootRecoveryPolicy
+// must record that boot's health timed out and, as the node's last healthy boot, one of p's
+// image (its node's red DRBD is let through).
+func rollbackRefused(ctx context.Context, c client.Reader, p *nwv1.OSVersionPolicy, a *nwv1.NodewrightAgentStatus) (string, error) {
+	rp := p.Spec.Repairs
 	if a.Status.OS.BootID != rp.BootID {
 		return fmt.Sprintf("spec.repairs: %s runs boot %s, not boot %s whose health timed out: it booted again since; a rollback is of that boot alone",
 			rp.Node, a.Status.OS.BootID, rp.BootID), nil
 	}
 	if k := a.Status.OS.Kairos; k.BootEntry != nwv1.KairosBootActive || k.UpgradeFailure {
-		entry := string(k.BootEntry)
-		if entry == "" {
-			entry = "unnamed"
-		}
 		return fmt.Sprintf("spec.repairs: %s runs from its %s slot (upgrade_failure %t): a rollback replaces the image of the active slot, which the node must have booted",
-			rp.Node, entry, k.UpgradeFailure), nil
+			rp.Node, EntryOf(k), k.UpgradeFailure), nil
 	}
 	brp := &nwv1.BootRecoveryPolicy{}
 	if err := c.Get(ctx, client.ObjectKey{Name: nwv1.BootRecoveryPolicyName}, brp); apierrors.IsNotFound(err) {

@@ -80,7 +80,8 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.OSVersionPolicy]{
 })
 
 // admit refuses a policy whose node selector cannot select, or whose image the EdgeProfile in
-// force does not allow (every agent would refuse to stage it), naming the field. Without a
+// force does not allow (every agent would refuse to stage it), naming the field; not a repair
+// that stages no image (an AssessmentReset, a SelectBootEntry). Without a
 // profile in force the image is admitted: the Preflight says what is missing. A change of the
 // spec is checked when it changes the image.
 func admit(ctx context.Context, c client.Reader, old, p *nwv1.OSVersionPolicy) error {
@@ -90,6 +91,10 @@ func admit(ctx context.Context, c client.Reader, old, p *nwv1.OSVersionPolicy) e
 		}
 	}
 	if old != nil && old.Spec.Image == p.Spec.Image {
+		return nil
+	}
+	if p.Spec.Repairs.KeepsImage() {
+		// Its spec.image is the image its node boots as it is: nothing is staged.
 		return nil
 	}
 	profile, err := engine.ProfileInForce(ctx, c)

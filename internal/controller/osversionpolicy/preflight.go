@@ -43,7 +43,9 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	if profile == nil {
 		return engine.Failed("no EdgeProfile is in force: the agents stage only an image the signed profile's spec.osImages allows"), nil
 	}
-	if why := osimage.Allowed(profile, p.Spec.Image); why != "" {
+	// A repair that stages no image (an AssessmentReset, a SelectBootEntry) names in
+	// spec.image only the image its node must boot: the profile may have dropped it since.
+	if why := osimage.Allowed(profile, p.Spec.Image); why != "" && !p.Spec.Repairs.KeepsImage() {
 		return engine.Failed("spec.image: %s; the nodes' agents would refuse to stage it", why), nil
 	}
 	if len(p.Status.Nodes) == 0 {
@@ -76,7 +78,7 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		case a.Status.OS.BootID == "":
 			return engine.Failed("%s: its agent reports no boot ID: its reboot could not be proven", n.Name), nil
 		}
-		if why, err := osupgrade.RollbackRefused(ctx, r.Client, p, a); err != nil || why != "" {
+		if why, err := osupgrade.RepairRefused(ctx, r.Client, p, a); err != nil || why != "" {
 			return engine.Failed("%s", why), err
 		}
 		if msg := nodehealth.DRBDRed(a, n.Name, 0); msg != "" {
@@ -100,10 +102,10 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		if fb := fallbackFrom(a, p.Spec.Image); fb != nil {
 			acked = append(acked, fmt.Sprintf("%s's fallback from it at boot %s", n.Name, fb.BootID))
 		}
-		if osupgrade.Runs(a.Status.OS.Kairos, p.Spec.Image) {
+		if osupgrade.Runs(a.Status.OS.Kairos, p.Spec.Image) && !p.Spec.Repairs.KeepsImage() {
 			onTarget = append(onTarget, n.Name)
 		} else {
-			toDo = append(toDo, fmt.Sprintf("%s (%s, %s)", n.Name, a.Status.OS.Kairos.Image, entryOf(a.Status.OS.Kairos)))
+			toDo = append(toDo, fmt.Sprintf("%s (%s, %s)", n.Name, a.Status.OS.Kairos.Image, osupgrade.EntryOf(a.Status.OS.Kairos)))
 			upgrading = append(upgrading, n.Name)
 		}
 	}
@@ -126,9 +128,14 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 		unhealthy = append(unhealthy, satellites)
 	}
 	msg := fmt.Sprintf("%s to %s, in this order: %s", "upgrading", osupgrade.Repository(p.Spec.Image), strings.Join(toDo, ", "))
-	if len(toDo) == 0 {
+	switch rp := p.Spec.Repairs; {
+	case rp.IsAssessmentReset():
+		msg = fmt.Sprintf("clearing the stale boot-assessment flags of %s, then rebooting it into %s from its active slot", strings.Join(toDo, ", "), osupgrade.Repository(p.Spec.Image))
+	case rp.IsBootSelection():
+		msg = fmt.Sprintf("booting %s once into its %s entry, %s; the boot after boots its default entry again", strings.Join(toDo, ", "), rp.Entry, osupgrade.Repository(p.Spec.Image))
+	case len(toDo) == 0:
 		msg = "every node already runs " + osupgrade.Repository(p.Spec.Image)
-	} else if len(onTarget) > 0 {
+	case len(onTarget) > 0:
 		msg += "; already on it: " + strings.Join(onTarget, ", ")
 	}
 	if len(p.Status.Held) > 0 {

@@ -43,16 +43,19 @@ func (r *Reconciler) nodeStep(ctx context.Context, s *scope) (engine.Outcome, er
 	}
 	rec := &s.p.Status.Nodes[k-1]
 	node := rec.Name
-	if len(rec.Parts) == 0 && osupgrade.Runs(s.kairos(node), s.p.Spec.Image) {
+	rp := s.p.Spec.Repairs
+	if len(rec.Parts) == 0 && !rp.KeepsImage() && osupgrade.Runs(s.kairos(node), s.p.Spec.Image) {
 		rec.Phase, rec.Evidence = nwv1.NodeOSDone, fmt.Sprintf("already ran %s from the active slot at boot %s", rec.BootedImage, rec.BootID)
 		return engine.Skipped("%s already runs %s from its active slot", node, osupgrade.Repository(s.p.Spec.Image)), nil
 	}
-	if len(rec.Parts) == 0 && s.p.Spec.Repairs.IsRollback() {
-		// The step waited for its approval and the window since the Preflight: the boot it rolls
-		// back must still be the node's, and still unhealthy.
-		if why, err := osupgrade.RollbackRefused(ctx, r.Client, s.p, s.agents[node]); err != nil || why != "" {
+	if len(rec.Parts) == 0 {
+		// The step waited for its approval and the window since the Preflight: the boot a
+		// repair is of must still be the node's (and a rollback's still unhealthy).
+		if why, err := osupgrade.RepairRefused(ctx, r.Client, s.p, s.agents[node]); err != nil || why != "" {
 			return engine.Failed("%s", why), err
 		}
+	}
+	if len(rec.Parts) == 0 && rp.IsRollback() {
 		red, _, err := r.health(ctx, s, node)
 		if err != nil {
 			return engine.Outcome{}, err
@@ -171,12 +174,23 @@ func (r *Reconciler) cordoned(s *scope, rec *nwv1.NodeOSUpgrade, res nodecordon.
 // ran then: the reboot must change it.
 func (r *Reconciler) stage(ctx context.Context, s *scope, k int) (engine.Outcome, error) {
 	rec := &s.p.Status.Nodes[k-1]
+	rp := s.p.Spec.Repairs
 	spec := nwv1.NodeOperationSpec{Type: nwv1.OperationOSUpgradeStage, OSUpgradeStage: &nwv1.OSImageOperation{Image: s.p.Spec.Image}}
-	if s.p.Spec.Repairs.IsRestage() {
+	staged := "staged " + s.p.Spec.Image
+	switch {
+	case rp.IsRestage():
 		// A fallback's repair stages the image the node booted again: RecoveryRestage, which the
 		// agent refuses unless the node fell back and the image is the one it booted. A rollback
 		// stages the image of its last healthy boot as an upgrade does.
 		spec = nwv1.NodeOperationSpec{Type: nwv1.OperationRecoveryRestage, RecoveryRestage: &nwv1.OSImageOperation{Image: s.p.Spec.Image}}
+	case rp.IsAssessmentReset():
+		// No image is staged: the flags that would make the reboot fall back are cleared, under
+		// the agent's checkpoint.
+		spec = nwv1.NodeOperationSpec{Type: nwv1.OperationBootAssessmentReset, BootAssessmentReset: &nwv1.BootAssessmentResetOperation{}}
+		staged = "cleared its stale boot-assessment flags"
+	case rp.IsBootSelection():
+		spec = nwv1.NodeOperationSpec{Type: nwv1.OperationSelectBootEntry, SelectBootEntry: &nwv1.SelectBootEntryOperation{Entry: rp.Entry}}
+		staged = fmt.Sprintf("selected its %s entry for its next boot, that one only", rp.Entry)
 	}
 	op, err := r.ensureOp(ctx, s, stageName(k), rec.Name, osupgrade.PartName(k, osupgrade.Stage), stageTimeout, spec)
 	if err != nil {
@@ -184,13 +198,13 @@ func (r *Reconciler) stage(ctx context.Context, s *scope, k int) (engine.Outcome
 	}
 	switch end, ok := op.Ended(); {
 	case end && ok:
-		msg := fmt.Sprintf("%s staged %s", rec.Name, s.p.Spec.Image)
+		msg := rec.Name + " " + staged
 		if res := op.Status.Result; res != nil && res.Boot != nil {
 			rec.PreviousBootID, rec.PreviousImage = res.Boot.BootID, res.Boot.Image
 			msg += fmt.Sprintf(" while running %s at boot %s", res.Boot.Image, res.Boot.BootID)
-			if len(res.ClearedAssessment) > 0 {
-				msg += "; cleared the stale boot-assessment flags " + strings.Join(res.ClearedAssessment, ", ")
-			}
+		}
+		if res := op.Status.Result; res != nil && len(res.ClearedAssessment) > 0 {
+			msg += "; cleared the stale boot-assessment flags " + strings.Join(res.ClearedAssessment, ", ")
 		}
 		if rec.PreviousBootID == "" {
 			rec.PreviousBootID = s.bootID(rec.Name)
@@ -201,14 +215,14 @@ func (r *Reconciler) stage(ctx context.Context, s *scope, k int) (engine.Outcome
 		rec.Phase = nwv1.NodeOSStaged
 		return engine.Succeeded("%s", msg), nil
 	case end:
-		return engine.Failed("%s: its agent could not stage %s (%s)", s.describe(k), s.p.Spec.Image, op.Outcome()), nil
+		return engine.Failed("%s: its agent's %s failed (%s)", s.describe(k), op.Spec.Type, op.Outcome()), nil
 	}
 	until := op.Spec.Deadline.Add(opGrace)
 	if s.Now.After(until) {
-		return engine.Failed("%s: its agent did not stage %s by %s (operation %s %s)", s.describe(k), s.p.Spec.Image,
+		return engine.Failed("%s: its agent did not end its %s by %s (operation %s %s)", s.describe(k), op.Spec.Type,
 			op.Spec.Deadline.UTC().Format(time.RFC3339), op.Name, op.PhaseText()), nil
 	}
-	return engine.Waiting(until.Sub(s.Now.Time)+time.Second, "waiting for %s's agent to stage %s (operation %s %s)", rec.Name, s.p.Spec.Image, op.Name, op.PhaseText()), nil
+	return engine.Waiting(until.Sub(s.Now.Time)+time.Second, "waiting for %s's agent's %s (operation %s %s)", rec.Name, op.Spec.Type, op.Name, op.PhaseText()), nil
 }
 
 // reboot asks node k's agent to reboot it, and waits for its agent to report a boot other
@@ -270,8 +284,9 @@ func (r *Reconciler) verify(s *scope, k int) engine.Outcome {
 		return engine.Waiting(left+time.Second, "waiting for %s's agent to report its new boot", node)
 	}
 	evidence := fmt.Sprintf("boot %s → %s; /etc/kairos-release KAIROS_IMAGE_REPO=%q, KAIROS_VERSION=%q; entry %s; upgrade_failure %t",
-		rec.PreviousBootID, boot, kairos.Image, kairos.Version, entryOf(kairos), kairos.UpgradeFailure)
-	if kairos.UpgradeFailure || kairos.BootEntry == nwv1.KairosBootPassive {
+		rec.PreviousBootID, boot, kairos.Image, kairos.Version, osupgrade.EntryOf(kairos), kairos.UpgradeFailure)
+	entry := s.p.Spec.Repairs.BootEntry()
+	if kairos.UpgradeFailure || (kairos.BootEntry == nwv1.KairosBootPassive && entry != nwv1.KairosBootPassive) {
 		rec.Phase, rec.Evidence = nwv1.NodeOSFellBack, evidence
 		msg := fmt.Sprintf("%s fell back from %s to %s at boot %s (%s): the policy stops here; the image is not tried on %s again until a person acknowledges it (annotation %s)",
 			s.describe(k), s.p.Spec.Image, kairos.Image, boot, evidence, node, nwv1.AnnotationAcknowledgeFallback)
@@ -279,12 +294,12 @@ func (r *Reconciler) verify(s *scope, k int) engine.Outcome {
 		return engine.Failed("%s", msg)
 	}
 	switch {
-	case kairos.BootEntry != nwv1.KairosBootActive:
+	case kairos.BootEntry != entry:
 		rec.Evidence = evidence
-		return engine.Failed("%s booted its %s entry, not the active slot: %s", s.describe(k), entryOf(kairos), evidence)
+		return engine.Failed("%s booted its %s entry, not its %s entry: %s", s.describe(k), osupgrade.EntryOf(kairos), entry, evidence)
 	case kairos.Image != want:
 		rec.Evidence = evidence
-		return engine.Failed("%s booted %s from its active slot, not %s: %s", s.describe(k), kairos.Image, want, evidence)
+		return engine.Failed("%s booted %s from its %s entry, not %s: %s", s.describe(k), kairos.Image, entry, want, evidence)
 	}
 	if a := kairos.BootAssessment; a != nil && (a.Enabled || a.Tentative) {
 		limit := rebootTimeout(s.p)
@@ -298,17 +313,13 @@ func (r *Reconciler) verify(s *scope, k int) engine.Outcome {
 			node, want, a.Enabled, a.Tentative)
 	}
 	rec.Evidence = evidence + "; boot assessment cleared"
+	if s.p.Spec.Repairs.IsBootSelection() {
+		rec.Evidence += "; for this boot only: its next boot boots its default entry again"
+	}
 	rec.VerifiedAt = ptr.To(s.Now)
 	rec.Phase = nwv1.NodeOSSoaking
 	r.event(s, corev1.EventTypeNormal, ReasonBootedImage, fmt.Sprintf("%s booted %s: %s", node, want, rec.Evidence))
 	return engine.Succeeded("%s booted %s: %s", node, want, rec.Evidence)
-}
-
-func entryOf(k *nwv1.KairosStatus) string {
-	if k.BootEntry == "" {
-		return "unknown"
-	}
-	return string(k.BootEntry)
 }
 
 // recovery writes the image to each node's recovery system, once every node booted it and
