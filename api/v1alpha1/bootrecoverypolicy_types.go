@@ -403,6 +403,16 @@ func (p *BootRecoveryPolicy) HoldsUpgrades() bool {
 	return p.Spec.OnFallback.HoldUpgrades == nil || *p.Spec.OnFallback.HoldUpgrades
 }
 
+// Node is the record of the node named name in the policy's status, nil when it has none.
+func (p *BootRecoveryPolicy) Node(name string) *NodeBootRecord {
+	for i := range p.Status.Nodes {
+		if p.Status.Nodes[i].Name == name {
+			return &p.Status.Nodes[i]
+		}
+	}
+	return nil
+}
+
 // Unacknowledged is the node's fallback when it is not acknowledged, nil otherwise.
 func (n *NodeBootRecord) Unacknowledged() *KairosFallback {
 	if n.LastFallback == nil || (n.Acknowledged != nil && n.Acknowledged.BootID == n.LastFallback.BootID) {

@@ -129,10 +129,7 @@ func newApproveCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, l := range done.Lines() {
-				fmt.Fprintln(f.Streams().Out, l)
-			}
-			return nil
+			return printLines(f, done.Lines())
 		},
 	}
 	cmd.Flags().StringVar(&step, "step", "", "Approve only if this is the step that waits (its name in status.steps).")

@@ -19,7 +19,8 @@ import (
 
 // The boot view of the BootRecoveryPolicy singleton (docs/bootrecovery.md): "boot status"
 // shows each Kairos node's boot, "boot ack" acknowledges a fallback by the boot that fell
-// back. Every string of the status is written by the operator from what the nodes' agents
+// back, "boot reset" and "boot select" create the repairs a person approves (boot_repair.go).
+// Every string of the status is written by the operator from what the nodes' agents
 // report, so the table prints each through shown: a node cannot put a terminal's escapes on
 // the screen of whoever reads it.
 
@@ -28,10 +29,13 @@ const bootKind = "bootrecoverypolicy"
 const bootHelp = `Show and acknowledge the boots of the cluster's Kairos nodes, as the BootRecoveryPolicy
 "nodewright" sees them (docs/bootrecovery.md): "boot status" shows each node's slot, image,
 boot, last fallback, pin, post-boot health and cordon; "boot ack" acknowledges a node's
-fallback, filling in the boot that fell back.`
+fallback, filling in the boot that fell back; "boot reset" and "boot select" create the
+repairs that clear a node's stale boot-assessment flags or boot it once into an entry, which
+wait for a person's approval.`
 
 const bootExamples = `  kubectl nodewright boot status
-  kubectl nodewright boot ack edge-2`
+  kubectl nodewright boot ack edge-2
+  kubectl nodewright boot reset edge-2`
 
 const bootStatusHelp = `Show the BootRecoveryPolicy "nodewright": a line of what it does, then one line per Kairos
 node whose agent reports:
@@ -65,12 +69,12 @@ const bootStatusExamples = `  kubectl nodewright boot status
 func newBootCommand(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "boot",
-		Short:   "The Kairos nodes' boots (BootRecoveryPolicy): status, ack",
+		Short:   "The Kairos nodes' boots (BootRecoveryPolicy): status, ack, reset, select",
 		Long:    bootHelp,
 		Example: bootExamples,
 		Args:    noArgs,
 	}
-	cmd.AddCommand(newBootStatusCommand(f), newBootAckCommand(f))
+	cmd.AddCommand(newBootStatusCommand(f), newBootAckCommand(f), newBootResetCommand(f), newBootSelectCommand(f))
 	return cmd
 }
 
@@ -151,8 +155,8 @@ func renderBootStatus(w io.Writer, p *nwv1.BootRecoveryPolicy, now time.Time, pa
 	var notes []string
 	for _, n := range nodes {
 		if n.NextBootFallsBack != "" {
-			notes = append(notes, pal.paint(red, fmt.Sprintf("  %s: its next boot would fall back at once (%s); the agent refuses to reboot it",
-				shown(n.Name), shown(oneLine(n.NextBootFallsBack)))))
+			notes = append(notes, pal.paint(red, fmt.Sprintf("  %s: its next boot would fall back at once (%s); the agent refuses to reboot it; once you know why, clear its flags: kubectl nodewright boot reset %s",
+				shown(n.Name), shown(oneLine(n.NextBootFallsBack)), shown(n.Name))))
 		}
 	}
 	if len(notes) > 0 {

@@ -62,3 +62,13 @@ func kib(n int64) string {
 	}
 	return bytesIEC(n * 1024)
 }
+
+// printLines writes lines to the command's output, one a line.
+func printLines(f *Factory, lines []string) error {
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(f.Streams().Out, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -69,12 +69,7 @@ func newOSAckCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, l := range res.Lines() {
-				if _, err := fmt.Fprintln(f.Streams().Out, l); err != nil {
-					return err
-				}
-			}
-			return nil
+			return printLines(f, res.Lines())
 		},
 	}
 }

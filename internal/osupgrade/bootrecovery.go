@@ -157,13 +157,7 @@ func rollbackRefused(ctx context.Context, c client.Reader, p *nwv1.OSVersionPoli
 	} else if err != nil {
 		return "", fmt.Errorf("reading the BootRecoveryPolicy: %w", err)
 	}
-	var rec *nwv1.NodeBootRecord
-	for i := range brp.Status.Nodes {
-		if brp.Status.Nodes[i].Name == rp.Node {
-			rec = &brp.Status.Nodes[i]
-		}
-	}
-	switch {
+	switch rec := brp.Node(rp.Node); {
 	case rec == nil || rec.PostBootHealth == nil || rec.PostBootHealth.BootID != rp.BootID || rec.PostBootHealth.TimedOutAt == nil:
 		return fmt.Sprintf("spec.repairs: the BootRecoveryPolicy does not record that the post-boot health of %s's boot %s timed out", rp.Node, rp.BootID), nil
 	case rec.LastHealthy == nil || rec.LastHealthy.Image != Repository(p.Spec.Image):

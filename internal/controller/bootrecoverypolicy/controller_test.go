@@ -10,7 +10,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -131,42 +130,10 @@ func policy(t *testing.T, check func(p *nwv1.BootRecoveryPolicy) string) *nwv1.B
 	return p
 }
 
-func nodeOf(p *nwv1.BootRecoveryPolicy, name string) *nwv1.NodeBootRecord {
-	for i := range p.Status.Nodes {
-		if p.Status.Nodes[i].Name == name {
-			return &p.Status.Nodes[i]
-		}
-	}
-	return nil
-}
-
-func condition(p *nwv1.BootRecoveryPolicy, typ string) string {
-	c := meta.FindStatusCondition(p.Status.Conditions, typ)
-	if c == nil {
-		return "absent"
-	}
-	return string(c.Status) + " " + c.Reason + ": " + c.Message
-}
-
 // event waits for a policy Event with reason whose message contains what.
 func event(t *testing.T, reason, what string) {
 	t.Helper()
-	testenv.Eventually(t, patience, func() string {
-		var list corev1.EventList
-		if err := env.Client.List(context.Background(), &list); err != nil {
-			return err.Error()
-		}
-		var seen []string
-		for _, e := range list.Items {
-			if e.InvolvedObject.Kind == "BootRecoveryPolicy" && e.Reason == reason {
-				if strings.Contains(e.Message, what) {
-					return ""
-				}
-				seen = append(seen, e.Message)
-			}
-		}
-		return fmt.Sprintf("no %s Event saying %q; seen %q", reason, what, seen)
-	})
+	testenv.EventSaid(t, env.Client, patience, "BootRecoveryPolicy", "", reason, what)
 }
 
 // gauge is the value of a metric of the policy's, for the labels given (summed over others).
@@ -234,8 +201,8 @@ func TestBootRecovery(t *testing.T) {
 		c.report(n, n+"-boot-0", active, healthyDRBD())
 	}
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		if len(p.Status.Nodes) != 3 || condition(p, nwv1.ConditionFellBack)[:5] != "False" {
-			return fmt.Sprintf("nodes %+v, FellBack %s", p.Status.Nodes, condition(p, nwv1.ConditionFellBack))
+		if len(p.Status.Nodes) != 3 || testenv.ConditionText(p.Status.Conditions, nwv1.ConditionFellBack)[:5] != "False" {
+			return fmt.Sprintf("nodes %+v, FellBack %s", p.Status.Nodes, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionFellBack))
 		}
 		for _, n := range p.Status.Nodes {
 			if n.PostBootHealth == nil || n.PostBootHealth.PassedAt == nil {
@@ -252,14 +219,14 @@ func TestBootRecovery(t *testing.T) {
 			BootAssessment: &nwv1.KairosBootAssessment{Enabled: true}, LastFallback: fb}, healthyDRBD())
 		want := fmt.Sprintf("br-1 fell back from %s to %s at boot br-1-boot-1", newImage+digest, oldImage)
 		p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-			n := nodeOf(p, "br-1")
+			n := p.Node("br-1")
 			if n == nil || n.LastFallback == nil || n.PinnedImage != oldImage || p.Status.FellBack != "br-1" ||
-				!strings.Contains(condition(p, nwv1.ConditionFellBack), want) {
-				return fmt.Sprintf("br-1 %+v, fellBack %q, FellBack %s", n, p.Status.FellBack, condition(p, nwv1.ConditionFellBack))
+				!strings.Contains(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionFellBack), want) {
+				return fmt.Sprintf("br-1 %+v, fellBack %q, FellBack %s", n, p.Status.FellBack, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionFellBack))
 			}
 			return ""
 		})
-		if n := nodeOf(p, "br-1"); n.BootEntry != nwv1.KairosBootPassive || !n.UpgradeFailure || n.Acknowledged != nil {
+		if n := p.Node("br-1"); n.BootEntry != nwv1.KairosBootPassive || !n.UpgradeFailure || n.Acknowledged != nil {
 			t.Errorf("br-1 %+v; want Passive, upgradeFailure, not acknowledged", n)
 		}
 		event(t, bootrecoverypolicy.ReasonFellBack, want)
@@ -273,13 +240,13 @@ func TestBootRecovery(t *testing.T) {
 
 		annotate(t, map[string]string{nwv1.AnnotationAcknowledgeFallback: "br-1@br-1-boot-1", nwv1.AnnotationAcknowledgedBy: "alice"})
 		p = policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-			n := nodeOf(p, "br-1")
-			if n.Acknowledged == nil || n.PinnedImage != "" || p.Status.FellBack != "" || !strings.HasPrefix(condition(p, nwv1.ConditionFellBack), "False") {
-				return fmt.Sprintf("br-1 %+v, FellBack %s", n, condition(p, nwv1.ConditionFellBack))
+			n := p.Node("br-1")
+			if n.Acknowledged == nil || n.PinnedImage != "" || p.Status.FellBack != "" || !strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionFellBack), "False") {
+				return fmt.Sprintf("br-1 %+v, FellBack %s", n, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionFellBack))
 			}
 			return ""
 		})
-		if a := nodeOf(p, "br-1").Acknowledged; a.By != "alice" || a.BootID != "br-1-boot-1" {
+		if a := p.Node("br-1").Acknowledged; a.By != "alice" || a.BootID != "br-1-boot-1" {
 			t.Errorf("acknowledged %+v; want by alice, boot br-1-boot-1", a)
 		}
 		if rec := c.trail.Find(nwv1.BootRecoveryPolicyName, "Acknowledged"); rec == nil || rec.Action != bootrecoverypolicy.ActionFallbackAcknowledged {
@@ -295,7 +262,7 @@ func TestBootRecovery(t *testing.T) {
 		c.report("br-1", "br-1-boot-3", nwv1.KairosStatus{BootEntry: nwv1.KairosBootPassive, Image: oldImage, UpgradeFailure: true,
 			BootAssessment: &nwv1.KairosBootAssessment{}, LastFallback: fb2}, healthyDRBD())
 		policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-			n := nodeOf(p, "br-1")
+			n := p.Node("br-1")
 			if n.Acknowledged != nil || n.PinnedImage != oldImage || p.Status.FellBack != "br-1" {
 				return fmt.Sprintf("br-1 %+v after its second fallback; want it pinned, not acknowledged", n)
 			}
@@ -303,7 +270,7 @@ func TestBootRecovery(t *testing.T) {
 		})
 		annotate(t, map[string]string{nwv1.AnnotationAcknowledgeFallback: "br-1@br-1-boot-3"})
 		policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-			if n := nodeOf(p, "br-1"); n.Acknowledged == nil || n.PinnedImage != "" {
+			if n := p.Node("br-1"); n.Acknowledged == nil || n.PinnedImage != "" {
 				return fmt.Sprintf("br-1 %+v; want the second fallback acknowledged", n)
 			}
 			return ""
@@ -317,12 +284,12 @@ func TestBootRecovery(t *testing.T) {
 		c.report("br-2", "br-2-boot-1", recovery, nil)
 		c.report("br-3", "br-3-boot-1", recovery, nil)
 		p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-			if nodeOf(p, "br-2").Cordon != nwv1.NodeCordoned || nodeOf(p, "br-3").Cordon != nwv1.NodeWasCordoned || p.Status.Recovery != "br-2,br-3" {
-				return fmt.Sprintf("br-2 %+v, br-3 %+v, recovery %q", nodeOf(p, "br-2"), nodeOf(p, "br-3"), p.Status.Recovery)
+			if p.Node("br-2").Cordon != nwv1.NodeCordoned || p.Node("br-3").Cordon != nwv1.NodeWasCordoned || p.Status.Recovery != "br-2,br-3" {
+				return fmt.Sprintf("br-2 %+v, br-3 %+v, recovery %q", p.Node("br-2"), p.Node("br-3"), p.Status.Recovery)
 			}
 			return ""
 		})
-		if got := condition(p, nwv1.ConditionRecoveryBoot); !strings.HasPrefix(got, "True") {
+		if got := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionRecoveryBoot); !strings.HasPrefix(got, "True") {
 			t.Errorf("RecoveryBoot %s; want True", got)
 		}
 		if on, by := cordoned(t, "br-2"); !on || by != bootrecoverypolicy.CordonedBy {
@@ -340,8 +307,8 @@ func TestBootRecovery(t *testing.T) {
 		c.report("br-2", "br-2-boot-2", active, healthyDRBD())
 		c.report("br-3", "br-3-boot-2", active, healthyDRBD())
 		policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-			if nodeOf(p, "br-2").Cordon != nwv1.NodeUncordoned || p.Status.Recovery != "" {
-				return fmt.Sprintf("br-2 %+v, recovery %q", nodeOf(p, "br-2"), p.Status.Recovery)
+			if p.Node("br-2").Cordon != nwv1.NodeUncordoned || p.Status.Recovery != "" {
+				return fmt.Sprintf("br-2 %+v, recovery %q", p.Node("br-2"), p.Status.Recovery)
 			}
 			return ""
 		})
@@ -361,15 +328,15 @@ func TestBootRecovery(t *testing.T) {
 		uki.BootCounting = &nwv1.KairosBootCounting{TriesLeft: 2, TriesDone: 1}
 		c.report("br-3", "br-3-boot-3", uki, healthyDRBD())
 		policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-			if b := nodeOf(p, "br-3").BootCounting; b == nil || b.TriesLeft != 2 || b.TriesDone != 1 {
+			if b := p.Node("br-3").BootCounting; b == nil || b.TriesLeft != 2 || b.TriesDone != 1 {
 				return fmt.Sprintf("br-3's boot counting %+v; want 2 left, 1 done", b)
 			}
-			h := nodeOf(p, "br-2").PostBootHealth
+			h := p.Node("br-2").PostBootHealth
 			if h == nil || h.BootID != "br-2-boot-3" || !strings.Contains(h.Failing, "1 of 2 DRBD resources connected") ||
-				!strings.HasPrefix(condition(p, nwv1.ConditionPostBootHealthy), "Unknown") {
-				return fmt.Sprintf("br-2's health %+v, PostBootHealthy %s", h, condition(p, nwv1.ConditionPostBootHealthy))
+				!strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy), "Unknown") {
+				return fmt.Sprintf("br-2's health %+v, PostBootHealthy %s", h, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy))
 			}
-			if h3 := nodeOf(p, "br-3").PostBootHealth; h3 == nil || h3.BootID != "br-3-boot-3" || h3.PassedAt == nil {
+			if h3 := p.Node("br-3").PostBootHealth; h3 == nil || h3.BootID != "br-3-boot-3" || h3.PassedAt == nil {
 				return fmt.Sprintf("br-3's health %+v; want its new boot passed", h3)
 			}
 			return ""
@@ -378,13 +345,13 @@ func TestBootRecovery(t *testing.T) {
 		c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
 		c.report("br-2", "br-2-boot-3", active, &nwv1.DRBDStatus{Resources: 2, Connected: 1, UpToDate: 1})
 		p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-			h := nodeOf(p, "br-2").PostBootHealth
-			if h == nil || h.TimedOutAt == nil || p.Status.Unhealthy != "br-2" || !strings.HasPrefix(condition(p, nwv1.ConditionPostBootHealthy), "False") {
-				return fmt.Sprintf("br-2's health %+v, unhealthy %q, PostBootHealthy %s", h, p.Status.Unhealthy, condition(p, nwv1.ConditionPostBootHealthy))
+			h := p.Node("br-2").PostBootHealth
+			if h == nil || h.TimedOutAt == nil || p.Status.Unhealthy != "br-2" || !strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy), "False") {
+				return fmt.Sprintf("br-2's health %+v, unhealthy %q, PostBootHealthy %s", h, p.Status.Unhealthy, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy))
 			}
 			return ""
 		})
-		if h := nodeOf(p, "br-3").PostBootHealth; h.TimedOutAt != nil {
+		if h := p.Node("br-3").PostBootHealth; h.TimedOutAt != nil {
 			t.Errorf("br-3's passed boot timed out too: %+v", h)
 		}
 		event(t, bootrecoverypolicy.ReasonPostBootHealthTimeout, "br-2's health was not green within 15m0s of boot br-2-boot-3")
@@ -426,12 +393,12 @@ func TestBootRecoveryRepair(t *testing.T) {
 	c.report("brr-1", fb.BootID, nwv1.KairosStatus{BootEntry: nwv1.KairosBootPassive, Image: oldImage, UpgradeFailure: true,
 		BootAssessment: &nwv1.KairosBootAssessment{}, LastFallback: fb}, healthyDRBD())
 	p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		if n := nodeOf(p, "brr-1"); n == nil || n.Repair == nil || n.Repair.Policy == "" {
+		if n := p.Node("brr-1"); n == nil || n.Repair == nil || n.Repair.Policy == "" {
 			return fmt.Sprintf("brr-1 %+v; want its repair created", n)
 		}
 		return ""
 	})
-	rp := nodeOf(p, "brr-1").Repair
+	rp := p.Node("brr-1").Repair
 	repair := &nwv1.OSVersionPolicy{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: rp.Policy}, repair); err != nil {
 		t.Fatal(err)
@@ -442,7 +409,7 @@ func TestBootRecoveryRepair(t *testing.T) {
 		t.Fatalf("the repair's spec %+v; want %s on brr-1 for boot %s, approval Manual", s, oldImage+digest, fb.BootID)
 	}
 	event(t, bootrecoverypolicy.ReasonRepairCreated, rp.Policy)
-	if n := nodeOf(p, "brr-1"); n.Acknowledged != nil || n.PinnedImage != oldImage {
+	if n := p.Node("brr-1"); n.Acknowledged != nil || n.PinnedImage != oldImage {
 		t.Errorf("brr-1 %+v before its repair ran; want it pinned", n)
 	}
 
@@ -463,7 +430,7 @@ func TestBootRecoveryRepair(t *testing.T) {
 		t.Fatal(err)
 	}
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		n := nodeOf(p, "brr-1")
+		n := p.Node("brr-1")
 		if n.Acknowledged == nil || n.Acknowledged.By != "carol" || n.PinnedImage != "" || n.Repair.Phase != string(nwv1.WorkflowSucceeded) {
 			return fmt.Sprintf("brr-1 %+v, its repair %+v; want it acknowledged by carol, repaired", n, n.Repair)
 		}
@@ -509,8 +476,8 @@ func TestPostBootHealthWaitsForNamedUnits(t *testing.T) {
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
 		h := health(p, "bu-1")
 		if h == nil || h.PassedAt != nil || h.Failing != "unit edge-app.service is activating/start" ||
-			!strings.Contains(condition(p, nwv1.ConditionPostBootHealthy), "unit edge-app.service is activating/start") {
-			return fmt.Sprintf("bu-1's health %+v, PostBootHealthy %s; want it waiting for edge-app.service", h, condition(p, nwv1.ConditionPostBootHealthy))
+			!strings.Contains(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy), "unit edge-app.service is activating/start") {
+			return fmt.Sprintf("bu-1's health %+v, PostBootHealthy %s; want it waiting for edge-app.service", h, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy))
 		}
 		return ""
 	})
@@ -539,8 +506,8 @@ func TestPostBootHealthWaitsForNamedUnits(t *testing.T) {
 	want := "unit k3s.service is not reported by the agent; unit edge-app.service is failed/failed"
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
 		h := health(p, "bu-1")
-		if h == nil || h.TimedOutAt == nil || p.Status.Unhealthy != "bu-1" || !strings.Contains(condition(p, nwv1.ConditionPostBootHealthy), want) {
-			return fmt.Sprintf("bu-1's health %+v, unhealthy %q, PostBootHealthy %s", h, p.Status.Unhealthy, condition(p, nwv1.ConditionPostBootHealthy))
+		if h == nil || h.TimedOutAt == nil || p.Status.Unhealthy != "bu-1" || !strings.Contains(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy), want) {
+			return fmt.Sprintf("bu-1's health %+v, unhealthy %q, PostBootHealthy %s", h, p.Status.Unhealthy, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy))
 		}
 		return ""
 	})
@@ -553,7 +520,7 @@ func TestPostBootHealthWaitsForNamedUnits(t *testing.T) {
 
 // health is node's post-boot health in the policy's status; nil while it has none.
 func health(p *nwv1.BootRecoveryPolicy, node string) *nwv1.PostBootHealthStatus {
-	if n := nodeOf(p, node); n != nil {
+	if n := p.Node(node); n != nil {
 		return n.PostBootHealth
 	}
 	return nil
@@ -637,7 +604,7 @@ func TestBootRecoveryRollback(t *testing.T) {
 	}
 	c.report("brb-1", "brb-1-boot-1", active(oldImage), healthyDRBD())
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		if n := nodeOf(p, "brb-1"); n == nil || n.LastHealthy == nil || n.LastHealthy.BootID != "brb-1-boot-1" || n.LastHealthy.Image != oldImage {
+		if n := p.Node("brb-1"); n == nil || n.LastHealthy == nil || n.LastHealthy.BootID != "brb-1-boot-1" || n.LastHealthy.Image != oldImage {
 			return fmt.Sprintf("brb-1 %+v; want its last healthy boot brb-1-boot-1 of %s", n, oldImage)
 		}
 		return ""
@@ -650,7 +617,7 @@ func TestBootRecoveryRollback(t *testing.T) {
 		ResourceStatuses: []nwv1.DRBDResourceStatus{{Name: "pvc-one", Peers: []nwv1.DRBDPeerStatus{{Name: "brb-2", ConnectionState: "Connecting"}}}}}
 	c.report("brb-1", "brb-1-boot-2", active(newImage), connecting)
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		if h := nodeOf(p, "brb-1").PostBootHealth; h == nil || h.BootID != "brb-1-boot-2" {
+		if h := p.Node("brb-1").PostBootHealth; h == nil || h.BootID != "brb-1-boot-2" {
 			return fmt.Sprintf("brb-1's health %+v; want boot brb-1-boot-2's", h)
 		}
 		return ""
@@ -658,15 +625,15 @@ func TestBootRecoveryRollback(t *testing.T) {
 	c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
 	c.report("brb-1", "brb-1-boot-2", active(newImage), red)
 	p := policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		if rb := nodeOf(p, "brb-1").Rollback; rb == nil || rb.Policy == "" || rb.BootID != "brb-1-boot-2" {
+		if rb := p.Node("brb-1").Rollback; rb == nil || rb.Policy == "" || rb.BootID != "brb-1-boot-2" {
 			return fmt.Sprintf("brb-1's rollback %+v; want one for boot brb-1-boot-2", rb)
 		}
-		if c := condition(p, nwv1.ConditionPostBootHealthy); !strings.HasPrefix(c, "False") || !strings.Contains(c, "its rollback") {
+		if c := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy); !strings.HasPrefix(c, "False") || !strings.Contains(c, "its rollback") {
 			return "PostBootHealthy " + c + "; want False, naming the rollback"
 		}
 		return ""
 	})
-	rb := nodeOf(p, "brb-1").Rollback
+	rb := p.Node("brb-1").Rollback
 	rollback := &nwv1.OSVersionPolicy{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: rb.Policy}, rollback); err != nil {
 		t.Fatal(err)
@@ -696,7 +663,7 @@ func TestBootRecoveryRollback(t *testing.T) {
 	}
 	c.report("brb-1", "brb-1-boot-3", active(oldImage), healthyDRBD())
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		n := nodeOf(p, "brb-1")
+		n := p.Node("brb-1")
 		if n.Rollback == nil || n.Rollback.Phase != string(nwv1.WorkflowSucceeded) || !strings.Contains(n.Rollback.Message, "approved by dave") {
 			return fmt.Sprintf("brb-1's rollback %+v; want it Succeeded, approved by dave", n.Rollback)
 		}
@@ -712,7 +679,7 @@ func TestBootRecoveryRollback(t *testing.T) {
 	// The old image's own boot times out: the image is not what changed, no rollback.
 	c.report("brb-1", "brb-1-boot-4", active(oldImage), connecting)
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		if h := nodeOf(p, "brb-1").PostBootHealth; h == nil || h.BootID != "brb-1-boot-4" {
+		if h := p.Node("brb-1").PostBootHealth; h == nil || h.BootID != "brb-1-boot-4" {
 			return fmt.Sprintf("brb-1's health %+v; want boot brb-1-boot-4's", h)
 		}
 		return ""
@@ -720,12 +687,12 @@ func TestBootRecoveryRollback(t *testing.T) {
 	c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
 	c.report("brb-1", "brb-1-boot-4", active(oldImage), red)
 	p = policy(t, func(p *nwv1.BootRecoveryPolicy) string {
-		if rb := nodeOf(p, "brb-1").Rollback; rb == nil || rb.BootID != "brb-1-boot-4" || !strings.Contains(rb.Message, "its image is not what changed") {
+		if rb := p.Node("brb-1").Rollback; rb == nil || rb.BootID != "brb-1-boot-4" || !strings.Contains(rb.Message, "its image is not what changed") {
 			return fmt.Sprintf("brb-1's rollback %+v; want none for boot brb-1-boot-4, saying why", rb)
 		}
 		return ""
 	})
-	if rb := nodeOf(p, "brb-1").Rollback; rb.Policy != "" {
+	if rb := p.Node("brb-1").Rollback; rb.Policy != "" {
 		t.Errorf("a rollback %s was created for a boot of the image that was healthy before", rb.Policy)
 	}
 	event(t, bootrecoverypolicy.ReasonRollbackImpossible, "its image is not what changed")

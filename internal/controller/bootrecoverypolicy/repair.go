@@ -2,9 +2,8 @@ package bootrecoverypolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,11 +12,8 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
-	"github.com/spectrocloud/nodewright/internal/osimage"
 	"github.com/spectrocloud/nodewright/internal/osupgrade"
 	"github.com/spectrocloud/nodewright/internal/text"
-	"github.com/spectrocloud/nodewright/internal/workflow/children"
-	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
 // The repair is an OSVersionPolicy the policy creates (RBAC cannot narrow create to those with
@@ -36,8 +32,8 @@ const (
 // ActionRepaired is the audit action of a fallback acknowledged by its repair's success.
 const ActionRepaired = "NodeFallbackRepaired"
 
-// LabelRepairOf names, on a repair policy, the node whose fallback it repairs.
-const LabelRepairOf = "nodewright.spectrocloud.com/repairs-node"
+// LabelRepairOf names, on a repair policy, the node it repairs.
+const LabelRepairOf = osupgrade.LabelRepairOf
 
 // repair creates and follows the repair of node n's fallback (spec.onFallback.repair
 // RestageWithApproval): an OSVersionPolicy with spec.repairs that stages the image the node
@@ -58,7 +54,7 @@ func (r *Reconciler) repair(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *
 	if n.Unacknowledged() == nil || p.Spec.OnFallback.Repair != nwv1.FallbackRepairRestageWithApproval {
 		return nil, nil
 	}
-	image, why, err := r.lastGood(ctx, n.Image)
+	image, why, err := osupgrade.PinnedImage(ctx, r.Client, n.Image)
 	if err != nil {
 		return nil, err
 	}
@@ -71,30 +67,20 @@ func (r *Reconciler) repair(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *
 		n.Repair = &nwv1.BootRepairStatus{BootID: fb.BootID, Message: text.Shorten(msg, 1024)}
 		return nil, nil
 	}
-	op := &nwv1.OSVersionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: repairName(n.Name, "repair", fb.BootID), Labels: map[string]string{LabelRepairOf: children.LabelValue(n.Name)}},
-		Spec: nwv1.OSVersionPolicySpec{Image: image, Approval: nwv1.ApprovalManual,
-			Repairs: &nwv1.OSNodeRepair{Node: n.Name, BootID: fb.BootID, Kind: nwv1.OSRepairRestage}},
-	}
-	switch err := r.Client.Create(ctx, op); {
-	case apierrors.IsAlreadyExists(err):
-		// Made before a restart whose status write was lost: it is the repair if it says so.
-		got := &nwv1.OSVersionPolicy{}
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(op), got); err != nil {
-			return nil, err
-		}
-		if rp := got.Spec.Repairs; !rp.IsRestage() || rp.Node != n.Name || rp.BootID != fb.BootID {
-			msg := fmt.Sprintf("no repair of %s's fallback at boot %s: an OSVersionPolicy %s that is not its repair is there", n.Name, fb.BootID, op.Name)
-			n.Repair = &nwv1.BootRepairStatus{BootID: fb.BootID, Message: text.Shorten(msg, 1024)}
-			return nil, nil
-		}
-		image = got.Spec.Image
+	op, created, err := osupgrade.CreateRepair(ctx, r.Client, osupgrade.NewRepair("repair", image,
+		nwv1.OSNodeRepair{Node: n.Name, BootID: fb.BootID, Kind: nwv1.OSRepairRestage}))
+	switch {
+	case errors.Is(err, osupgrade.ErrNotTheRepair):
+		msg := fmt.Sprintf("no repair of %s's fallback at boot %s: %v", n.Name, fb.BootID, err)
+		n.Repair = &nwv1.BootRepairStatus{BootID: fb.BootID, Message: text.Shorten(msg, 1024)}
+		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("creating the repair of %s's fallback: %w", n.Name, err)
-	default:
+	case created:
 		r.event(p, corev1.EventTypeNormal, ReasonRepairCreated, fmt.Sprintf(
 			"created OSVersionPolicy %s: it stages %s again on %s once a person approves its step Node1 (kubectl nodewright approve)", op.Name, image, n.Name))
 	}
+	image = op.Spec.Image
 	n.Repair = &nwv1.BootRepairStatus{BootID: fb.BootID, Policy: op.Name, Image: image, Phase: string(nwv1.WorkflowPending)}
 	return nil, nil
 }
@@ -124,52 +110,6 @@ func (r *Reconciler) follow(ctx context.Context, p *nwv1.BootRecoveryPolicy, n *
 	r.event(p, corev1.EventTypeNormal, ReasonRepaired, msg)
 	return []audit.Record{r.record(p, ActionRepaired, "Unacknowledged", "Repaired", ReasonRepaired, msg, n.Name+"/"+rp.BootID, now, n.Name,
 		audit.Detail{Name: "policy", Value: rp.Policy}, audit.Detail{Name: "approvedBy", Value: by})}, nil
-}
-
-// lastGood is image (REPOSITORY:TAG, what the node booted) pinned by digest, as the EdgeProfile
-// in force lists it in spec.osImages, or else as the newest OSVersionPolicy that names it (the
-// one that put it on the nodes); "" and why when neither does, or the profile does not allow
-// it.
-func (r *Reconciler) lastGood(ctx context.Context, image string) (string, string, error) {
-	if image == "" {
-		return "", "its kairos-release names no image", nil
-	}
-	profile, err := engine.ProfileInForce(ctx, r.Client)
-	if err != nil {
-		return "", "", fmt.Errorf("reading the EdgeProfile in force: %w", err)
-	}
-	if profile != nil {
-		for _, allowed := range profile.Spec.OSImages {
-			if strings.Contains(allowed, "@sha256:") && osupgrade.Repository(allowed) == image {
-				return allowed, "", nil
-			}
-		}
-	}
-	var list nwv1.OSVersionPolicyList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return "", "", err
-	}
-	slices.SortFunc(list.Items, func(a, b nwv1.OSVersionPolicy) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
-	for _, op := range list.Items {
-		if osupgrade.Repository(op.Spec.Image) != image || op.Spec.Repairs != nil {
-			continue
-		}
-		if profile != nil && osimage.Allowed(profile, op.Spec.Image) != "" {
-			continue
-		}
-		return op.Spec.Image, "", nil
-	}
-	return "", fmt.Sprintf("no image pinned by digest is known for %s (the EdgeProfile in force's spec.osImages does not pin it, and no OSVersionPolicy the profile allows names it)", image), nil
-}
-
-// repairName is a repair policy's name: the node's, what it does ("repair", "rollback"), and
-// the boot's first characters.
-func repairName(node, what, bootID string) string {
-	short := strings.ReplaceAll(bootID, "-", "")
-	if len(short) > 8 {
-		short = short[:8]
-	}
-	return children.Name(node, what+"-"+strings.ToLower(short))
 }
 
 func orUnnamed(image string) string {

@@ -2,6 +2,7 @@ package bootrecoverypolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,8 +12,8 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/osupgrade"
 	"github.com/spectrocloud/nodewright/internal/text"
-	"github.com/spectrocloud/nodewright/internal/workflow/children"
 )
 
 // The reasons of the rollback's Events.
@@ -63,7 +64,7 @@ func (r *Reconciler) rollback(ctx context.Context, p *nwv1.BootRecoveryPolicy, n
 		return impossible(fmt.Sprintf("it runs %s, the image of its last healthy boot %s: its image is not what changed", orUnnamed(n.Image), last.BootID))
 	}
 	target := n.LastHealthy.Image
-	image, why, err := r.lastGood(ctx, target)
+	image, why, err := osupgrade.PinnedImage(ctx, r.Client, target)
 	if err != nil {
 		return nil, err
 	}
@@ -71,29 +72,19 @@ func (r *Reconciler) rollback(ctx context.Context, p *nwv1.BootRecoveryPolicy, n
 		return impossible(fmt.Sprintf("%s; a person creates it: an OSVersionPolicy with spec.repairs {node: %s, bootID: %s, kind: Rollback}, spec.approval Manual and spec.image %s@sha256:<its digest>",
 			why, n.Name, n.BootID, target))
 	}
-	op := &nwv1.OSVersionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: repairName(n.Name, "rollback", n.BootID), Labels: map[string]string{LabelRepairOf: children.LabelValue(n.Name)}},
-		Spec: nwv1.OSVersionPolicySpec{Image: image, Approval: nwv1.ApprovalManual,
-			Repairs: &nwv1.OSNodeRepair{Node: n.Name, BootID: n.BootID, Kind: nwv1.OSRepairRollback}},
-	}
-	switch err := r.Client.Create(ctx, op); {
-	case apierrors.IsAlreadyExists(err):
-		// Made before a restart whose status write was lost: it is the rollback if it says so.
-		got := &nwv1.OSVersionPolicy{}
-		if err := r.Client.Get(ctx, client.ObjectKeyFromObject(op), got); err != nil {
-			return nil, err
-		}
-		if rp := got.Spec.Repairs; !rp.IsRollback() || rp.Node != n.Name || rp.BootID != n.BootID {
-			return impossible(fmt.Sprintf("an OSVersionPolicy %s that is not its rollback is there", op.Name))
-		}
-		image = got.Spec.Image
+	op, created, err := osupgrade.CreateRepair(ctx, r.Client, osupgrade.NewRepair("rollback", image,
+		nwv1.OSNodeRepair{Node: n.Name, BootID: n.BootID, Kind: nwv1.OSRepairRollback}))
+	switch {
+	case errors.Is(err, osupgrade.ErrNotTheRepair):
+		return impossible(err.Error())
 	case err != nil:
 		return nil, fmt.Errorf("creating the rollback of %s's boot %s: %w", n.Name, n.BootID, err)
-	default:
+	case created:
 		r.event(p, corev1.EventTypeNormal, ReasonRollbackCreated, fmt.Sprintf(
 			"created OSVersionPolicy %s: it stages %s, the image of %s's last healthy boot %s, again on its active slot once a person approves its step Node1 (kubectl nodewright approve)",
 			op.Name, image, n.Name, n.LastHealthy.BootID))
 	}
+	image = op.Spec.Image
 	n.Rollback = &nwv1.BootRepairStatus{BootID: n.BootID, Policy: op.Name, Image: image, Phase: string(nwv1.WorkflowPending)}
 	return nil, nil
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,7 +69,7 @@ func bootRecord(t *testing.T, node string, check func(p *nwv1.BootRecoveryPolicy
 		if err := env.Client.Get(context.Background(), bootrecoverypolicy.Key, p); err != nil {
 			return err.Error()
 		}
-		if r := recordOf(p, node); r != nil {
+		if r := p.Node(node); r != nil {
 			return check(p, r)
 		}
 		return fmt.Sprintf("the BootRecoveryPolicy has no record of %s: %+v", node, p.Status.Nodes)
@@ -78,48 +77,11 @@ func bootRecord(t *testing.T, node string, check func(p *nwv1.BootRecoveryPolicy
 	return p
 }
 
-func recordOf(p *nwv1.BootRecoveryPolicy, node string) *nwv1.NodeBootRecord {
-	for i := range p.Status.Nodes {
-		if p.Status.Nodes[i].Name == node {
-			return &p.Status.Nodes[i]
-		}
-	}
-	return nil
-}
-
-func bootCondition(p *nwv1.BootRecoveryPolicy, typ string) string {
-	c := meta.FindStatusCondition(p.Status.Conditions, typ)
-	if c == nil {
-		return "absent"
-	}
-	return string(c.Status) + " " + c.Reason + ": " + c.Message
-}
-
 // bootEvent waits for an Event of the BootRecoveryPolicy of type typ and reason whose message
 // contains every one of what.
 func bootEvent(t *testing.T, typ, reason string, what ...string) {
 	t.Helper()
-	testenv.Eventually(t, patience, func() string {
-		var list corev1.EventList
-		if err := env.Client.List(context.Background(), &list); err != nil {
-			return err.Error()
-		}
-		var seen []string
-	events:
-		for _, e := range list.Items {
-			if e.InvolvedObject.Kind != "BootRecoveryPolicy" || e.Reason != reason || e.Type != typ {
-				continue
-			}
-			for _, w := range what {
-				if !strings.Contains(e.Message, w) {
-					seen = append(seen, e.Message)
-					continue events
-				}
-			}
-			return ""
-		}
-		return fmt.Sprintf("no %s Event %s saying %q; seen %q", typ, reason, what, seen)
-	})
+	testenv.EventSaid(t, env.Client, patience, "BootRecoveryPolicy", typ, reason, what...)
 }
 
 // operate asks node's agent for an operation of typ, its member set by member, and waits until
@@ -233,7 +195,7 @@ func TestBootRecoveryOnPlayedHosts(t *testing.T) {
 		}
 		return ""
 	})
-	if c := bootCondition(p, nwv1.ConditionRecoveryBoot); !strings.HasPrefix(c, "True") || !strings.Contains(c, "bre-1") {
+	if c := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionRecoveryBoot); !strings.HasPrefix(c, "True") || !strings.Contains(c, "bre-1") {
 		t.Errorf("RecoveryBoot %s; want True naming bre-1", c)
 	}
 	if on, by := unschedulable(t, "bre-1"); !on || by != bootrecoverypolicy.CordonedBy {
@@ -257,7 +219,7 @@ func TestBootRecoveryOnPlayedHosts(t *testing.T) {
 		}
 		return ""
 	})
-	if c := bootCondition(p, nwv1.ConditionRecoveryBoot); !strings.HasPrefix(c, "False") {
+	if c := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionRecoveryBoot); !strings.HasPrefix(c, "False") {
 		t.Errorf("RecoveryBoot %s once bre-1 booted its active system; want False", c)
 	}
 	if on, by := unschedulable(t, "bre-1"); on || by != "" {
@@ -271,7 +233,7 @@ func TestBootRecoveryOnPlayedHosts(t *testing.T) {
 		}
 		return ""
 	})
-	if c := bootCondition(p, nwv1.ConditionPostBootHealthy); !strings.HasPrefix(c, "False "+bootrecoverypolicy.ReasonPostBootHealthTimeout) ||
+	if c := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy); !strings.HasPrefix(c, "False "+bootrecoverypolicy.ReasonPostBootHealthTimeout) ||
 		!strings.Contains(c, "bre-2") || !strings.Contains(c, drbdResources[0]) || p.Status.Unhealthy != "bre-2" {
 		t.Errorf("PostBootHealthy %s, unhealthy %q; want False naming bre-2 and %s", c, p.Status.Unhealthy, drbdResources[0])
 	}
@@ -331,7 +293,7 @@ func TestRepairOfAFallbackSurvivesOperatorCrashes(t *testing.T) {
 	if err := env.Client.Get(context.Background(), bootrecoverypolicy.Key, p); err != nil {
 		t.Fatal(err)
 	}
-	if n := recordOf(p, node); n != nil && n.Repair != nil && n.Repair.Policy != "" {
+	if n := p.Node(node); n != nil && n.Repair != nil && n.Repair.Policy != "" {
 		t.Fatalf("the status names the repair %+v: the crash came after its write, not between the create and it", n.Repair)
 	}
 	if got := repairs(); len(got) != 1 {
@@ -345,12 +307,12 @@ func TestRepairOfAFallbackSurvivesOperatorCrashes(t *testing.T) {
 		return ""
 	})
 	got := repairs()
-	if len(got) != 1 || got[0].Name != recordOf(p, node).Repair.Policy {
+	if len(got) != 1 || got[0].Name != p.Node(node).Repair.Policy {
 		var names []string
 		for _, r := range got {
 			names = append(names, r.Name)
 		}
-		t.Fatalf("repair policies %v; want the one the status follows, %s", names, recordOf(p, node).Repair.Policy)
+		t.Fatalf("repair policies %v; want the one the status follows, %s", names, p.Node(node).Repair.Policy)
 	}
 	repair := &got[0]
 	if repair.Spec.Approval != nwv1.ApprovalManual || repair.Spec.Image != s.images[oldVersion] || repair.Spec.Repairs.Node != node || repair.Spec.Repairs.BootID != fell.bootID {
@@ -430,10 +392,10 @@ func TestRepairOfAFallbackSurvivesOperatorCrashes(t *testing.T) {
 		}
 		return ""
 	})
-	if a := recordOf(p, node).Acknowledged; a.By != "alice" {
+	if a := p.Node(node).Acknowledged; a.By != "alice" {
 		t.Errorf("the fallback acknowledged by %q; want alice, who approved the repair", a.By)
 	}
-	if c := bootCondition(p, nwv1.ConditionFellBack); !strings.HasPrefix(c, "False") {
+	if c := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionFellBack); !strings.HasPrefix(c, "False") {
 		t.Errorf("FellBack %s once repaired; want False", c)
 	}
 	bootEvent(t, corev1.EventTypeNormal, bootrecoverypolicy.ReasonRepaired, node+"'s fallback at boot "+fell.bootID+" is repaired", "approved by alice")

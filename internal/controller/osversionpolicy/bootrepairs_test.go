@@ -9,7 +9,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -52,23 +51,10 @@ func TestAssessmentResetAndBootSelectionAreApprovedRepairs(t *testing.T) {
 			p.Spec.VMProtection = nwv1.VMProtectionStop
 		})
 	}
-	approve := func(p *nwv1.OSVersionPolicy) {
+	approved := func(p *nwv1.OSVersionPolicy) {
 		t.Helper()
 		held(t, p, nwv1.ReasonAwaitingApproval, "Node1")
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur := &nwv1.OSVersionPolicy{}
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil {
-				return err
-			}
-			if cur.Annotations == nil {
-				cur.Annotations = map[string]string{}
-			}
-			cur.Annotations[nwv1.AnnotationApprove], cur.Annotations[nwv1.AnnotationApprovedBy] = "Node1", "alice"
-			return env.Client.Update(ctx, cur)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		approve(t, p, "Node1")
 	}
 	operations := func(p *nwv1.OSVersionPolicy, typ nwv1.NodeOperationType) []nwv1.NodeOperation {
 		t.Helper()
@@ -124,7 +110,7 @@ func TestAssessmentResetAndBootSelectionAreApprovedRepairs(t *testing.T) {
 	// The reset of its boot, approved.
 	boots := len(sup.Boots())
 	p = repair("osfix-reset", newVersion, nwv1.OSNodeRepair{Node: node, BootID: stale.bootID, Kind: nwv1.OSRepairAssessmentReset})
-	approve(p)
+	approved(p)
 	p = s.ended(p, nwv1.WorkflowSucceeded)
 	if n := len(sup.Boots()) - boots; n != 1 {
 		t.Errorf("%s booted %d times for the reset; want once", node, n)
@@ -147,7 +133,7 @@ func TestAssessmentResetAndBootSelectionAreApprovedRepairs(t *testing.T) {
 	// One boot of the passive slot's old image, approved.
 	reset := s.booted(node)
 	p = repair("osfix-passive", oldVersion, nwv1.OSNodeRepair{Node: node, BootID: reset.bootID, Kind: nwv1.OSRepairSelectBootEntry, Entry: nwv1.KairosBootPassive})
-	approve(p)
+	approved(p)
 	p = s.ended(p, nwv1.WorkflowSucceeded)
 	passive := s.booted(node)
 	if passive.entry != "passive" || passive.upgradeFailure || passive.image != repository(s.images[oldVersion]) || passive.bootID == reset.bootID {

@@ -89,21 +89,7 @@ func TestTheGatesHoldANodeBeforeItIsTouched(t *testing.T) {
 		})
 		held(t, p, nwv1.ReasonAwaitingApproval, "Node1")
 		untouched(t, p)
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur := &nwv1.OSVersionPolicy{}
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil {
-				return err
-			}
-			if cur.Annotations == nil {
-				cur.Annotations = map[string]string{}
-			}
-			cur.Annotations[nwv1.AnnotationApprove] = "Node1"
-			cur.Annotations[nwv1.AnnotationApprovedBy] = "alice"
-			return env.Client.Update(ctx, cur)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		approve(t, p, "Node1")
 		p = s.ended(p, nwv1.WorkflowSucceeded)
 		version = other()
 		if got := s.booted("osgate-1"); got.image != repository(s.images[version]) {
