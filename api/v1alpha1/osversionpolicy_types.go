@@ -139,7 +139,7 @@ type OSVersionPolicySpec struct {
 
 	// repairs, when set, makes the policy the repair of one node's boot, on that node alone
 	// (when spec.nodeSelector, if any, selects it), proven by the next boot. It waits for a
-	// person's approval (spec.approval Manual). Two kinds:
+	// person's approval (spec.approval Manual). Four kinds:
 	//   - Restage, of a fallback: it stages again the image the node booted when it fell back
 	//     (the last good one, named here by digest). The BootRecoveryPolicy's pin of the node
 	//     (for that boot) neither holds the node from this policy nor holds its steps; once it

@@ -176,6 +176,10 @@ func CreateBootRepair(ctx context.Context, c client.Client, rp nwv1.OSNodeRepair
 	}
 	k := os.Kairos
 	rp.BootID = os.BootID
+	if rp.IsBootSelection() && k.BootAssessment.WouldFallBack() {
+		return BootRepair{}, fmt.Errorf("%s: its boot assessment is armed to fall back (boot_assessment_tentative=yes): its agent would refuse the reboot and leave the selection for whatever reboot came next; clear the flags first: kubectl nodewright boot reset %s",
+			rp.Node, rp.Node)
+	}
 	if rp.IsAssessmentReset() {
 		switch {
 		case k.BootEntry != nwv1.KairosBootActive || k.UpgradeFailure:
@@ -184,6 +188,9 @@ func CreateBootRepair(ctx context.Context, c client.Client, rp nwv1.OSNodeRepair
 		case !k.BootAssessment.WouldFallBack():
 			return BootRepair{}, fmt.Errorf("%s: its boot assessment is not armed to fall back (its agent reports no boot_assessment_tentative=yes with enable_boot_assessment or enable_boot_assessment_always at boot %s): there is nothing to reset",
 				rp.Node, shown(rp.BootID))
+		}
+		if k.Image == "" {
+			return BootRepair{}, fmt.Errorf("%s: its agent reports no image (its /etc/kairos-release names no KAIROS_IMAGE_REPO): the reset's reboot could not be proven", rp.Node)
 		}
 		if image == "" {
 			image = k.Image
@@ -198,7 +205,7 @@ func CreateBootRepair(ctx context.Context, c client.Client, rp nwv1.OSNodeRepair
 			return BootRepair{}, err
 		}
 		if pinned == "" {
-			return BootRepair{}, fmt.Errorf("%s: %s; give it pinned: --image %s@sha256:<its digest>", rp.Node, why, image)
+			return BootRepair{}, fmt.Errorf("%s: %s; give it pinned: --image %s@sha256:<its digest>", rp.Node, shown(why), shown(image))
 		}
 		image = pinned
 	}
@@ -212,8 +219,18 @@ func CreateBootRepair(ctx context.Context, c client.Client, rp nwv1.OSNodeRepair
 		return BootRepair{}, fmt.Errorf("%s: %w; delete it, or repair by hand (docs/bootrecovery.md)", rp.Node, err)
 	case err != nil:
 		return BootRepair{}, apiError(err, osKind, osupgrade.RepairName(rp.Node, what, rp.BootID))
+	case created:
+		return BootRepair{Policy: p, Created: true}, nil
 	}
-	return BootRepair{Policy: p, Created: created}, nil
+	// Made before, for the same boot: it is this repair only if it is still to be approved,
+	// with this image.
+	switch {
+	case p.Spec.Image != image:
+		return BootRepair{}, fmt.Errorf("%s/%s is there for the same boot with spec.image %s, not %s: delete it to make this one", osKind, p.Name, p.Spec.Image, image)
+	case p.Status.Phase.Finished():
+		return BootRepair{}, fmt.Errorf("%s/%s is there for the same boot and ended %s (kubectl describe osvp %s says why): delete it to make it again", osKind, p.Name, p.Status.Phase, p.Name)
+	}
+	return BootRepair{Policy: p}, nil
 }
 
 // Lines say what the repair does, and what it waits for.
@@ -229,7 +246,7 @@ func (r BootRepair) Lines() []string {
 		what = fmt.Sprintf("boots %s once into its %s entry, %s; the boot after boots its default entry again", rp.Node, strings.ToLower(string(rp.Entry)), p.Spec.Image)
 	}
 	return []string{
-		fmt.Sprintf("%s/%s %s: it %s (boot %s)", osKind, p.Name, made, what, rp.BootID),
+		fmt.Sprintf("%s/%s %s: it %s (boot %s)", osKind, p.Name, made, what, shown(rp.BootID)),
 		fmt.Sprintf("Next: approve its step Node1 (kubectl nodewright approve osvp/%s); it waits for its maintenance window, if any, and the cluster-wide claim, then cordons, drains and reboots %s.", p.Name, rp.Node),
 	}
 }

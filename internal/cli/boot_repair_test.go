@@ -62,19 +62,30 @@ func TestBootResetAndSelect(t *testing.T) {
 	wantAll(t, "boot reset again", r.stdout, "osversionpolicy/"+name+" already there, made for the same boot: it clears edge-r's")
 
 	v2 := osImageV2
-	r = plugin(t, runOpts{}, "boot", "select", "edge-r", "Passive", "--image", v2)
+	r = plugin(t, runOpts{}, "boot", "select", "edge-s", "Passive", "--image", v2)
 	r.wantCode(t, ExitOK)
-	wantAll(t, "boot select", r.stdout, "osversionpolicy/edge-r-select-7d1e0c55 created: it boots edge-r once into its passive entry, "+v2+"; the boot after boots its default entry again (boot "+boot+")")
+	wantAll(t, "boot select", r.stdout, "osversionpolicy/edge-s-select-7d1e0c55 created: it boots edge-s once into its passive entry, "+v2+"; the boot after boots its default entry again (boot "+boot+")")
 	if got := repairs(); len(got) != 2 {
 		t.Fatalf("%d repairs after boot select; want 2", len(got))
 	}
 	sel := &nwv1.OSVersionPolicy{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: "edge-r-select-7d1e0c55"}, sel); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: "edge-s-select-7d1e0c55"}, sel); err != nil {
 		t.Fatal(err)
 	}
-	if rp := *sel.Spec.Repairs; rp != (nwv1.OSNodeRepair{Node: "edge-r", BootID: boot, Kind: nwv1.OSRepairSelectBootEntry, Entry: nwv1.KairosBootPassive}) || sel.Spec.Image != v2 {
-		t.Errorf("the selection's spec %+v, image %s; want edge-r's boot %s, Passive, %s", rp, sel.Spec.Image, boot, v2)
+	if rp := *sel.Spec.Repairs; rp != (nwv1.OSNodeRepair{Node: "edge-s", BootID: boot, Kind: nwv1.OSRepairSelectBootEntry, Entry: nwv1.KairosBootPassive}) || sel.Spec.Image != v2 {
+		t.Errorf("the selection's spec %+v, image %s; want edge-s's boot %s, Passive, %s", rp, sel.Spec.Image, boot, v2)
 	}
+	// The same boot's selection of another image is not this one; nor is one that ended.
+	r = plugin(t, runOpts{}, "boot", "select", "edge-s", "passive", "--image", v1)
+	r.wantCode(t, ExitFailed)
+	wantAll(t, "boot select of another image", r.stderr, "osversionpolicy/edge-s-select-7d1e0c55 is there for the same boot with spec.image "+v2+", not "+v1+": delete it")
+	sel.Status.Phase = nwv1.WorkflowRolledBack
+	if err := env.Client.Status().Update(ctx, sel); err != nil {
+		t.Fatal(err)
+	}
+	r = plugin(t, runOpts{}, "boot", "select", "edge-s", "passive", "--image", v2)
+	r.wantCode(t, ExitFailed)
+	wantAll(t, "boot select of an ended one", r.stderr, "osversionpolicy/edge-s-select-7d1e0c55 is there for the same boot and ended RolledBack")
 
 	for _, c := range []struct {
 		args []string
@@ -87,6 +98,7 @@ func TestBootResetAndSelect(t *testing.T) {
 		{[]string{"reset", "edge-r", "--image", osBootV2}, ExitUsage, "--image " + osBootV2 + ": edge-r runs " + osBootV1 + " from its active slot"},
 		{[]string{"reset"}, ExitUsage, "wants one NODE, got 0"},
 		{[]string{"select", "edge-s", "recovery", "--image", v2}, ExitUsage, "a repair does not boot a node into its recovery system"},
+		{[]string{"select", "edge-r", "passive", "--image", v2}, ExitFailed, "edge-r: its boot assessment is armed to fall back (boot_assessment_tentative=yes): its agent would refuse the reboot"},
 		{[]string{"select", "edge-s", "sideways", "--image", v2}, ExitUsage, `ENTRY "sideways": must be active or passive`},
 		{[]string{"select", "edge-s", "passive"}, ExitUsage, "--image is required"},
 		{[]string{"select", "edge-s", "passive", "--image", "quay.io/kairos/other:v9"}, ExitFailed,

@@ -113,6 +113,10 @@ func RepairRefused(ctx context.Context, c client.Reader, p *nwv1.OSVersionPolicy
 		return fmt.Sprintf("spec.repairs: %s runs boot %s, not boot %s for which the %s was made: it booted again since; make a new one if it is still needed",
 			rp.Node, a.Status.OS.BootID, rp.BootID, rp.Kind), nil
 	}
+	if rp.IsBootSelection() && k.BootAssessment.WouldFallBack() {
+		return fmt.Sprintf("spec.repairs: %s's boot assessment is armed to fall back (boot_assessment_tentative=yes): its agent would refuse the reboot and leave the selection for whatever reboot came next; clear the flags first (an AssessmentReset: kubectl nodewright boot reset %s)",
+			rp.Node, rp.Node), nil
+	}
 	if rp.IsAssessmentReset() {
 		switch {
 		case k.BootEntry != nwv1.KairosBootActive || k.UpgradeFailure:

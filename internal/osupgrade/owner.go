@@ -90,7 +90,7 @@ func admit(ctx context.Context, c client.Reader, old, p *nwv1.OSVersionPolicy) e
 			return fmt.Errorf("spec.nodeSelector: %w", err)
 		}
 	}
-	if old != nil && old.Spec.Image == p.Spec.Image {
+	if old != nil && old.Spec.Image == p.Spec.Image && old.Spec.Repairs.KeepsImage() == p.Spec.Repairs.KeepsImage() {
 		return nil
 	}
 	if p.Spec.Repairs.KeepsImage() {

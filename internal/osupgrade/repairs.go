@@ -64,7 +64,7 @@ func CreateRepair(ctx context.Context, c client.Client, p *nwv1.OSVersionPolicy)
 }
 
 // ErrNotTheRepair says that a policy of a repair's name is there that is not that repair.
-var ErrNotTheRepair = errors.New("a policy of its name is there that is not it")
+var ErrNotTheRepair = errors.New("a policy of that name is there, and it is not this repair")
 
 func kindOf(rp *nwv1.OSNodeRepair) nwv1.OSRepairKind {
 	if rp.Kind == "" {

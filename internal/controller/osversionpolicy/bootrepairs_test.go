@@ -27,8 +27,8 @@ import (
 //     boot-assessment block is left armed (boot_assessment_tentative=yes,
 //     enable_boot_assessment=yes: a boot that never counted as good, kairos#4303), so a plain
 //     reboot would fall back: its agent refuses one.
-//   - An AssessmentReset made for another boot fails its Preflight, naming the boot: nothing
-//     changed (RolledBack).
+//   - An AssessmentReset made for another boot fails its Preflight, naming the boot, and so
+//     does a SelectBootEntry while the flags are armed: nothing changed (RolledBack).
 //   - The AssessmentReset of its boot waits for approval; approved, its agent clears the flags
 //     (a BootAssessmentReset) and the node boots the new image from its active slot once more,
 //     its boot counted good.
@@ -105,6 +105,14 @@ func TestAssessmentResetAndBootSelectionAreApprovedRepairs(t *testing.T) {
 	p = s.ended(p, nwv1.WorkflowRolledBack)
 	if pre := steps(p); !strings.Contains(pre, "runs boot "+stale.bootID+", not boot not-"+stale.bootID) {
 		t.Errorf("the Preflight of a reset of another boot says\n  %s\nwant it naming the node's boot", pre)
+	}
+
+	// A selection of an armed node: refused, or its agent would refuse the reboot and leave the
+	// selection for the next one.
+	p = repair("osfix-select-armed", oldVersion, nwv1.OSNodeRepair{Node: node, BootID: stale.bootID, Kind: nwv1.OSRepairSelectBootEntry, Entry: nwv1.KairosBootPassive})
+	p = s.ended(p, nwv1.WorkflowRolledBack)
+	if pre := steps(p); !strings.Contains(pre, "armed to fall back") {
+		t.Errorf("the Preflight of a selection on an armed node says\n  %s\nwant it refused, naming the flags", pre)
 	}
 
 	// The reset of its boot, approved.

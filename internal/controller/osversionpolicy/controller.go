@@ -191,7 +191,9 @@ func (r *Reconciler) selection(ctx context.Context, p *nwv1.OSVersionPolicy, age
 			held = append(held, nwv1.OSNodeHold{Node: n.Name, Reason: osupgrade.HoldReason(pin)})
 			continue
 		}
-		if fb := fallbackFrom(a, p.Spec.Image); fb != nil && !slices.Contains(acked, n.Name) {
+		// A repair that stages no image does not try the image again: a fallback from it
+		// long ago holds nothing.
+		if fb := fallbackFrom(a, p.Spec.Image); fb != nil && !slices.Contains(acked, n.Name) && !p.Spec.Repairs.KeepsImage() {
 			held = append(held, nwv1.OSNodeHold{Node: n.Name, Reason: fmt.Sprintf(
 				"it fell back from this image at boot %s (seen %s): acknowledge it (annotation %s) to try it again",
 				fb.BootID, fb.SeenAt.UTC().Format("2006-01-02T15:04:05Z"), nwv1.AnnotationAcknowledgeFallback)})

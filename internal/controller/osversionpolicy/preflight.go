@@ -36,17 +36,20 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	if r.AgentNamespace == "" {
 		return engine.Failed("the operator runs without --agent-namespace: there is no node agent to upgrade the nodes"), nil
 	}
-	profile, err := engine.ProfileInForce(ctx, r.Client)
-	if err != nil {
-		return engine.Outcome{}, err
-	}
-	if profile == nil {
-		return engine.Failed("no EdgeProfile is in force: the agents stage only an image the signed profile's spec.osImages allows"), nil
-	}
 	// A repair that stages no image (an AssessmentReset, a SelectBootEntry) names in
-	// spec.image only the image its node must boot: the profile may have dropped it since.
-	if why := osimage.Allowed(profile, p.Spec.Image); why != "" && !p.Spec.Repairs.KeepsImage() {
-		return engine.Failed("spec.image: %s; the nodes' agents would refuse to stage it", why), nil
+	// spec.image only the image its node must boot: it needs no profile to allow it (the
+	// profile may have dropped it since).
+	if !p.Spec.Repairs.KeepsImage() {
+		profile, err := engine.ProfileInForce(ctx, r.Client)
+		if err != nil {
+			return engine.Outcome{}, err
+		}
+		if profile == nil {
+			return engine.Failed("no EdgeProfile is in force: the agents stage only an image the signed profile's spec.osImages allows"), nil
+		}
+		if why := osimage.Allowed(profile, p.Spec.Image); why != "" {
+			return engine.Failed("spec.image: %s; the nodes' agents would refuse to stage it", why), nil
+		}
 	}
 	if len(p.Status.Nodes) == 0 {
 		why := "spec.nodeSelector selects no node whose agent reports to Nodewright"
