@@ -90,7 +90,7 @@ func ParseWindow(w *nwv1.MaintenanceWindow, fieldPath string) (Window, error) {
 	if parsed.end, err = parseTimeOfDay(w.End, fieldPath+".end"); err != nil {
 		return Window{}, err
 	}
-	if parsed.location, err = loadTimeZone(w.TimeZone, fieldPath+".timeZone"); err != nil {
+	if parsed.location, err = LoadTimeZone(w.TimeZone, fieldPath+".timeZone"); err != nil {
 		return Window{}, err
 	}
 	return parsed, nil
@@ -108,9 +108,9 @@ func parseTimeOfDay(s, field string) (int, error) {
 	return hours*60 + minutes, nil
 }
 
-// loadTimeZone returns the IANA time zone name; an empty name is UTC. "Local" is refused:
+// LoadTimeZone returns the IANA time zone name; an empty name is UTC. "Local" is refused:
 // it is the zone of whatever machine the operator runs on, not a place.
-func loadTimeZone(name, field string) (*time.Location, error) {
+func LoadTimeZone(name, field string) (*time.Location, error) {
 	if name == "" {
 		return time.UTC, nil
 	}
