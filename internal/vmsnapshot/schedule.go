@@ -53,7 +53,7 @@ func ParseSchedule(expr, timeZone, field string) (Schedule, error) {
 	}
 	spec, err := parser.Parse(text)
 	if err != nil {
-		return Schedule{}, fmt.Errorf("%s.cron: %q: %v", field, expr, err)
+		return Schedule{}, fmt.Errorf("%s.cron: %q: %w", field, expr, err)
 	}
 	// An expression that names a day that never comes (30 February) has no next time.
 	if spec.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, loc)).IsZero() {
