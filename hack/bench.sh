@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench: every benchmark, each printing its figures against its baseline or target.
-#   hack/bench.sh [copy|bridge|audit|migration|agent|checkpoint|flip|upgrade|deadpeer|osupgrade|fleet]...   (default: all)
+#   hack/bench.sh [copy|bridge|audit|migration|agent|checkpoint|flip|upgrade|deadpeer|osupgrade|fleet|snapshot]...   (default: all)
 # BENCH_SIZE_MIB (copy), BENCH_WINDOW and BENCH_SAMPLES (bridge), BENCH_AUDIT_WINDOW and
 # BENCH_AUDIT_RECORDS (audit), BENCH_MIGRATION_MIB (migration) shorten a run; BENCH_OPERATOR
 # (bridge) measures that operator binary instead of one built from the tree; BENCH_AGENT_WINDOW
@@ -10,7 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 what=("$@")
-[ ${#what[@]} -gt 0 ] || what=(copy bridge audit migration agent checkpoint flip upgrade deadpeer osupgrade fleet)
+[ ${#what[@]} -gt 0 ] || what=(copy bridge audit migration agent checkpoint flip upgrade deadpeer osupgrade fleet snapshot)
 # A benchmark that misses its target says FAIL and exits non-zero; the others still run, and
 # the exit status at the end names every benchmark that failed.
 failed=()
@@ -76,7 +76,11 @@ for b in "${what[@]}"; do
       hack/control-plane.sh >/dev/null
       echo
       go run ./test/bench/fleet || failed+=(fleet) ;;
-    *) echo "unknown benchmark $b (copy, bridge, audit, migration, agent, checkpoint, flip, upgrade, deadpeer, osupgrade, fleet)" >&2; exit 2 ;;
+    snapshot)
+      # The retention pass alone: a pure function, no API server.
+      echo
+      go run ./test/bench/snapshot || failed+=(snapshot) ;;
+    *) echo "unknown benchmark $b (copy, bridge, audit, migration, agent, checkpoint, flip, upgrade, deadpeer, osupgrade, fleet, snapshot)" >&2; exit 2 ;;
   esac
 done
 if [ ${#failed[@]} -gt 0 ]; then
