@@ -1,7 +1,8 @@
 // Package vmsnapshot is what a VMSnapshotPolicy decides, apart from the API: when its runs are
-// due (its cron schedule, in its time zone, and what happens to a run the operator missed) and
-// which of its snapshots retention keeps. Both are pure functions of what they are given, so
-// that they are tested on a fake clock, across days and daylight-saving changes.
+// due (its cron schedule, in its time zone, and what happens to a run the operator missed),
+// whether a snapshot KubeVirt made is good, and which of its snapshots retention keeps. Each
+// is a pure function of what it is given, so that it is tested on a fake clock, across days
+// and daylight-saving changes, and on KubeVirt's own types.
 package vmsnapshot
 
 import (
