@@ -162,3 +162,62 @@ func keepName(what string) string {
 	}
 	return "keepWeekly"
 }
+
+// Cap is the most good snapshots the rules can keep: keepLast, keepHourly, keepDaily and
+// keepWeekly added up (a snapshot kept by two rules counts once, so fewer are usually kept),
+// and never fewer than minGood or one.
+func (r Retention) Cap() int {
+	return max(r.KeepLast+r.KeepHourly+r.KeepDaily+r.KeepWeekly, r.MinGood, 1)
+}
+
+// RunPlan is what a run does with a VM's snapshots before it creates the new one.
+type RunPlan struct {
+	// Wait says why the run creates nothing now, "" when it creates.
+	Wait string
+	// Delete are the snapshots to delete before the new one is created, each with the reason
+	// retention drops it.
+	Delete []Verdict
+}
+
+// BeforeRun plans a run at now. A run waits while a snapshot of the VM is in progress (the run
+// before it has not ended: its failure deadline ends it). At the cap, it deletes before it
+// creates what retention drops once the new snapshot counts, but only when the newest snapshot
+// is good: a run after a failure creates without deleting, and retention deletes after it. It
+// never deletes beforehand the newest good snapshot, nor a good one that would leave fewer than
+// minGood (at least one): the new snapshot may fail. The caller deletes Delete, and creates
+// only once every deletion is done: a deletion that cannot be done stops the run, so that
+// snapshots do not pile up.
+func (r Retention) BeforeRun(snaps []Snapshot, now time.Time, loc *time.Location) RunPlan {
+	plan := r.Plan(snaps, now, loc)
+	good := 0
+	for _, v := range plan {
+		switch {
+		case v.State == InProgress:
+			return RunPlan{Wait: fmt.Sprintf("snapshot %s, made %s, is still in progress: the run waits for it to end (its failure deadline ends it)",
+				v.Name, v.Created.UTC().Format(time.RFC3339))}
+		case v.State == Good && v.Keep:
+			good++
+		}
+	}
+	if good < r.Cap() || len(plan) == 0 || plan[0].State != Good {
+		return RunPlan{}
+	}
+	// The names of the snapshots are the policy's own, never empty: "" is the new one.
+	after := r.Plan(append(slices.Clone(snaps), Snapshot{Created: now, State: Good}), now, loc)
+	keep := make(map[string]bool, len(after))
+	for _, v := range after {
+		if v.Keep && v.Name != "" {
+			keep[v.Name] = true
+		}
+	}
+	var out RunPlan
+	floor := max(r.MinGood, 1)
+	for i := len(plan) - 1; i >= 1; i-- { // oldest first; never plan[0], the newest good
+		if v := plan[i]; v.State == Good && v.Keep && !keep[v.Name] && good > floor {
+			v.Keep, v.Reason = false, "at the cap of "+fmt.Sprint(r.Cap())+": dropped once the new snapshot counts"
+			out.Delete = append(out.Delete, v)
+			good--
+		}
+	}
+	return out
+}

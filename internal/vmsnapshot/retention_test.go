@@ -194,3 +194,44 @@ func ExampleRetention_Plan() {
 	// b Failed keep=false: failed; a newer good snapshot exists (2026-11-01T02:00:00Z)
 	// a Good keep=false: no retention rule keeps it
 }
+
+// At the cap a run deletes first what the new snapshot pushes out, oldest first; never the
+// newest good one, nor below minGood; not after a failure; and it waits while one is in
+// progress.
+func TestBeforeRun(t *testing.T) {
+	start := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	now := start.Add(3 * time.Hour)
+	snaps := history(start, 3, nil) // 00:00, 01:00, 02:00, all good
+	names := func(vs []Verdict) []string {
+		var out []string
+		for _, v := range vs {
+			out = append(out, v.Name)
+		}
+		return out
+	}
+	if p := (Retention{KeepLast: 4}).BeforeRun(snaps, now, time.UTC); p.Wait != "" || len(p.Delete) != 0 {
+		t.Errorf("below the cap: %+v; want a plain run", p)
+	}
+	if p := (Retention{KeepLast: 3}).BeforeRun(snaps, now, time.UTC); p.Wait != "" || !slices.Equal(names(p.Delete), []string{snaps[0].Name}) {
+		t.Errorf("at the cap of 3: %+v; want the oldest deleted first", p)
+	}
+	// keepLast 1: the new snapshot would push out the only good one, which is kept until the
+	// new one is good.
+	if p := (Retention{KeepLast: 1}).BeforeRun(snaps[2:], now, time.UTC); len(p.Delete) != 0 {
+		t.Errorf("keepLast 1: %+v; want the only good snapshot kept until the new one is good", p)
+	}
+	// minGood 3 over keepLast 2: the floor holds.
+	if p := (Retention{KeepLast: 2, MinGood: 3}).BeforeRun(snaps, now, time.UTC); len(p.Delete) != 0 {
+		t.Errorf("minGood 3: %+v; want nothing deleted beforehand", p)
+	}
+	// After a failure the run creates without deleting.
+	failed := append(slices.Clone(snaps), Snapshot{Name: "failed", Created: start.Add(150 * time.Minute), State: Failed})
+	if p := (Retention{KeepLast: 3}).BeforeRun(failed, now, time.UTC); p.Wait != "" || len(p.Delete) != 0 {
+		t.Errorf("after a failure: %+v; want a run that deletes nothing first", p)
+	}
+	// One in progress: the run waits, saying which.
+	running := append(slices.Clone(snaps), Snapshot{Name: "running", Created: start.Add(150 * time.Minute), State: InProgress})
+	if p := (Retention{KeepLast: 3}).BeforeRun(running, now, time.UTC); !strings.Contains(p.Wait, "snapshot running") || len(p.Delete) != 0 {
+		t.Errorf("with one in progress: %+v; want the run waiting for it", p)
+	}
+}
