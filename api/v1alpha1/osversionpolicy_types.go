@@ -423,6 +423,7 @@ const AnnotationAcknowledgedBy = "nodewright.spectrocloud.com/acknowledged-by"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=osvp;osversion,categories=nodewright
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
+// +kubebuilder:printcolumn:name="Repair",type=string,JSONPath=`.spec.repairs.kind`,priority=1,description="What a repair policy does to its one node: Restage, Rollback, AssessmentReset or SelectBootEntry"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.currentNode`,description="The node being upgraded, or waiting to be"
 // +kubebuilder:printcolumn:name="Done",type=string,JSONPath=`.status.progress`,description="Nodes proven booted on the image and soaked, of all"
