@@ -176,19 +176,7 @@ func CreateBootRepair(ctx context.Context, c client.Client, rp nwv1.OSNodeRepair
 	}
 	k := os.Kairos
 	rp.BootID = os.BootID
-	if rp.IsBootSelection() && k.BootAssessment.WouldFallBack() {
-		return BootRepair{}, fmt.Errorf("%s: its boot assessment is armed to fall back (boot_assessment_tentative=yes): its agent would refuse the reboot and leave the selection for whatever reboot came next; clear the flags first: kubectl nodewright boot reset %s",
-			rp.Node, rp.Node)
-	}
 	if rp.IsAssessmentReset() {
-		switch {
-		case k.BootEntry != nwv1.KairosBootActive || k.UpgradeFailure:
-			return BootRepair{}, fmt.Errorf("%s: it runs from its %s slot (upgrade_failure %t): a reset reboots it into the image of its active slot, which it must run",
-				rp.Node, osupgrade.EntryOf(k), k.UpgradeFailure)
-		case !k.BootAssessment.WouldFallBack():
-			return BootRepair{}, fmt.Errorf("%s: its boot assessment is not armed to fall back (its agent reports no boot_assessment_tentative=yes with enable_boot_assessment or enable_boot_assessment_always at boot %s): there is nothing to reset",
-				rp.Node, shown(rp.BootID))
-		}
 		if k.Image == "" {
 			return BootRepair{}, fmt.Errorf("%s: its agent reports no image (its /etc/kairos-release names no KAIROS_IMAGE_REPO): the reset's reboot could not be proven", rp.Node)
 		}
@@ -199,6 +187,17 @@ func CreateBootRepair(ctx context.Context, c client.Client, rp nwv1.OSNodeRepair
 			return BootRepair{}, usageErrorf("--image %s: %s runs %s from its active slot; a reset reboots it into the image it runs", image, rp.Node, shown(k.Image))
 		}
 	}
+	what := "reset"
+	if rp.IsBootSelection() {
+		what = "select"
+	}
+	// The rules the operator's Preflight applies, applied before anything is written.
+	want := osupgrade.NewRepair(what, image, rp)
+	if why, err := osupgrade.RepairRefused(ctx, c, want, as); err != nil {
+		return BootRepair{}, err
+	} else if why != "" {
+		return BootRepair{}, errors.New(why)
+	}
 	if !strings.Contains(image, "@sha256:") {
 		pinned, why, err := osupgrade.PinnedImage(ctx, c, image)
 		if err != nil {
@@ -208,12 +207,9 @@ func CreateBootRepair(ctx context.Context, c client.Client, rp nwv1.OSNodeRepair
 			return BootRepair{}, fmt.Errorf("%s: %s; give it pinned: --image %s@sha256:<its digest>", rp.Node, shown(why), shown(image))
 		}
 		image = pinned
+		want.Spec.Image = pinned
 	}
-	what := "reset"
-	if rp.IsBootSelection() {
-		what = "select"
-	}
-	p, created, err := osupgrade.CreateRepair(ctx, c, osupgrade.NewRepair(what, image, rp))
+	p, created, err := osupgrade.CreateRepair(ctx, c, want)
 	switch {
 	case errors.Is(err, osupgrade.ErrNotTheRepair):
 		return BootRepair{}, fmt.Errorf("%s: %w; delete it, or repair by hand (docs/bootrecovery.md)", rp.Node, err)

@@ -92,13 +92,13 @@ func TestBootResetAndSelect(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"reset", "edge-s"}, ExitFailed, "edge-s: its boot assessment is not armed to fall back"},
-		{[]string{"reset", "edge-t"}, ExitFailed, "edge-t: it runs from its Passive slot (upgrade_failure false)"},
+		{[]string{"reset", "edge-s"}, ExitFailed, "spec.repairs: edge-s's boot assessment is not armed to fall back"},
+		{[]string{"reset", "edge-t"}, ExitFailed, "spec.repairs: edge-t runs from its Passive slot (upgrade_failure false)"},
 		{[]string{"reset", "edge-9"}, ExitFailed, "edge-9: no NodewrightAgentStatus: no agent reports its boot"},
 		{[]string{"reset", "edge-r", "--image", osBootV2}, ExitUsage, "--image " + osBootV2 + ": edge-r runs " + osBootV1 + " from its active slot"},
 		{[]string{"reset"}, ExitUsage, "wants one NODE, got 0"},
 		{[]string{"select", "edge-s", "recovery", "--image", v2}, ExitUsage, "a repair does not boot a node into its recovery system"},
-		{[]string{"select", "edge-r", "passive", "--image", v2}, ExitFailed, "edge-r: its boot assessment is armed to fall back (boot_assessment_tentative=yes): its agent would refuse the reboot"},
+		{[]string{"select", "edge-r", "passive", "--image", v2}, ExitFailed, "spec.repairs: edge-r's boot assessment is armed to fall back (boot_assessment_tentative=yes): its agent would refuse the reboot"},
 		{[]string{"select", "edge-s", "sideways", "--image", v2}, ExitUsage, `ENTRY "sideways": must be active or passive`},
 		{[]string{"select", "edge-s", "passive"}, ExitUsage, "--image is required"},
 		{[]string{"select", "edge-s", "passive", "--image", "quay.io/kairos/other:v9"}, ExitFailed,
