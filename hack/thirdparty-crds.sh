@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Writes the CRDs of the third-party APIs Nodewright's controllers use into config/thirdparty/,
 # from the Go modules pinned in go.mod:
-#   kubevirt/  VirtualMachine, VirtualMachineInstance and VirtualMachineInstanceMigration. KubeVirt
+#   kubevirt/  VirtualMachine, VirtualMachineInstance and VirtualMachineInstanceMigration, and
+#              snapshot.kubevirt.io/v1beta1's VirtualMachineSnapshot, VirtualMachineSnapshotContent
+#              and VirtualMachineRestore (KubeVirt also serves the same kinds as v1alpha1, which
+#              Nodewright does not use). KubeVirt
 #              builds its CRD schemas from the Go types of kubevirt.io/api; so does this script
 #              (controller-gen), and hack/thirdparty-crds sets the names, subresources and columns
 #              virt-operator sets.
@@ -33,7 +36,7 @@ monitoring_dir=$(cd "$work" && GOFLAGS= go mod download -json \
 [ -d "$monitoring_dir" ] || { echo "thirdparty-crds: cannot download prometheus-operator $PROMETHEUS_OPERATOR_VERSION" >&2; exit 1; }
 
 "$controller_gen" crd:allowDangerousTypes=true,generateEmbeddedObjectMeta=true \
-  paths=kubevirt.io/api/core/v1 output:crd:dir="$work"
+  paths=kubevirt.io/api/core/v1 paths=kubevirt.io/api/snapshot/v1beta1 output:crd:dir="$work"
 rm -rf config/thirdparty/kubevirt config/thirdparty/snapshot config/thirdparty/monitoring
 mkdir -p config/thirdparty/kubevirt config/thirdparty/snapshot config/thirdparty/monitoring
 go run ./hack/thirdparty-crds "$work" config/thirdparty/kubevirt "$kubevirt_version"

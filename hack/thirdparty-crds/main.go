@@ -1,5 +1,5 @@
 // Command thirdparty-crds turns the CRDs controller-gen derives from kubevirt.io/api/core/v1
-// into faithful stand-ins for the ones KubeVirt's virt-operator installs: the same names,
+// and kubevirt.io/api/snapshot/v1beta1 into faithful stand-ins for the ones KubeVirt's virt-operator installs: the same names,
 // short names, categories, subresources and printer columns (pkg/virt-operator/resource/
 // generate/components/crds.go in KubeVirt), with the structural schema of the pinned Go types.
 // hack/thirdparty-crds.sh runs it; see there.
@@ -19,6 +19,7 @@ import (
 // kind is what KubeVirt's operator sets on one CRD beyond its schema.
 type kind struct {
 	file       string
+	version    string // the one version derived; KubeVirt also serves snapshot.kubevirt.io/v1alpha1
 	shortNames []string
 	status     bool
 	columns    []apiextv1.CustomResourceColumnDefinition
@@ -27,6 +28,7 @@ type kind struct {
 var kinds = []kind{
 	{
 		file:       "kubevirt.io_virtualmachines.yaml",
+		version:    "v1",
 		shortNames: []string{"vm", "vms"},
 		status:     true,
 		columns: []apiextv1.CustomResourceColumnDefinition{
@@ -38,6 +40,7 @@ var kinds = []kind{
 	{
 		// virt-handler writes a VMI's status with the object: no status subresource.
 		file:       "kubevirt.io_virtualmachineinstances.yaml",
+		version:    "v1",
 		shortNames: []string{"vmi", "vmis"},
 		columns: []apiextv1.CustomResourceColumnDefinition{
 			{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp"},
@@ -52,11 +55,51 @@ var kinds = []kind{
 	{
 		// The migration controller writes a migration's status through its subresource.
 		file:       "kubevirt.io_virtualmachineinstancemigrations.yaml",
+		version:    "v1",
 		shortNames: []string{"vmim", "vmims"},
 		status:     true,
 		columns: []apiextv1.CustomResourceColumnDefinition{
 			{Name: "Phase", Description: "The current phase of VM instance migration", Type: "string", JSONPath: ".status.phase"},
 			{Name: "VMI", Description: "The name of the VMI to perform the migration on", Type: "string", JSONPath: ".spec.vmiName"},
+		},
+	},
+	{
+		// The snapshot controller writes status through the subresource, on all three kinds.
+		file:       "snapshot.kubevirt.io_virtualmachinesnapshots.yaml",
+		version:    "v1beta1",
+		shortNames: []string{"vmsnapshot", "vmsnapshots"},
+		status:     true,
+		columns: []apiextv1.CustomResourceColumnDefinition{
+			{Name: "SourceKind", Type: "string", JSONPath: ".spec.source.kind"},
+			{Name: "SourceName", Type: "string", JSONPath: ".spec.source.name"},
+			{Name: "Phase", Type: "string", JSONPath: ".status.phase"},
+			{Name: "ReadyToUse", Type: "boolean", JSONPath: ".status.readyToUse"},
+			{Name: "CreationTime", Type: "date", JSONPath: ".status.creationTime"},
+			{Name: "Error", Type: "string", JSONPath: ".status.error.message"},
+		},
+	},
+	{
+		file:       "snapshot.kubevirt.io_virtualmachinesnapshotcontents.yaml",
+		version:    "v1beta1",
+		shortNames: []string{"vmsnapshotcontent", "vmsnapshotcontents"},
+		status:     true,
+		columns: []apiextv1.CustomResourceColumnDefinition{
+			{Name: "ReadyToUse", Type: "boolean", JSONPath: ".status.readyToUse"},
+			{Name: "CreationTime", Type: "date", JSONPath: ".status.creationTime"},
+			{Name: "Error", Type: "string", JSONPath: ".status.error.message"},
+		},
+	},
+	{
+		file:       "snapshot.kubevirt.io_virtualmachinerestores.yaml",
+		version:    "v1beta1",
+		shortNames: []string{"vmrestore", "vmrestores"},
+		status:     true,
+		columns: []apiextv1.CustomResourceColumnDefinition{
+			{Name: "TargetKind", Type: "string", JSONPath: ".spec.target.kind"},
+			{Name: "TargetName", Type: "string", JSONPath: ".spec.target.name"},
+			{Name: "Complete", Type: "boolean", JSONPath: ".status.complete"},
+			{Name: "RestoreTime", Type: "date", JSONPath: ".status.restoreTime"},
+			{Name: "Error", Type: "string", JSONPath: ".status.error.message"},
 		},
 	},
 }
@@ -83,8 +126,8 @@ func convert(k kind, from, to, version string) error {
 	if err := yaml.UnmarshalStrict(raw, &crd); err != nil {
 		return err
 	}
-	if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != "v1" {
-		return fmt.Errorf("expected exactly the version v1, found %d versions", len(crd.Spec.Versions))
+	if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Name != k.version {
+		return fmt.Errorf("expected exactly the version %s, found %d versions", k.version, len(crd.Spec.Versions))
 	}
 	crd.Annotations = map[string]string{
 		"nodewright.spectrocloud.com/derived-from": "kubevirt.io/api@" + version + " by hack/thirdparty-crds.sh",

@@ -34,6 +34,7 @@ import (
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	virtv1 "kubevirt.io/api/core/v1"
+	vmsnapshotv1 "kubevirt.io/api/snapshot/v1beta1"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -243,7 +244,7 @@ func NewScheme() (*runtime.Scheme, error) {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, virtv1.AddToScheme, vmsnapshotv1.AddToScheme, snapshotv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}

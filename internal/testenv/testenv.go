@@ -47,6 +47,7 @@ import (
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	virtv1 "kubevirt.io/api/core/v1"
+	vmsnapshotv1 "kubevirt.io/api/snapshot/v1beta1"
 
 	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
 	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -207,7 +208,7 @@ func (e *Env) Start() error {
 	if err := clientgoscheme.AddToScheme(e.Scheme); err != nil {
 		return err
 	}
-	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, fleetv1alpha1.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{nodewrightv1alpha1.AddToScheme, fleetv1alpha1.AddToScheme, virtv1.AddToScheme, vmsnapshotv1.AddToScheme, snapshotv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(e.Scheme); err != nil {
 			return err
 		}

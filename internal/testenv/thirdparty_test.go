@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
+	vmsnapshotv1 "kubevirt.io/api/snapshot/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
@@ -143,5 +144,52 @@ func TestVirtualMachineInstanceMigrationIsServed(t *testing.T) {
 	}
 	if names := crd.Spec.Names; !slices.Equal(names.ShortNames, []string{"vmim", "vmims"}) || !slices.Equal(names.Categories, []string{"all"}) {
 		t.Errorf("short names %v, categories %v", names.ShortNames, names.Categories)
+	}
+}
+
+// TestVirtualMachineSnapshotIsServed creates a VirtualMachineSnapshot as a client would and
+// writes what KubeVirt's snapshot controller writes through the status subresource: its phase,
+// readiness, indications and volumes survive the API server's schema.
+func TestVirtualMachineSnapshotIsServed(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	vms := &vmsnapshotv1.VirtualMachineSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: ns},
+		Spec: vmsnapshotv1.VirtualMachineSnapshotSpec{
+			Source: corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "web"},
+		},
+	}
+	if err := env.Client.Create(ctx, vms); err != nil {
+		t.Fatalf("creating a VirtualMachineSnapshot: %v", err)
+	}
+	vms.Status = &vmsnapshotv1.VirtualMachineSnapshotStatus{
+		Phase: vmsnapshotv1.Succeeded, ReadyToUse: ptr.To(true),
+		Indications:                       []vmsnapshotv1.Indication{vmsnapshotv1.VMSnapshotOnlineSnapshotIndication, vmsnapshotv1.VMSnapshotGuestAgentIndication},
+		SnapshotVolumes:                   &vmsnapshotv1.SnapshotVolumesLists{IncludedVolumes: []string{"root"}, ExcludedVolumes: []string{"scratch"}},
+		VirtualMachineSnapshotContentName: ptr.To("vmsnapshot-content-1"),
+	}
+	want := vms.Status.DeepCopy()
+	if err := env.Client.Status().Update(ctx, vms); err != nil {
+		t.Fatalf("writing the status through its subresource: %v", err)
+	}
+	got := &vmsnapshotv1.VirtualMachineSnapshot{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vms), got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(want, got.Status) {
+		t.Errorf("the API server changed the snapshot's status:\nwrote %+v\nread  %+v", want, got.Status)
+	}
+	for name, short := range map[string][]string{
+		"virtualmachinesnapshots.snapshot.kubevirt.io":        {"vmsnapshot", "vmsnapshots"},
+		"virtualmachinesnapshotcontents.snapshot.kubevirt.io": {"vmsnapshotcontent", "vmsnapshotcontents"},
+		"virtualmachinerestores.snapshot.kubevirt.io":         {"vmrestore", "vmrestores"},
+	} {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			t.Fatal(err)
+		}
+		if names := crd.Spec.Names; !slices.Equal(names.ShortNames, short) || !slices.Equal(names.Categories, []string{"all"}) {
+			t.Errorf("%s: short names %v, categories %v", name, names.ShortNames, names.Categories)
+		}
 	}
 }
