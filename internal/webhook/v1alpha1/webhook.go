@@ -283,6 +283,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				return admitBootRecovery(ctx, p)
 			},
 			newObject: func() *nwv1.BootRecoveryPolicy { return &nwv1.BootRecoveryPolicy{} }}).register(mgr, &nwv1.BootRecoveryPolicy{}),
+		(&kindWebhook[*nwv1.VMSnapshotPolicy]{kind: "VMSnapshotPolicy", decisions: d, create: admitSnapshotPolicy,
+			update: func(ctx context.Context, _, p *nwv1.VMSnapshotPolicy) (admission.Warnings, error) {
+				return admitSnapshotPolicy(ctx, p)
+			},
+			newObject: func() *nwv1.VMSnapshotPolicy { return &nwv1.VMSnapshotPolicy{} }}).register(mgr, &nwv1.VMSnapshotPolicy{}),
 	)
 }
 
