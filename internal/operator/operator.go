@@ -45,6 +45,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/clusterspec"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
+	"github.com/spectrocloud/nodewright/internal/controller/vmsnapshotpolicy"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	"github.com/spectrocloud/nodewright/internal/linstor"
 	"github.com/spectrocloud/nodewright/internal/profiletrust"
@@ -346,6 +347,9 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	apis, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("building the discovery client: %w", err)
+	}
+	if err := (&vmsnapshotpolicy.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Discovery: apis}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the VMSnapshotPolicy controller: %w", err)
 	}
 	if o.Webhooks.Enabled {
 		err := webhookv1alpha1.Setup(mgr, webhookv1alpha1.Options{

@@ -1,0 +1,707 @@
+// Package vmsnapshotpolicy is the controller of VMSnapshotPolicy: on the policy's schedule it
+// creates a KubeVirt VirtualMachineSnapshot of each VM the policy selects, judges each one it
+// made (internal/vmsnapshot.Judge: good only when KubeVirt says Succeeded and readyToUse,
+// every volume's snapshot is ready, the consistency required holds and every volume expected
+// is included), and keeps what the retention says, counting only good snapshots
+// (vmsnapshot.Retention).
+//
+// It touches only the snapshots it made: labelled with the policy's and the VM's names and
+// annotated with the policy's UID. The snapshots are not owned through ownerReferences:
+// deleting a policy stops its runs and keeps its snapshots.
+//
+// A run is crash-safe: the snapshot's name comes from the policy, the VM and the scheduled
+// time, so a run redone after a restart finds the snapshot it made (AlreadyExists), and the
+// status that records the run is written after it. Between runs nothing is written: the
+// status changes only when a snapshot does.
+package vmsnapshotpolicy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	snapv1 "kubevirt.io/api/snapshot/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/servedapis"
+	"github.com/spectrocloud/nodewright/internal/vmsnapshot"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
+)
+
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=vmsnapshotpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=vmsnapshotpolicies/status,verbs=get;patch
+// +kubebuilder:rbac:groups=snapshot.kubevirt.io,resources=virtualmachinesnapshots,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=snapshot.kubevirt.io,resources=virtualmachinesnapshotcontents,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// APIs are the kinds the policy needs: KubeVirt's VMs and snapshots.
+var APIs = servedapis.Kinds{
+	virtv1.GroupVersion.WithKind("VirtualMachine"),
+	snapv1.SchemeGroupVersion.WithKind("VirtualMachineSnapshot"),
+	snapv1.SchemeGroupVersion.WithKind("VirtualMachineSnapshotContent"),
+}
+
+// AnnotationSnapshotVolumes lists, comma-separated, the volumes of the VM a snapshot must
+// include to be good: those of the VM when the run made it.
+const AnnotationSnapshotVolumes = "nodewright.spectrocloud.com/snapshot-volumes"
+
+// AnnotationSnapshotStarted is when the run made the snapshot (RFC 3339): its scheduled time,
+// or later for a run late by catchUp RunOnce. Its failure deadline counts from then.
+const AnnotationSnapshotStarted = "nodewright.spectrocloud.com/snapshot-started"
+
+// The reasons of the policy's conditions and Events.
+const (
+	ReasonRunning         = "Running"
+	ReasonFailing         = "Failing"
+	ReasonInvalidSpec     = "InvalidSpec"
+	ReasonAPIsMissing     = nwv1.ReasonAPIsMissing
+	ReasonSuspended       = "Suspended"
+	ReasonNotSuspended    = "NotSuspended"
+	ReasonDegraded        = "ConsecutiveFailures"
+	ReasonNotDegraded     = "NoConsecutiveFailures"
+	ReasonSnapshotCreated = "SnapshotCreated"
+	ReasonSnapshotFailed  = "SnapshotFailed"
+	ReasonSnapshotDeleted = "SnapshotDeleted"
+	ReasonRunSkipped      = "RunSkipped"
+	ReasonRunFailed       = "RunFailed"
+)
+
+// pastDeadline is how long past its failure deadline a snapshot KubeVirt has not ended counts
+// as failed all the same: a snapshot stuck in progress must not stop the schedule.
+const pastDeadline = time.Minute
+
+// apisRetry is how often a policy waiting for the APIs asks again.
+const apisRetry = time.Minute
+
+// Reconciler runs VMSnapshotPolicies.
+type Reconciler struct {
+	Client   client.Client
+	Recorder record.EventRecorder
+	// Discovery says whether the cluster serves APIs.
+	Discovery servedapis.Discovery
+	Clock     clock.PassiveClock
+
+	mu         sync.Mutex
+	controller controller.Controller
+	watching   bool
+	mgr        ctrl.Manager
+}
+
+// SetupWithManager registers the controller. The VMs and snapshots are watched once the
+// cluster serves their APIs (a reconcile starts the watches): until then, every policy says
+// so in its Healthy condition.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	c, err := ctrl.NewControllerManagedBy(mgr).Named("vmsnapshotpolicy").For(&nwv1.VMSnapshotPolicy{}).Build(r)
+	if err != nil {
+		return err
+	}
+	r.controller, r.mgr = c, mgr
+	return nil
+}
+
+// watch starts the watches of the VMs and snapshots, once.
+func (r *Reconciler) watch() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watching {
+		return nil
+	}
+	c := r.mgr.GetCache()
+	ofPolicy := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[nwv1.LabelSnapshotPolicy]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	inNamespace := handler.EnqueueRequestsFromMapFunc(r.policiesIn)
+	for _, src := range []source.Source{
+		source.Kind[client.Object](c, &snapv1.VirtualMachineSnapshot{}, ofPolicy),
+		source.Kind[client.Object](c, &virtv1.VirtualMachine{}, inNamespace),
+	} {
+		if err := r.controller.Watch(src); err != nil {
+			return err
+		}
+	}
+	r.watching = true
+	return nil
+}
+
+// policiesIn maps an object to the policies of its namespace.
+func (r *Reconciler) policiesIn(ctx context.Context, o client.Object) []reconcile.Request {
+	var list nwv1.VMSnapshotPolicyList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// Reconcile runs the policy's due runs and retention, and writes what it sees.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &nwv1.VMSnapshotPolicy{}
+	if err := r.Client.Get(ctx, req.NamespacedName, p); apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	before := p.DeepCopy()
+	// Status times are whole seconds: so is the clock, so that a reconcile that changes
+	// nothing writes nothing.
+	now := r.Clock.Now().Truncate(time.Second)
+	res, err := r.reconcile(ctx, p, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	p.Status.ObservedGeneration = p.Generation
+	if !equality.Semantic.DeepEqual(before.Status, p.Status) {
+		// With the resourceVersion read: a reconcile on a stale read never writes over a newer
+		// status.
+		if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return res, nil
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, now time.Time) (ctrl.Result, error) {
+	missing, err := APIs.Missing(r.Discovery)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(missing) > 0 {
+		r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonAPIsMissing,
+			fmt.Sprintf("waiting: the API server does not serve %s (KubeVirt with its snapshot API); the policy runs once they are served", missing))
+		return ctrl.Result{RequeueAfter: apisRetry}, nil
+	}
+	if err := r.watch(); err != nil {
+		return ctrl.Result{}, err
+	}
+	sched, err := vmsnapshot.ParseSchedule(p.Spec.Schedule.Cron, p.Spec.Schedule.TimeZone, "spec.schedule")
+	if err != nil {
+		r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
+		return ctrl.Result{}, nil
+	}
+	sel, err := selector(p.Spec.VMSelector)
+	if err != nil {
+		r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonInvalidSpec, "spec.vmSelector: "+err.Error())
+		return ctrl.Result{}, nil
+	}
+	vms, err := r.selected(ctx, p, sel)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	snaps, err := r.owned(ctx, p)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	ret := retention(p.Spec.Retention)
+	w := &run{r: r, p: p, now: now, sched: sched, ret: ret}
+
+	// Suspension: lifting it starts the schedule afresh, so that the runs it held are not
+	// caught up.
+	suspended := meta.IsStatusConditionTrue(p.Status.Conditions, nwv1.ConditionSuspended)
+	switch {
+	case p.Spec.Suspend:
+		r.condition(p, nwv1.ConditionSuspended, metav1.ConditionTrue, ReasonSuspended, "spec.suspend holds the runs; retention still deletes failed snapshots")
+		p.Status.NextRun = nil
+	default:
+		if suspended {
+			w.since = now
+		}
+		r.condition(p, nwv1.ConditionSuspended, metav1.ConditionFalse, ReasonNotSuspended, "runs come on the schedule")
+		p.Status.NextRun = ptr.To(metav1.NewTime(sched.Next(now)))
+	}
+
+	previous := map[string]nwv1.VMSnapshotStatus{}
+	for _, v := range p.Status.VMs {
+		previous[v.Name] = v
+	}
+	var out []nwv1.VMSnapshotStatus
+	wake := time.Duration(0)
+	soon := func(d time.Duration) {
+		if d > 0 && (wake == 0 || d < wake) {
+			wake = d
+		}
+	}
+	for _, vm := range vms {
+		st := previous[vm.Name]
+		st.Name = vm.Name
+		if !w.since.IsZero() && (st.LastScheduled == nil || st.LastScheduled.Time.Before(w.since)) {
+			st.LastScheduled = ptr.To(metav1.NewTime(w.since))
+		}
+		if st.LastScheduled == nil {
+			// A VM the selector selects now: its runs start now.
+			st.LastScheduled = ptr.To(metav1.NewTime(now))
+		}
+		judged := w.judge(ctx, snaps[vm.Name])
+		if !p.Spec.Suspend {
+			created, err := w.runVM(ctx, vm, &st, judged)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if created != nil {
+				judged = append(judged, judgedSnapshot{snap: created, scheduled: scheduledOf(created),
+					j: vmsnapshot.Judgement{State: vmsnapshot.InProgress, Reason: "just created"}})
+			}
+		}
+		judged, err = w.retain(ctx, vm.Name, judged)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		w.summarize(&st, judged)
+		soon(w.recheck(judged))
+		out = append(out, st)
+		delete(snaps, vm.Name)
+	}
+	// The snapshots of VMs no longer selected (or deleted) are kept, and left alone.
+	p.Status.VMs = out
+	p.Status.Selected = int32(len(vms))
+	p.Status.Kept = 0
+	for _, v := range out {
+		p.Status.Kept += v.Kept
+		if v.LastRun != nil && (p.Status.LastRun == nil || p.Status.LastRun.Before(&v.LastRun.Scheduled)) {
+			p.Status.LastRun = ptr.To(v.LastRun.Scheduled)
+		}
+		if v.LastSkipped != nil && (p.Status.LastSkipped == nil || p.Status.LastSkipped.Scheduled.Before(&v.LastSkipped.Scheduled)) {
+			p.Status.LastSkipped = ptr.To(*v.LastSkipped)
+			p.Status.LastSkipped.Reason = v.Name + ": " + v.LastSkipped.Reason
+		}
+	}
+	w.conditions()
+	if p.Status.NextRun != nil {
+		soon(p.Status.NextRun.Sub(now))
+	}
+	return ctrl.Result{RequeueAfter: wake}, nil
+}
+
+// selector is the label part of the VM selector.
+func selector(s nwv1.VMSelector) (labels.Selector, error) {
+	return metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: s.MatchLabels, MatchExpressions: s.MatchExpressions})
+}
+
+// selected are the VMs of the policy's namespace it selects, by name.
+func (r *Reconciler) selected(ctx context.Context, p *nwv1.VMSnapshotPolicy, sel labels.Selector) ([]*virtv1.VirtualMachine, error) {
+	var list virtv1.VirtualMachineList
+	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, err
+	}
+	var out []*virtv1.VirtualMachine
+	for i := range list.Items {
+		vm := &list.Items[i]
+		if len(p.Spec.VMSelector.Names) > 0 && !slices.Contains(p.Spec.VMSelector.Names, vm.Name) {
+			continue
+		}
+		if vm.DeletionTimestamp.IsZero() {
+			out = append(out, vm)
+		}
+	}
+	slices.SortFunc(out, func(a, b *virtv1.VirtualMachine) int { return strings.Compare(a.Name, b.Name) })
+	if len(out) > nwv1.MaxSnapshotPolicyVMs {
+		out = out[:nwv1.MaxSnapshotPolicyVMs]
+	}
+	return out, nil
+}
+
+// owned are the snapshots the policy made, by VM: its labels and its UID.
+func (r *Reconciler) owned(ctx context.Context, p *nwv1.VMSnapshotPolicy) (map[string][]*snapv1.VirtualMachineSnapshot, error) {
+	var list snapv1.VirtualMachineSnapshotList
+	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{nwv1.LabelSnapshotPolicy: children.LabelValue(p.Name)}); err != nil {
+		return nil, err
+	}
+	out := map[string][]*snapv1.VirtualMachineSnapshot{}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Annotations[nwv1.AnnotationSnapshotPolicyUID] != string(p.UID) || s.Spec.Source.Kind != "VirtualMachine" {
+			continue
+		}
+		out[s.Spec.Source.Name] = append(out[s.Spec.Source.Name], s)
+	}
+	return out, nil
+}
+
+// retention is the spec's retention, parsed.
+func retention(s nwv1.SnapshotRetention) vmsnapshot.Retention {
+	r := vmsnapshot.Retention{KeepLast: int(s.KeepLast), KeepHourly: int(s.KeepHourly), KeepDaily: int(s.KeepDaily),
+		KeepWeekly: int(s.KeepWeekly), MinGood: int(s.MinGood)}
+	if s.MaxAge != nil {
+		r.MaxAge = s.MaxAge.Duration
+	}
+	r.KeepLast = max(r.KeepLast, 1)
+	r.MinGood = max(r.MinGood, 1)
+	return r
+}
+
+// condition sets a condition of the policy.
+func (r *Reconciler) condition(p *nwv1.VMSnapshotPolicy, t string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: p.Generation})
+}
+
+// event records an Event on the policy.
+func (r *Reconciler) event(p *nwv1.VMSnapshotPolicy, kind, reason, msg string) {
+	if r.Recorder != nil {
+		r.Recorder.Event(p, kind, reason, msg)
+	}
+}
+
+// run is one reconcile's work on a policy.
+type run struct {
+	r     *Reconciler
+	p     *nwv1.VMSnapshotPolicy
+	now   time.Time
+	since time.Time
+	sched vmsnapshot.Schedule
+	ret   vmsnapshot.Retention
+}
+
+// judgedSnapshot is a snapshot with what it is.
+type judgedSnapshot struct {
+	snap      *snapv1.VirtualMachineSnapshot
+	scheduled time.Time
+	j         vmsnapshot.Judgement
+}
+
+// scheduledOf is the scheduled time of the run that made s (its creation when unreadable).
+func scheduledOf(s *snapv1.VirtualMachineSnapshot) time.Time {
+	if t, err := time.Parse(time.RFC3339, s.Annotations[nwv1.AnnotationSnapshotScheduled]); err == nil {
+		return t
+	}
+	return s.CreationTimestamp.Time
+}
+
+// judge says what each snapshot is. One KubeVirt has not ended a minute past its failure
+// deadline counts as failed.
+func (w *run) judge(ctx context.Context, snaps []*snapv1.VirtualMachineSnapshot) []judgedSnapshot {
+	out := make([]judgedSnapshot, 0, len(snaps))
+	for _, s := range snaps {
+		var content *snapv1.VirtualMachineSnapshotContent
+		if s.Status != nil && s.Status.VirtualMachineSnapshotContentName != nil {
+			c := &snapv1.VirtualMachineSnapshotContent{}
+			if err := w.r.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: *s.Status.VirtualMachineSnapshotContentName}, c); err == nil {
+				content = c
+			}
+		}
+		var expected []string
+		if v := s.Annotations[AnnotationSnapshotVolumes]; v != "" {
+			expected = strings.Split(v, ",")
+		}
+		j := vmsnapshot.Judge(s, content, vmsnapshot.Consistency(w.consistency()), expected)
+		js := judgedSnapshot{snap: s, scheduled: scheduledOf(s), j: j}
+		if j.State == vmsnapshot.InProgress && w.now.After(w.deadlineOf(js).Add(pastDeadline)) {
+			js.j = vmsnapshot.Judgement{State: vmsnapshot.Failed, Reason: fmt.Sprintf("not ended %s past its failure deadline of %s (%s)",
+				pastDeadline, w.p.Spec.FailureDeadline.Duration, j.Reason)}
+		}
+		out = append(out, js)
+	}
+	return out
+}
+
+func (w *run) consistency() nwv1.SnapshotConsistency {
+	if w.p.Spec.Consistency.Require == "" {
+		return nwv1.SnapshotGuestAgent
+	}
+	return w.p.Spec.Consistency.Require
+}
+
+func (w *run) failureDeadline() time.Duration {
+	if d := w.p.Spec.FailureDeadline.Duration; d > 0 {
+		return d
+	}
+	return 10 * time.Minute
+}
+
+// deadlineOf is when s's failure deadline passes: from when the run made it.
+func (w *run) deadlineOf(s judgedSnapshot) time.Time {
+	start := s.scheduled
+	if t, err := time.Parse(time.RFC3339, s.snap.Annotations[AnnotationSnapshotStarted]); err == nil && t.After(start) {
+		start = t
+	}
+	return start.Add(w.failureDeadline())
+}
+
+// runVM decides on the VM's due run and makes it: it returns the snapshot it created.
+func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMSnapshotStatus, judged []judgedSnapshot) (*snapv1.VirtualMachineSnapshot, error) {
+	p := w.p
+	d := w.sched.Due(st.LastScheduled.Time, w.now, p.Spec.StartingDeadline.Duration, vmsnapshot.CatchUp(p.Spec.CatchUp))
+	if d.Scheduled.IsZero() {
+		return nil, nil
+	}
+	scheduled := metav1.NewTime(d.Scheduled)
+	if d.Missed > 0 {
+		more := ""
+		if d.MissedMore {
+			more = " (more than that)"
+		}
+		w.r.event(p, corev1.EventTypeWarning, ReasonRunSkipped, fmt.Sprintf("%s: %d scheduled runs before %s were missed%s and are not caught up",
+			vm.Name, d.Missed, d.Scheduled.UTC().Format(time.RFC3339), more))
+	}
+	if !d.Run {
+		st.LastScheduled = &scheduled
+		st.LastSkipped = &nwv1.SnapshotSkip{Scheduled: scheduled, Reason: d.Skipped}
+		w.r.event(p, corev1.EventTypeWarning, ReasonRunSkipped, vm.Name+": "+d.Skipped)
+		return nil, nil
+	}
+	// A run whose snapshot is there is done: its status was not seen yet (the cache lags the
+	// write), or not written before a restart. Planned again, its deletions would be made
+	// twice.
+	if slices.ContainsFunc(judged, func(j judgedSnapshot) bool { return j.snap.Name == SnapshotName(p.Name, vm.Name, d.Scheduled) }) {
+		st.LastScheduled = &scheduled
+		if st.LastRun == nil || st.LastRun.Name != SnapshotName(p.Name, vm.Name, d.Scheduled) {
+			st.LastRun = &nwv1.SnapshotRef{Name: SnapshotName(p.Name, vm.Name, d.Scheduled), Scheduled: scheduled}
+		}
+		return nil, nil
+	}
+	snaps := make([]vmsnapshot.Snapshot, 0, len(judged))
+	for _, j := range judged {
+		snaps = append(snaps, vmsnapshot.Snapshot{Name: j.snap.Name, Created: j.scheduled, State: j.j.State})
+	}
+	plan := w.ret.BeforeRun(snaps, w.now, w.sched.Location())
+	if plan.Wait != "" {
+		// Not acted on: the run is tried again when the snapshot ends, within its starting
+		// deadline (or late, with catchUp RunOnce).
+		skip := &nwv1.SnapshotSkip{Scheduled: scheduled, Reason: "waiting: " + plan.Wait}
+		if st.LastSkipped == nil || *st.LastSkipped != *skip {
+			st.LastSkipped = skip
+		}
+		return nil, nil
+	}
+	for _, v := range plan.Delete {
+		if err := w.delete(ctx, judged, v); err != nil {
+			w.r.event(p, corev1.EventTypeWarning, ReasonRunFailed, fmt.Sprintf("%s: the run of %s stopped: deleting %s first (%s) failed: %v",
+				vm.Name, d.Scheduled.UTC().Format(time.RFC3339), v.Name, v.Reason, err))
+			return nil, err
+		}
+	}
+	s := w.snapshotOf(vm, d.Scheduled)
+	err := w.r.Client.Create(ctx, s)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		// Made before a restart: the status recording it was not written.
+		got := &snapv1.VirtualMachineSnapshot{}
+		if err := w.r.Client.Get(ctx, client.ObjectKeyFromObject(s), got); err != nil {
+			return nil, err
+		}
+		if got.Annotations[nwv1.AnnotationSnapshotPolicyUID] != string(p.UID) {
+			st.LastScheduled = &scheduled
+			st.LastSkipped = &nwv1.SnapshotSkip{Scheduled: scheduled, Reason: fmt.Sprintf("a VirtualMachineSnapshot %s is there that this policy did not make", s.Name)}
+			return nil, nil
+		}
+		s = nil
+	case err != nil:
+		w.r.event(p, corev1.EventTypeWarning, ReasonRunFailed, fmt.Sprintf("%s: creating the snapshot of %s failed: %v", vm.Name, d.Scheduled.UTC().Format(time.RFC3339), err))
+		return nil, err
+	default:
+		late := ""
+		if d.Late {
+			late = " (late: catchUp RunOnce)"
+		}
+		w.r.event(p, corev1.EventTypeNormal, ReasonSnapshotCreated, fmt.Sprintf("%s: created %s for the run of %s%s", vm.Name, s.Name, d.Scheduled.UTC().Format(time.RFC3339), late))
+	}
+	st.LastScheduled = &scheduled
+	st.LastRun = &nwv1.SnapshotRef{Name: SnapshotName(p.Name, vm.Name, d.Scheduled), Scheduled: scheduled}
+	return s, nil
+}
+
+// SnapshotName is the name of the snapshot of vm by policy's run scheduled at t.
+func SnapshotName(policy, vm string, t time.Time) string {
+	return children.Name(policy+"-"+vm, t.UTC().Format("20060102-1504"))
+}
+
+// snapshotOf is the snapshot of vm for the run scheduled at t.
+func (w *run) snapshotOf(vm *virtv1.VirtualMachine, t time.Time) *snapv1.VirtualMachineSnapshot {
+	var volumes []string
+	if tmpl := vm.Spec.Template; tmpl != nil {
+		for _, v := range tmpl.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil || v.DataVolume != nil {
+				volumes = append(volumes, v.Name)
+			}
+		}
+	}
+	return &snapv1.VirtualMachineSnapshot{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: w.p.Namespace, Name: SnapshotName(w.p.Name, vm.Name, t),
+			Labels: map[string]string{nwv1.LabelSnapshotPolicy: children.LabelValue(w.p.Name), nwv1.LabelSnapshotVM: children.LabelValue(vm.Name)},
+			Annotations: map[string]string{
+				nwv1.AnnotationSnapshotPolicyUID: string(w.p.UID),
+				nwv1.AnnotationSnapshotScheduled: t.UTC().Format(time.RFC3339),
+				AnnotationSnapshotStarted:        w.now.UTC().Format(time.RFC3339),
+				AnnotationSnapshotVolumes:        strings.Join(volumes, ","),
+			},
+		},
+		Spec: snapv1.VirtualMachineSnapshotSpec{
+			Source:          corev1.TypedLocalObjectReference{APIGroup: ptr.To(virtv1.GroupVersion.Group), Kind: "VirtualMachine", Name: vm.Name},
+			FailureDeadline: &metav1.Duration{Duration: w.failureDeadline()},
+		},
+	}
+}
+
+// delete deletes the snapshot of v, the one judged (by UID: never one made again since).
+func (w *run) delete(ctx context.Context, judged []judgedSnapshot, v vmsnapshot.Verdict) error {
+	for _, j := range judged {
+		if j.snap.Name != v.Name {
+			continue
+		}
+		err := w.r.Client.Delete(ctx, j.snap, client.Preconditions{UID: &j.snap.UID})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		if err == nil {
+			w.r.event(w.p, corev1.EventTypeNormal, ReasonSnapshotDeleted, fmt.Sprintf("%s: deleted %s (%s, %s)", j.snap.Spec.Source.Name, j.snap.Name, j.j.State, v.Reason))
+		}
+	}
+	return nil
+}
+
+// retain deletes what retention drops, and returns what is left.
+func (w *run) retain(ctx context.Context, vm string, judged []judgedSnapshot) ([]judgedSnapshot, error) {
+	snaps := make([]vmsnapshot.Snapshot, 0, len(judged))
+	for _, j := range judged {
+		if j.snap.DeletionTimestamp.IsZero() {
+			snaps = append(snaps, vmsnapshot.Snapshot{Name: j.snap.Name, Created: j.scheduled, State: j.j.State})
+		}
+	}
+	drop := map[string]bool{}
+	for _, v := range w.ret.Plan(snaps, w.now, w.sched.Location()) {
+		if v.Keep {
+			continue
+		}
+		if err := w.delete(ctx, judged, v); err != nil {
+			w.r.event(w.p, corev1.EventTypeWarning, ReasonRunFailed, fmt.Sprintf("%s: deleting %s (%s) failed: %v", vm, v.Name, v.Reason, err))
+			return nil, err
+		}
+		drop[v.Name] = true
+	}
+	kept := judged[:0:0]
+	for _, j := range judged {
+		if !drop[j.snap.Name] && j.snap.DeletionTimestamp.IsZero() {
+			kept = append(kept, j)
+		}
+	}
+	return kept, nil
+}
+
+// summarize writes what the VM's snapshots are into its status.
+func (w *run) summarize(st *nwv1.VMSnapshotStatus, judged []judgedSnapshot) {
+	slices.SortFunc(judged, func(a, b judgedSnapshot) int {
+		if c := b.scheduled.Compare(a.scheduled); c != 0 {
+			return c
+		}
+		return strings.Compare(a.snap.Name, b.snap.Name)
+	})
+	st.LastGood, st.LastFailed, st.ConsecutiveFailures, st.Kept, st.KeptSnapshots = nil, nil, 0, 0, nil
+	counting := true
+	for _, j := range judged {
+		ref := nwv1.SnapshotRef{Name: j.snap.Name, Scheduled: metav1.NewTime(j.scheduled)}
+		switch j.j.State {
+		case vmsnapshot.Good:
+			counting = false
+			ref.NoGuestAgent = j.j.NoGuestAgent
+			if st.LastGood == nil {
+				st.LastGood = &ref
+			}
+			st.Kept++
+			if len(st.KeptSnapshots) < 20 {
+				st.KeptSnapshots = append(st.KeptSnapshots, j.snap.Name)
+			}
+		case vmsnapshot.Failed:
+			if counting {
+				st.ConsecutiveFailures++
+			}
+			if st.LastFailed == nil {
+				ref.Reason = j.j.Reason
+				st.LastFailed = &ref
+			}
+		}
+	}
+	if st.LastRun != nil {
+		for _, j := range judged {
+			if j.snap.Name != st.LastRun.Name {
+				continue
+			}
+			was := st.LastRun.Reason
+			st.LastRun.NoGuestAgent = j.j.NoGuestAgent
+			st.LastRun.Reason = ""
+			if j.j.State != vmsnapshot.Good {
+				st.LastRun.Reason = j.j.State.String() + ": " + j.j.Reason
+			}
+			if j.j.State == vmsnapshot.Failed && !strings.HasPrefix(was, "Failed") {
+				w.r.event(w.p, corev1.EventTypeWarning, ReasonSnapshotFailed, fmt.Sprintf("%s: %s failed: %s", j.snap.Spec.Source.Name, j.snap.Name, j.j.Reason))
+			}
+		}
+	}
+}
+
+// recheck is how soon a snapshot in progress passes its failure deadline.
+func (w *run) recheck(judged []judgedSnapshot) time.Duration {
+	var soonest time.Duration
+	for _, j := range judged {
+		if j.j.State != vmsnapshot.InProgress {
+			continue
+		}
+		if d := w.deadlineOf(j).Add(pastDeadline + time.Second).Sub(w.now); soonest == 0 || d < soonest {
+			soonest = max(d, time.Second)
+		}
+	}
+	return soonest
+}
+
+// conditions set Healthy and Degraded from the VMs' status.
+func (w *run) conditions() {
+	p := w.p
+	degradedAfter := max(p.Spec.DegradedAfter, 1)
+	var degraded, failing []string
+	for _, v := range p.Status.VMs {
+		switch {
+		case v.ConsecutiveFailures >= degradedAfter:
+			degraded = append(degraded, fmt.Sprintf("%s (%d: %s)", v.Name, v.ConsecutiveFailures, v.LastFailed.Reason))
+		case v.ConsecutiveFailures > 0:
+			failing = append(failing, fmt.Sprintf("%s (%d)", v.Name, v.ConsecutiveFailures))
+		}
+	}
+	was := meta.IsStatusConditionTrue(p.Status.Conditions, nwv1.ConditionDegraded)
+	if len(degraded) > 0 {
+		msg := fmt.Sprintf("%d VM(s) failed %d or more runs in a row: %s; the policy goes on running", len(degraded), degradedAfter, strings.Join(degraded, "; "))
+		w.r.condition(p, nwv1.ConditionDegraded, metav1.ConditionTrue, ReasonDegraded, msg)
+		if !was {
+			w.r.event(p, corev1.EventTypeWarning, ReasonDegraded, msg)
+		}
+	} else {
+		w.r.condition(p, nwv1.ConditionDegraded, metav1.ConditionFalse, ReasonNotDegraded, fmt.Sprintf("no VM failed %d runs in a row", degradedAfter))
+	}
+	failing = append(degraded, failing...)
+	switch {
+	case len(failing) > 0:
+		w.r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonFailing, "failed runs in a row: "+strings.Join(failing, "; "))
+	default:
+		w.r.condition(p, nwv1.ConditionHealthy, metav1.ConditionTrue, ReasonRunning, fmt.Sprintf("%d VM(s) selected; every newest run is good or on its way", len(p.Status.VMs)))
+	}
+}

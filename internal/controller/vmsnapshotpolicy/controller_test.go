@@ -1,0 +1,472 @@
+package vmsnapshotpolicy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/util/retry"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	snapv1 "kubevirt.io/api/snapshot/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/vmsnapshotpolicy"
+	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+var env = testenv.New()
+
+func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
+
+// wait is the generous bound of every wait on observed state: a busy machine is slow.
+const wait = 60 * time.Second
+
+// site is one test's namespace, with the controller running as the operator (the chart's
+// role) on a fake clock, and KubeVirt's snapshot controller played by the test.
+type site struct {
+	t     *testing.T
+	ns    string
+	clock *clocktesting.FakePassiveClock
+}
+
+func start(t *testing.T, now time.Time) *site {
+	t.Helper()
+	s := &site{t: t, ns: env.Namespace(t), clock: clocktesting.NewFakePassiveClock(now)}
+	apis, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var events corev1.EventList
+		if err := env.Client.List(context.Background(), &events, client.InNamespace(s.ns)); err == nil {
+			for _, e := range events.Items {
+				t.Logf("event %s %s %s: %s", e.InvolvedObject.Name, e.Type, e.Reason, e.Message)
+			}
+		}
+	})
+	asOperator := env.AsOperatorUnderPolicies(t, "nodewright-system")
+	env.StartManagerAsWithCache(t, asOperator, operator.CacheOptions(operator.Scope{}), func(_ context.Context, mgr manager.Manager) error {
+		return (&vmsnapshotpolicy.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("vmsnapshotpolicy-test"),
+			Discovery: apis, Clock: s.clock}).SetupWithManager(mgr)
+	})
+	return s
+}
+
+// vm creates a running VM with one volume on a claim, labelled.
+func (s *site) vm(name string, labels map[string]string) {
+	s.t.Helper()
+	vm := &virtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns, Labels: labels},
+		Spec: virtv1.VirtualMachineSpec{
+			RunStrategy: ptr.To(virtv1.RunStrategyAlways),
+			Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
+				Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
+				Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{
+					PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+						PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: name + "-root"},
+					},
+				}}},
+			}},
+		},
+	}
+	if err := env.Client.Create(context.Background(), vm); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// at sets the clock and wakes the policy, as its requeue at the scheduled time would.
+func (s *site) at(p *nwv1.VMSnapshotPolicy, when time.Time) {
+	s.t.Helper()
+	s.clock.SetTime(when)
+	patch := client.RawPatch("application/merge-patch+json",
+		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{"test.nodewright/clock":%q}}}`, when.Format(time.RFC3339))))
+	if err := env.Client.Patch(context.Background(), p.DeepCopy(), patch); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// edit changes the policy's spec, on its newest version.
+func (s *site) edit(name string, change func(p *nwv1.VMSnapshotPolicy)) {
+	s.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &nwv1.VMSnapshotPolicy{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: name}, p); err != nil {
+			return err
+		}
+		change(p)
+		return env.Client.Update(context.Background(), p)
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// policy waits until check says nothing is wrong with the policy, and returns it.
+func (s *site) policy(name string, check func(p *nwv1.VMSnapshotPolicy) string) *nwv1.VMSnapshotPolicy {
+	s.t.Helper()
+	p := &nwv1.VMSnapshotPolicy{}
+	testenv.Eventually(s.t, wait, func() string {
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: name}, p); err != nil {
+			return err.Error()
+		}
+		return check(p)
+	})
+	return p
+}
+
+// snapshots are the names of the VM's snapshots there, not being deleted, sorted.
+func (s *site) snapshots(vm string) []string {
+	s.t.Helper()
+	var list snapv1.VirtualMachineSnapshotList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(s.ns), client.MatchingLabels{nwv1.LabelSnapshotVM: vm}); err != nil {
+		s.t.Fatal(err)
+	}
+	var out []string
+	for _, v := range list.Items {
+		if v.DeletionTimestamp.IsZero() {
+			out = append(out, v.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// snapshotsAre waits until the VM's snapshots are exactly want.
+func (s *site) snapshotsAre(vm string, want ...string) {
+	s.t.Helper()
+	slices.Sort(want)
+	testenv.Eventually(s.t, wait, func() string {
+		if got := s.snapshots(vm); !slices.Equal(got, want) {
+			return fmt.Sprintf("%s's snapshots are %v, want %v", vm, got, want)
+		}
+		return ""
+	})
+}
+
+// outcome is how the played snapshot controller ends a snapshot.
+type outcome int
+
+const (
+	good      outcome = iota // frozen by the guest agent, every volume ready
+	noAgent                  // online, without the guest agent's freeze
+	freezeErr                // the freeze failed: phase Failed
+	excluded                 // the volume excluded: no VolumeSnapshotClass for its class
+)
+
+// play ends snapshot name as KubeVirt's snapshot controller does: its content with the
+// volume's snapshot, its phase, readiness, indications and volumes.
+func (s *site) play(name string, o outcome) {
+	s.t.Helper()
+	ctx := context.Background()
+	vms := &snapv1.VirtualMachineSnapshot{}
+	testenv.Eventually(s.t, wait, func() string {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name}, vms); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	st := &snapv1.VirtualMachineSnapshotStatus{SourceUID: ptr.To(vms.UID)}
+	switch o {
+	case freezeErr:
+		st.Phase = snapv1.Failed
+		st.ReadyToUse = ptr.To(false)
+		st.Error = &snapv1.Error{Message: ptr.To("failed to freeze the guest: guest agent not responding")}
+	default:
+		content := &snapv1.VirtualMachineSnapshotContent{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "vmsnapshot-content-" + string(vms.UID)},
+			Spec: snapv1.VirtualMachineSnapshotContentSpec{VirtualMachineSnapshotName: ptr.To(name),
+				VolumeBackups: []snapv1.VolumeBackup{{VolumeName: "root", VolumeSnapshotName: ptr.To("vmsnapshot-" + string(vms.UID) + "-volume-root")}}},
+		}
+		if err := env.Client.Create(ctx, content); err != nil {
+			s.t.Fatal(err)
+		}
+		content.Status = &snapv1.VirtualMachineSnapshotContentStatus{ReadyToUse: ptr.To(true),
+			VolumeSnapshotStatus: []snapv1.VolumeSnapshotStatus{{VolumeSnapshotName: "vmsnapshot-" + string(vms.UID) + "-volume-root", ReadyToUse: ptr.To(true)}}}
+		if err := env.Client.Status().Update(ctx, content); err != nil {
+			s.t.Fatal(err)
+		}
+		st.Phase, st.ReadyToUse = snapv1.Succeeded, ptr.To(true)
+		st.VirtualMachineSnapshotContentName = ptr.To(content.Name)
+		st.SnapshotVolumes = &snapv1.SnapshotVolumesLists{IncludedVolumes: []string{"root"}}
+		st.Indications = []snapv1.Indication{snapv1.VMSnapshotOnlineSnapshotIndication, snapv1.VMSnapshotGuestAgentIndication}
+		switch o {
+		case noAgent:
+			st.Indications = []snapv1.Indication{snapv1.VMSnapshotOnlineSnapshotIndication, snapv1.VMSnapshotNoGuestAgentIndication}
+		case excluded:
+			st.SnapshotVolumes = &snapv1.SnapshotVolumesLists{ExcludedVolumes: []string{"root"}}
+		}
+	}
+	vms.Status = st
+	if err := env.Client.Status().Update(ctx, vms); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func vmStatus(p *nwv1.VMSnapshotPolicy, vm string) nwv1.VMSnapshotStatus {
+	for _, v := range p.Status.VMs {
+		if v.Name == vm {
+			return v
+		}
+	}
+	return nwv1.VMSnapshotStatus{}
+}
+
+// TestAScheduleKeepsTheGoodAndNeverDeletesTheLastGood runs an hourly policy on a fake clock
+// through a day: the runs create a snapshot of each selected VM (and none of another), a
+// failure burst never deletes the last good snapshot and makes the policy Degraded, the
+// failures are deleted once a newer one is good, a snapshot KubeVirt never ends stops
+// nothing, a run missed past its starting deadline is skipped or run once late as catchUp
+// says, and a suspension is not caught up when lifted.
+func TestAScheduleKeepsTheGoodAndNeverDeletesTheLastGood(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	hour := func(h, m int) time.Time { return day.Add(time.Duration(h)*time.Hour + time.Duration(m)*time.Minute) }
+	s := start(t, hour(9, 30))
+	hourly := map[string]string{"backup": "hourly"}
+	s.vm("web", hourly)
+	s.vm("app", hourly)
+	s.vm("other", nil)
+	name := func(vm string, h int) string { return vmsnapshotpolicy.SnapshotName("hourly", vm, hour(h, 0)) }
+
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "hourly"},
+		Spec: nwv1.VMSnapshotPolicySpec{
+			VMSelector: nwv1.VMSelector{MatchLabels: hourly},
+			Schedule:   nwv1.SnapshotSchedule{Cron: "0 * * * *"},
+			Retention:  nwv1.SnapshotRetention{KeepLast: 2},
+		},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p = s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if p.Status.Selected != 2 || p.Status.NextRun == nil || !p.Status.NextRun.Time.Equal(hour(10, 0)) {
+			return fmt.Sprintf("selected %d, next run %v; want 2 and 10:00", p.Status.Selected, p.Status.NextRun)
+		}
+		return ""
+	})
+
+	// 10:00: a snapshot of each selected VM, labelled, annotated, with the failure deadline.
+	s.at(p, hour(10, 0).Add(5*time.Second))
+	s.snapshotsAre("web", name("web", 10))
+	s.snapshotsAre("app", name("app", 10))
+	if got := s.snapshots("other"); len(got) != 0 {
+		t.Errorf("the VM the selector does not select has snapshots %v", got)
+	}
+	made := &snapv1.VirtualMachineSnapshot{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: name("web", 10)}, made); err != nil {
+		t.Fatal(err)
+	}
+	if made.Spec.Source.Name != "web" || made.Spec.Source.Kind != "VirtualMachine" || made.Spec.FailureDeadline == nil || made.Spec.FailureDeadline.Duration != 10*time.Minute ||
+		made.Annotations[nwv1.AnnotationSnapshotPolicyUID] != string(p.UID) || made.Annotations[vmsnapshotpolicy.AnnotationSnapshotVolumes] != "root" ||
+		made.Annotations[nwv1.AnnotationSnapshotScheduled] != "2026-11-30T10:00:00Z" {
+		t.Errorf("the snapshot made: spec %+v, annotations %v", made.Spec, made.Annotations)
+	}
+	s.play(name("web", 10), good)
+	s.play(name("app", 10), good)
+	p = s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		web := vmStatus(p, "web")
+		if web.LastGood == nil || web.LastGood.Name != name("web", 10) || web.Kept != 1 || p.Status.Kept != 2 ||
+			!strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy), "True Running:") {
+			return fmt.Sprintf("web %+v, kept %d, healthy %s", web, p.Status.Kept, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy))
+		}
+		return ""
+	})
+
+	// 11:00 to 13:00: web's freeze fails every time; app's runs are good. Web's last good
+	// snapshot stays, its failures are kept as evidence, and from the second the policy is
+	// Degraded; app keeps its last two.
+	for h := 11; h <= 13; h++ {
+		s.at(p, hour(h, 0).Add(5*time.Second))
+		s.play(name("web", h), freezeErr)
+		s.play(name("app", h), good)
+		s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+			if web := vmStatus(p, "web"); web.ConsecutiveFailures != int32(h-10) || web.LastGood == nil || web.LastGood.Name != name("web", 10) {
+				return fmt.Sprintf("at %d:00, web %+v", h, web)
+			}
+			return ""
+		})
+		want := []string{name("web", 10)}
+		for f := 11; f <= h; f++ {
+			want = append(want, name("web", f))
+		}
+		s.snapshotsAre("web", want...)
+		s.snapshotsAre("app", name("app", h-1), name("app", h))
+	}
+	p = s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if got := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionDegraded); !strings.HasPrefix(got, "True ConsecutiveFailures: 1 VM(s) failed 3 or more runs in a row: web (3: phase Failed: failed to freeze the guest") {
+			return "Degraded " + got
+		}
+		if got := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy); !strings.HasPrefix(got, "False Failing:") {
+			return "Healthy " + got
+		}
+		return ""
+	})
+	testenv.EventSaid(t, env.Client, wait, "VMSnapshotPolicy", corev1.EventTypeWarning, vmsnapshotpolicy.ReasonDegraded, "web (3")
+
+	// 14:00: web's run is good: its failures go, and it keeps its last two good ones.
+	s.at(p, hour(14, 0).Add(5*time.Second))
+	s.play(name("web", 14), good)
+	s.play(name("app", 14), good)
+	s.snapshotsAre("web", name("web", 10), name("web", 14))
+	p = s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if got := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionDegraded); !strings.HasPrefix(got, "False ") {
+			return "Degraded " + got
+		}
+		if web := vmStatus(p, "web"); web.ConsecutiveFailures != 0 || web.Kept != 2 || !slices.Equal(web.KeptSnapshots, []string{name("web", 14), name("web", 10)}) {
+			return fmt.Sprintf("web %+v", web)
+		}
+		return ""
+	})
+
+	// 17:30, the operator down since 14:00: 15:00 and 16:00 are missed, 17:00 is past its
+	// starting deadline (5m) and catchUp is Skip: no snapshot, and the status says why.
+	s.at(p, hour(17, 30))
+	p = s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		web := vmStatus(p, "web")
+		if web.LastSkipped == nil || !web.LastSkipped.Scheduled.Time.Equal(hour(17, 0)) ||
+			!strings.Contains(web.LastSkipped.Reason, "missed by 30m0s, more than the starting deadline 5m0s, and catchUp is Skip") {
+			return fmt.Sprintf("web's last skipped %+v", web.LastSkipped)
+		}
+		if p.Status.LastSkipped == nil || !strings.HasPrefix(p.Status.LastSkipped.Reason, "app: ") {
+			return fmt.Sprintf("the policy's last skipped %+v", p.Status.LastSkipped)
+		}
+		return ""
+	})
+	testenv.EventSaid(t, env.Client, wait, "VMSnapshotPolicy", corev1.EventTypeWarning, vmsnapshotpolicy.ReasonRunSkipped, "web: 2 scheduled runs before 2026-11-30T17:00:00Z were missed")
+	s.snapshotsAre("web", name("web", 10), name("web", 14))
+
+	// catchUp RunOnce: at 19:20, 18:00 is missed and 19:00 runs, late, once. Web is at its
+	// cap of two good snapshots, the newest good: the older one is deleted first.
+	s.edit("hourly", func(p *nwv1.VMSnapshotPolicy) { p.Spec.CatchUp = nwv1.SnapshotCatchUpRunOnce })
+	s.at(p, hour(19, 20))
+	s.snapshotsAre("web", name("web", 14), name("web", 19))
+	testenv.EventSaid(t, env.Client, wait, "VMSnapshotPolicy", corev1.EventTypeNormal, vmsnapshotpolicy.ReasonSnapshotDeleted, "web: deleted "+name("web", 10), "at the cap of 2")
+	// Its failure deadline counts from 19:20, when it was made, not from 19:00.
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if web := vmStatus(p, "web"); web.LastRun == nil || web.LastRun.Name != name("web", 19) || !strings.HasPrefix(web.LastRun.Reason, "InProgress") {
+			return fmt.Sprintf("web's last run %+v", web.LastRun)
+		}
+		return ""
+	})
+	testenv.EventSaid(t, env.Client, wait, "VMSnapshotPolicy", corev1.EventTypeNormal, vmsnapshotpolicy.ReasonSnapshotCreated, "web: created "+name("web", 19), "late: catchUp RunOnce")
+
+	// KubeVirt never ends web's 19:00 snapshot: a minute past its failure deadline (19:30) it
+	// counts as failed, and 20:00's run is not held by it; with the newest snapshot failed, the run
+	// deletes nothing first.
+	s.play(name("app", 19), good)
+	s.at(p, hour(20, 0).Add(5*time.Second))
+	s.snapshotsAre("web", name("web", 14), name("web", 19), name("web", 20))
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		web := vmStatus(p, "web")
+		if web.LastFailed == nil || web.LastFailed.Name != name("web", 19) || !strings.Contains(web.LastFailed.Reason, "not ended 1m0s past its failure deadline of 10m0s") {
+			return fmt.Sprintf("web's last failed %+v", web.LastFailed)
+		}
+		return ""
+	})
+	s.play(name("web", 20), good)
+	s.play(name("app", 20), good)
+	s.snapshotsAre("web", name("web", 14), name("web", 20))
+
+	// Suspended: no run at 21:00; lifted at 22:30, the held runs are not caught up, even with
+	// catchUp RunOnce.
+	s.edit("hourly", func(p *nwv1.VMSnapshotPolicy) { p.Spec.Suspend = true })
+	p = s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if !strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionSuspended), "True Suspended:") || p.Status.NextRun != nil {
+			return fmt.Sprintf("suspended %s, next run %v", testenv.ConditionText(p.Status.Conditions, nwv1.ConditionSuspended), p.Status.NextRun)
+		}
+		return ""
+	})
+	s.at(p, hour(21, 0).Add(5*time.Second))
+	s.clock.SetTime(hour(22, 30))
+	s.edit("hourly", func(p *nwv1.VMSnapshotPolicy) { p.Spec.Suspend = false })
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if !strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionSuspended), "False NotSuspended:") || p.Status.NextRun == nil || !p.Status.NextRun.Time.Equal(hour(23, 0)) {
+			return fmt.Sprintf("suspended %s, next run %v", testenv.ConditionText(p.Status.Conditions, nwv1.ConditionSuspended), p.Status.NextRun)
+		}
+		return ""
+	})
+	s.snapshotsAre("web", name("web", 14), name("web", 20))
+
+	// The policy deleted, its snapshots stay: they are backups, not its children.
+	if err := env.Client.Delete(ctx, p); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	s.snapshotsAre("web", name("web", 14), name("web", 20))
+}
+
+// TestWhatCountsAsGood: a snapshot of a running VM without the guest agent's freeze fails a
+// policy that requires GuestAgent and is good, marked NoGuestAgent, under BestEffort; a
+// snapshot that leaves out a volume of the VM is never good.
+func TestWhatCountsAsGood(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ten := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	s := start(t, ten.Add(-time.Minute))
+	s.vm("strict-vm", map[string]string{"policy": "strict"})
+	s.vm("excluded-vm", map[string]string{"policy": "strict"})
+	s.vm("lenient-vm", map[string]string{"policy": "lenient"})
+	for _, c := range []struct {
+		name string
+		need nwv1.SnapshotConsistency
+	}{{"strict", nwv1.SnapshotGuestAgent}, {"lenient", nwv1.SnapshotBestEffort}} {
+		p := &nwv1.VMSnapshotPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: c.name},
+			Spec: nwv1.VMSnapshotPolicySpec{
+				VMSelector:  nwv1.VMSelector{MatchLabels: map[string]string{"policy": c.name}},
+				Schedule:    nwv1.SnapshotSchedule{Cron: "@hourly"},
+				Retention:   nwv1.SnapshotRetention{KeepLast: 3},
+				Consistency: nwv1.SnapshotConsistencySpec{Require: c.need},
+			},
+		}
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		s.policy(c.name, func(p *nwv1.VMSnapshotPolicy) string {
+			if p.Status.NextRun == nil || p.Status.Selected == 0 {
+				return "no next run yet"
+			}
+			return ""
+		})
+	}
+	s.clock.SetTime(ten.Add(5 * time.Second))
+	for _, name := range []string{"strict", "lenient"} {
+		s.at(&nwv1.VMSnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}}, ten.Add(5*time.Second))
+	}
+	s.play(vmsnapshotpolicy.SnapshotName("strict", "strict-vm", ten), noAgent)
+	s.play(vmsnapshotpolicy.SnapshotName("strict", "excluded-vm", ten), excluded)
+	s.play(vmsnapshotpolicy.SnapshotName("lenient", "lenient-vm", ten), noAgent)
+	s.policy("strict", func(p *nwv1.VMSnapshotPolicy) string {
+		strict, ex := vmStatus(p, "strict-vm"), vmStatus(p, "excluded-vm")
+		if strict.LastFailed == nil || !strings.Contains(strict.LastFailed.Reason, "without the guest agent's freeze") || strict.LastGood != nil {
+			return fmt.Sprintf("strict-vm %+v", strict)
+		}
+		if ex.LastFailed == nil || !strings.Contains(ex.LastFailed.Reason, "volume root not included (KubeVirt excluded root") || ex.LastGood != nil {
+			return fmt.Sprintf("excluded-vm %+v", ex)
+		}
+		return ""
+	})
+	s.policy("lenient", func(p *nwv1.VMSnapshotPolicy) string {
+		if v := vmStatus(p, "lenient-vm"); v.LastGood == nil || !v.LastGood.NoGuestAgent || v.LastRun == nil || !v.LastRun.NoGuestAgent || v.Kept != 1 {
+			return fmt.Sprintf("lenient-vm %+v", v)
+		}
+		return ""
+	})
+}
