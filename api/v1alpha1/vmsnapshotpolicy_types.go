@@ -202,8 +202,9 @@ type VMSnapshotPolicySpec struct {
 	// +kubebuilder:validation:Maximum=100
 	DegradedAfter int32 `json:"degradedAfter,omitempty"`
 
-	// suspend stops new runs; the snapshots are kept and retention still deletes failed
-	// ones. Runs scheduled while suspended are not caught up when it is lifted.
+	// suspend stops new runs. Retention still applies to the snapshots there (a failed one
+	// goes once a newer one is good; a lowered keepLast or maxAge drops good ones, down to
+	// minGood). Runs scheduled while suspended are not caught up when it is lifted.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 }

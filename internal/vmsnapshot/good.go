@@ -67,10 +67,13 @@ func Judge(snapshot *snapv1.VirtualMachineSnapshot, content *snapv1.VirtualMachi
 		return Judgement{State: InProgress, Reason: "its VirtualMachineSnapshotContent has no status yet"}
 	}
 	for _, v := range content.Status.VolumeSnapshotStatus {
+		// A ready volume snapshot's error is its last one, not a current one: KubeVirt copies
+		// it from the VolumeSnapshot, and ignores it once the snapshot is ready.
 		switch {
+		case v.ReadyToUse != nil && *v.ReadyToUse:
 		case v.Error != nil && v.Error.Message != nil:
 			return Judgement{State: Failed, Reason: fmt.Sprintf("the snapshot %s of a volume failed%s", v.VolumeSnapshotName, errorText(v.Error))}
-		case v.ReadyToUse == nil || !*v.ReadyToUse:
+		default:
 			return Judgement{State: InProgress, Reason: fmt.Sprintf("the snapshot %s of a volume is not readyToUse yet", v.VolumeSnapshotName)}
 		}
 	}

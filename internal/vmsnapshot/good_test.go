@@ -55,8 +55,14 @@ func TestJudge(t *testing.T) {
 		}, state: InProgress, reason: "vmsnapshot-1-volume-data of a volume is not readyToUse"},
 		{name: "a volume failed", change: func(s *snapv1.VirtualMachineSnapshot, c *snapv1.VirtualMachineSnapshotContent) *snapv1.VirtualMachineSnapshotContent {
 			c.Status.VolumeSnapshotStatus[0].Error = &snapv1.Error{Message: ptr.To("out of space")}
+			c.Status.VolumeSnapshotStatus[0].ReadyToUse = ptr.To(false)
 			return c
 		}, state: Failed, reason: "vmsnapshot-1-volume-rootdisk of a volume failed: out of space"},
+		{name: "a ready volume with its last error", change: func(s *snapv1.VirtualMachineSnapshot, c *snapv1.VirtualMachineSnapshotContent) *snapv1.VirtualMachineSnapshotContent {
+			// KubeVirt copies the VolumeSnapshot's last error, and ignores it once ready.
+			c.Status.VolumeSnapshotStatus[0].Error = &snapv1.Error{Message: ptr.To("transient: retrying")}
+			return c
+		}, state: Good},
 		{name: "an excluded volume", change: func(s *snapv1.VirtualMachineSnapshot, c *snapv1.VirtualMachineSnapshotContent) *snapv1.VirtualMachineSnapshotContent {
 			s.Status.SnapshotVolumes = &snapv1.SnapshotVolumesLists{IncludedVolumes: []string{"rootdisk"}, ExcludedVolumes: []string{"data"}}
 			return c

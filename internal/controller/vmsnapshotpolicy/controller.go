@@ -17,6 +17,7 @@ package vmsnapshotpolicy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -64,6 +65,11 @@ var APIs = servedapis.Kinds{
 // AnnotationSnapshotVolumes lists, comma-separated, the volumes of the VM a snapshot must
 // include to be good: those of the VM when the run made it.
 const AnnotationSnapshotVolumes = "nodewright.spectrocloud.com/snapshot-volumes"
+
+// AnnotationSnapshotVMUID is the UID of the VM the snapshot is of: a VM deleted and made again
+// under the same name does not take over the old one's snapshots, which retention would then
+// drop as older than the new one's.
+const AnnotationSnapshotVMUID = "nodewright.spectrocloud.com/snapshot-vm-uid"
 
 // AnnotationSnapshotStarted is when the run made the snapshot (RFC 3339): its scheduled time,
 // or later for a run late by catchUp RunOnce. Its failure deadline counts from then.
@@ -130,12 +136,22 @@ func (r *Reconciler) watch() error {
 		return nil
 	}
 	c := r.mgr.GetCache()
-	ofPolicy := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		name := o.GetLabels()[nwv1.LabelSnapshotPolicy]
-		if name == "" {
+	ofPolicy := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		label := o.GetLabels()[nwv1.LabelSnapshotPolicy]
+		if label == "" {
 			return nil
 		}
-		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+		if label == children.LabelValue(label) && len(label) < 63 {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: label}}}
+		}
+		// A name too long for a label is there as its hash.
+		var out []reconcile.Request
+		for _, req := range r.policiesIn(ctx, o) {
+			if children.LabelValue(req.Name) == label {
+				out = append(out, req)
+			}
+		}
+		return out
 	})
 	inNamespace := handler.EnqueueRequestsFromMapFunc(r.policiesIn)
 	for _, src := range []source.Source{
@@ -178,17 +194,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Status times are whole seconds: so is the clock, so that a reconcile that changes
 	// nothing writes nothing.
 	now := r.Clock.Now().Truncate(time.Second)
-	res, err := r.reconcile(ctx, p, now)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
+	res, runErr := r.reconcile(ctx, p, now)
 	p.Status.ObservedGeneration = p.Generation
 	if !equality.Semantic.DeepEqual(before.Status, p.Status) {
 		// With the resourceVersion read: a reconcile on a stale read never writes over a newer
 		// status.
 		if err := r.Client.Status().Patch(ctx, p, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, errors.Join(runErr, err)
 		}
+	}
+	if runErr != nil {
+		return ctrl.Result{}, runErr
 	}
 	return res, nil
 }
@@ -247,6 +263,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 		previous[v.Name] = v
 	}
 	var out []nwv1.VMSnapshotStatus
+	var failed []error
 	wake := time.Duration(0)
 	soon := func(d time.Duration) {
 		if d > 0 && (wake == 0 || d < wake) {
@@ -263,20 +280,34 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 			// A VM the selector selects now: its runs start now.
 			st.LastScheduled = ptr.To(metav1.NewTime(now))
 		}
-		judged := w.judge(ctx, snaps[vm.Name])
+		// Only this VM's snapshots: those of a VM of the same name deleted before are left
+		// alone.
+		var ofVM []*snapv1.VirtualMachineSnapshot
+		for _, sn := range snaps[vm.Name] {
+			if sn.Annotations[AnnotationSnapshotVMUID] == string(vm.UID) {
+				ofVM = append(ofVM, sn)
+			}
+		}
+		judged, err := w.judge(ctx, ofVM)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		// One VM's failed write does not stop the others' runs, nor the status: the error is
+		// returned once every VM is done, and the reconcile is retried.
 		if !p.Spec.Suspend {
 			created, err := w.runVM(ctx, vm, &st, judged)
 			if err != nil {
-				return ctrl.Result{}, err
+				failed = append(failed, fmt.Errorf("%s: %w", vm.Name, err))
 			}
 			if created != nil {
 				judged = append(judged, judgedSnapshot{snap: created, scheduled: scheduledOf(created),
 					j: vmsnapshot.Judgement{State: vmsnapshot.InProgress, Reason: "just created"}})
 			}
 		}
-		judged, err = w.retain(ctx, vm.Name, judged)
-		if err != nil {
-			return ctrl.Result{}, err
+		if kept, err := w.retain(ctx, vm.Name, judged); err != nil {
+			failed = append(failed, fmt.Errorf("%s: %w", vm.Name, err))
+		} else {
+			judged = kept
 		}
 		w.summarize(&st, judged)
 		soon(w.recheck(judged))
@@ -301,7 +332,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 	if p.Status.NextRun != nil {
 		soon(p.Status.NextRun.Sub(now))
 	}
-	return ctrl.Result{RequeueAfter: wake}, nil
+	return ctrl.Result{RequeueAfter: wake}, errors.Join(failed...)
 }
 
 // selector is the label part of the VM selector.
@@ -388,6 +419,9 @@ type judgedSnapshot struct {
 	snap      *snapv1.VirtualMachineSnapshot
 	scheduled time.Time
 	j         vmsnapshot.Judgement
+	// stuck: KubeVirt said Succeeded, yet it is not good past its failure deadline (its
+	// content not ready, or not read): retention keeps it, and no run waits for it.
+	stuck bool
 }
 
 // scheduledOf is the scheduled time of the run that made s (its creation when unreadable).
@@ -400,14 +434,18 @@ func scheduledOf(s *snapv1.VirtualMachineSnapshot) time.Time {
 
 // judge says what each snapshot is. One KubeVirt has not ended a minute past its failure
 // deadline counts as failed.
-func (w *run) judge(ctx context.Context, snaps []*snapv1.VirtualMachineSnapshot) []judgedSnapshot {
+func (w *run) judge(ctx context.Context, snaps []*snapv1.VirtualMachineSnapshot) ([]judgedSnapshot, error) {
 	out := make([]judgedSnapshot, 0, len(snaps))
 	for _, s := range snaps {
 		var content *snapv1.VirtualMachineSnapshotContent
 		if s.Status != nil && s.Status.VirtualMachineSnapshotContentName != nil {
 			c := &snapv1.VirtualMachineSnapshotContent{}
-			if err := w.r.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: *s.Status.VirtualMachineSnapshotContentName}, c); err == nil {
+			err := w.r.Client.Get(ctx, client.ObjectKey{Namespace: s.Namespace, Name: *s.Status.VirtualMachineSnapshotContentName}, c)
+			switch {
+			case err == nil:
 				content = c
+			case !apierrors.IsNotFound(err):
+				return nil, err
 			}
 		}
 		var expected []string
@@ -416,13 +454,20 @@ func (w *run) judge(ctx context.Context, snaps []*snapv1.VirtualMachineSnapshot)
 		}
 		j := vmsnapshot.Judge(s, content, vmsnapshot.Consistency(w.consistency()), expected)
 		js := judgedSnapshot{snap: s, scheduled: scheduledOf(s), j: j}
+		// Past its deadline, a snapshot KubeVirt has not ended counts as failed; one KubeVirt
+		// said Succeeded never does (its content may be read late).
+		ended := s.Status != nil && s.Status.Phase == snapv1.Succeeded
 		if j.State == vmsnapshot.InProgress && w.now.After(w.deadlineOf(js).Add(pastDeadline)) {
-			js.j = vmsnapshot.Judgement{State: vmsnapshot.Failed, Reason: fmt.Sprintf("not ended %s past its failure deadline of %s (%s)",
-				pastDeadline, w.p.Spec.FailureDeadline.Duration, j.Reason)}
+			if ended {
+				js.stuck = true
+			} else {
+				js.j = vmsnapshot.Judgement{State: vmsnapshot.Failed, Reason: fmt.Sprintf("not ended %s past its failure deadline of %s (%s)",
+					pastDeadline, w.deadlineOfSnapshot(s), j.Reason)}
+			}
 		}
 		out = append(out, js)
 	}
-	return out
+	return out, nil
 }
 
 func (w *run) consistency() nwv1.SnapshotConsistency {
@@ -439,13 +484,22 @@ func (w *run) failureDeadline() time.Duration {
 	return 10 * time.Minute
 }
 
+// deadlineOfSnapshot is s's own failure deadline (its spec's, which KubeVirt applies), the
+// policy's when it has none.
+func (w *run) deadlineOfSnapshot(s *snapv1.VirtualMachineSnapshot) time.Duration {
+	if d := s.Spec.FailureDeadline; d != nil && d.Duration > 0 {
+		return d.Duration
+	}
+	return w.failureDeadline()
+}
+
 // deadlineOf is when s's failure deadline passes: from when the run made it.
 func (w *run) deadlineOf(s judgedSnapshot) time.Time {
 	start := s.scheduled
 	if t, err := time.Parse(time.RFC3339, s.snap.Annotations[AnnotationSnapshotStarted]); err == nil && t.After(start) {
 		start = t
 	}
-	return start.Add(w.failureDeadline())
+	return start.Add(w.deadlineOfSnapshot(s.snap))
 }
 
 // runVM decides on the VM's due run and makes it: it returns the snapshot it created.
@@ -456,7 +510,10 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		return nil, nil
 	}
 	scheduled := metav1.NewTime(d.Scheduled)
-	if d.Missed > 0 {
+	missed := func() {
+		if d.Missed == 0 {
+			return
+		}
 		more := ""
 		if d.MissedMore {
 			more = " (more than that)"
@@ -465,6 +522,7 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 			vm.Name, d.Missed, d.Scheduled.UTC().Format(time.RFC3339), more))
 	}
 	if !d.Run {
+		missed()
 		st.LastScheduled = &scheduled
 		st.LastSkipped = &nwv1.SnapshotSkip{Scheduled: scheduled, Reason: d.Skipped}
 		w.r.event(p, corev1.EventTypeWarning, ReasonRunSkipped, vm.Name+": "+d.Skipped)
@@ -480,9 +538,13 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		}
 		return nil, nil
 	}
+	// A snapshot being deleted counts for nothing: not as the newest good one, nor toward
+	// minGood.
 	snaps := make([]vmsnapshot.Snapshot, 0, len(judged))
 	for _, j := range judged {
-		snaps = append(snaps, vmsnapshot.Snapshot{Name: j.snap.Name, Created: j.scheduled, State: j.j.State})
+		if j.snap.DeletionTimestamp.IsZero() && !j.stuck {
+			snaps = append(snaps, vmsnapshot.Snapshot{Name: j.snap.Name, Created: j.scheduled, State: j.j.State})
+		}
 	}
 	plan := w.ret.BeforeRun(snaps, w.now, w.sched.Location())
 	if plan.Wait != "" {
@@ -494,6 +556,10 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		}
 		return nil, nil
 	}
+	if st.LastSkipped != nil && st.LastSkipped.Scheduled.Equal(&scheduled) && strings.HasPrefix(st.LastSkipped.Reason, "waiting: ") {
+		st.LastSkipped = nil // it waited, and goes ahead now
+	}
+	missed()
 	for _, v := range plan.Delete {
 		if err := w.delete(ctx, judged, v); err != nil {
 			w.r.event(p, corev1.EventTypeWarning, ReasonRunFailed, fmt.Sprintf("%s: the run of %s stopped: deleting %s first (%s) failed: %v",
@@ -554,6 +620,7 @@ func (w *run) snapshotOf(vm *virtv1.VirtualMachine, t time.Time) *snapv1.Virtual
 				nwv1.AnnotationSnapshotPolicyUID: string(w.p.UID),
 				nwv1.AnnotationSnapshotScheduled: t.UTC().Format(time.RFC3339),
 				AnnotationSnapshotStarted:        w.now.UTC().Format(time.RFC3339),
+				AnnotationSnapshotVMUID:          string(vm.UID),
 				AnnotationSnapshotVolumes:        strings.Join(volumes, ","),
 			},
 		},
@@ -664,7 +731,7 @@ func (w *run) summarize(st *nwv1.VMSnapshotStatus, judged []judgedSnapshot) {
 func (w *run) recheck(judged []judgedSnapshot) time.Duration {
 	var soonest time.Duration
 	for _, j := range judged {
-		if j.j.State != vmsnapshot.InProgress {
+		if j.j.State != vmsnapshot.InProgress || j.stuck {
 			continue
 		}
 		if d := w.deadlineOf(j).Add(pastDeadline + time.Second).Sub(w.now); soonest == 0 || d < soonest {

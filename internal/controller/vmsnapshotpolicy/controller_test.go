@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -61,7 +62,11 @@ func start(t *testing.T, now time.Time) *site {
 		}
 	})
 	asOperator := env.AsOperatorUnderPolicies(t, "nodewright-system")
-	env.StartManagerAsWithCache(t, asOperator, operator.CacheOptions(operator.Scope{}), func(_ context.Context, mgr manager.Manager) error {
+	// Each test's controller sees its own namespace alone: the tests run in parallel, each on
+	// its own clock.
+	opts := operator.CacheOptions(operator.Scope{})
+	opts.DefaultNamespaces = map[string]cache.Config{s.ns: {}}
+	env.StartManagerAsWithCache(t, asOperator, opts, func(_ context.Context, mgr manager.Manager) error {
 		return (&vmsnapshotpolicy.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("vmsnapshotpolicy-test"),
 			Discovery: apis, Clock: s.clock}).SetupWithManager(mgr)
 	})
@@ -432,7 +437,7 @@ func TestWhatCountsAsGood(t *testing.T) {
 			Spec: nwv1.VMSnapshotPolicySpec{
 				VMSelector:  nwv1.VMSelector{MatchLabels: map[string]string{"policy": c.name}},
 				Schedule:    nwv1.SnapshotSchedule{Cron: "@hourly"},
-				Retention:   nwv1.SnapshotRetention{KeepLast: 3},
+				Retention:   nwv1.SnapshotRetention{KeepLast: 1},
 				Consistency: nwv1.SnapshotConsistencySpec{Require: c.need},
 			},
 		}
@@ -469,4 +474,42 @@ func TestWhatCountsAsGood(t *testing.T) {
 		}
 		return ""
 	})
+
+	// The VM deleted and made again under its name: the new VM's good snapshot does not push
+	// the old VM's out (keepLast 1), since those are the only copy of what the old one held.
+	old := vmsnapshotpolicy.SnapshotName("lenient", "lenient-vm", ten)
+	if err := env.Client.Delete(ctx, &virtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "lenient-vm"}}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, wait, func() string {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "lenient-vm"}, &virtv1.VirtualMachine{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("the VM is still there (%v)", err)
+		}
+		return ""
+	})
+	s.policy("lenient", func(p *nwv1.VMSnapshotPolicy) string {
+		if p.Status.Selected != 0 {
+			return "the deleted VM is still selected"
+		}
+		return ""
+	})
+	s.vm("lenient-vm", map[string]string{"policy": "lenient"})
+	s.policy("lenient", func(p *nwv1.VMSnapshotPolicy) string {
+		if vmStatus(p, "lenient-vm").LastScheduled == nil {
+			return "the new VM is not selected yet"
+		}
+		return ""
+	})
+	// Its runs start when it is first seen: the next is 12:00.
+	twelve := ten.Add(2 * time.Hour)
+	s.at(&nwv1.VMSnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "lenient"}}, twelve.Add(5*time.Second))
+	s.play(vmsnapshotpolicy.SnapshotName("lenient", "lenient-vm", twelve), good)
+	s.policy("lenient", func(p *nwv1.VMSnapshotPolicy) string {
+		if v := vmStatus(p, "lenient-vm"); v.LastGood == nil || v.LastGood.Name != vmsnapshotpolicy.SnapshotName("lenient", "lenient-vm", twelve) || v.Kept != 1 {
+			return fmt.Sprintf("lenient-vm %+v", v)
+		}
+		return ""
+	})
+	s.snapshotsAre("lenient-vm", old, vmsnapshotpolicy.SnapshotName("lenient", "lenient-vm", twelve))
 }
