@@ -128,6 +128,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
+func (r *Reconciler) isWatching() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.watching
+}
+
 // watch starts the watches of the VMs and snapshots, once.
 func (r *Reconciler) watch() error {
 	r.mu.Lock()
@@ -210,9 +216,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, now time.Time) (ctrl.Result, error) {
-	missing, err := APIs.Missing(r.Discovery)
-	if err != nil {
-		return ctrl.Result{}, err
+	// Discovery is asked until the watches start; then the informers say what is served.
+	var missing servedapis.Kinds
+	if !r.isWatching() {
+		var err error
+		if missing, err = APIs.Missing(r.Discovery); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if len(missing) > 0 {
 		r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonAPIsMissing,
@@ -634,7 +644,7 @@ func (w *run) snapshotOf(vm *virtv1.VirtualMachine, t time.Time) *snapv1.Virtual
 // delete deletes the snapshot of v, the one judged (by UID: never one made again since).
 func (w *run) delete(ctx context.Context, judged []judgedSnapshot, v vmsnapshot.Verdict) error {
 	for _, j := range judged {
-		if j.snap.Name != v.Name {
+		if j.snap.Name != v.Name || !j.snap.DeletionTimestamp.IsZero() {
 			continue
 		}
 		err := w.r.Client.Delete(ctx, j.snap, client.Preconditions{UID: &j.snap.UID})
