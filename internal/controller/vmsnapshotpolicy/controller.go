@@ -340,7 +340,8 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 	}
 	w.conditions()
 	if p.Status.NextRun != nil {
-		soon(p.Status.NextRun.Sub(now))
+		// From the clock itself, not the whole second: the run starts on its minute.
+		soon(max(p.Status.NextRun.Sub(r.Clock.Now()), time.Millisecond))
 	}
 	return ctrl.Result{RequeueAfter: wake}, errors.Join(failed...)
 }

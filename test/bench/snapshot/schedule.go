@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	snapv1 "kubevirt.io/api/snapshot/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/controller/vmsnapshotpolicy"
+	"github.com/spectrocloud/nodewright/internal/operator"
+	"github.com/spectrocloud/nodewright/internal/testenv"
+)
+
+const (
+	scheduleVMs   = 100
+	scheduleLimit = 2 * time.Second
+)
+
+// writes counts the requests that change something (every method but GET), by when they
+// were sent.
+type writes struct {
+	mu    sync.Mutex
+	times []time.Time
+	what  []string
+}
+
+func (w *writes) RoundTrip(next http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		if r.Method != http.MethodGet {
+			w.mu.Lock()
+			w.times = append(w.times, time.Now())
+			w.what = append(w.what, r.Method+" "+r.URL.Path)
+			w.mu.Unlock()
+		}
+		return next.RoundTrip(r)
+	})
+}
+
+// between are the writes sent in [from, to).
+func (w *writes) between(from, to time.Time) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for i, t := range w.times {
+		if !t.Before(from) && t.Before(to) {
+			out = append(out, w.what[i])
+		}
+	}
+	return out
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// scheduleResult is what the schedule benchmark measured.
+type scheduleResult struct {
+	runs     []time.Duration // per run: the scheduled minute to the last of its snapshots seen
+	baseline time.Duration   // a bare client creating as many snapshots, the same way seen
+	quiet    []string        // the controller's writes between the runs
+	window   time.Duration
+}
+
+// benchSchedule runs the VMSnapshotPolicy controller, in this process, against a local API
+// server with 100 VMs on one every-minute schedule: for two runs, the time from the scheduled
+// minute until a watch has seen every snapshot of the run, and the controller's API writes in
+// the quiet part of the minute after the first run (its snapshots played to good, as KubeVirt
+// would, in the first seconds). The baseline is a bare client creating 100 snapshots one after
+// the other, seen by the same watch.
+func benchSchedule(ctx context.Context) (scheduleResult, error) {
+	var res scheduleResult
+	ctrl.SetLogger(logr.Discard()) // a failed reconcile shows in the figures
+	env := testenv.New()
+	if err := env.Start(); err != nil {
+		return res, err
+	}
+	defer func() { _ = env.Stop() }()
+	c := env.Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-snapshot"}}
+	if err := c.Create(ctx, ns); err != nil {
+		return res, err
+	}
+	for i := range scheduleVMs {
+		vm := &virtv1.VirtualMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("vm-%03d", i), Labels: map[string]string{"backup": "minutely"}},
+			Spec: virtv1.VirtualMachineSpec{
+				RunStrategy: ptr.To(virtv1.RunStrategyAlways),
+				Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
+					Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
+					Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{
+						PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+							PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("vm-%03d-root", i)},
+						},
+					}}},
+				}},
+			},
+		}
+		if err := c.Create(ctx, vm); err != nil {
+			return res, err
+		}
+	}
+
+	// The watch that sees the snapshots, for the controller's runs and the baseline alike.
+	seen := make(chan string, 4*scheduleVMs)
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return res, err
+	}
+	w, err := wc.Watch(ctx, &snapv1.VirtualMachineSnapshotList{}, client.InNamespace(ns.Name))
+	if err != nil {
+		return res, err
+	}
+	defer w.Stop()
+	go func() {
+		for e := range w.ResultChan() {
+			if s, ok := e.Object.(*snapv1.VirtualMachineSnapshot); ok && e.Type == watch.Added {
+				seen <- s.Name
+			}
+		}
+	}()
+	waitSeen := func(n int, within time.Duration) (time.Time, error) {
+		deadline := time.After(within)
+		var last time.Time
+		for range n {
+			select {
+			case <-seen:
+				last = time.Now()
+			case <-deadline:
+				return last, fmt.Errorf("saw fewer than %d snapshots within %s", n, within)
+			}
+		}
+		return last, nil
+	}
+
+	// The baseline: a bare client creating 100 snapshots, one after the other.
+	began := time.Now()
+	for i := range scheduleVMs {
+		s := &snapv1.VirtualMachineSnapshot{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("bare-%03d", i)},
+			Spec:       snapv1.VirtualMachineSnapshotSpec{Source: corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: fmt.Sprintf("vm-%03d", i)}},
+		}
+		if err := c.Create(ctx, s); err != nil {
+			return res, err
+		}
+	}
+	last, err := waitSeen(scheduleVMs, time.Minute)
+	if err != nil {
+		return res, err
+	}
+	res.baseline = last.Sub(began)
+
+	// The controller, its writes counted.
+	counted := &writes{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(counted.RoundTrip)
+	apis, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		return res, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Cache: operator.CacheOptions(operator.Scope{}), NewCache: operator.NewCache,
+		Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		return res, err
+	}
+	if err := (&vmsnapshotpolicy.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("bench"), Discovery: apis}).SetupWithManager(mgr); err != nil {
+		return res, err
+	}
+	mctx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() { stop(); <-done }()
+
+	// The policy, created early in a minute so that the watches are up by its end.
+	for time.Now().Second() > 40 {
+		time.Sleep(time.Second)
+	}
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "minutely"},
+		Spec: nwv1.VMSnapshotPolicySpec{
+			VMSelector: nwv1.VMSelector{MatchLabels: map[string]string{"backup": "minutely"}},
+			Schedule:   nwv1.SnapshotSchedule{Cron: "* * * * *"},
+			Retention:  nwv1.SnapshotRetention{KeepLast: 2},
+		},
+	}
+	if err := c.Create(ctx, p); err != nil {
+		return res, err
+	}
+	for run := range 2 {
+		minute := time.Now().Truncate(time.Minute).Add(time.Minute)
+		last, err := waitSeen(scheduleVMs, 90*time.Second)
+		if err != nil {
+			return res, fmt.Errorf("run %d: %w", run+1, err)
+		}
+		res.runs = append(res.runs, last.Sub(minute))
+		if run == 1 {
+			break
+		}
+		// Played KubeVirt: every snapshot of the run ends good, in the first seconds.
+		if err := playGood(ctx, c, ns.Name, minute); err != nil {
+			return res, err
+		}
+		// The quiet part of the minute: from 20 s after it until 1 s before the next run.
+		from, to := minute.Add(20*time.Second), minute.Add(59*time.Second)
+		time.Sleep(time.Until(to))
+		res.quiet, res.window = counted.between(from, to), to.Sub(from)
+	}
+	return res, nil
+}
+
+// playGood ends every snapshot of the run at minute as KubeVirt's controller would: a content
+// with the volume's snapshot ready, the phase Succeeded, readyToUse, frozen by the guest agent.
+func playGood(ctx context.Context, c client.Client, ns string, minute time.Time) error {
+	var list snapv1.VirtualMachineSnapshotList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.HasLabels{nwv1.LabelSnapshotPolicy}); err != nil {
+		return err
+	}
+	var errs atomic.Value
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Annotations[nwv1.AnnotationSnapshotScheduled] != minute.UTC().Format(time.RFC3339) {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			content := &snapv1.VirtualMachineSnapshotContent{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vmsnapshot-content-" + string(s.UID)},
+				Spec: snapv1.VirtualMachineSnapshotContentSpec{VirtualMachineSnapshotName: ptr.To(s.Name),
+					VolumeBackups: []snapv1.VolumeBackup{{VolumeName: "root", VolumeSnapshotName: ptr.To("vmsnapshot-" + string(s.UID) + "-volume-root")}}},
+			}
+			if err := c.Create(ctx, content); err != nil {
+				errs.Store(err)
+				return
+			}
+			content.Status = &snapv1.VirtualMachineSnapshotContentStatus{ReadyToUse: ptr.To(true),
+				VolumeSnapshotStatus: []snapv1.VolumeSnapshotStatus{{VolumeSnapshotName: "vmsnapshot-" + string(s.UID) + "-volume-root", ReadyToUse: ptr.To(true)}}}
+			if err := c.Status().Update(ctx, content); err != nil {
+				errs.Store(err)
+				return
+			}
+			s.Status = &snapv1.VirtualMachineSnapshotStatus{Phase: snapv1.Succeeded, ReadyToUse: ptr.To(true), SourceUID: ptr.To(s.UID),
+				VirtualMachineSnapshotContentName: ptr.To(content.Name),
+				SnapshotVolumes:                   &snapv1.SnapshotVolumesLists{IncludedVolumes: []string{"root"}},
+				Indications:                       []snapv1.Indication{snapv1.VMSnapshotOnlineSnapshotIndication, snapv1.VMSnapshotGuestAgentIndication}}
+			if err := c.Status().Update(ctx, s); err != nil {
+				errs.Store(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err, ok := errs.Load().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// printSchedule prints the schedule's figures and says whether they pass.
+func printSchedule(r scheduleResult) bool {
+	ok := true
+	fmt.Printf("\n%d VMs on one schedule (* * * * *): the scheduled minute to every snapshot of the run seen by a watch\n", scheduleVMs)
+	for i, d := range r.runs {
+		fmt.Printf("  run %d: %8.0f ms   (%.3f× the target; %.2f× the baseline)\n", i+1, ms(d), float64(d)/float64(scheduleLimit), float64(d)/float64(r.baseline))
+		ok = ok && d <= scheduleLimit
+	}
+	fmt.Printf("  baseline: a bare client creating %d snapshots one after the other, %.0f ms\n", scheduleVMs, ms(r.baseline))
+	word := "PASS"
+	if !ok {
+		word = "FAIL"
+	}
+	fmt.Printf("  %s  ≤ %s\n", word, scheduleLimit)
+	slices.Sort(r.quiet)
+	fmt.Printf("\nthe controller's API writes between runs (%.0f s of the minute after the first run, its snapshots good)\n", r.window.Seconds())
+	fmt.Printf("  %d writes", len(r.quiet))
+	if len(r.quiet) > 0 {
+		fmt.Printf(": %v", r.quiet)
+	}
+	fmt.Println()
+	word = "PASS"
+	if len(r.quiet) > 0 {
+		word, ok = "FAIL", false
+	}
+	fmt.Printf("  %s  0 writes\n", word)
+	return ok
+}
