@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -41,15 +42,26 @@ type site struct {
 	t     *testing.T
 	ns    string
 	clock *clocktesting.FakePassiveClock
+	apis  *discovery.DiscoveryClient
 }
 
+// start is a site with its operator running.
 func start(t *testing.T, now time.Time) *site {
+	t.Helper()
+	s := newSite(t, now)
+	s.startOperator()
+	return s
+}
+
+// newSite is a site whose operator is not started.
+func newSite(t *testing.T, now time.Time) *site {
 	t.Helper()
 	s := &site{t: t, ns: env.Namespace(t), clock: clocktesting.NewFakePassiveClock(now)}
 	apis, err := discovery.NewDiscoveryClientForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.apis = apis
 	t.Cleanup(func() {
 		if !t.Failed() {
 			return
@@ -61,16 +73,29 @@ func start(t *testing.T, now time.Time) *site {
 			}
 		}
 	})
-	asOperator := env.AsOperatorUnderPolicies(t, "nodewright-system")
-	// Each test's controller sees its own namespace alone: the tests run in parallel, each on
-	// its own clock.
+	return s
+}
+
+// cacheOptions are the operator's, but of the site's namespace alone: the tests run in
+// parallel, each on its own clock.
+func (s *site) cacheOptions() cache.Options {
 	opts := operator.CacheOptions(operator.Scope{})
 	opts.DefaultNamespaces = map[string]cache.Config{s.ns: {}}
-	env.StartManagerAsWithCache(t, asOperator, opts, func(_ context.Context, mgr manager.Manager) error {
-		return (&vmsnapshotpolicy.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("vmsnapshotpolicy-test"),
-			Discovery: apis, Clock: s.clock}).SetupWithManager(mgr)
+	return opts
+}
+
+func (s *site) reconciler(c client.Client, r record.EventRecorder) *vmsnapshotpolicy.Reconciler {
+	return &vmsnapshotpolicy.Reconciler{Client: c, Recorder: r, Discovery: s.apis, Clock: s.clock}
+}
+
+// startOperator runs the controller as the operator (the chart's role), until the test ends
+// or it is stopped.
+func (s *site) startOperator() (stop func()) {
+	s.t.Helper()
+	asOperator := env.AsOperatorUnderPolicies(s.t, "nodewright-system")
+	return env.StartManagerAsWithCache(s.t, asOperator, s.cacheOptions(), func(_ context.Context, mgr manager.Manager) error {
+		return s.reconciler(mgr.GetClient(), mgr.GetEventRecorderFor("vmsnapshotpolicy-test")).SetupWithManager(mgr)
 	})
-	return s
 }
 
 // vm creates a running VM with one volume on a claim, labelled.
