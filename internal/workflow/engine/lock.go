@@ -135,13 +135,39 @@ func claim(ctx context.Context, e GateEnv, o GatedObject, now time.Time) (Verdic
 // An identity that does not parse names nothing; one whose kind the API server does not
 // serve is taken to exist (the claim fails closed: a person must look).
 func (e GateEnv) holderExists(ctx context.Context, id string) (bool, error) {
+	return holderExists(ctx, e.APIReader, id)
+}
+
+// Holder says which cluster-wide workflow holds the claim in namespace ns, read past any
+// cache with r: its kind and name, and held false when none does (no Lease, no holder, or one
+// that no longer exists). For what must stay out of node work's way without claiming it.
+func Holder(ctx context.Context, r client.Reader, ns string) (kind, name string, held bool, err error) {
+	var lease coordinationv1.Lease
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: LockName}, &lease); apierrors.IsNotFound(err) {
+		return "", "", false, nil
+	} else if err != nil {
+		return "", "", false, err
+	}
+	id := ptr.Deref(lease.Spec.HolderIdentity, "")
+	if id == "" {
+		return "", "", false, nil
+	}
+	alive, err := holderExists(ctx, r, id)
+	if err != nil || !alive {
+		return "", "", false, err
+	}
+	kind, name, _, _ = parseHolder(id)
+	return kind, name, true, nil
+}
+
+func holderExists(ctx context.Context, r client.Reader, id string) (bool, error) {
 	kind, name, uid, ok := parseHolder(id)
 	if !ok {
 		return false, nil
 	}
 	o := &metav1.PartialObjectMetadata{}
 	o.SetGroupVersionKind(nwv1.GroupVersion.WithKind(kind))
-	err := e.APIReader.Get(ctx, client.ObjectKey{Name: name}, o)
+	err := r.Get(ctx, client.ObjectKey{Name: name}, o)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false, nil
