@@ -348,7 +348,8 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return fmt.Errorf("building the discovery client: %w", err)
 	}
-	if err := (&vmsnapshotpolicy.Reconciler{Client: mgr.GetClient(), Recorder: recorder, Discovery: apis}).SetupWithManager(mgr); err != nil {
+	if err := (&vmsnapshotpolicy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Discovery: apis,
+		LockNamespace: o.workflowNamespace()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMSnapshotPolicy controller: %w", err)
 	}
 	if o.Webhooks.Enabled {

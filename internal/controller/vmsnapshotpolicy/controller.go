@@ -46,6 +46,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 	"github.com/spectrocloud/nodewright/internal/vmsnapshot"
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
 )
 
 // +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=vmsnapshotpolicies,verbs=get;list;watch
@@ -89,6 +90,7 @@ const (
 	ReasonSnapshotFailed  = "SnapshotFailed"
 	ReasonSnapshotDeleted = "SnapshotDeleted"
 	ReasonRunSkipped      = "RunSkipped"
+	ReasonRunPutOff       = "RunPutOff"
 	ReasonRunFailed       = "RunFailed"
 )
 
@@ -99,10 +101,18 @@ const pastDeadline = time.Minute
 // apisRetry is how often a policy waiting for the APIs asks again.
 const apisRetry = time.Minute
 
+// putOffRetry is how often a run put off by node work looks at the claim again.
+const putOffRetry = 15 * time.Second
+
 // Reconciler runs VMSnapshotPolicies.
 type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
+	// APIReader reads the cluster-wide workflows' claim past the cache, in LockNamespace (the
+	// operator's namespace): a run is put off while a workflow that changes nodes holds it.
+	// Without LockNamespace, runs are never put off.
+	APIReader     client.Reader
+	LockNamespace string
 	// Discovery says whether the cluster serves APIs.
 	Discovery servedapis.Discovery
 	Clock     clock.PassiveClock
@@ -339,6 +349,9 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 		}
 	}
 	w.conditions()
+	if w.putOff {
+		soon(putOffRetry)
+	}
 	if p.Status.NextRun != nil {
 		// From the clock itself, not the whole second: the run starts on its minute.
 		soon(max(p.Status.NextRun.Sub(r.Clock.Now()), time.Millisecond))
@@ -423,6 +436,29 @@ type run struct {
 	since time.Time
 	sched vmsnapshot.Schedule
 	ret   vmsnapshot.Retention
+
+	// nodeWork says, once read, which workflow holds the cluster ("" when none).
+	nodeWork *string
+	putOff   bool
+}
+
+// heldBy reads, once per reconcile, which cluster-wide workflow holds the claim.
+func (w *run) heldBy(ctx context.Context) (string, error) {
+	if w.nodeWork != nil {
+		return *w.nodeWork, nil
+	}
+	var by string
+	if w.r.LockNamespace != "" && w.r.APIReader != nil {
+		kind, name, held, err := engine.Holder(ctx, w.r.APIReader, w.r.LockNamespace)
+		if err != nil {
+			return "", fmt.Errorf("reading the cluster-wide workflows' claim: %w", err)
+		}
+		if held {
+			by = kind + " " + name
+		}
+	}
+	w.nodeWork = &by
+	return by, nil
 }
 
 // judgedSnapshot is a snapshot with what it is.
@@ -549,6 +585,24 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		}
 		return nil, nil
 	}
+	// Node work first: a snapshot freezes the guest and loads the storage while a node is
+	// drained, rebooted or its network changed. Not acted on: the run is tried again when the
+	// claim is given up, within its starting deadline (or late, with catchUp RunOnce).
+	by, err := w.heldBy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if by != "" {
+		w.putOff = true
+		skip := &nwv1.SnapshotSkip{Scheduled: scheduled, Reason: fmt.Sprintf(
+			"put off: %s holds the cluster (node work); the run starts when it ends, within the starting deadline %s (or late, with catchUp RunOnce)",
+			by, p.Spec.StartingDeadline.Duration)}
+		if st.LastSkipped == nil || *st.LastSkipped != *skip {
+			st.LastSkipped = skip
+			w.r.event(p, corev1.EventTypeNormal, ReasonRunPutOff, vm.Name+": "+skip.Reason)
+		}
+		return nil, nil
+	}
 	// A snapshot being deleted counts for nothing: not as the newest good one, nor toward
 	// minGood.
 	snaps := make([]vmsnapshot.Snapshot, 0, len(judged))
@@ -567,7 +621,7 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		}
 		return nil, nil
 	}
-	if st.LastSkipped != nil && st.LastSkipped.Scheduled.Equal(&scheduled) && strings.HasPrefix(st.LastSkipped.Reason, "waiting: ") {
+	if st.LastSkipped != nil && st.LastSkipped.Scheduled.Equal(&scheduled) && (strings.HasPrefix(st.LastSkipped.Reason, "waiting: ") || strings.HasPrefix(st.LastSkipped.Reason, "put off: ")) {
 		st.LastSkipped = nil // it waited, and goes ahead now
 	}
 	missed()
@@ -579,7 +633,7 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		}
 	}
 	s := w.snapshotOf(vm, d.Scheduled)
-	err := w.r.Client.Create(ctx, s)
+	err = w.r.Client.Create(ctx, s)
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		// Made before a restart: the status recording it was not written.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,8 +37,8 @@ func TestMain(m *testing.M) { os.Exit(env.Run(m)) }
 // wait is the generous bound of every wait on observed state: a busy machine is slow.
 const wait = 60 * time.Second
 
-// site is one test's namespace, with the controller running as the operator (the chart's
-// role) on a fake clock, and KubeVirt's snapshot controller played by the test.
+// site is one test's namespace, with the controller running as the operator (its user under
+// the chart's ValidatingAdmissionPolicies) on a fake clock, and KubeVirt's snapshot controller played by the test.
 type site struct {
 	t     *testing.T
 	ns    string
@@ -84,17 +85,21 @@ func (s *site) cacheOptions() cache.Options {
 	return opts
 }
 
-func (s *site) reconciler(c client.Client, r record.EventRecorder) *vmsnapshotpolicy.Reconciler {
-	return &vmsnapshotpolicy.Reconciler{Client: c, Recorder: r, Discovery: s.apis, Clock: s.clock}
+// lockNamespace is where the cluster-wide workflows' claim is, as the operator's namespace.
+const lockNamespace = "nodewright-system"
+
+func (s *site) reconciler(c client.Client, live client.Reader, r record.EventRecorder) *vmsnapshotpolicy.Reconciler {
+	return &vmsnapshotpolicy.Reconciler{Client: c, APIReader: live, Recorder: r, Discovery: s.apis, Clock: s.clock, LockNamespace: lockNamespace}
 }
 
-// startOperator runs the controller as the operator (the chart's role), until the test ends
+// startOperator runs the controller as the operator (its user, under the chart's
+// ValidatingAdmissionPolicies), until the test ends
 // or it is stopped.
 func (s *site) startOperator() (stop func()) {
 	s.t.Helper()
 	asOperator := env.AsOperatorUnderPolicies(s.t, "nodewright-system")
 	return env.StartManagerAsWithCache(s.t, asOperator, s.cacheOptions(), func(_ context.Context, mgr manager.Manager) error {
-		return s.reconciler(mgr.GetClient(), mgr.GetEventRecorderFor("vmsnapshotpolicy-test")).SetupWithManager(mgr)
+		return s.reconciler(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetEventRecorderFor("vmsnapshotpolicy-test")).SetupWithManager(mgr)
 	})
 }
 
@@ -537,4 +542,74 @@ func TestWhatCountsAsGood(t *testing.T) {
 		return ""
 	})
 	s.snapshotsAre("lenient-vm", old, vmsnapshotpolicy.SnapshotName("lenient", "lenient-vm", twelve))
+}
+
+// TestARunIsPutOffWhileNodeWorkHoldsTheCluster: while a bond flip holds the cluster-wide
+// workflows' claim, a due run makes no snapshot and its status says why; once the flip gives
+// the claim up, the run goes ahead within its starting deadline. Not parallel: the claim is
+// the cluster's.
+func TestARunIsPutOffWhileNodeWorkHoldsTheCluster(t *testing.T) {
+	ctx := context.Background()
+	ten := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	s := start(t, ten.Add(-time.Minute))
+	s.vm("web", map[string]string{"backup": "hourly"})
+	flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "flip-" + s.ns}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "802.3ad"}}
+	if err := env.Client.Create(ctx, flip); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), flip) })
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lockNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	claim := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: lockNamespace, Name: "nodewright-workflow"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("BondModeFlipPlan/" + flip.Name + "/" + string(flip.UID))}}
+	if err := env.Client.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), claim) })
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "hourly"},
+		Spec: nwv1.VMSnapshotPolicySpec{
+			VMSelector: nwv1.VMSelector{MatchLabels: map[string]string{"backup": "hourly"}},
+			Schedule:   nwv1.SnapshotSchedule{Cron: "@hourly"},
+			Retention:  nwv1.SnapshotRetention{KeepLast: 2},
+		},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p = s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if p.Status.Selected != 1 {
+			return "not running yet"
+		}
+		return ""
+	})
+	s.at(p, ten.Add(5*time.Second))
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		web := vmStatus(p, "web")
+		if web.LastSkipped == nil || !strings.HasPrefix(web.LastSkipped.Reason, "put off: BondModeFlipPlan "+flip.Name+" holds the cluster (node work)") ||
+			p.Status.LastSkipped == nil || !strings.HasPrefix(p.Status.LastSkipped.Reason, "web: put off") {
+			return fmt.Sprintf("web's last skipped %+v, the policy's %+v", web.LastSkipped, p.Status.LastSkipped)
+		}
+		return ""
+	})
+	testenv.EventSaid(t, env.Client, wait, "VMSnapshotPolicy", corev1.EventTypeNormal, vmsnapshotpolicy.ReasonRunPutOff, "web: put off: BondModeFlipPlan "+flip.Name)
+	if got := s.snapshots("web"); len(got) != 0 {
+		t.Fatalf("a snapshot was made while the flip held the cluster: %v", got)
+	}
+
+	// The flip ends and gives the claim up: at 10:03, within the starting deadline, the run
+	// goes ahead, and its put-off is no longer the VM's last skipped run.
+	claim.Spec.HolderIdentity = nil
+	if err := env.Client.Update(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	s.at(p, ten.Add(3*time.Minute))
+	s.snapshotsAre("web", vmsnapshotpolicy.SnapshotName("hourly", "web", ten))
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if web := vmStatus(p, "web"); web.LastSkipped != nil || web.LastRun == nil {
+			return fmt.Sprintf("web %+v", web)
+		}
+		return ""
+	})
 }

@@ -49,8 +49,8 @@ func TestTheOperatorKilledMidRun(t *testing.T) {
 	crashAt := func(at func(testenv.Write) bool) {
 		t.Helper()
 		k := testenv.NewCrash(at)
-		env.RunUntilCrash(t, k, s.cacheOptions(), func(_ context.Context, mgr manager.Manager, c client.Client, _ client.Reader) error {
-			return s.reconciler(c, mgr.GetEventRecorderFor("vmsnapshotpolicy-crashing")).SetupWithManager(mgr)
+		env.RunUntilCrash(t, k, s.cacheOptions(), func(_ context.Context, mgr manager.Manager, c client.Client, r client.Reader) error {
+			return s.reconciler(c, r, mgr.GetEventRecorderFor("vmsnapshotpolicy-crashing")).SetupWithManager(mgr)
 		})
 	}
 	ready := func(p *nwv1.VMSnapshotPolicy) string {
