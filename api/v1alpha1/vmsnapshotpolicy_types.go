@@ -16,6 +16,16 @@ const (
 	AnnotationSnapshotPolicyUID = "nodewright.spectrocloud.com/snapshot-policy-uid"
 	// AnnotationSnapshotScheduled is the scheduled time of the run that made it (RFC 3339).
 	AnnotationSnapshotScheduled = "nodewright.spectrocloud.com/snapshot-scheduled"
+	// AnnotationSnapshotStarted is when the run made it (RFC 3339): its scheduled time, or
+	// later for a run late by catchUp RunOnce. Its failure deadline counts from then.
+	AnnotationSnapshotStarted = "nodewright.spectrocloud.com/snapshot-started"
+	// AnnotationSnapshotVolumes lists, comma-separated, the volumes of the VM it must include
+	// to be good: those of the VM when the run made it.
+	AnnotationSnapshotVolumes = "nodewright.spectrocloud.com/snapshot-volumes"
+	// AnnotationSnapshotVMUID is the UID of the VM it is of: a VM deleted and made again under
+	// the same name does not take over the old one's snapshots, which retention would then
+	// drop as older than the new one's.
+	AnnotationSnapshotVMUID = "nodewright.spectrocloud.com/snapshot-vm-uid"
 )
 
 // The conditions of a VMSnapshotPolicy.

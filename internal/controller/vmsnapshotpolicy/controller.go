@@ -63,19 +63,6 @@ var APIs = servedapis.Kinds{
 	snapv1.SchemeGroupVersion.WithKind("VirtualMachineSnapshotContent"),
 }
 
-// AnnotationSnapshotVolumes lists, comma-separated, the volumes of the VM a snapshot must
-// include to be good: those of the VM when the run made it.
-const AnnotationSnapshotVolumes = "nodewright.spectrocloud.com/snapshot-volumes"
-
-// AnnotationSnapshotVMUID is the UID of the VM the snapshot is of: a VM deleted and made again
-// under the same name does not take over the old one's snapshots, which retention would then
-// drop as older than the new one's.
-const AnnotationSnapshotVMUID = "nodewright.spectrocloud.com/snapshot-vm-uid"
-
-// AnnotationSnapshotStarted is when the run made the snapshot (RFC 3339): its scheduled time,
-// or later for a run late by catchUp RunOnce. Its failure deadline counts from then.
-const AnnotationSnapshotStarted = "nodewright.spectrocloud.com/snapshot-started"
-
 // The reasons of the policy's conditions and Events.
 const (
 	ReasonRunning         = "Running"
@@ -304,7 +291,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 		// alone.
 		var ofVM []*snapv1.VirtualMachineSnapshot
 		for _, sn := range snaps[vm.Name] {
-			if sn.Annotations[AnnotationSnapshotVMUID] == string(vm.UID) {
+			if sn.Annotations[nwv1.AnnotationSnapshotVMUID] == string(vm.UID) {
 				ofVM = append(ofVM, sn)
 			}
 		}
@@ -496,7 +483,7 @@ func (w *run) judge(ctx context.Context, snaps []*snapv1.VirtualMachineSnapshot)
 			}
 		}
 		var expected []string
-		if v := s.Annotations[AnnotationSnapshotVolumes]; v != "" {
+		if v := s.Annotations[nwv1.AnnotationSnapshotVolumes]; v != "" {
 			expected = strings.Split(v, ",")
 		}
 		j := vmsnapshot.Judge(s, content, vmsnapshot.Consistency(w.consistency()), expected)
@@ -543,7 +530,7 @@ func (w *run) deadlineOfSnapshot(s *snapv1.VirtualMachineSnapshot) time.Duration
 // deadlineOf is when s's failure deadline passes: from when the run made it.
 func (w *run) deadlineOf(s judgedSnapshot) time.Time {
 	start := s.scheduled
-	if t, err := time.Parse(time.RFC3339, s.snap.Annotations[AnnotationSnapshotStarted]); err == nil && t.After(start) {
+	if t, err := time.Parse(time.RFC3339, s.snap.Annotations[nwv1.AnnotationSnapshotStarted]); err == nil && t.After(start) {
 		start = t
 	}
 	return start.Add(w.deadlineOfSnapshot(s.snap))
@@ -684,9 +671,9 @@ func (w *run) snapshotOf(vm *virtv1.VirtualMachine, t time.Time) *snapv1.Virtual
 			Annotations: map[string]string{
 				nwv1.AnnotationSnapshotPolicyUID: string(w.p.UID),
 				nwv1.AnnotationSnapshotScheduled: t.UTC().Format(time.RFC3339),
-				AnnotationSnapshotStarted:        w.now.UTC().Format(time.RFC3339),
-				AnnotationSnapshotVMUID:          string(vm.UID),
-				AnnotationSnapshotVolumes:        strings.Join(volumes, ","),
+				nwv1.AnnotationSnapshotStarted:   w.now.UTC().Format(time.RFC3339),
+				nwv1.AnnotationSnapshotVMUID:     string(vm.UID),
+				nwv1.AnnotationSnapshotVolumes:   strings.Join(volumes, ","),
 			},
 		},
 		Spec: snapv1.VirtualMachineSnapshotSpec{

@@ -310,7 +310,7 @@ func TestAScheduleKeepsTheGoodAndNeverDeletesTheLastGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	if made.Spec.Source.Name != "web" || made.Spec.Source.Kind != "VirtualMachine" || made.Spec.FailureDeadline == nil || made.Spec.FailureDeadline.Duration != 10*time.Minute ||
-		made.Annotations[nwv1.AnnotationSnapshotPolicyUID] != string(p.UID) || made.Annotations[vmsnapshotpolicy.AnnotationSnapshotVolumes] != "root" ||
+		made.Annotations[nwv1.AnnotationSnapshotPolicyUID] != string(p.UID) || made.Annotations[nwv1.AnnotationSnapshotVolumes] != "root" ||
 		made.Annotations[nwv1.AnnotationSnapshotScheduled] != "2026-11-30T10:00:00Z" {
 		t.Errorf("the snapshot made: spec %+v, annotations %v", made.Spec, made.Annotations)
 	}
