@@ -25,8 +25,9 @@ import (
 // command keeps.
 const rootHelp = `kubectl nodewright shows and drives Nodewright, the operator of small edge storage
 clusters: the cluster's health rolled up from the legacy DaemonSet, VM volume migrations,
-bond-mode flips, replication upgrades and OS upgrades (os) and the approval of their steps, the events, the
-audit trail and signed EdgeProfiles; against a fleet hub, its member clusters (fleet).
+bond-mode flips, replication upgrades and OS upgrades (os) and the approval of their steps, the Kairos
+nodes' boots (boot), the VM snapshots of snapshot policies (snapshot), the events, the audit
+trail and signed EdgeProfiles; against a fleet hub, its member clusters (fleet).
 
 It reads the same kubeconfig, context and namespace flags as kubectl (--kubeconfig,
 --context, -n/--namespace, --as, ...).
@@ -57,6 +58,9 @@ const rootExamples = `  # The cluster's phase and why, its nodes, profile and re
   # Replicate the single-node storage onto edge-2, each stage approved by a person
   kubectl nodewright upgrade --peer edge-2 --approval Manual to-two
   kubectl nodewright upgrade watch to-two
+
+  # Each VM's snapshots in namespace apps, good, failed or in progress, and why
+  kubectl nodewright snapshot list -n apps
 
   # Approve the step a Manual bond-mode flip waits on
   kubectl nodewright approve bondmodeflipplan/to-lacp
@@ -130,7 +134,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	root := &cobra.Command{
 		Use:     "kubectl-nodewright",
-		Short:   "Show and drive Nodewright: cluster status, volume migrations, bond-mode flips, replication upgrades, OS upgrades, approvals, events, audit trail, profiles",
+		Short:   "Show and drive Nodewright: cluster status, volume migrations, bond-mode flips, replication upgrades, OS upgrades, boots, VM snapshots, approvals, events, audit trail, profiles",
 		Long:    rootHelp,
 		Example: rootExamples,
 		Annotations: map[string]string{
@@ -159,6 +163,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newUpgradeCommand,
 		newOSCommand,
 		newBootCommand,
+		newSnapshotCommand,
 		newApproveCommand,
 		newEventsCommand,
 		newFleetCommand,
