@@ -260,6 +260,12 @@ type VMSnapshotStatus struct {
 	// lastSkipped is the newest run that made no snapshot, and why: put off, waiting, late.
 	// +optional
 	LastSkipped *SnapshotSkip `json:"lastSkipped,omitempty"`
+	// guestFrozen: the guest's file systems are frozen (its VMI's fsFreezeStatus) while no
+	// snapshot of the policy is in progress and the newest one failed: left frozen by a failed
+	// snapshot, as kubevirt#9998 did. The policy does not thaw it, since another tool (a volume
+	// migration's hot copy, a backup) may hold the freeze; virtctl unfreeze does.
+	// +optional
+	GuestFrozen bool `json:"guestFrozen,omitempty"`
 	// consecutiveFailures counts the VM's newest snapshots that failed, in a row.
 	// +optional
 	ConsecutiveFailures int32 `json:"consecutiveFailures,omitempty"`

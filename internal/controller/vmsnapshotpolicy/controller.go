@@ -54,6 +54,7 @@ import (
 // +kubebuilder:rbac:groups=snapshot.kubevirt.io,resources=virtualmachinesnapshots,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=snapshot.kubevirt.io,resources=virtualmachinesnapshotcontents,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // APIs are the kinds the policy needs: KubeVirt's VMs and snapshots.
@@ -79,6 +80,7 @@ const (
 	ReasonRunSkipped      = "RunSkipped"
 	ReasonRunPutOff       = "RunPutOff"
 	ReasonRunFailed       = "RunFailed"
+	ReasonGuestFrozen     = "GuestLeftFrozen"
 )
 
 // pastDeadline is how long past its failure deadline a snapshot KubeVirt has not ended counts
@@ -317,6 +319,9 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 			judged = kept
 		}
 		w.summarize(&st, judged)
+		if err := w.frozen(ctx, &st, judged); err != nil {
+			return ctrl.Result{}, err
+		}
 		soon(w.recheck(judged))
 		out = append(out, st)
 		delete(snaps, vm.Name)
@@ -779,6 +784,30 @@ func (w *run) summarize(st *nwv1.VMSnapshotStatus, judged []judgedSnapshot) {
 	}
 }
 
+// frozen says whether the VM's guest was left frozen: its newest snapshot failed, none is in
+// progress, and its VMI says its file systems are frozen. A freeze is KubeVirt's and the
+// guest agent's: the policy reports it and leaves it.
+func (w *run) frozen(ctx context.Context, st *nwv1.VMSnapshotStatus, judged []judgedSnapshot) error {
+	was := st.GuestFrozen
+	st.GuestFrozen = false
+	if st.ConsecutiveFailures == 0 || slices.ContainsFunc(judged, func(j judgedSnapshot) bool { return j.j.State == vmsnapshot.InProgress && !j.stuck }) {
+		return nil
+	}
+	vmi := &virtv1.VirtualMachineInstance{}
+	if err := w.r.Client.Get(ctx, client.ObjectKey{Namespace: w.p.Namespace, Name: st.Name}, vmi); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	st.GuestFrozen = vmi.Status.FSFreezeStatus == "frozen"
+	if st.GuestFrozen && !was {
+		w.r.event(w.p, corev1.EventTypeWarning, ReasonGuestFrozen, fmt.Sprintf(
+			"%s: the guest's file systems are frozen, and no snapshot is in progress (the last failed: %s); the policy does not thaw it, as another tool may hold the freeze: virtctl unfreeze %s -n %s",
+			st.Name, st.LastFailed.Reason, st.Name, w.p.Namespace))
+	}
+	return nil
+}
+
 // recheck is how soon a snapshot in progress passes its failure deadline.
 func (w *run) recheck(judged []judgedSnapshot) time.Duration {
 	var soonest time.Duration
@@ -817,7 +846,16 @@ func (w *run) conditions() {
 		w.r.condition(p, nwv1.ConditionDegraded, metav1.ConditionFalse, ReasonNotDegraded, fmt.Sprintf("no VM failed %d runs in a row", degradedAfter))
 	}
 	failing = append(degraded, failing...)
+	var frozen []string
+	for _, v := range p.Status.VMs {
+		if v.GuestFrozen {
+			frozen = append(frozen, v.Name)
+		}
+	}
 	switch {
+	case len(frozen) > 0:
+		w.r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonGuestFrozen,
+			fmt.Sprintf("the guest of %s was left frozen after a failed snapshot (virtctl unfreeze); failed runs in a row: %s", strings.Join(frozen, ", "), strings.Join(failing, "; ")))
 	case len(failing) > 0:
 		w.r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonFailing, "failed runs in a row: "+strings.Join(failing, "; "))
 	default:

@@ -498,6 +498,41 @@ func TestWhatCountsAsGood(t *testing.T) {
 		}
 		return ""
 	})
+	// strict-vm's guest is left frozen after its failed snapshot (kubevirt#9998): said, not
+	// thawed; once thawed, no longer said.
+	vmi := &virtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "strict-vm"},
+		Status: virtv1.VirtualMachineInstanceStatus{FSFreezeStatus: "frozen"}}
+	if err := env.Client.Create(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	strict := &nwv1.VMSnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "strict"}}
+	s.at(strict, ten.Add(6*time.Second))
+	s.policy("strict", func(p *nwv1.VMSnapshotPolicy) string {
+		if v := vmStatus(p, "strict-vm"); !v.GuestFrozen || vmStatus(p, "excluded-vm").GuestFrozen ||
+			!strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy), "False GuestLeftFrozen: the guest of strict-vm was left frozen") {
+			return fmt.Sprintf("strict-vm %+v, healthy %s", v, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy))
+		}
+		return ""
+	})
+	testenv.EventSaid(t, env.Client, wait, "VMSnapshotPolicy", corev1.EventTypeWarning, vmsnapshotpolicy.ReasonGuestFrozen, "strict-vm: the guest's file systems are frozen")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(vmi), vmi); err != nil {
+		t.Fatal(err)
+	}
+	if vmi.Status.FSFreezeStatus != "frozen" {
+		t.Errorf("the policy thawed the guest: fsFreezeStatus %q", vmi.Status.FSFreezeStatus)
+	}
+	vmi.Status.FSFreezeStatus = ""
+	if err := env.Client.Update(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	s.at(strict, ten.Add(7*time.Second))
+	s.policy("strict", func(p *nwv1.VMSnapshotPolicy) string {
+		if v := vmStatus(p, "strict-vm"); v.GuestFrozen || !strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy), "False Failing:") {
+			return fmt.Sprintf("strict-vm %+v, healthy %s", v, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy))
+		}
+		return ""
+	})
+
 	s.policy("lenient", func(p *nwv1.VMSnapshotPolicy) string {
 		if v := vmStatus(p, "lenient-vm"); v.LastGood == nil || !v.LastGood.NoGuestAgent || v.LastRun == nil || !v.LastRun.NoGuestAgent || v.Kept != 1 {
 			return fmt.Sprintf("lenient-vm %+v", v)
