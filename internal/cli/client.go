@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -13,13 +14,14 @@ import (
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
 
-// scheme knows the core Kubernetes kinds, Nodewright's, the fleet hub's and KubeVirt's VM
-// snapshots.
+// scheme knows the core Kubernetes kinds, Nodewright's, the fleet hub's, and KubeVirt's VMs and
+// VM snapshots.
 var scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(nwv1.AddToScheme(s))
 	utilruntime.Must(fleetv1alpha1.AddToScheme(s))
+	utilruntime.Must(virtv1.AddToScheme(s))
 	utilruntime.Must(snapv1.AddToScheme(s))
 	return s
 }()

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,8 +41,11 @@ made, one line each, newest first per VM; with VM, that VM's alone:
   SCHEDULED  the run that made it
   STATE      Good (noGuestAgent: crash-consistent, without the guest agent's freeze),
              InProgress, or Failed, as the policy judges it (docs/snapshots.md, "What good
-             means")
+             means"), its failure deadline included; (stuck): Succeeded, not good past it
   WHY        why it is not good
+
+A VM "(earlier)" is an earlier VM of that name, deleted and made again: the policy leaves its
+snapshots alone.
 
 -o json and -o yaml print the snapshots as a VirtualMachineSnapshotList.
 
@@ -72,6 +76,10 @@ type policySnapshot struct {
 	snap       *snapv1.VirtualMachineSnapshot
 	scheduled  time.Time
 	judgement  vmsnapshot.Judgement
+	// stuck: Succeeded, not good past its failure deadline (vmsnapshot.Made.Stuck).
+	stuck bool
+	// earlierVM: of an earlier VM of the same name, which the policy leaves alone.
+	earlierVM bool
 }
 
 func newSnapshotListCommand(f *Factory) *cobra.Command {
@@ -99,7 +107,7 @@ func newSnapshotListCommand(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			policies, snaps, err := listPolicySnapshots(cmd.Context(), c, namespace, vm)
+			policies, snaps, err := listPolicySnapshots(cmd.Context(), c, namespace, vm, f.Now())
 			if err != nil {
 				return err
 			}
@@ -138,7 +146,7 @@ func newSnapshotListCommand(f *Factory) *cobra.Command {
 
 // listPolicySnapshots reads the namespace's policies and the snapshots they made (of vm alone
 // when given), each judged as its policy judges it, by VM and newest first.
-func listPolicySnapshots(ctx context.Context, c client.Client, namespace, vm string) ([]nwv1.VMSnapshotPolicy, []policySnapshot, error) {
+func listPolicySnapshots(ctx context.Context, c client.Client, namespace, vm string, now time.Time) ([]nwv1.VMSnapshotPolicy, []policySnapshot, error) {
 	var policies nwv1.VMSnapshotPolicyList
 	if err := c.List(ctx, &policies, client.InNamespace(namespace)); err != nil {
 		return nil, nil, apiError(err, "vmsnapshotpolicies", "")
@@ -157,6 +165,15 @@ func listPolicySnapshots(ctx context.Context, c client.Client, namespace, vm str
 			return policies.Items, nil, nil
 		}
 		return nil, nil, apiError(err, "virtualmachinesnapshots", "")
+	}
+	var vms virtv1.VirtualMachineList
+	vmUIDs := map[string]string{}
+	if err := c.List(ctx, &vms, client.InNamespace(namespace)); err == nil {
+		for _, vm := range vms.Items {
+			vmUIDs[vm.Name] = string(vm.UID)
+		}
+	} else if !meta.IsNoMatchError(err) {
+		return nil, nil, apiError(err, "virtualmachines", "")
 	}
 	var out []policySnapshot
 	for i := range list.Items {
@@ -185,17 +202,15 @@ func listPolicySnapshots(ctx context.Context, c client.Client, namespace, vm str
 				return nil, nil, apiError(err, "virtualmachinesnapshotcontent", *s.Status.VirtualMachineSnapshotContentName)
 			}
 		}
-		var expected []string
-		if v := s.Annotations[nwv1.AnnotationSnapshotVolumes]; v != "" {
-			expected = strings.Split(v, ",")
-		}
 		require := vmsnapshot.Consistency(cmp.Or(p.Spec.Consistency.Require, nwv1.SnapshotGuestAgent))
-		scheduled, err := time.Parse(time.RFC3339, s.Annotations[nwv1.AnnotationSnapshotScheduled])
-		if err != nil {
-			scheduled = s.CreationTimestamp.Time
+		deadline := cmp.Or(p.Spec.FailureDeadline.Duration, 10*time.Minute)
+		m := vmsnapshot.Judged(s, content, require, deadline, now)
+		ps := policySnapshot{policy: p.Name, vm: s.Spec.Source.Name, snap: s, scheduled: m.Scheduled, judgement: m.Judgement, stuck: m.Stuck}
+		// The policy leaves alone the snapshots of an earlier VM of the same name.
+		if uid, ok := vmUIDs[ps.vm]; ok && s.Annotations[nwv1.AnnotationSnapshotVMUID] != uid {
+			ps.earlierVM = true
 		}
-		out = append(out, policySnapshot{policy: p.Name, vm: s.Spec.Source.Name, snap: s, scheduled: scheduled,
-			judgement: vmsnapshot.Judge(s, content, require, expected)})
+		out = append(out, ps)
 	}
 	slices.SortFunc(out, func(a, b policySnapshot) int {
 		return cmp.Or(strings.Compare(a.vm, b.vm), b.scheduled.Compare(a.scheduled), strings.Compare(a.snap.Name, b.snap.Name))
@@ -248,7 +263,17 @@ func snapshotTable(snaps []policySnapshot) *table {
 		case vmsnapshot.Failed:
 			st = red
 		}
-		t.add(c(shown(s.vm)), c(s.policy), c(s.snap.Name), c(s.scheduled.UTC().Format(time.RFC3339)), cs(state, st), c(dash(shown(oneLine(s.judgement.Reason)))))
+		why := s.judgement.Reason
+		if s.stuck {
+			state += " (stuck)"
+			why += "; past its failure deadline: no run waits for it"
+		}
+		vm := shown(s.vm)
+		if s.earlierVM {
+			vm += " (earlier)"
+			why = strings.TrimPrefix(why+"; of an earlier VM of the name, which the policy leaves alone", "; ")
+		}
+		t.add(c(vm), c(s.policy), c(s.snap.Name), c(s.scheduled.UTC().Format(time.RFC3339)), cs(state, st), c(dash(shown(oneLine(why)))))
 	}
 	return t
 }

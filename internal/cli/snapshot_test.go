@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -37,6 +38,12 @@ func TestSnapshotList(t *testing.T) {
 	if err := env.Client.Status().Update(ctx, p); err != nil {
 		t.Fatal(err)
 	}
+	web := &virtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}, Spec: virtv1.VirtualMachineSpec{
+		Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{Domain: virtv1.DomainSpec{}}}}}
+	if err := env.Client.Create(ctx, web); err != nil {
+		t.Fatal(err)
+	}
+	vmUID := map[string]string{"web": string(web.UID), "db": "db-uid"}
 	snapshot := func(name, vm, scheduled string, mine bool, st *snapv1.VirtualMachineSnapshotStatus) {
 		t.Helper()
 		s := &snapv1.VirtualMachineSnapshot{
@@ -48,6 +55,7 @@ func TestSnapshotList(t *testing.T) {
 		if mine {
 			s.Annotations[nwv1.AnnotationSnapshotPolicyUID] = string(p.UID)
 		}
+		s.Annotations[nwv1.AnnotationSnapshotVMUID] = vmUID[vm]
 		if err := env.Client.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -81,6 +89,8 @@ func TestSnapshotList(t *testing.T) {
 	snapshot("nightly-web-20261130-0130", "web", "2026-11-30T01:30:00Z", true, nil)
 	snapshot("nightly-db-20261130-0130", "db", "2026-11-30T01:30:00Z", true, good(snapv1.VMSnapshotNoGuestAgentIndication))
 	snapshot("by-hand", "web", "2026-11-30T03:00:00Z", false, good(snapv1.VMSnapshotGuestAgentIndication))
+	vmUID["web"] = "an-earlier-web"
+	snapshot("nightly-web-20261128-0130", "web", "2026-11-28T01:30:00Z", true, good(snapv1.VMSnapshotGuestAgentIndication))
 
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	r := plugin(t, runOpts{now: now}, "snapshot", "list", "-n", ns)
@@ -89,10 +99,11 @@ func TestSnapshotList(t *testing.T) {
 		"POLICY    SCHEDULE                     VMS   KEPT   HEALTHY           NEXT RUN      LAST SKIPPED",
 		"nightly   30 2 * * * (Europe/Berlin)   2     1      False (Failing)   in 13h30m0s   -",
 		"",
-		"VM    POLICY    SNAPSHOT                    SCHEDULED              STATE        WHY",
-		"db    nightly   nightly-db-20261130-0130    2026-11-30T01:30:00Z   Failed       taken while the VM ran without the guest agent's freeze (indications Online, NoGuestAgent); consistency GuestAgent requires it",
-		"web   nightly   nightly-web-20261130-0130   2026-11-30T01:30:00Z   InProgress   KubeVirt has not written its status yet",
-		"web   nightly   nightly-web-20261129-0130   2026-11-29T01:30:00Z   Good         -",
+		"VM              POLICY    SNAPSHOT                    SCHEDULED              STATE    WHY",
+		"db              nightly   nightly-db-20261130-0130    2026-11-30T01:30:00Z   Failed   taken while the VM ran without the guest agent's freeze (indications Online, NoGuestAgent); consistency GuestAgent requires it",
+		"web             nightly   nightly-web-20261130-0130   2026-11-30T01:30:00Z   Failed   not ended 1m0s past its failure deadline of 10m0s (KubeVirt has not written its status yet)",
+		"web             nightly   nightly-web-20261129-0130   2026-11-29T01:30:00Z   Good     -",
+		"web (earlier)   nightly   nightly-web-20261128-0130   2026-11-28T01:30:00Z   Good     of an earlier VM of the name, which the policy leaves alone",
 	}
 	if got := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("snapshot list:\n%s\nwant\n%s", r.stdout, strings.Join(want, "\n"))
@@ -108,7 +119,7 @@ func TestSnapshotList(t *testing.T) {
 	for _, s := range list.Items {
 		names = append(names, s.Name)
 	}
-	if strings.Join(names, " ") != "nightly-web-20261130-0130 nightly-web-20261129-0130" {
+	if strings.Join(names, " ") != "nightly-web-20261130-0130 nightly-web-20261129-0130 nightly-web-20261128-0130" {
 		t.Errorf("web's snapshots, -o json: %v", names)
 	}
 

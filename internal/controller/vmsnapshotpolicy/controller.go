@@ -83,15 +83,18 @@ const (
 	ReasonGuestFrozen     = "GuestLeftFrozen"
 )
 
-// pastDeadline is how long past its failure deadline a snapshot KubeVirt has not ended counts
-// as failed all the same: a snapshot stuck in progress must not stop the schedule.
-const pastDeadline = time.Minute
-
 // apisRetry is how often a policy waiting for the APIs asks again.
 const apisRetry = time.Minute
 
 // putOffRetry is how often a run put off by node work looks at the claim again.
 const putOffRetry = 15 * time.Second
+
+// failedRetry is how soon a VM's failed write (its snapshot's creation or deletion, a read) is
+// tried again.
+const failedRetry = 30 * time.Second
+
+// frozenRecheck is how often a guest reported frozen is looked at again.
+const frozenRecheck = time.Minute
 
 // Reconciler runs VMSnapshotPolicies.
 type Reconciler struct {
@@ -146,10 +149,8 @@ func (r *Reconciler) watch() error {
 		if label == "" {
 			return nil
 		}
-		if label == children.LabelValue(label) && len(label) < 63 {
-			return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: label}}}
-		}
-		// A name too long for a label is there as its hash.
+		// A name too long for a label is there as its hash: the namespace's policies are
+		// matched by their label value.
 		var out []reconcile.Request
 		for _, req := range r.policiesIn(ctx, o) {
 			if children.LabelValue(req.Name) == label {
@@ -299,17 +300,21 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 		}
 		judged, err := w.judge(ctx, ofVM)
 		if err != nil {
-			return ctrl.Result{}, err
+			// Its status stays as it was; the others go on.
+			failed = append(failed, fmt.Errorf("%s: %w", vm.Name, err))
+			out = append(out, previousOr(previous, vm.Name, st))
+			continue
 		}
-		// One VM's failed write does not stop the others' runs, nor the status: the error is
-		// returned once every VM is done, and the reconcile is retried.
+		// One VM's failed write does not stop the others' runs, nor the status: the reconcile
+		// is retried soon, without the backoff of an error that would delay the others' runs.
 		if !p.Spec.Suspend {
 			created, err := w.runVM(ctx, vm, &st, judged)
 			if err != nil {
 				failed = append(failed, fmt.Errorf("%s: %w", vm.Name, err))
 			}
 			if created != nil {
-				judged = append(judged, judgedSnapshot{snap: created, scheduled: scheduledOf(created),
+				m := vmsnapshot.Judged(created, nil, vmsnapshot.Consistency(w.consistency()), w.failureDeadline(), w.now)
+				judged = append(judged, judgedSnapshot{snap: created, scheduled: m.Scheduled, deadline: m.Deadline,
 					j: vmsnapshot.Judgement{State: vmsnapshot.InProgress, Reason: "just created"}})
 			}
 		}
@@ -320,7 +325,10 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 		}
 		w.summarize(&st, judged)
 		if err := w.frozen(ctx, &st, judged); err != nil {
-			return ctrl.Result{}, err
+			failed = append(failed, fmt.Errorf("%s: %w", vm.Name, err))
+		}
+		if st.GuestFrozen {
+			soon(frozenRecheck) // VMIs are not watched: a thaw is seen this soon
 		}
 		soon(w.recheck(judged))
 		out = append(out, st)
@@ -330,6 +338,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 	p.Status.VMs = out
 	p.Status.Selected = int32(len(vms))
 	p.Status.Kept = 0
+	p.Status.LastSkipped = nil
 	for _, v := range out {
 		p.Status.Kept += v.Kept
 		if v.LastRun != nil && (p.Status.LastRun == nil || p.Status.LastRun.Before(&v.LastRun.Scheduled)) {
@@ -348,7 +357,19 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 		// From the clock itself, not the whole second: the run starts on its minute.
 		soon(max(p.Status.NextRun.Sub(r.Clock.Now()), time.Millisecond))
 	}
-	return ctrl.Result{RequeueAfter: wake}, errors.Join(failed...)
+	if len(failed) > 0 {
+		ctrl.LoggerFrom(ctx).Error(errors.Join(failed...), "Some VMs' runs failed; retrying", "in", failedRetry)
+		soon(failedRetry)
+	}
+	return ctrl.Result{RequeueAfter: wake}, nil
+}
+
+// previousOr is the VM's status before this reconcile, or st when it had none.
+func previousOr(previous map[string]nwv1.VMSnapshotStatus, vm string, st nwv1.VMSnapshotStatus) nwv1.VMSnapshotStatus {
+	if v, ok := previous[vm]; ok {
+		return v
+	}
+	return st
 }
 
 // selector is the label part of the VM selector.
@@ -441,11 +462,13 @@ func (w *run) heldBy(ctx context.Context) (string, error) {
 	}
 	var by string
 	if w.r.LockNamespace != "" && w.r.APIReader != nil {
-		kind, name, held, err := engine.Holder(ctx, w.r.APIReader, w.r.LockNamespace)
+		kind, name, phase, held, err := engine.Holder(ctx, w.r.APIReader, w.r.LockNamespace)
 		if err != nil {
 			return "", fmt.Errorf("reading the cluster-wide workflows' claim: %w", err)
 		}
-		if held {
+		// A Failed workflow keeps the claim until a person deletes it, with no node work
+		// going on: the VMs' backups matter most then.
+		if held && phase != nwv1.WorkflowFailed {
 			by = kind + " " + name
 		}
 	}
@@ -461,14 +484,8 @@ type judgedSnapshot struct {
 	// stuck: KubeVirt said Succeeded, yet it is not good past its failure deadline (its
 	// content not ready, or not read): retention keeps it, and no run waits for it.
 	stuck bool
-}
-
-// scheduledOf is the scheduled time of the run that made s (its creation when unreadable).
-func scheduledOf(s *snapv1.VirtualMachineSnapshot) time.Time {
-	if t, err := time.Parse(time.RFC3339, s.Annotations[nwv1.AnnotationSnapshotScheduled]); err == nil {
-		return t
-	}
-	return s.CreationTimestamp.Time
+	// deadline is when its failure deadline passes.
+	deadline time.Time
 }
 
 // judge says what each snapshot is. One KubeVirt has not ended a minute past its failure
@@ -487,24 +504,8 @@ func (w *run) judge(ctx context.Context, snaps []*snapv1.VirtualMachineSnapshot)
 				return nil, err
 			}
 		}
-		var expected []string
-		if v := s.Annotations[nwv1.AnnotationSnapshotVolumes]; v != "" {
-			expected = strings.Split(v, ",")
-		}
-		j := vmsnapshot.Judge(s, content, vmsnapshot.Consistency(w.consistency()), expected)
-		js := judgedSnapshot{snap: s, scheduled: scheduledOf(s), j: j}
-		// Past its deadline, a snapshot KubeVirt has not ended counts as failed; one KubeVirt
-		// said Succeeded never does (its content may be read late).
-		ended := s.Status != nil && s.Status.Phase == snapv1.Succeeded
-		if j.State == vmsnapshot.InProgress && w.now.After(w.deadlineOf(js).Add(pastDeadline)) {
-			if ended {
-				js.stuck = true
-			} else {
-				js.j = vmsnapshot.Judgement{State: vmsnapshot.Failed, Reason: fmt.Sprintf("not ended %s past its failure deadline of %s (%s)",
-					pastDeadline, w.deadlineOfSnapshot(s), j.Reason)}
-			}
-		}
-		out = append(out, js)
+		m := vmsnapshot.Judged(s, content, vmsnapshot.Consistency(w.consistency()), w.failureDeadline(), w.now)
+		out = append(out, judgedSnapshot{snap: s, scheduled: m.Scheduled, j: m.Judgement, stuck: m.Stuck, deadline: m.Deadline})
 	}
 	return out, nil
 }
@@ -521,24 +522,6 @@ func (w *run) failureDeadline() time.Duration {
 		return d
 	}
 	return 10 * time.Minute
-}
-
-// deadlineOfSnapshot is s's own failure deadline (its spec's, which KubeVirt applies), the
-// policy's when it has none.
-func (w *run) deadlineOfSnapshot(s *snapv1.VirtualMachineSnapshot) time.Duration {
-	if d := s.Spec.FailureDeadline; d != nil && d.Duration > 0 {
-		return d.Duration
-	}
-	return w.failureDeadline()
-}
-
-// deadlineOf is when s's failure deadline passes: from when the run made it.
-func (w *run) deadlineOf(s judgedSnapshot) time.Time {
-	start := s.scheduled
-	if t, err := time.Parse(time.RFC3339, s.snap.Annotations[nwv1.AnnotationSnapshotStarted]); err == nil && t.After(start) {
-		start = t
-	}
-	return start.Add(w.deadlineOfSnapshot(s.snap))
 }
 
 // runVM decides on the VM's due run and makes it: it returns the snapshot it created.
@@ -589,7 +572,7 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		skip := &nwv1.SnapshotSkip{Scheduled: scheduled, Reason: fmt.Sprintf(
 			"put off: %s holds the cluster (node work); the run starts when it ends, within the starting deadline %s (or late, with catchUp RunOnce)",
 			by, p.Spec.StartingDeadline.Duration)}
-		if st.LastSkipped == nil || *st.LastSkipped != *skip {
+		if !equality.Semantic.DeepEqual(st.LastSkipped, skip) {
 			st.LastSkipped = skip
 			w.r.event(p, corev1.EventTypeNormal, ReasonRunPutOff, vm.Name+": "+skip.Reason)
 		}
@@ -608,7 +591,7 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		// Not acted on: the run is tried again when the snapshot ends, within its starting
 		// deadline (or late, with catchUp RunOnce).
 		skip := &nwv1.SnapshotSkip{Scheduled: scheduled, Reason: "waiting: " + plan.Wait}
-		if st.LastSkipped == nil || *st.LastSkipped != *skip {
+		if !equality.Semantic.DeepEqual(st.LastSkipped, skip) {
 			st.LastSkipped = skip
 		}
 		return nil, nil
@@ -815,7 +798,7 @@ func (w *run) recheck(judged []judgedSnapshot) time.Duration {
 		if j.j.State != vmsnapshot.InProgress || j.stuck {
 			continue
 		}
-		if d := w.deadlineOf(j).Add(pastDeadline + time.Second).Sub(w.now); soonest == 0 || d < soonest {
+		if d := j.deadline.Add(vmsnapshot.PastDeadline + time.Second).Sub(w.now); soonest == 0 || d < soonest {
 			soonest = max(d, time.Second)
 		}
 	}
