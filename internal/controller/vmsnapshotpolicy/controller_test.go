@@ -228,7 +228,12 @@ func (s *site) play(name string, o outcome) {
 			Spec: snapv1.VirtualMachineSnapshotContentSpec{VirtualMachineSnapshotName: ptr.To(name),
 				VolumeBackups: []snapv1.VolumeBackup{{VolumeName: "root", VolumeSnapshotName: ptr.To("vmsnapshot-" + string(vms.UID) + "-volume-root")}}},
 		}
-		if err := env.Client.Create(ctx, content); err != nil {
+		if err := env.Client.Create(ctx, content); apierrors.IsAlreadyExists(err) {
+			// Played before: played again, the same.
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(content), content); err != nil {
+				s.t.Fatal(err)
+			}
+		} else if err != nil {
 			s.t.Fatal(err)
 		}
 		content.Status = &snapv1.VirtualMachineSnapshotContentStatus{ReadyToUse: ptr.To(true),
@@ -593,6 +598,10 @@ func TestARunIsPutOffWhileNodeWorkHoldsTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), flip) })
+	flip.Status.Phase = nwv1.WorkflowRunning
+	if err := env.Client.Status().Update(ctx, flip); err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lockNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -633,18 +642,48 @@ func TestARunIsPutOffWhileNodeWorkHoldsTheCluster(t *testing.T) {
 		t.Fatalf("a snapshot was made while the flip held the cluster: %v", got)
 	}
 
-	// The flip ends and gives the claim up: at 10:03, within the starting deadline, the run
-	// goes ahead, and its put-off is no longer the VM's last skipped run.
+	goesAhead := func(at, run time.Time) {
+		t.Helper()
+		s.at(p, at)
+		want := []string{vmsnapshotpolicy.SnapshotName("hourly", "web", ten)}
+		if !run.Equal(ten) {
+			want = append(want, vmsnapshotpolicy.SnapshotName("hourly", "web", run))
+		}
+		s.snapshotsAre("web", want...)
+		s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+			if web := vmStatus(p, "web"); web.LastSkipped != nil || web.LastRun == nil || p.Status.LastSkipped != nil {
+				return fmt.Sprintf("web %+v, the policy's last skipped %+v", web, p.Status.LastSkipped)
+			}
+			return ""
+		})
+	}
+
+	// The flip fails, and keeps the claim until a person deletes it; no node work goes on, and
+	// at 10:03, within the starting deadline, the run goes ahead. Its put-off is no longer the
+	// last skipped run, the VM's or the policy's.
+	flip.Status.Phase = nwv1.WorkflowFailed
+	if err := env.Client.Status().Update(ctx, flip); err != nil {
+		t.Fatal(err)
+	}
+	goesAhead(ten.Add(3*time.Minute), ten)
+
+	// 11:00, the flip running again: put off; once it gives the claim up, at 11:02, it goes ahead.
+	s.play(vmsnapshotpolicy.SnapshotName("hourly", "web", ten), good)
+	flip.Status.Phase = nwv1.WorkflowRunning
+	if err := env.Client.Status().Update(ctx, flip); err != nil {
+		t.Fatal(err)
+	}
+	eleven := ten.Add(time.Hour)
+	s.at(p, eleven.Add(5*time.Second))
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if web := vmStatus(p, "web"); web.LastSkipped == nil || !web.LastSkipped.Scheduled.Time.Equal(eleven) || !strings.HasPrefix(web.LastSkipped.Reason, "put off:") {
+			return fmt.Sprintf("web's last skipped %+v", web.LastSkipped)
+		}
+		return ""
+	})
 	claim.Spec.HolderIdentity = nil
 	if err := env.Client.Update(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	s.at(p, ten.Add(3*time.Minute))
-	s.snapshotsAre("web", vmsnapshotpolicy.SnapshotName("hourly", "web", ten))
-	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
-		if web := vmStatus(p, "web"); web.LastSkipped != nil || web.LastRun == nil {
-			return fmt.Sprintf("web %+v", web)
-		}
-		return ""
-	})
+	goesAhead(eleven.Add(2*time.Minute), eleven)
 }

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -139,25 +140,35 @@ func (e GateEnv) holderExists(ctx context.Context, id string) (bool, error) {
 }
 
 // Holder says which cluster-wide workflow holds the claim in namespace ns, read past any
-// cache with r: its kind and name, and held false when none does (no Lease, no holder, or one
-// that no longer exists). For what must stay out of node work's way without claiming it.
-func Holder(ctx context.Context, r client.Reader, ns string) (kind, name string, held bool, err error) {
+// cache with r: its kind, name and phase, and held false when none does (no Lease, no holder,
+// or one that no longer exists). For what must stay out of node work's way without claiming
+// it. A Failed workflow holds the claim until a person deletes it, with no node work going on:
+// the phase says so.
+func Holder(ctx context.Context, r client.Reader, ns string) (kind, name string, phase nwv1.WorkflowPhase, held bool, err error) {
 	var lease coordinationv1.Lease
 	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: LockName}, &lease); apierrors.IsNotFound(err) {
-		return "", "", false, nil
+		return "", "", "", false, nil
 	} else if err != nil {
-		return "", "", false, err
+		return "", "", "", false, err
 	}
 	id := ptr.Deref(lease.Spec.HolderIdentity, "")
 	if id == "" {
-		return "", "", false, nil
+		return "", "", "", false, nil
 	}
 	alive, err := holderExists(ctx, r, id)
 	if err != nil || !alive {
-		return "", "", false, err
+		return "", "", "", false, err
 	}
 	kind, name, _, _ = parseHolder(id)
-	return kind, name, true, nil
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(nwv1.GroupVersion.WithKind(kind))
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, u); err == nil {
+		p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+		phase = nwv1.WorkflowPhase(p)
+	} else if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+		return "", "", "", false, err
+	}
+	return kind, name, phase, true, nil
 }
 
 func holderExists(ctx context.Context, r client.Reader, id string) (bool, error) {

@@ -217,8 +217,12 @@ func benchSchedule(ctx context.Context) (scheduleResult, error) {
 		if err := playGood(ctx, c, ns.Name, minute); err != nil {
 			return res, err
 		}
-		// The quiet part of the minute: from 20 s after it until 1 s before the next run.
-		from, to := minute.Add(20*time.Second), minute.Add(59*time.Second)
+		// The quiet part of the minute: from 10 s after the last snapshot ended (the
+		// controller's writes about them done) until 1 s before the next run.
+		from, to := time.Now().Add(10*time.Second), minute.Add(59*time.Second)
+		if to.Sub(from) < 20*time.Second {
+			return res, fmt.Errorf("playing the run's snapshots took until %s: no quiet part of the minute is left to count writes in", time.Now().Format(time.RFC3339))
+		}
 		time.Sleep(time.Until(to))
 		res.quiet, res.window = counted.between(from, to), to.Sub(from)
 	}
@@ -290,7 +294,7 @@ func printSchedule(r scheduleResult) bool {
 	}
 	fmt.Printf("  %s  ≤ %s\n", word, scheduleLimit)
 	slices.Sort(r.quiet)
-	fmt.Printf("\nthe controller's API writes between runs (%.0f s of the minute after the first run, its snapshots good)\n", r.window.Seconds())
+	fmt.Printf("\nthe controller's API writes between runs (the last %.0f s before the second run, 10 s after the first run's snapshots ended good)\n", r.window.Seconds())
 	fmt.Printf("  %d writes", len(r.quiet))
 	if len(r.quiet) > 0 {
 		fmt.Printf(": %v", r.quiet)
