@@ -43,8 +43,8 @@
 //     volume is neither a claim nor a host disk, LiveMigration otherwise. The VM's status
 //     follows (printableStatus Stopped, Starting, WaitingForVolumeBinding, ErrorPvcNotFound,
 //     ErrorUnschedulable, Running, Migrating, CrashLoopBackOff; ready; its Ready and
-//     RestartRequired conditions). A VMI created on its own runs too. There is no guest, so no
-//     guest agent ever connects and nothing runs inside.
+//     RestartRequired conditions). A VMI created on its own runs too. There is no guest: nothing
+//     runs inside, and only the played guest agent below answers.
 //   - KubeVirt's live migration, virt-controller's migration controller and the source and
 //     target nodes' virt-handlers, for the VirtualMachineInstanceMigrations in scope. A
 //     migration of a running VMI whose LiveMigratable condition is True goes through the phases
@@ -70,6 +70,30 @@
 //     migrationAbortRequested, phase Failed, and, when the VMI was handed it, the VMI's
 //     migrationState abortRequested, abortStatus Succeeded and failed; the VMI stays where it
 //     runs and virt-controller's finalizer kubevirt.io/migrationJobFinalize goes.
+//   - KubeVirt's snapshot and restore controllers (virt-controller's of KubeVirt v1.6), and
+//     virt-handler's freeze and thaw through a played guest agent. A VMI runs a guest agent when
+//     Options.GuestAgent says so: its AgentConnected condition is True. A
+//     VirtualMachineSnapshot of a VM gets KubeVirt's finalizer, a VirtualMachineSnapshotContent
+//     (vmsnapshot-content-<uid>: the VM as it was, and a volume backup of each bound claim whose
+//     storage class's driver has a VolumeSnapshotClass; the others are left out), the guest's
+//     freeze (status.fsFreezeStatus "frozen") before the first VolumeSnapshot
+//     (vmsnapshot-<uid>-volume-<volume>, controlled by the content, copied by the snapshot
+//     controller above) and its thaw once every one is created; the content's readiness,
+//     errors and volume statuses, and the snapshot's phase (InProgress, then Succeeded once
+//     created, or Failed past spec.failureDeadline, "snapshot deadline exceeded"), readyToUse,
+//     error, conditions, indications (Online; GuestAgent, with QuiesceFailed after a failed
+//     freeze, or NoGuestAgent) and included and excluded volumes, as KubeVirt writes them.
+//     Deleting a snapshot thaws a freeze still in progress, deletes its content and the
+//     volumes' snapshots (the garbage collector's part). A VirtualMachineRestore of an existing
+//     VM from a snapshot of it waits while the VM has a VMI (targetReadinessPolicy
+//     WaitGracePeriodAndFail by default, failing after 5 minutes; FailImmediate;
+//     WaitEventually), then creates the claims restore-<restore's uid>-<volume> from the
+//     volumes' snapshots (byte copies), waits for them to be bound, points the VM's volumes at
+//     them and completes (status.restores, complete, restoreTime, conditions and Events as
+//     KubeVirt's). Fault hooks: FailFreeze (the freeze call fails while the guest froze, as
+//     in kubevirt#9998: the snapshot stays InProgress, QuiesceFailed, until its deadline, and
+//     the guest stays frozen), HoldSnapshot (a snapshot whose volumes are never snapshotted, so
+//     never ready), and a storage class without a VolumeSnapshotClass (its volume excluded).
 //   - the Job controller, the scheduler's binding of the Job's pods to the site's node, and the
 //     kubelet: each Job gets one pod at a time, whose single container must run nodewright-copy;
 //     the kubelet runs the real binary on the backing files behind the container's
@@ -95,11 +119,16 @@
 // It does not play, and tests must not assume: real block devices (volumes are regular files,
 // so nodewright-copy runs on files, with O_DIRECT where the file system allows it, and its
 // JSON result names the backing files' paths where a pod would show its device paths); a guest
-// (no agent, no freeze or thaw, no writes from inside a VM, no memory to copy in a migration);
+// (beyond the played agent's freeze and thaw, no writes from inside a VM, no memory to copy in a migration);
 // scheduling beyond binding every pod to the kubelet's node, and for VMIs beyond the checks
 // above (no resources, node affinity, topology or priorities); container images, restarts
 // (restartPolicy OnFailure behaves like Never), init containers, or any command other than
-// nodewright-copy; filesystem volumes; KubeVirt's virt-launcher pods, its subresources
+// nodewright-copy; filesystem volumes; KubeVirt's snapshot source lock (VM status
+// snapshotInProgress and its finalizer), the VM's status.volumeSnapshotStatuses, paused VMs,
+// memory dumps, CDI's StorageProfile snapshot class, snapshots' deletionPolicy Retain beyond
+// keeping the content, restores to a new VM, with volumeRestorePolicy InPlace, overrides,
+// patches or targetReadinessPolicy StopTarget (it waits instead), of DataVolume templates or
+// instance types, and virtctl's unfreeze (a test clears fsFreezeStatus itself); KubeVirt's virt-launcher pods, its subresources
 // (virtctl start, stop, restart, migrate) and its admission webhooks (a migration they would
 // refuse at creation, of a VMI that does not exist, has stopped, is not live-migratable or is
 // migrating already, is created and then fails, its Event giving the webhook's refusal), the
@@ -118,5 +147,6 @@
 // Faults are injected through Options, and each one makes the real thing fail for real: a copy
 // gets a target too small for its source and nodewright-copy refuses it with its own result, a
 // clone's file gets one byte flipped, a VMI fails to start, a live migration fails or is held
-// running (FailMigration, HoldMigration). Nothing reports a result that did not happen.
+// running (FailMigration, HoldMigration), a guest's freeze fails or a VM's snapshot is held
+// (FailFreeze, HoldSnapshot). Nothing reports a result that did not happen.
 package site

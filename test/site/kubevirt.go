@@ -290,6 +290,7 @@ func (s *Site) startVMI(ctx context.Context, vm *virtv1.VirtualMachine, vmi *vir
 		status.VolumeStatus = volumeStatus(vmi, claims)
 		setVMICondition(status, virtv1.VirtualMachineInstanceReady, corev1.ConditionTrue, "", "", now)
 		setMigratable(vmi, now)
+		s.reportAgent(vmi, now)
 	}
 	if node != "" {
 		removeVMICondition(status, vmiPodScheduled)
@@ -309,7 +310,21 @@ func (s *Site) reportMigratable(ctx context.Context, vmi *virtv1.VirtualMachineI
 	if !vmi.IsRunning() {
 		return nil
 	}
-	return ignoreGone(s.updateVMI(ctx, vmi, func(vmi *virtv1.VirtualMachineInstance) { setMigratable(vmi, metav1.Now()) }))
+	return ignoreGone(s.updateVMI(ctx, vmi, func(vmi *virtv1.VirtualMachineInstance) {
+		now := metav1.Now()
+		setMigratable(vmi, now)
+		s.reportAgent(vmi, now)
+	}))
+}
+
+// reportAgent is virt-handler's report of the played guest agent of a running VMI: its
+// AgentConnected condition when Options.GuestAgent says one runs in the guest.
+func (s *Site) reportAgent(vmi *virtv1.VirtualMachineInstance, now metav1.Time) {
+	if s.opts.GuestAgent != nil && s.opts.GuestAgent(vmi) {
+		setVMICondition(&vmi.Status, virtv1.VirtualMachineInstanceAgentConnected, corev1.ConditionTrue, "", "", now)
+		return
+	}
+	removeVMICondition(&vmi.Status, virtv1.VirtualMachineInstanceAgentConnected)
 }
 
 // updateVMI writes a change of the VMI, if it changes anything; VMIs have no status subresource.

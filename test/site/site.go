@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
+	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -81,6 +82,20 @@ type Options struct {
 	// migration Running until the channel is closed or the VirtualMachineInstanceMigration is
 	// deleted, which aborts it. It is called once per migration.
 	HoldMigration func(vmi *virtv1.VirtualMachineInstance) <-chan struct{}
+	// GuestAgent, when it returns true for a running VMI, plays a guest agent in it: the VMI
+	// has the condition AgentConnected, and KubeVirt's snapshots freeze and thaw its file
+	// systems (status.fsFreezeStatus "frozen" between the two). Without it no agent runs.
+	GuestAgent func(vmi *virtv1.VirtualMachineInstance) bool
+	// FailFreeze, when it returns true for a VMI whose guest agent is asked to freeze the
+	// guest for a snapshot, fails the freeze call as virt-handler reports a timed-out one,
+	// while the guest did freeze (kubevirt#9998): fsFreezeStatus stays "frozen" and nothing
+	// thaws it. KubeVirt retries the freeze until the snapshot's failure deadline.
+	FailFreeze func(vmi *virtv1.VirtualMachineInstance) bool
+	// HoldSnapshot, when it returns true for a VirtualMachineSnapshot, keeps it InProgress:
+	// KubeVirt makes its content but never takes its volumes' snapshots, so it never becomes
+	// ready and fails at its failure deadline.
+	HoldSnapshot func(snapshot *snapv1.VirtualMachineSnapshot) bool
+
 	// MigrationUnschedulableTimeout is how long a live migration that finds no target node
 	// stays in phase Scheduling before it fails, as KubeVirt fails one whose target pod stays
 	// unschedulable (its default is 5 minutes). The migration's annotation
@@ -114,10 +129,11 @@ type Site struct {
 }
 
 // Scheme returns a scheme with the types the site reads and writes: the core Kubernetes
-// types, KubeVirt's kubevirt.io/v1 and snapshot.storage.k8s.io/v1.
+// types, KubeVirt's kubevirt.io/v1 and snapshot.kubevirt.io/v1beta1, and
+// snapshot.storage.k8s.io/v1.
 func Scheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, virtv1.AddToScheme, snapshotv1.AddToScheme, snapv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -296,6 +312,7 @@ func (s *Site) setupControllers() error {
 		s.setupProvisioner, s.setupReclaimer,
 		s.setupSnapshots, s.setupSnapshotContents,
 		s.setupKubeVirt, s.setupMigrations,
+		s.setupVMSnapshots, s.setupVMRestores,
 		s.setupJobs, s.kubelet.setup,
 	}
 	for _, setup := range setups {
