@@ -19,6 +19,7 @@ import (
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -257,7 +258,8 @@ type Options struct {
 	AgentNamespace string
 }
 
-// Setup registers the webhooks of every Nodewright kind with the manager's webhook server.
+// Setup registers the webhooks of every Nodewright kind, and of KubeVirt's
+// VirtualMachineRestore, with the manager's webhook server.
 // They read the API server directly rather than the operator's cache: an object created a
 // moment before (the VM a migration names, say) must be seen.
 func Setup(mgr ctrl.Manager, o Options) error {
@@ -270,6 +272,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		agents: management.Reader{Cache: reader, Live: reader, AgentNamespace: o.AgentNamespace}}
 	pr := &profiles{client: reader, trust: trust}
 	ops := &nodeOperations{client: reader}
+	rs := &restores{client: reader}
 	return errors.Join(
 		workflowWebhooks(mgr, o),
 		(&kindWebhook[*nwv1.NodewrightCluster]{kind: "NodewrightCluster", decisions: d, create: cl.create, update: cl.update,
@@ -288,6 +291,8 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				return admitSnapshotPolicy(ctx, p)
 			},
 			newObject: func() *nwv1.VMSnapshotPolicy { return &nwv1.VMSnapshotPolicy{} }}).register(mgr, &nwv1.VMSnapshotPolicy{}),
+		(&kindWebhook[*snapv1.VirtualMachineRestore]{kind: "VirtualMachineRestore", decisions: d, create: rs.create,
+			newObject: func() *snapv1.VirtualMachineRestore { return &snapv1.VirtualMachineRestore{} }}).register(mgr, &snapv1.VirtualMachineRestore{}),
 	)
 }
 
