@@ -25,11 +25,13 @@ import (
 // status is KubeVirt's, written from what the VMs' guests and storage did: the table prints
 // each text through shown.
 
-const snapshotHelp = `Show the VM snapshots of a namespace's VMSnapshotPolicies (docs/snapshots.md): "snapshot
-list" shows each policy and each VM's snapshots, judged as the policy judges them.`
+const snapshotHelp = `The VM snapshots of a namespace's VMSnapshotPolicies (docs/snapshots.md): "snapshot list"
+shows each policy and each VM's snapshots, judged as the policy judges them; "snapshot
+restore" restores a stopped VM from a good one, through KubeVirt's VirtualMachineRestore.`
 
 const snapshotExamples = `  kubectl nodewright snapshot list -n apps
-  kubectl nodewright snapshot list web -n apps`
+  kubectl nodewright snapshot list web -n apps
+  kubectl nodewright snapshot restore web nightly-web-20261130-0230 -n apps --wait`
 
 const snapshotListHelp = `List the VMSnapshotPolicies of the namespace (-n, or the context's), then the snapshots they
 made, one line each, newest first per VM; with VM, that VM's alone:
@@ -61,12 +63,12 @@ func newSnapshotCommand(f *Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "snapshot",
 		Aliases: []string{"snapshots"},
-		Short:   "The VM snapshots of VMSnapshotPolicies: list",
+		Short:   "The VM snapshots of VMSnapshotPolicies: list, restore",
 		Long:    snapshotHelp,
 		Example: snapshotExamples,
 		Args:    noArgs,
 	}
-	cmd.AddCommand(newSnapshotListCommand(f))
+	cmd.AddCommand(newSnapshotListCommand(f), newSnapshotRestoreCommand(f))
 	return cmd
 }
 
