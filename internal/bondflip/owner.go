@@ -70,8 +70,24 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.BondModeFlipPlan]{
 	Nodes: func(f *nwv1.BondModeFlipPlan) []engine.NodeField {
 		return engine.NodeList("spec.nodeOrder", f.Spec.NodeOrder)
 	},
-	Admit: admit,
+	Admit:    admit,
+	Changing: changing,
 })
+
+// changing is the node of the flip's step that runs or waits, forward or rollback: the node it
+// changes, or is about to. Its Preflight changes none.
+func changing(f *nwv1.BondModeFlipPlan) ([]string, bool) {
+	p := ProgressOf(f)
+	switch {
+	case p.Current == nil:
+		return nil, false
+	case Step(p.Current.Name) == Preflight:
+		return nil, true
+	case p.CurrentPosition < 1 || p.CurrentPosition > len(p.Nodes) || p.Nodes[p.CurrentPosition-1].Name == "-":
+		return nil, false
+	}
+	return []string{p.Nodes[p.CurrentPosition-1].Name}, true
+}
 
 // Kind is what the shared workflow code calls a flip and says of its outcomes.
 var Kind = Descriptor.Kind

@@ -1,6 +1,7 @@
 package bondflip
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,5 +99,34 @@ func TestProgressOf(t *testing.T) {
 	m.held(nwv1.ReasonClusterNotReady) // left from before: nothing is held once it ended
 	if p := ProgressOf(m.flip); p.Failed == nil || p.Failed.Name != "Node2" || p.FailedPosition != 2 || p.Current != nil || p.Held != nil {
 		t.Errorf("rolled back: %+v", p)
+	}
+}
+
+// TestAFlipChangesTheNodeOfItsCurrentStep: what keeps out of node work's way (a snapshot
+// policy's runs) is told the node of the step that runs or waits, forward or rollback; none at
+// the Preflight; and that it cannot say ("?") when no step does.
+func TestAFlipChangesTheNodeOfItsCurrentStep(t *testing.T) {
+	m := newMachine(t, nwv1.ApprovalAutomatic, "edge-1", "edge-2")
+	var said []string
+	say := func() {
+		nodes, known := Descriptor.Changing(m.flip)
+		if !known {
+			nodes = []string{"?"}
+		}
+		said = append(said, string(m.s.Step)+":"+strings.Join(nodes, ","))
+	}
+	say()
+	m.move(workflow.Start)
+	say()
+	m.admit().move(workflow.StepSucceeded)
+	say()
+	m.admit().move(workflow.StepSucceeded)
+	say()
+	m.admit().move(workflow.StepFailed)
+	say()
+	m.move(workflow.StepSucceeded)
+	say()
+	if got, want := strings.Join(said, " "), ":? Preflight: Node1:edge-1 Node2:edge-2 RollbackNode2:edge-2 RollbackNode1:edge-1"; got != want {
+		t.Errorf("the nodes changed, step by step: %s, want %s", got, want)
 	}
 }

@@ -76,8 +76,33 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.OSVersionPolicy]{
 		}
 		return fields
 	},
-	Admit: admit,
+	Admit:    admit,
+	Changing: changing,
 })
+
+// changing is the node of the policy's step that runs or waits: the node it upgrades, or is
+// about to; every node for the Recovery, which writes each one's recovery system. Its
+// Preflight changes none.
+func changing(p *nwv1.OSVersionPolicy) ([]string, bool) {
+	pr := ProgressOf(p)
+	switch {
+	case pr.Current == nil:
+		return nil, false
+	case Step(pr.Current.Name) == Preflight:
+		return nil, true
+	case Step(pr.Current.Name) == Recovery:
+		nodes := make([]string, 0, len(pr.Nodes))
+		for _, n := range pr.Nodes {
+			nodes = append(nodes, n.Name)
+		}
+		return nodes, len(nodes) > 0
+	}
+	n, ok := pr.NodeAt(pr.CurrentPosition)
+	if !ok {
+		return nil, false
+	}
+	return []string{n.Name}, true
+}
 
 // admit refuses a policy whose node selector cannot select, or whose image the EdgeProfile in
 // force does not allow (every agent would refuse to stage it), naming the field; not a repair

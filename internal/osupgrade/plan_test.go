@@ -2,6 +2,7 @@ package osupgrade_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,5 +84,42 @@ func TestTheAcknowledgedNodesAreTheAnnotations(t *testing.T) {
 		nwv1.AnnotationAcknowledgeFallback: " edge-2, ,edge-3,edge-2"}}}
 	if got := osupgrade.Acknowledged(p); !slices.Equal(got, []string{"edge-2", "edge-3"}) {
 		t.Fatalf("acknowledged %v", got)
+	}
+}
+
+// TestAPolicyChangesTheNodeOfItsCurrentStep: what keeps out of node work's way (a snapshot
+// policy's runs) is told the node of the step that runs or waits, every node at the Recovery,
+// none at the Preflight, and that it cannot say ("?") when no step does.
+func TestAPolicyChangesTheNodeOfItsCurrentStep(t *testing.T) {
+	p := &nwv1.OSVersionPolicy{Spec: nwv1.OSVersionPolicySpec{Image: image, UpgradeRecovery: nwv1.RecoveryUpgradeAfterSoak}}
+	for i, n := range []string{"edge-1", "edge-2"} {
+		p.Status.Nodes = append(p.Status.Nodes, nwv1.NodeOSUpgrade{Name: n, Position: int32(i + 1)})
+	}
+	plan := osupgrade.PlanOf(p)
+	var said []string
+	s := workflow.Pending
+	say := func() {
+		nodes, known := osupgrade.Descriptor.Changing(p)
+		if !known {
+			nodes = []string{"?"}
+		}
+		said = append(said, string(s.Step)+":"+strings.Join(nodes, ","))
+	}
+	move := func(e workflow.Event) {
+		next, err := workflow.Next(plan, s, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		workflow.Transition(&p.Status.WorkflowStatus, plan, osupgrade.Kind, 1, s, next, e, "", false, metav1.Now())
+		workflow.Admit(&p.Status.WorkflowStatus, next.Step, "", metav1.Now())
+		s = next
+	}
+	say()
+	for _, e := range []workflow.Event{workflow.Start, workflow.StepSucceeded, workflow.StepSucceeded, workflow.StepSucceeded} {
+		move(e)
+		say()
+	}
+	if got, want := strings.Join(said, " "), ":? Preflight: Node1:edge-1 Node2:edge-2 Recovery:edge-1,edge-2"; got != want {
+		t.Errorf("the nodes changed, step by step: %s, want %s", got, want)
 	}
 }

@@ -145,7 +145,24 @@ var Descriptor = engine.Describe(&engine.Descriptor[*nwv1.ReplicationUpgrade]{
 	Nodes: func(u *nwv1.ReplicationUpgrade) []engine.NodeField {
 		return engine.NodeList("spec.peerNodes", u.Spec.PeerNodes)
 	},
+	Changing: changing,
 })
+
+// changing is every node of the upgrade, the original one and the joining ones, from its Place
+// on: each stage changes, or loads with its synchronisation, the replicas of every volume. Its
+// Preflight changes none; before it recorded the original node, which that is is not known.
+func changing(u *nwv1.ReplicationUpgrade) ([]string, bool) {
+	p := ProgressOf(u)
+	switch {
+	case p.Current == nil:
+		return nil, false
+	case Step(p.Current.Name) == Preflight:
+		return nil, true
+	case u.Status.OriginalNode == "":
+		return nil, false
+	}
+	return append([]string{u.Status.OriginalNode}, u.Spec.PeerNodes...), true
+}
 
 // Kind is what the shared workflow code calls an upgrade and says of its outcomes.
 var Kind = Descriptor.Kind

@@ -1,6 +1,7 @@
 package replupgrade
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,5 +99,32 @@ func TestProgressOf(t *testing.T) {
 	if got := states(p.Rollback); m.u.Status.Phase != nwv1.WorkflowRolledBack || p.Current != nil || p.Held != nil || p.FailedStage != 3 ||
 		got != "RemoveReplicas:Succeeded RestorePlaceCount:Succeeded RestoreBalance:Succeeded " {
 		t.Errorf("rolled back (%s): %+v", m.u.Status.Phase, p)
+	}
+}
+
+// TestAnUpgradeChangesEveryNodeFromItsPlace: what keeps out of node work's way (a snapshot
+// policy's runs) is told every node of the upgrade from its Place on, rollback included; none at
+// the Preflight; and that it cannot say ("?") before it started, or without its original node.
+func TestAnUpgradeChangesEveryNodeFromItsPlace(t *testing.T) {
+	m := newMachine(t, nwv1.ApprovalAutomatic)
+	var said []string
+	say := func() {
+		nodes, known := Descriptor.Changing(m.u)
+		if !known {
+			nodes = []string{"?"}
+		}
+		said = append(said, string(m.s.Step)+":"+strings.Join(nodes, ","))
+	}
+	say()
+	m.move(workflow.Start)
+	say()
+	m.admit().move(workflow.StepSucceeded)
+	say()
+	m.u.Status.OriginalNode = "edge-1"
+	say()
+	m.admit().move(workflow.StepFailed)
+	say()
+	if got, want := strings.Join(said, " "), ":? Preflight: Place:? Place:edge-1,edge-2 RemoveReplicas:edge-1,edge-2"; got != want {
+		t.Errorf("the nodes changed, step by step: %s, want %s", got, want)
 	}
 }

@@ -74,6 +74,11 @@ type Descriptor[O Object] struct {
 	// force (the EdgeProfile, say), at its creation (old nil) and at each change of its spec
 	// before it starts: an error refuses it, naming the field and why the value cannot work.
 	Admit func(ctx context.Context, c client.Reader, old, o O) error
+	// Changing, when set, says from a cluster-wide workflow's status which nodes it changes
+	// now, or is about to (those of the step that runs or waits), for what keeps out of node
+	// work's way without claiming it (HolderOf); known is false when the status cannot say.
+	// A kind without it changes, as far as anyone knows, every node.
+	Changing func(o O) (nodes []string, known bool)
 }
 
 // NodeField is a node a workflow's spec names, and the path of the field that names it:
@@ -174,6 +179,8 @@ type Summary struct {
 	Nodes func(Object) []NodeField
 	// Admit is the descriptor's Admit (old nil at a creation); nil when it has none.
 	Admit func(ctx context.Context, c client.Reader, old, o Object) error
+	// Changing is the descriptor's Changing; nil when it has none.
+	Changing func(Object) (nodes []string, known bool)
 }
 
 // Describe checks a kind's descriptor (Validate; a descriptor that cannot work is a
@@ -217,6 +224,15 @@ func Describe[O Object](d *Descriptor[O]) *Descriptor[O] {
 				}
 			}
 			return d.Admit(ctx, c, was, typed)
+		}
+	}
+	if d.Changing != nil {
+		described[len(described)-1].Changing = func(o Object) ([]string, bool) {
+			typed, ok := o.(O)
+			if !ok {
+				return nil, false
+			}
+			return d.Changing(typed)
 		}
 	}
 	slices.SortFunc(described, func(a, b Summary) int { return strings.Compare(a.Kind.Name, b.Kind.Name) })

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,36 +140,73 @@ func (e GateEnv) holderExists(ctx context.Context, id string) (bool, error) {
 	return holderExists(ctx, e.APIReader, id)
 }
 
-// Holder says which cluster-wide workflow holds the claim in namespace ns, read past any
-// cache with r: its kind, name and phase, and held false when none does (no Lease, no holder,
-// or one that no longer exists). For what must stay out of node work's way without claiming
-// it. A Failed workflow holds the claim until a person deletes it, with no node work going on:
-// the phase says so.
-func Holder(ctx context.Context, r client.Reader, ns string) (kind, name string, phase nwv1.WorkflowPhase, held bool, err error) {
+// Holding is the cluster-wide workflow that holds the claim, as HolderOf reads it.
+type Holding struct {
+	Kind, Name string
+	// Phase is its phase: a Failed workflow holds the claim until a person deletes it, with no
+	// node work going on.
+	Phase nwv1.WorkflowPhase
+	// Nodes are the nodes it changes now, or is about to, as its kind's descriptor says
+	// (Descriptor.Changing). NodesKnown is false when that is not known: its kind says
+	// nothing of it, is not described in this program, or its object could not be read.
+	Nodes      []string
+	NodesKnown bool
+}
+
+// HolderOf says which cluster-wide workflow holds the claim in namespace ns, read past any
+// cache with r, and which nodes it changes; nil when none holds it (no Lease, no holder, or
+// one that no longer exists). For what must stay out of node work's way without claiming it.
+func HolderOf(ctx context.Context, r client.Reader, ns string) (*Holding, error) {
 	var lease coordinationv1.Lease
 	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: LockName}, &lease); apierrors.IsNotFound(err) {
-		return "", "", "", false, nil
+		return nil, nil
 	} else if err != nil {
-		return "", "", "", false, err
+		return nil, err
 	}
 	id := ptr.Deref(lease.Spec.HolderIdentity, "")
 	if id == "" {
-		return "", "", "", false, nil
+		return nil, nil
 	}
 	alive, err := holderExists(ctx, r, id)
 	if err != nil || !alive {
+		return nil, err
+	}
+	kind, name, _, _ := parseHolder(id)
+	h := &Holding{Kind: kind, Name: name}
+	described := Described()
+	i := slices.IndexFunc(described, func(s Summary) bool { return s.Kind.Name == kind })
+	if i < 0 {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(nwv1.GroupVersion.WithKind(kind))
+		if err := r.Get(ctx, client.ObjectKey{Name: name}, u); err == nil {
+			p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+			h.Phase = nwv1.WorkflowPhase(p)
+		} else if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			return nil, err
+		}
+		return h, nil
+	}
+	o := described[i].New()
+	if err := r.Get(ctx, client.ObjectKey{Name: name}, o); apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return h, nil
+	} else if err != nil {
+		return nil, err
+	}
+	h.Phase = o.GetWorkflowStatus().Phase
+	if changing := described[i].Changing; changing != nil {
+		h.Nodes, h.NodesKnown = changing(o)
+	}
+	return h, nil
+}
+
+// Holder is HolderOf without the nodes: the holder's kind, name and phase, and held false
+// when none holds the claim.
+func Holder(ctx context.Context, r client.Reader, ns string) (kind, name string, phase nwv1.WorkflowPhase, held bool, err error) {
+	h, err := HolderOf(ctx, r, ns)
+	if err != nil || h == nil {
 		return "", "", "", false, err
 	}
-	kind, name, _, _ = parseHolder(id)
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(nwv1.GroupVersion.WithKind(kind))
-	if err := r.Get(ctx, client.ObjectKey{Name: name}, u); err == nil {
-		p, _, _ := unstructured.NestedString(u.Object, "status", "phase")
-		phase = nwv1.WorkflowPhase(p)
-	} else if !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
-		return "", "", "", false, err
-	}
-	return kind, name, phase, true, nil
+	return h.Kind, h.Name, h.Phase, true, nil
 }
 
 func holderExists(ctx context.Context, r client.Reader, id string) (bool, error) {
