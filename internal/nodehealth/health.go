@@ -1,6 +1,7 @@
 // Package nodehealth is the health of a node after a change or a boot, as the operator reads
 // it from the node's agent, its Node and LINSTOR: shared by the OS version policy's soak and
-// the boot-recovery policy's post-boot health.
+// the boot-recovery policy's post-boot health. It also says, from the agents' reports, where a
+// DRBD resource's data is and whether it is replicated in sync (a VMSnapshotPolicy's runs).
 package nodehealth
 
 import (

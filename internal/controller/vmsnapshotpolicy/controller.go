@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/nodehealth"
 	"github.com/spectrocloud/nodewright/internal/servedapis"
 	"github.com/spectrocloud/nodewright/internal/vmsnapshot"
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
@@ -56,6 +57,13 @@ import (
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Where a VM's volumes are, and whether they are in sync (putoff.go): its claims, their
+// PersistentVolumes (a LINSTOR volume's CSI volume handle is its DRBD resource), and the
+// agents' DRBD reports.
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=nodewrightagentstatuses,verbs=get;list;watch
 
 // APIs are the kinds the policy needs: KubeVirt's VMs and snapshots.
 var APIs = servedapis.Kinds{
@@ -86,7 +94,7 @@ const (
 // apisRetry is how often a policy waiting for the APIs asks again.
 const apisRetry = time.Minute
 
-// putOffRetry is how often a run put off by node work looks at the claim again.
+// putOffRetry is how often a run put off (putoff.go) looks again.
 const putOffRetry = 15 * time.Second
 
 // failedRetry is how soon a VM's failed write (its snapshot's creation or deletion, a read) is
@@ -101,8 +109,8 @@ type Reconciler struct {
 	Client   client.Client
 	Recorder record.EventRecorder
 	// APIReader reads the cluster-wide workflows' claim past the cache, in LockNamespace (the
-	// operator's namespace): a run is put off while a workflow that changes nodes holds it.
-	// Without LockNamespace, runs are never put off.
+	// operator's namespace): a run is put off while the workflow that holds it changes a node
+	// of the VM's (putoff.go). Without LockNamespace, node work puts no run off.
 	APIReader     client.Reader
 	LockNamespace string
 	// Discovery says whether the cluster serves APIs.
@@ -450,30 +458,12 @@ type run struct {
 	sched vmsnapshot.Schedule
 	ret   vmsnapshot.Retention
 
-	// nodeWork says, once read, which workflow holds the cluster ("" when none).
-	nodeWork *string
-	putOff   bool
-}
-
-// heldBy reads, once per reconcile, which cluster-wide workflow holds the claim.
-func (w *run) heldBy(ctx context.Context) (string, error) {
-	if w.nodeWork != nil {
-		return *w.nodeWork, nil
-	}
-	var by string
-	if w.r.LockNamespace != "" && w.r.APIReader != nil {
-		kind, name, phase, held, err := engine.Holder(ctx, w.r.APIReader, w.r.LockNamespace)
-		if err != nil {
-			return "", fmt.Errorf("reading the cluster-wide workflows' claim: %w", err)
-		}
-		// A Failed workflow keeps the claim until a person deletes it, with no node work
-		// going on: the VMs' backups matter most then.
-		if held && phase != nwv1.WorkflowFailed {
-			by = kind + " " + name
-		}
-	}
-	w.nodeWork = &by
-	return by, nil
+	// Read once per reconcile, when a run is due: the workflow that holds the cluster (nil
+	// when none does) and the agents' DRBD reports (putoff.go).
+	holderRead bool
+	holding    *engine.Holding
+	reports    map[string][]nodehealth.ResourceReport
+	putOff     bool
 }
 
 // judgedSnapshot is a snapshot with what it is.
@@ -560,18 +550,18 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		}
 		return nil, nil
 	}
-	// Node work first: a snapshot freezes the guest and loads the storage while a node is
-	// drained, rebooted or its network changed. Not acted on: the run is tried again when the
-	// claim is given up, within its starting deadline (or late, with catchUp RunOnce).
-	by, err := w.heldBy(ctx)
+	// Node work and the replicas first: a snapshot freezes the guest and loads the storage
+	// while a node of the VM's is drained, rebooted or its network changed, or while a
+	// replica synchronises. Not acted on: the run is tried again soon, within its starting
+	// deadline (or late, with catchUp RunOnce).
+	why, err := w.putOffFor(ctx, vm)
 	if err != nil {
 		return nil, err
 	}
-	if by != "" {
+	if why != "" {
 		w.putOff = true
 		skip := &nwv1.SnapshotSkip{Scheduled: scheduled, Reason: fmt.Sprintf(
-			"put off: %s holds the cluster (node work); the run starts when it ends, within the starting deadline %s (or late, with catchUp RunOnce)",
-			by, p.Spec.StartingDeadline.Duration)}
+			"put off: %s, within the starting deadline %s (or late, with catchUp RunOnce)", why, p.Spec.StartingDeadline.Duration)}
 		if !equality.Semantic.DeepEqual(st.LastSkipped, skip) {
 			st.LastSkipped = skip
 			w.r.event(p, corev1.EventTypeNormal, ReasonRunPutOff, vm.Name+": "+skip.Reason)

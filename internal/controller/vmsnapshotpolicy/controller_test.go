@@ -12,7 +12,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
@@ -585,32 +587,16 @@ func TestWhatCountsAsGood(t *testing.T) {
 }
 
 // TestARunIsPutOffWhileNodeWorkHoldsTheCluster: while a bond flip holds the cluster-wide
-// workflows' claim, a due run makes no snapshot and its status says why; once the flip gives
-// the claim up, the run goes ahead within its starting deadline. Not parallel: the claim is
-// the cluster's.
+// workflows' claim, and which nodes it changes is not known, a due run makes no snapshot and
+// its status says why; once the flip gives the claim up, the run goes ahead within its
+// starting deadline. Not parallel: the claim is the cluster's.
 func TestARunIsPutOffWhileNodeWorkHoldsTheCluster(t *testing.T) {
 	ctx := context.Background()
 	ten := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	s := start(t, ten.Add(-time.Minute))
 	s.vm("web", map[string]string{"backup": "hourly"})
-	flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "flip-" + s.ns}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "802.3ad"}}
-	if err := env.Client.Create(ctx, flip); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), flip) })
-	flip.Status.Phase = nwv1.WorkflowRunning
-	if err := env.Client.Status().Update(ctx, flip); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lockNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	claim := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: lockNamespace, Name: "nodewright-workflow"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("BondModeFlipPlan/" + flip.Name + "/" + string(flip.UID))}}
-	if err := env.Client.Create(ctx, claim); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), claim) })
+	// Its status says no step: which nodes it changes is not known.
+	flip, claim := s.holdTheClaim(nil)
 	p := &nwv1.VMSnapshotPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "hourly"},
 		Spec: nwv1.VMSnapshotPolicySpec{
@@ -686,4 +672,221 @@ func TestARunIsPutOffWhileNodeWorkHoldsTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	goesAhead(eleven.Add(2*time.Minute), eleven)
+}
+
+// holdTheClaim makes a bond flip of the nodes in order, Running with steps, hold the
+// cluster-wide workflows' claim until the test ends.
+func (s *site) holdTheClaim(order []string, steps ...nwv1.WorkflowStep) (*nwv1.BondModeFlipPlan, *coordinationv1.Lease) {
+	s.t.Helper()
+	ctx := context.Background()
+	flip := &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "flip-" + s.ns}, Spec: nwv1.BondModeFlipPlanSpec{TargetMode: "802.3ad", NodeOrder: order}}
+	if err := env.Client.Create(ctx, flip); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), flip) })
+	flip.Status.Phase, flip.Status.Steps = nwv1.WorkflowRunning, steps
+	if err := env.Client.Status().Update(ctx, flip); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lockNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		s.t.Fatal(err)
+	}
+	claim := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: lockNamespace, Name: "nodewright-workflow"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("BondModeFlipPlan/" + flip.Name + "/" + string(flip.UID))}}
+	if err := env.Client.Create(ctx, claim); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), claim) })
+	return flip, claim
+}
+
+// linstorVolume binds the claim of the VM's volume (s.vm names it <vm>-root) to a new LINSTOR
+// volume, and returns its DRBD resource.
+func (s *site) linstorVolume(vm string) string {
+	s.t.Helper()
+	ctx := context.Background()
+	name := "pvc-" + string(uuid.NewUUID())
+	size := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{
+		Capacity: size, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+		PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "linstor.csi.linbit.com", VolumeHandle: name}},
+		ClaimRef:               &corev1.ObjectReference{Namespace: s.ns, Name: vm + "-root"},
+	}}
+	if err := env.Client.Create(ctx, pv); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), pv) })
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: vm + "-root"}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: pv.Spec.AccessModes, Resources: corev1.VolumeResourceRequirements{Requests: size}, VolumeName: name}}
+	if err := env.Client.Create(ctx, pvc); err != nil {
+		s.t.Fatal(err)
+	}
+	return name
+}
+
+// inSync is a node's report of a DRBD resource whose disk is UpToDate, Connected and
+// Established with each peer's UpToDate disk.
+func inSync(resource string, peers ...string) nwv1.DRBDResourceStatus {
+	r := nwv1.DRBDResourceStatus{Name: resource, Role: "Secondary", Volumes: []nwv1.DRBDVolumeStatus{{DiskState: "UpToDate"}}}
+	for _, p := range peers {
+		r.Peers = append(r.Peers, nwv1.DRBDPeerStatus{Name: p, ConnectionState: "Connected", Role: "Secondary",
+			Volumes: []nwv1.DRBDPeerVolumeStatus{{ReplicationState: "Established", PeerDiskState: "UpToDate"}}})
+	}
+	return r
+}
+
+// report writes what the node's agent reports of its DRBD resources, until the test ends.
+func (s *site) report(node string, resources ...nwv1.DRBDResourceStatus) {
+	s.t.Helper()
+	ctx := context.Background()
+	a := &nwv1.NodewrightAgentStatus{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := env.Client.Create(ctx, a); apierrors.IsAlreadyExists(err) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
+			s.t.Fatal(err)
+		}
+	} else if err != nil {
+		s.t.Fatal(err)
+	} else {
+		s.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), a) })
+	}
+	a.Status.Reporter = nwv1.ReporterAgent
+	a.Status.Storage = &nwv1.DRBDStatus{Resources: int32(len(resources)), ResourceStatuses: resources}
+	if err := env.Client.Status().Update(ctx, a); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// TestARunIsPutOffWhileAReplicaIsOutOfSync: a VM whose LINSTOR volume has a replica
+// synchronising makes no snapshot, its status naming the resource, the node and how far it
+// is; once the agents report it UpToDate and Established, the run goes ahead within its
+// starting deadline. A VM not on LINSTOR is not held by it.
+func TestARunIsPutOffWhileAReplicaIsOutOfSync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ten := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	s := start(t, ten.Add(-time.Minute))
+	hourly := map[string]string{"backup": "hourly"}
+	s.vm("db", hourly)
+	s.vm("web", hourly) // its claim is not there: not on LINSTOR
+	res := s.linstorVolume("db")
+	a, b := s.ns+"-a", s.ns+"-b"
+	source, target := inSync(res, b), inSync(res, a)
+	source.Peers[0].Volumes[0] = nwv1.DRBDPeerVolumeStatus{ReplicationState: "SyncSource", PeerDiskState: "Inconsistent", OutOfSyncKiB: 1234}
+	target.Volumes[0].DiskState = "Inconsistent"
+	target.Peers[0].Volumes[0] = nwv1.DRBDPeerVolumeStatus{ReplicationState: "SyncTarget", PeerDiskState: "UpToDate", OutOfSyncKiB: 1234}
+	s.report(a, source)
+	s.report(b, target)
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "hourly"},
+		Spec: nwv1.VMSnapshotPolicySpec{VMSelector: nwv1.VMSelector{MatchLabels: hourly}, Schedule: nwv1.SnapshotSchedule{Cron: "@hourly"},
+			Retention: nwv1.SnapshotRetention{KeepLast: 2}},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p = s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if p.Status.Selected != 2 {
+			return "not running yet"
+		}
+		return ""
+	})
+
+	s.at(p, ten.Add(5*time.Second))
+	s.snapshotsAre("web", vmsnapshotpolicy.SnapshotName("hourly", "web", ten))
+	why := "put off: replica of " + res + " on " + b + " is Inconsistent (SyncTarget, 1234 KiB out of sync); the run starts once it is in sync"
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if db := vmStatus(p, "db"); db.LastSkipped == nil || !strings.HasPrefix(db.LastSkipped.Reason, why) {
+			return fmt.Sprintf("db's last skipped %+v", db.LastSkipped)
+		}
+		return ""
+	})
+	testenv.EventSaid(t, env.Client, wait, "VMSnapshotPolicy", corev1.EventTypeNormal, vmsnapshotpolicy.ReasonRunPutOff, "db: "+why)
+	if got := s.snapshots("db"); len(got) != 0 {
+		t.Fatalf("a snapshot was made while a replica synchronised: %v", got)
+	}
+
+	// In sync: at 10:02 the run goes ahead.
+	s.report(a, inSync(res, b))
+	s.report(b, inSync(res, a))
+	s.at(p, ten.Add(2*time.Minute))
+	s.snapshotsAre("db", vmsnapshotpolicy.SnapshotName("hourly", "db", ten))
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if db := vmStatus(p, "db"); db.LastSkipped != nil || db.LastRun == nil {
+			return fmt.Sprintf("db %+v", db)
+		}
+		return ""
+	})
+}
+
+// TestNodeWorkPutsOffOnlyTheRunsOfItsNodesVMs: while a flip holds the claim, the run of a VM
+// with a replica on the node it changes is put off, naming the node, and that of a VM whose
+// replicas are elsewhere goes ahead; once the flip moves on to another node, the first goes
+// ahead, and a VM running on that node is put off. Not parallel: the claim is the cluster's.
+func TestNodeWorkPutsOffOnlyTheRunsOfItsNodesVMs(t *testing.T) {
+	ctx := context.Background()
+	ten := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	s := start(t, ten.Add(-time.Minute))
+	hourly := map[string]string{"backup": "hourly"}
+	s.vm("near", hourly)
+	s.vm("far", hourly)
+	nearRes, farRes := s.linstorVolume("near"), s.linstorVolume("far")
+	a, b, c, d := s.ns+"-a", s.ns+"-b", s.ns+"-c", s.ns+"-d"
+	s.report(a, inSync(nearRes, b))
+	s.report(b, inSync(nearRes, a), inSync(farRes, c))
+	s.report(c, inSync(farRes, b))
+	vmi := &virtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "far"}, Status: virtv1.VirtualMachineInstanceStatus{NodeName: d}}
+	if err := env.Client.Create(ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	flip, _ := s.holdTheClaim([]string{a, d}, nwv1.WorkflowStep{Name: "Preflight", State: nwv1.StepSucceeded}, nwv1.WorkflowStep{Name: "Node1", State: nwv1.StepRunning})
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "hourly"},
+		Spec: nwv1.VMSnapshotPolicySpec{VMSelector: nwv1.VMSelector{MatchLabels: hourly}, Schedule: nwv1.SnapshotSchedule{Cron: "@hourly"},
+			Retention: nwv1.SnapshotRetention{KeepLast: 2}},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	p = s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if p.Status.Selected != 2 {
+			return "not running yet"
+		}
+		return ""
+	})
+	name := func(vm string, t time.Time) string { return vmsnapshotpolicy.SnapshotName("hourly", vm, t) }
+	putOff := func(vm string, scheduled time.Time, why string) {
+		t.Helper()
+		s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+			if v := vmStatus(p, vm); v.LastSkipped == nil || !v.LastSkipped.Scheduled.Time.Equal(scheduled) || !strings.HasPrefix(v.LastSkipped.Reason, why) {
+				return fmt.Sprintf("%s's last skipped %+v", vm, v.LastSkipped)
+			}
+			return ""
+		})
+	}
+
+	// 10:00, the flip changing a: near, with a replica there, is put off; far goes ahead.
+	s.at(p, ten.Add(5*time.Second))
+	s.snapshotsAre("far", name("far", ten))
+	putOff("near", ten, "put off: BondModeFlipPlan "+flip.Name+" holds the cluster (node work) and changes "+a+", which holds a replica of "+nearRes+
+		"; the run starts once it has moved on from "+a)
+	if got := s.snapshots("near"); len(got) != 0 {
+		t.Fatalf("a snapshot was made while the flip changed a node of its replicas: %v", got)
+	}
+
+	// 10:02, the flip moved on to d: near goes ahead.
+	flip.Status.Steps = []nwv1.WorkflowStep{{Name: "Preflight", State: nwv1.StepSucceeded}, {Name: "Node1", State: nwv1.StepSucceeded}, {Name: "Node2", State: nwv1.StepRunning}}
+	if err := env.Client.Status().Update(ctx, flip); err != nil {
+		t.Fatal(err)
+	}
+	s.at(p, ten.Add(2*time.Minute))
+	s.snapshotsAre("near", name("near", ten))
+
+	// 11:00, the flip still on d, where far runs: far is put off, near goes ahead.
+	s.play(name("near", ten), good)
+	s.play(name("far", ten), good)
+	eleven := ten.Add(time.Hour)
+	s.at(p, eleven.Add(5*time.Second))
+	s.snapshotsAre("near", name("near", ten), name("near", eleven))
+	putOff("far", eleven, "put off: BondModeFlipPlan "+flip.Name+" holds the cluster (node work) and changes "+d+", where the VM runs")
+	s.snapshotsAre("far", name("far", ten))
 }
