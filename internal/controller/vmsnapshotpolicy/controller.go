@@ -36,6 +36,7 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -173,6 +174,14 @@ func (r *Reconciler) watch() error {
 		source.Kind[client.Object](c, &virtv1.VirtualMachine{}, inNamespace),
 	} {
 		if err := r.controller.Watch(src); err != nil {
+			return err
+		}
+	}
+	// What a run reads (putoff.go, the frozen-guest check) is cached from now on, not from
+	// the first run on: a run does not wait for these informers to fill.
+	for _, o := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{},
+		&nwv1.NodewrightAgentStatus{}, &virtv1.VirtualMachineInstance{}} {
+		if _, err := c.GetInformer(context.Background(), o, cache.BlockUntilSynced(false)); err != nil {
 			return err
 		}
 	}

@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
@@ -26,11 +30,15 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/vmsnapshotpolicy"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site"
 )
 
 const (
 	scheduleVMs   = 100
 	scheduleLimit = 2 * time.Second
+	// benchDriver and benchClass are the site's CSI driver and its classes.
+	benchDriver = "bench.csi.example.com"
+	benchClass  = "bench-snapshot"
 )
 
 // writes counts the requests that change something (every method but GET), by when they
@@ -81,8 +89,8 @@ type scheduleResult struct {
 // benchSchedule runs the VMSnapshotPolicy controller, in this process, against a local API
 // server with 100 VMs on one every-minute schedule: for two runs, the time from the scheduled
 // minute until a watch has seen every snapshot of the run, and the controller's API writes in
-// the quiet part of the minute after the first run (its snapshots played to good, as KubeVirt
-// would, in the first seconds). The baseline is a bare client creating 100 snapshots one after
+// the quiet part of the minute after the first run (its snapshots taken and ended good by the
+// local site's KubeVirt, on real files). The baseline is a bare client creating 100 snapshots one after
 // the other, seen by the same watch.
 func benchSchedule(ctx context.Context) (scheduleResult, error) {
 	var res scheduleResult
@@ -97,24 +105,22 @@ func benchSchedule(ctx context.Context) (scheduleResult, error) {
 	if err := c.Create(ctx, ns); err != nil {
 		return res, err
 	}
+	stopSite, err := startSite(ctx, env, ns.Name)
+	if err != nil {
+		return res, err
+	}
+	defer stopSite()
 	for i := range scheduleVMs {
-		vm := &virtv1.VirtualMachine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: fmt.Sprintf("vm-%03d", i), Labels: map[string]string{"backup": "minutely"}},
-			Spec: virtv1.VirtualMachineSpec{
-				RunStrategy: ptr.To(virtv1.RunStrategyAlways),
-				Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
-					Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
-					Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{
-						PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
-							PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("vm-%03d-root", i)},
-						},
-					}}},
-				}},
-			},
-		}
-		if err := c.Create(ctx, vm); err != nil {
+		if err := runningVM(ctx, c, ns.Name, fmt.Sprintf("vm-%03d", i)); err != nil {
 			return res, err
 		}
+	}
+	if err := waitAll(ctx, c, ns.Name, "VMs running", func(ctx context.Context) (int, error) {
+		var vmis virtv1.VirtualMachineInstanceList
+		err := c.List(ctx, &vmis, client.InNamespace(ns.Name))
+		return countIf(vmis.Items, func(v virtv1.VirtualMachineInstance) bool { return v.Status.Phase == virtv1.Running }), err
+	}); err != nil {
+		return res, err
 	}
 
 	// The watch that sees the snapshots, for the controller's runs and the baseline alike.
@@ -165,6 +171,16 @@ func benchSchedule(ctx context.Context) (scheduleResult, error) {
 		return res, err
 	}
 	res.baseline = last.Sub(began)
+	// The site takes the baseline's snapshots too: the runs start once it is done with them.
+	if err := waitAll(ctx, c, ns.Name, "baseline snapshots good", func(ctx context.Context) (int, error) {
+		var list snapv1.VirtualMachineSnapshotList
+		err := c.List(ctx, &list, client.InNamespace(ns.Name))
+		return countIf(list.Items, func(s snapv1.VirtualMachineSnapshot) bool {
+			return s.Status != nil && s.Status.Phase == snapv1.Succeeded && ptr.Deref(s.Status.ReadyToUse, false)
+		}), err
+	}); err != nil {
+		return res, err
+	}
 
 	// The controller, its writes counted.
 	counted := &writes{}
@@ -213,8 +229,16 @@ func benchSchedule(ctx context.Context) (scheduleResult, error) {
 		if run == 1 {
 			break
 		}
-		// Played KubeVirt: every snapshot of the run ends good, in the first seconds.
-		if err := playGood(ctx, c, ns.Name, minute); err != nil {
+		// The site's KubeVirt takes every snapshot of the run (freeze, a copy of the volume's
+		// file, thaw) and ends it good.
+		if err := waitAll(ctx, c, ns.Name, "snapshots of the run good", func(ctx context.Context) (int, error) {
+			var list snapv1.VirtualMachineSnapshotList
+			err := c.List(ctx, &list, client.InNamespace(ns.Name), client.HasLabels{nwv1.LabelSnapshotPolicy})
+			return countIf(list.Items, func(s snapv1.VirtualMachineSnapshot) bool {
+				return s.Annotations[nwv1.AnnotationSnapshotScheduled] == minute.UTC().Format(time.RFC3339) &&
+					s.Status != nil && s.Status.Phase == snapv1.Succeeded && ptr.Deref(s.Status.ReadyToUse, false)
+			}), err
+		}); err != nil {
 			return res, err
 		}
 		// The quiet part of the minute: from 10 s after the last snapshot ended (the
@@ -229,54 +253,106 @@ func benchSchedule(ctx context.Context) (scheduleResult, error) {
 	return res, nil
 }
 
-// playGood ends every snapshot of the run at minute as KubeVirt's controller would: a content
-// with the volume's snapshot ready, the phase Succeeded, readyToUse, frozen by the guest agent.
-func playGood(ctx context.Context, c client.Client, ns string, minute time.Time) error {
-	var list snapv1.VirtualMachineSnapshotList
-	if err := c.List(ctx, &list, client.InNamespace(ns), client.HasLabels{nwv1.LabelSnapshotPolicy}); err != nil {
-		return err
-	}
-	var errs atomic.Value
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range list.Items {
-		s := &list.Items[i]
-		if s.Annotations[nwv1.AnnotationSnapshotScheduled] != minute.UTC().Format(time.RFC3339) {
-			continue
+// startSite runs the local site for the namespace: its CSI driver, its KubeVirt with a guest
+// agent in every VM, and its snapshot controllers, on files in a folder of its own. The
+// returned function stops it and removes the folder.
+func startSite(ctx context.Context, env *testenv.Env, ns string) (func(), error) {
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: benchClass}, Provisioner: benchDriver,
+		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
+	vsc := &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: benchClass}, Driver: benchDriver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete}
+	for _, o := range []client.Object{sc, vsc} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			return nil, err
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			content := &snapv1.VirtualMachineSnapshotContent{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vmsnapshot-content-" + string(s.UID)},
-				Spec: snapv1.VirtualMachineSnapshotContentSpec{VirtualMachineSnapshotName: ptr.To(s.Name),
-					VolumeBackups: []snapv1.VolumeBackup{{VolumeName: "root", VolumeSnapshotName: ptr.To("vmsnapshot-" + string(s.UID) + "-volume-root")}}},
-			}
-			if err := c.Create(ctx, content); err != nil {
-				errs.Store(err)
-				return
-			}
-			content.Status = &snapv1.VirtualMachineSnapshotContentStatus{ReadyToUse: ptr.To(true),
-				VolumeSnapshotStatus: []snapv1.VolumeSnapshotStatus{{VolumeSnapshotName: "vmsnapshot-" + string(s.UID) + "-volume-root", ReadyToUse: ptr.To(true)}}}
-			if err := c.Status().Update(ctx, content); err != nil {
-				errs.Store(err)
-				return
-			}
-			s.Status = &snapv1.VirtualMachineSnapshotStatus{Phase: snapv1.Succeeded, ReadyToUse: ptr.To(true), SourceUID: ptr.To(s.UID),
-				VirtualMachineSnapshotContentName: ptr.To(content.Name),
-				SnapshotVolumes:                   &snapv1.SnapshotVolumesLists{IncludedVolumes: []string{"root"}},
-				Indications:                       []snapv1.Indication{snapv1.VMSnapshotOnlineSnapshotIndication, snapv1.VMSnapshotGuestAgentIndication}}
-			if err := c.Status().Update(ctx, s); err != nil {
-				errs.Store(err)
-			}
-		}()
 	}
-	wg.Wait()
-	if err, ok := errs.Load().(error); ok {
+	copyBinary, err := site.CopyBinary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "nodewright-bench-snapshot-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := site.New(env.Config, site.Options{Dir: dir, Drivers: []string{benchDriver}, CopyBinary: copyBinary, Namespaces: []string{ns},
+		GuestAgent: func(*virtv1.VirtualMachineInstance) bool { return true }})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Start(sctx) }()
+	stop := func() { cancel(); <-done; _ = os.RemoveAll(dir) }
+	select {
+	case <-s.Started():
+	case <-time.After(time.Minute):
+		stop()
+		return nil, errors.New("the site did not start within a minute")
+	}
+	if err := s.Err(); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// runningVM creates a VM whose volume "root" is a 1 MiB block claim of the site's.
+func runningVM(ctx context.Context, c client.Client, ns, name string) error {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-root"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: ptr.To(benchClass),
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeMode:       ptr.To(corev1.PersistentVolumeBlock),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+		},
+	}
+	if err := c.Create(ctx, pvc); err != nil {
 		return err
 	}
-	return nil
+	vm := &virtv1.VirtualMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"backup": "minutely"}},
+		Spec: virtv1.VirtualMachineSpec{
+			RunStrategy: ptr.To(virtv1.RunStrategyAlways),
+			Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
+				Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
+				Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{
+					PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+						PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
+					},
+				}}},
+			}},
+		},
+	}
+	return c.Create(ctx, vm)
+}
+
+// waitAll waits, for up to three minutes, until count says all scheduleVMs are there.
+func waitAll(ctx context.Context, c client.Client, ns, what string, count func(context.Context) (int, error)) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		n, err := count(ctx)
+		if err == nil && n >= scheduleVMs {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("%d of %d %s after 3 minutes: %w", n, scheduleVMs, what, err)
+			}
+			return fmt.Errorf("%d of %d %s after 3 minutes", n, scheduleVMs, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func countIf[T any](items []T, ok func(T) bool) int {
+	n := 0
+	for _, i := range items {
+		if ok(i) {
+			n++
+		}
+	}
+	return n
 }
 
 // printSchedule prints the schedule's figures and says whether they pass.
