@@ -890,3 +890,88 @@ func TestNodeWorkPutsOffOnlyTheRunsOfItsNodesVMs(t *testing.T) {
 	putOff("far", eleven, "put off: BondModeFlipPlan "+flip.Name+" holds the cluster (node work) and changes "+d+", where the VM runs")
 	s.snapshotsAre("far", name("far", ten))
 }
+
+// TestADaylightSavingChange runs a daily 02:30 policy in Berlin through both changes of 2026:
+// on 29 March 02:30 does not exist, and the day has no run, with nothing said missed; on 25
+// October 02:30 comes twice, and runs once, at the first.
+func TestADaylightSavingChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(month time.Month, day, h, m int) time.Time {
+		return time.Date(2026, month, day, h, m, 0, 0, berlin)
+	}
+	s := start(t, at(3, 28, 1, 0))
+	s.vm("web", nil)
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "nightly"},
+		Spec: nwv1.VMSnapshotPolicySpec{
+			VMSelector: nwv1.VMSelector{Names: []string{"web"}},
+			Schedule:   nwv1.SnapshotSchedule{Cron: "30 2 * * *", TimeZone: "Europe/Berlin"},
+			Retention:  nwv1.SnapshotRetention{KeepLast: 5},
+		},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	// skippedBefore: the policy's last skipped run, if any, is one before it (the months the
+	// test leaves out between the changes are skipped, and said so).
+	var skippedBefore time.Time
+	next := func(want time.Time) {
+		t.Helper()
+		s.policy("nightly", func(p *nwv1.VMSnapshotPolicy) string {
+			if p.Status.NextRun == nil || !p.Status.NextRun.Time.Equal(want) ||
+				(p.Status.LastSkipped != nil && !p.Status.LastSkipped.Scheduled.Time.Before(skippedBefore)) {
+				return fmt.Sprintf("next run %v, last skipped %+v; want %s, none since %s", p.Status.NextRun, p.Status.LastSkipped, want, skippedBefore)
+			}
+			return ""
+		})
+	}
+	run := func(when time.Time, want ...time.Time) {
+		t.Helper()
+		s.at(p, when)
+		var names []string
+		for _, w := range want {
+			names = append(names, vmsnapshotpolicy.SnapshotName("nightly", "web", w))
+		}
+		s.snapshotsAre("web", names...)
+	}
+	// reconciledAt sets the clock and waits until the controller has looked at the policy
+	// then: a change of its spec (keepLast, 5 or 6) is observed.
+	reconciledAt := func(when time.Time) {
+		t.Helper()
+		s.clock.SetTime(when)
+		s.edit("nightly", func(p *nwv1.VMSnapshotPolicy) { p.Spec.Retention.KeepLast = 11 - p.Spec.Retention.KeepLast })
+		s.policy("nightly", func(p *nwv1.VMSnapshotPolicy) string {
+			if p.Status.ObservedGeneration != p.Generation {
+				return fmt.Sprintf("generation %d not observed yet (%d)", p.Generation, p.Status.ObservedGeneration)
+			}
+			return ""
+		})
+	}
+	next(at(3, 28, 2, 30))
+	run(at(3, 28, 2, 30).Add(5*time.Second), at(3, 28, 2, 30))
+	s.play(vmsnapshotpolicy.SnapshotName("nightly", "web", at(3, 28, 2, 30)), good)
+	// The spring change: at 03:30 CEST on the 29th no run was due, and none is missed.
+	next(at(3, 30, 2, 30))
+	reconciledAt(at(3, 29, 3, 30))
+	s.snapshotsAre("web", vmsnapshotpolicy.SnapshotName("nightly", "web", at(3, 28, 2, 30)))
+	next(at(3, 30, 2, 30))
+	run(at(3, 30, 2, 30).Add(5*time.Second), at(3, 28, 2, 30), at(3, 30, 2, 30))
+	s.play(vmsnapshotpolicy.SnapshotName("nightly", "web", at(3, 30, 2, 30)), good)
+
+	// The autumn change: 02:30 CEST runs; 02:30 CET, an hour later, does not.
+	first := time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC) // 02:30 CEST
+	skippedBefore = first
+	s.at(p, first.Add(-time.Hour))
+	next(first)
+	run(first.Add(5*time.Second), at(3, 28, 2, 30), at(3, 30, 2, 30), first)
+	s.play(vmsnapshotpolicy.SnapshotName("nightly", "web", first), good)
+	next(at(10, 26, 2, 30))
+	reconciledAt(first.Add(time.Hour + 5*time.Second)) // 02:30 CET
+	run(first.Add(time.Hour+10*time.Second), at(3, 28, 2, 30), at(3, 30, 2, 30), first)
+	next(at(10, 26, 2, 30))
+}
