@@ -90,6 +90,7 @@ const (
 	ReasonRunPutOff       = "RunPutOff"
 	ReasonRunFailed       = "RunFailed"
 	ReasonGuestFrozen     = "GuestLeftFrozen"
+	ReasonTooManyVMs      = "TooManyVMs"
 )
 
 // apisRetry is how often a policy waiting for the APIs asks again.
@@ -259,7 +260,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 		r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonInvalidSpec, "spec.vmSelector: "+err.Error())
 		return ctrl.Result{}, nil
 	}
-	vms, err := r.selected(ctx, p, sel)
+	vms, total, err := r.selected(ctx, p, sel)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -268,7 +269,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 		return ctrl.Result{}, err
 	}
 	ret := retention(p.Spec.Retention)
-	w := &run{r: r, p: p, now: now, sched: sched, ret: ret}
+	w := &run{r: r, p: p, now: now, sched: sched, ret: ret, beyondCap: total - len(vms)}
 
 	// Suspension: lifting it starts the schedule afresh, so that the runs it held are not
 	// caught up.
@@ -353,7 +354,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 	}
 	// The snapshots of VMs no longer selected (or deleted) are kept, and left alone.
 	p.Status.VMs = out
-	p.Status.Selected = int32(len(vms))
+	p.Status.Selected = int32(total)
 	p.Status.Kept = 0
 	p.Status.LastSkipped = nil
 	for _, v := range out {
@@ -394,11 +395,12 @@ func selector(s nwv1.VMSelector) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: s.MatchLabels, MatchExpressions: s.MatchExpressions})
 }
 
-// selected are the VMs of the policy's namespace it selects, by name.
-func (r *Reconciler) selected(ctx context.Context, p *nwv1.VMSnapshotPolicy, sel labels.Selector) ([]*virtv1.VirtualMachine, error) {
+// selected are the VMs of the policy's namespace it selects, by name: the first
+// MaxSnapshotPolicyVMs of them, the policy's bound, and how many it selects in all.
+func (r *Reconciler) selected(ctx context.Context, p *nwv1.VMSnapshotPolicy, sel labels.Selector) ([]*virtv1.VirtualMachine, int, error) {
 	var list virtv1.VirtualMachineList
 	if err := r.Client.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var out []*virtv1.VirtualMachine
 	for i := range list.Items {
@@ -411,10 +413,11 @@ func (r *Reconciler) selected(ctx context.Context, p *nwv1.VMSnapshotPolicy, sel
 		}
 	}
 	slices.SortFunc(out, func(a, b *virtv1.VirtualMachine) int { return strings.Compare(a.Name, b.Name) })
-	if len(out) > nwv1.MaxSnapshotPolicyVMs {
+	total := len(out)
+	if total > nwv1.MaxSnapshotPolicyVMs {
 		out = out[:nwv1.MaxSnapshotPolicyVMs]
 	}
-	return out, nil
+	return out, total, nil
 }
 
 // owned are the snapshots the policy made, by VM: its labels and its UID.
@@ -466,6 +469,8 @@ type run struct {
 	since time.Time
 	sched vmsnapshot.Schedule
 	ret   vmsnapshot.Retention
+	// beyondCap counts the VMs selected past MaxSnapshotPolicyVMs, which get no snapshots.
+	beyondCap int
 
 	// Read once per reconcile, when a run is due: the workflow that holds the cluster (nil
 	// when none does) and the agents' DRBD reports (putoff.go).
@@ -838,6 +843,20 @@ func (w *run) conditions() {
 	case len(frozen) > 0:
 		w.r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonGuestFrozen,
 			fmt.Sprintf("the guest of %s was left frozen after a failed snapshot (virtctl unfreeze); failed runs in a row: %s", strings.Join(frozen, ", "), strings.Join(failing, "; ")))
+	case w.beyondCap > 0:
+		last := ""
+		if n := len(p.Status.VMs); n > 0 {
+			last = " after " + p.Status.VMs[n-1].Name
+		}
+		msg := fmt.Sprintf("the selector selects %d VMs: only the first %d by name are snapshotted, the %d%s are not; narrow it, or split the policy",
+			int(p.Status.Selected), nwv1.MaxSnapshotPolicyVMs, w.beyondCap, last)
+		if len(failing) > 0 {
+			msg += "; failed runs in a row: " + strings.Join(failing, "; ")
+		}
+		if c := meta.FindStatusCondition(p.Status.Conditions, nwv1.ConditionHealthy); c == nil || c.Reason != ReasonTooManyVMs {
+			w.r.event(p, corev1.EventTypeWarning, ReasonTooManyVMs, msg)
+		}
+		w.r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonTooManyVMs, msg)
 	case len(failing) > 0:
 		w.r.condition(p, nwv1.ConditionHealthy, metav1.ConditionFalse, ReasonFailing, "failed runs in a row: "+strings.Join(failing, "; "))
 	default:

@@ -975,3 +975,34 @@ func TestADaylightSavingChange(t *testing.T) {
 	run(first.Add(time.Hour+10*time.Second), at(3, 28, 2, 30), at(3, 30, 2, 30), first)
 	next(at(10, 26, 2, 30))
 }
+
+// TestAPolicyOverItsBoundSaysSo: a policy that selects more VMs than it snapshots (500) says
+// so in Healthy and in a Warning Event, naming how many are left out and from which.
+func TestAPolicyOverItsBoundSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := start(t, time.Date(2026, 11, 30, 9, 30, 0, 0, time.UTC))
+	for i := range nwv1.MaxSnapshotPolicyVMs + 2 {
+		vm := &virtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: fmt.Sprintf("vm-%03d", i), Labels: map[string]string{"fleet": "all"}},
+			Spec: virtv1.VirtualMachineSpec{RunStrategy: ptr.To(virtv1.RunStrategyHalted), Template: &virtv1.VirtualMachineInstanceTemplateSpec{}}}
+		if err := env.Client.Create(ctx, vm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "all"},
+		Spec: nwv1.VMSnapshotPolicySpec{VMSelector: nwv1.VMSelector{MatchLabels: map[string]string{"fleet": "all"}},
+			Schedule: nwv1.SnapshotSchedule{Cron: "@daily"}, Retention: nwv1.SnapshotRetention{KeepLast: 1}},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	const want = "False TooManyVMs: the selector selects 502 VMs: only the first 500 by name are snapshotted, the 2 after vm-499 are not"
+	s.policy("all", func(p *nwv1.VMSnapshotPolicy) string {
+		if got := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy); !strings.HasPrefix(got, want) || len(p.Status.VMs) != 500 || p.Status.Selected != 502 {
+			return fmt.Sprintf("healthy %s, %d VMs in status, selected %d", got, len(p.Status.VMs), p.Status.Selected)
+		}
+		return ""
+	})
+	testenv.EventSaid(t, env.Client, wait, "VMSnapshotPolicy", corev1.EventTypeWarning, vmsnapshotpolicy.ReasonTooManyVMs, "the 2 after vm-499 are not")
+}

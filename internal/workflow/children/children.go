@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,14 +29,15 @@ const (
 const MaxName = 63
 
 // Name is the deterministic name of a child of the workflow named owner: "<owner>-<suffix>",
-// or, when that would be longer than MaxName, the owner's name shortened and a hash of it.
+// or, when that would be longer than MaxName, the owner's name shortened and a hash of it. A
+// shortened name that would end in a "." loses it: ".-" is not a valid name.
 func Name(owner, suffix string) string {
 	name := owner + "-" + suffix
 	if len(name) <= MaxName {
 		return name
 	}
 	keep := MaxName - len(suffix) - 10 - 2
-	return owner[:keep] + "-" + hash(owner, 10) + "-" + suffix
+	return strings.TrimRight(owner[:keep], ".") + "-" + hash(owner, 10) + "-" + suffix
 }
 
 // LabelValue is a name as a label value: itself, or its hash when too long for one.

@@ -28,6 +28,15 @@ func TestNamesAreDeterministicAndFitALabel(t *testing.T) {
 	if got := Name("web", "target"); got != "web-target" {
 		t.Errorf("a short name: %q", got)
 	}
+	// A cut that ends in a "." (an owner named like a domain) does not leave ".-".
+	for cut := 30; cut < 50; cut++ {
+		dotted := strings.Repeat("a", cut) + "." + strings.Repeat("b", 60)
+		for _, suffix := range []string{"target", "20261130-0230"} {
+			if name := Name(dotted, suffix); len(validation.IsDNS1123Subdomain(name)) > 0 || len(validation.IsValidLabelValue(name)) > 0 {
+				t.Errorf("Name(%q, %q) = %q: %v", dotted, suffix, name, validation.IsDNS1123Subdomain(name))
+			}
+		}
+	}
 }
 
 func TestAnOwnerKnowsItsChildrenByUID(t *testing.T) {
