@@ -94,8 +94,8 @@ func TestSnapshotRestore(t *testing.T) {
 	r = plugin(t, runOpts{}, "snapshot", "restore", "web", "-n", ns)
 	r.wantCode(t, ExitUsage)
 
-	vm.Spec.RunStrategy = ptr.To(virtv1.RunStrategyHalted)
-	if err := env.Client.Update(ctx, vm); err != nil {
+	// Stopped, as virtctl stop does it for this strategy; a patch, since the site writes the VM's status.
+	if err := env.Client.Patch(ctx, vm, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"runStrategy":"Halted"}}`))); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, site.VMPatience, func() string {

@@ -59,10 +59,15 @@ type Verdict struct {
 	Reason string
 }
 
+// MaxFailedKept is how many failed snapshots newer than the newest good one are kept as
+// evidence: in a long failure burst the older ones go, so that failures do not pile up.
+const MaxFailedKept = 3
+
 // Plan decides, at now, on a VM's snapshots: the verdicts in the order of the snapshots, newest
 // first (ties by name). It never deletes an InProgress snapshot, the newest good one, nor a
 // good one that would leave fewer than MinGood; a failed one is deleted once a newer good one
-// exists, kept until then (it is the evidence of what went wrong).
+// exists, kept until then (it is the evidence of what went wrong), but only the newest
+// MaxFailedKept failures are.
 func (r Retention) Plan(snaps []Snapshot, now time.Time, loc *time.Location) []Verdict {
 	out := make([]Verdict, len(snaps))
 	for i, s := range snaps {
@@ -93,7 +98,7 @@ func (r Retention) Plan(snaps []Snapshot, now time.Time, loc *time.Location) []V
 	for i := range buckets {
 		seen[i] = map[int64]bool{}
 	}
-	goods, kept := 0, 0
+	goods, kept, failures := 0, 0, 0
 	var newestGood time.Time
 	for i := range out {
 		v := &out[i]
@@ -102,10 +107,14 @@ func (r Retention) Plan(snaps []Snapshot, now time.Time, loc *time.Location) []V
 			v.Keep, v.Reason = true, "in progress: retention does not delete a snapshot before it ends"
 			continue
 		case Failed:
-			if !newestGood.IsZero() {
+			switch {
+			case !newestGood.IsZero():
 				v.Reason = fmt.Sprintf("failed; a newer good snapshot exists (%s)", newestGood.UTC().Format(time.RFC3339))
-			} else {
+			case failures >= MaxFailedKept:
+				v.Reason = fmt.Sprintf("failed; the %d newer failures are kept as evidence", MaxFailedKept)
+			default:
 				v.Keep, v.Reason = true, "failed; kept as evidence until a newer good snapshot exists"
+				failures++
 			}
 			continue
 		}

@@ -131,13 +131,23 @@ func TestRetentionFailureBurst(t *testing.T) {
 	if got := kept(vs); !slices.Contains(got, snaps[9].Name) || !slices.Contains(got, snaps[8].Name) {
 		t.Errorf("kept %v; want the two newest good, %s and %s", got, snaps[9].Name, snaps[8].Name)
 	}
+	failedKept := 0
 	for _, v := range vs {
-		if v.State == Failed && !v.Keep {
-			t.Errorf("failed %s deleted with no newer good snapshot", v.Name)
+		switch {
+		case v.State == Failed && v.Keep:
+			failedKept++
+			if v.Created.Before(snaps[len(snaps)-MaxFailedKept].Created) {
+				t.Errorf("failed %s kept: only the newest %d failures are", v.Name, MaxFailedKept)
+			}
+		case v.State == Failed && v.Reason != "failed; the 3 newer failures are kept as evidence":
+			t.Errorf("failed %s deleted: %s", v.Name, v.Reason)
 		}
 		if v.Name == snaps[9].Name && v.Reason != "the newest good snapshot" {
 			t.Errorf("the newest good snapshot's reason %q", v.Reason)
 		}
+	}
+	if failedKept != MaxFailedKept {
+		t.Errorf("%d failures kept as evidence; want the newest %d", failedKept, MaxFailedKept)
 	}
 	// minGood 0: the newest good one still stays.
 	if n := goodKept(Retention{KeepLast: 3, MaxAge: time.Hour}.Plan(snaps, now, time.UTC)); n != 1 {

@@ -562,6 +562,7 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		if st.LastRun == nil || st.LastRun.Name != SnapshotName(p.Name, vm.Name, d.Scheduled) {
 			st.LastRun = &nwv1.SnapshotRef{Name: SnapshotName(p.Name, vm.Name, d.Scheduled), Scheduled: scheduled}
 		}
+		clearWaited(st, scheduled)
 		return nil, nil
 	}
 	// Node work and the replicas first: a snapshot freezes the guest and loads the storage
@@ -600,9 +601,7 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 		}
 		return nil, nil
 	}
-	if st.LastSkipped != nil && st.LastSkipped.Scheduled.Equal(&scheduled) && (strings.HasPrefix(st.LastSkipped.Reason, "waiting: ") || strings.HasPrefix(st.LastSkipped.Reason, "put off: ")) {
-		st.LastSkipped = nil // it waited, and goes ahead now
-	}
+	clearWaited(st, scheduled)
 	missed()
 	for _, v := range plan.Delete {
 		if err := w.delete(ctx, judged, v); err != nil {
@@ -639,6 +638,15 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 	st.LastScheduled = &scheduled
 	st.LastRun = &nwv1.SnapshotRef{Name: SnapshotName(p.Name, vm.Name, d.Scheduled), Scheduled: scheduled}
 	return s, nil
+}
+
+// clearWaited forgets the VM's last skipped run when it is the run scheduled then, which
+// waited or was put off and went ahead.
+func clearWaited(st *nwv1.VMSnapshotStatus, scheduled metav1.Time) {
+	if st.LastSkipped != nil && st.LastSkipped.Scheduled.Equal(&scheduled) &&
+		(strings.HasPrefix(st.LastSkipped.Reason, "waiting: ") || strings.HasPrefix(st.LastSkipped.Reason, "put off: ")) {
+		st.LastSkipped = nil
+	}
 }
 
 // SnapshotName is the name of the snapshot of vm by policy's run scheduled at t.

@@ -12,6 +12,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,14 +62,17 @@ func TestOnTheLocalSite(t *testing.T) {
 	if err := env.Client.Create(ctx, data); err != nil {
 		t.Fatal(err)
 	}
-	two := &virtv1.VirtualMachine{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "two"}, two); err != nil {
-		t.Fatal(err)
-	}
-	two.Spec.Template.Spec.Domain.Devices.Disks = append(two.Spec.Template.Spec.Domain.Devices.Disks, virtv1.Disk{Name: "data"})
-	two.Spec.Template.Spec.Volumes = append(two.Spec.Template.Spec.Volumes, virtv1.Volume{Name: "data", VolumeSource: virtv1.VolumeSource{
-		PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "two-data"}}}})
-	if err := env.Client.Update(ctx, two); err != nil {
+	// The site writes the VM's status meanwhile: the update is retried on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		two := &virtv1.VirtualMachine{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "two"}, two); err != nil {
+			return err
+		}
+		two.Spec.Template.Spec.Domain.Devices.Disks = append(two.Spec.Template.Spec.Domain.Devices.Disks, virtv1.Disk{Name: "data"})
+		two.Spec.Template.Spec.Volumes = append(two.Spec.Template.Spec.Volumes, virtv1.Volume{Name: "data", VolumeSource: virtv1.VolumeSource{
+			PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: "two-data"}}}})
+		return env.Client.Update(ctx, two)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, wait, func() string {
