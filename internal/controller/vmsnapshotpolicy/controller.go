@@ -736,6 +736,7 @@ func (w *run) summarize(st *nwv1.VMSnapshotStatus, judged []judgedSnapshot) {
 		}
 		return strings.Compare(a.snap.Name, b.snap.Name)
 	})
+	prevCount, prevFailed := st.ConsecutiveFailures, st.LastFailed
 	st.LastGood, st.LastFailed, st.ConsecutiveFailures, st.Kept, st.KeptSnapshots = nil, nil, 0, 0, nil
 	counting := true
 	for _, j := range judged {
@@ -760,6 +761,18 @@ func (w *run) summarize(st *nwv1.VMSnapshotStatus, judged []judgedSnapshot) {
 				st.LastFailed = &ref
 			}
 		}
+	}
+	// Retention keeps only the newest failures of a burst (vmsnapshot.MaxFailedKept): the
+	// older ones of the streak are counted from the status, as long as no good snapshot came
+	// after them.
+	if prevCount > 0 && prevFailed != nil && st.ConsecutiveFailures > 0 && (st.LastGood == nil || st.LastGood.Scheduled.Before(&prevFailed.Scheduled)) {
+		newer := int32(0)
+		for _, j := range judged {
+			if j.j.State == vmsnapshot.Failed && j.scheduled.After(prevFailed.Scheduled.Time) {
+				newer++
+			}
+		}
+		st.ConsecutiveFailures = max(st.ConsecutiveFailures, prevCount+newer)
 	}
 	if st.LastRun != nil {
 		for _, j := range judged {

@@ -30,6 +30,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/vmsnapshotpolicy"
 	"github.com/spectrocloud/nodewright/internal/operator"
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/internal/vmsnapshot"
 )
 
 var env = testenv.New()
@@ -1005,4 +1006,58 @@ func TestAPolicyOverItsBoundSaysSo(t *testing.T) {
 		return ""
 	})
 	testenv.EventSaid(t, env.Client, wait, "VMSnapshotPolicy", corev1.EventTypeWarning, vmsnapshotpolicy.ReasonTooManyVMs, "the 2 after vm-499 are not")
+}
+
+// TestAFailureStreakOutlivesItsSnapshots: retention keeps only the newest failures of a burst,
+// yet the streak is counted whole, so a degradedAfter above that still turns the policy
+// Degraded.
+func TestAFailureStreakOutlivesItsSnapshots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	hour := func(h int) time.Time { return day.Add(time.Duration(h) * time.Hour) }
+	s := start(t, hour(9).Add(30*time.Minute))
+	s.vm("web", nil)
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "hourly"},
+		Spec: nwv1.VMSnapshotPolicySpec{VMSelector: nwv1.VMSelector{Names: []string{"web"}}, Schedule: nwv1.SnapshotSchedule{Cron: "@hourly"},
+			Retention: nwv1.SnapshotRetention{KeepLast: 1}, DegradedAfter: 5},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	name := func(h int) string { return vmsnapshotpolicy.SnapshotName("hourly", "web", hour(h)) }
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if p.Status.NextRun == nil {
+			return "no next run yet"
+		}
+		return ""
+	})
+	s.at(p, hour(10).Add(5*time.Second))
+	s.play(name(10), good)
+	for h := 11; h <= 16; h++ {
+		s.at(p, hour(h).Add(5*time.Second))
+		s.play(name(h), freezeErr)
+		s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+			if web := vmStatus(p, "web"); web.ConsecutiveFailures != int32(h-10) || web.LastFailed == nil || web.LastFailed.Name != name(h) {
+				return fmt.Sprintf("at %d:00, web %+v", h, web)
+			}
+			return ""
+		})
+		want := []string{name(10)}
+		for f := max(11, h-vmsnapshot.MaxFailedKept+1); f <= h; f++ {
+			want = append(want, name(f))
+		}
+		s.snapshotsAre("web", want...)
+		degraded := testenv.ConditionText(s.policy("hourly", func(*nwv1.VMSnapshotPolicy) string { return "" }).Status.Conditions, nwv1.ConditionDegraded)
+		if h-10 < 5 && strings.HasPrefix(degraded, "True") {
+			t.Errorf("at %d:00, %d failures: Degraded %s before degradedAfter 5", h, h-10, degraded)
+		}
+	}
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if got := testenv.ConditionText(p.Status.Conditions, nwv1.ConditionDegraded); !strings.HasPrefix(got, "True ConsecutiveFailures: 1 VM(s) failed 5 or more runs in a row: web (6:") {
+			return "Degraded " + got
+		}
+		return ""
+	})
 }
