@@ -76,24 +76,29 @@
 //     VirtualMachineSnapshot of a VM gets KubeVirt's finalizer, a VirtualMachineSnapshotContent
 //     (vmsnapshot-content-<uid>: the VM as it was, and a volume backup of each bound claim whose
 //     storage class's driver has a VolumeSnapshotClass; the others are left out), the guest's
-//     freeze (status.fsFreezeStatus "frozen") before the first VolumeSnapshot
-//     (vmsnapshot-<uid>-volume-<volume>, controlled by the content, copied by the snapshot
-//     controller above) and its thaw once every one is created; the content's readiness,
-//     errors and volume statuses, and the snapshot's phase (InProgress, then Succeeded once
-//     created, or Failed past spec.failureDeadline, "snapshot deadline exceeded"), readyToUse,
-//     error, conditions, indications (Online; GuestAgent, with QuiesceFailed after a failed
-//     freeze, or NoGuestAgent) and included and excluded volumes, as KubeVirt writes them.
-//     Deleting a snapshot thaws a freeze still in progress, deletes its content and the
-//     volumes' snapshots (the garbage collector's part). A VirtualMachineRestore of an existing
-//     VM from a snapshot of it waits while the VM has a VMI (targetReadinessPolicy
-//     WaitGracePeriodAndFail by default, failing after 5 minutes; FailImmediate;
-//     WaitEventually), then creates the claims restore-<restore's uid>-<volume> from the
-//     volumes' snapshots (byte copies), waits for them to be bound, points the VM's volumes at
-//     them and completes (status.restores, complete, restoreTime, conditions and Events as
-//     KubeVirt's). Fault hooks: FailFreeze (the freeze call fails while the guest froze, as
-//     in kubevirt#9998: the snapshot stays InProgress, QuiesceFailed, until its deadline, and
-//     the guest stays frozen), HoldSnapshot (a snapshot whose volumes are never snapshotted, so
-//     never ready), and a storage class without a VolumeSnapshotClass (its volume excluded).
+//     freeze (status.fsFreezeStatus "frozen"; a guest already frozen is not frozen again)
+//     before the first VolumeSnapshot (vmsnapshot-<uid>-volume-<volume>, controlled by the
+//     content, copied by the snapshot controller above) and its thaw once every one is
+//     created, before the content records its creation; the content's readiness, errors and
+//     volume statuses, and the snapshot's phase (InProgress, then Succeeded once created, or
+//     Failed past spec.failureDeadline, "snapshot deadline exceeded", 0 meaning none),
+//     readyToUse, error, conditions, indications (Online; GuestAgent, with QuiesceFailed after
+//     a failed freeze, or NoGuestAgent) and included and excluded volumes, as KubeVirt writes
+//     them. A snapshot failed at its deadline has its guest thawed and its content, never
+//     ready, deleted with the volumes' snapshots. Deleting a snapshot thaws a freeze still in
+//     progress and deletes its content and the volumes' snapshots (the garbage collector's
+//     part). A VirtualMachineRestore of an existing VM from a snapshot of it waits while the
+//     VM has a VMI (targetReadinessPolicy WaitGracePeriodAndFail by default, failing after 5
+//     minutes; FailImmediate; WaitEventually), then creates the claims
+//     restore-<restore's uid>-<volume> from the volumes' snapshots (byte copies), waits for
+//     them to be bound, gives the VM the spec it had in the snapshot (its run strategy kept)
+//     with its volumes on them, and completes (status.restores, complete, restoreTime,
+//     conditions and Events as KubeVirt's); an error is retried every 5 s. Fault hooks:
+//     FailFreeze (the freeze call fails while the guest froze: the retry goes on, and the
+//     snapshot ends Succeeded, QuiesceFailed, the guest thawed), FailThaw (the thaw fails, as
+//     in kubevirt#9998: the snapshot stays InProgress until its deadline, the guest frozen),
+//     HoldSnapshot (a snapshot whose volumes are never snapshotted, so never ready), and a
+//     storage class without a VolumeSnapshotClass (its volume excluded).
 //   - the Job controller, the scheduler's binding of the Job's pods to the site's node, and the
 //     kubelet: each Job gets one pod at a time, whose single container must run nodewright-copy;
 //     the kubelet runs the real binary on the backing files behind the container's
@@ -126,7 +131,8 @@
 // nodewright-copy; filesystem volumes; KubeVirt's snapshot source lock (VM status
 // snapshotInProgress and its finalizer), the VM's status.volumeSnapshotStatuses, paused VMs,
 // memory dumps, CDI's StorageProfile snapshot class, snapshots' deletionPolicy Retain beyond
-// keeping the content, restores to a new VM, with volumeRestorePolicy InPlace, overrides,
+// keeping the content, the virt-launcher's own thaw at the freeze's timeout, KubeVirt's restore
+// finalizer and the VM's status.restoreInProgress, restores to a new VM, with volumeRestorePolicy InPlace, overrides,
 // patches or targetReadinessPolicy StopTarget (it waits instead), of DataVolume templates or
 // instance types, and virtctl's unfreeze (a test clears fsFreezeStatus itself); KubeVirt's virt-launcher pods, its subresources
 // (virtctl start, stop, restart, migrate) and its admission webhooks (a migration they would
@@ -147,6 +153,6 @@
 // Faults are injected through Options, and each one makes the real thing fail for real: a copy
 // gets a target too small for its source and nodewright-copy refuses it with its own result, a
 // clone's file gets one byte flipped, a VMI fails to start, a live migration fails or is held
-// running (FailMigration, HoldMigration), a guest's freeze fails or a VM's snapshot is held
-// (FailFreeze, HoldSnapshot). Nothing reports a result that did not happen.
+// running (FailMigration, HoldMigration), a guest's freeze or thaw fails or a VM's snapshot is
+// held (FailFreeze, FailThaw, HoldSnapshot). Nothing reports a result that did not happen.
 package site

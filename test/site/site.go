@@ -88,9 +88,15 @@ type Options struct {
 	GuestAgent func(vmi *virtv1.VirtualMachineInstance) bool
 	// FailFreeze, when it returns true for a VMI whose guest agent is asked to freeze the
 	// guest for a snapshot, fails the freeze call as virt-handler reports a timed-out one,
-	// while the guest did freeze (kubevirt#9998): fsFreezeStatus stays "frozen" and nothing
-	// thaws it. KubeVirt retries the freeze until the snapshot's failure deadline.
+	// while the guest did freeze (fsFreezeStatus "frozen"). KubeVirt records the failure
+	// (the indication QuiesceFailed); its retry finds the guest frozen and goes on, so the
+	// snapshot succeeds, marked QuiesceFailed, and the guest is thawed.
 	FailFreeze func(vmi *virtv1.VirtualMachineInstance) bool
+	// FailThaw, when it returns true for a VMI, fails every thaw of its guest: the guest stays
+	// frozen (kubevirt#9998). KubeVirt retries the thaw before it records the snapshot's
+	// creation, so the snapshot stays InProgress and fails at its failure deadline, its
+	// content deleted, the guest still frozen.
+	FailThaw func(vmi *virtv1.VirtualMachineInstance) bool
 	// HoldSnapshot, when it returns true for a VirtualMachineSnapshot, keeps it InProgress:
 	// KubeVirt makes its content but never takes its volumes' snapshots, so it never becomes
 	// ready and fails at its failure deadline.

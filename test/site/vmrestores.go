@@ -26,8 +26,10 @@ import (
 
 // KubeVirt's restore controller (virt-controller's VMRestoreController of KubeVirt v1.6), for
 // a VirtualMachineRestore of an existing, stopped VM from a snapshot of it, with new claims
-// (volumeRestorePolicy RandomizeNames, the default). Names, labels, annotations, conditions,
-// Events and messages are KubeVirt's.
+// (volumeRestorePolicy RandomizeNames, the default): the VM gets the spec it had in the
+// snapshot, its run strategy kept, its volumes on the new claims. Names, labels, annotations,
+// conditions, Events and messages are KubeVirt's; its restore finalizer and the VM's
+// status.restoreInProgress are not played.
 const (
 	restoreNameAnnotation       = "restore.kubevirt.io/name"
 	lastRestoreAnnotation       = "restore.kubevirt.io/lastRestoreUID"
@@ -39,6 +41,9 @@ const (
 	gracePeriodExceeded    = "Restore target failed to be ready within 5m0s. Please power off the target VM before attempting restore"
 	targetNotReadyFailure  = "Restore target VMI must be powered off before restore operation"
 	vmiExistsEventMessage  = "Restore target VMI still exists, please stop the restore target to proceed with restore"
+
+	// restoreRetry is how soon a restore that met an error is tried again.
+	restoreRetry = 5 * time.Second
 )
 
 func (s *Site) setupVMRestores() error {
@@ -96,7 +101,9 @@ func (s *Site) reconcileVMRestore(ctx context.Context, req ctrl.Request) (ctrl.R
 			setRestoreCondition(next, snapv1.ConditionFailure, corev1.ConditionTrue, failed.message)
 			s.recorder.Eventf(r, corev1.EventTypeWarning, "VirtualMachineRestoreError", "VirtualMachineRestore failed %s", failed.message)
 		} else {
+			// Retried, as KubeVirt retries an error, with its backoff.
 			s.recorder.Eventf(r, corev1.EventTypeWarning, "VirtualMachineRestoreError", "VirtualMachineRestore encountered error %s", failed.message)
+			retry = restoreRetry
 		}
 		err = nil
 	}
@@ -151,7 +158,10 @@ func (s *Site) restore(ctx context.Context, r, next *snapv1.VirtualMachineRestor
 		return 0, err
 	}
 	if vms.Status == nil || vms.Status.Phase != snapv1.Succeeded || !ptr.Deref(vms.Status.ReadyToUse, false) {
-		return 0, restoreError{message: fmt.Sprintf("VirtualMachineSnapshot %s/%s not ready", vms.Namespace, vms.Name)}
+		if vms.Status != nil && vms.Status.Phase == snapv1.Failed {
+			return 0, restoreError{message: fmt.Sprintf("VMSnapshot %s/%s failed and is invalid to use", vms.Namespace, vms.Name)}
+		}
+		return 0, restoreError{message: fmt.Sprintf("VMSnapshot %s/%s not ready", vms.Namespace, vms.Name)}
 	}
 	if vms.Status.SourceUID != nil && *vms.Status.SourceUID != vm.UID {
 		return 0, restoreError{message: "restore source and restore target are different but restore target already exists"}
@@ -171,7 +181,7 @@ func (s *Site) restore(ctx context.Context, r, next *snapv1.VirtualMachineRestor
 		}
 		return 0, err
 	}
-	updated, err := s.restoreTarget(ctx, vm, next)
+	updated, err := s.restoreTarget(ctx, vm, content, next)
 	if err != nil || updated {
 		if updated {
 			setRestoreCondition(next, snapv1.ConditionProgressing, corev1.ConditionTrue, "Updating target spec")
@@ -294,31 +304,36 @@ func (s *Site) bindsAtOnce(ctx context.Context, pvc *corev1.PersistentVolumeClai
 	return ptr.Deref(sc.VolumeBindingMode, storagev1.VolumeBindingImmediate) == storagev1.VolumeBindingImmediate, nil
 }
 
-// restoreTarget points the VM's volumes at the restored claims; it says whether it changed
-// the VM.
-func (s *Site) restoreTarget(ctx context.Context, vm *virtv1.VirtualMachine, next *snapv1.VirtualMachineRestore) (bool, error) {
-	if vm.Spec.Template == nil {
-		return false, nil
-	}
+// restoreTarget gives the VM the spec it had in the snapshot, its run strategy kept, with its
+// volumes on the restored claims, as KubeVirt does; it says whether it changed the VM.
+func (s *Site) restoreTarget(ctx context.Context, vm *virtv1.VirtualMachine, content *snapv1.VirtualMachineSnapshotContent,
+	next *snapv1.VirtualMachineRestore) (bool, error) {
 	changed := vm.DeepCopy()
-	for i := range changed.Spec.Template.Spec.Volumes {
-		v := &changed.Spec.Template.Spec.Volumes[i]
-		for _, restored := range next.Status.Restores {
-			if restored.VolumeName != v.Name {
-				continue
+	mark := fmt.Sprintf("%s-%s", next.Name, next.UID)
+	if vm.Annotations[lastRestoreAnnotation] == mark {
+		return false, nil // restored already: the spec is the snapshot's
+	}
+	if from := content.Spec.Source.VirtualMachine; from != nil {
+		changed.Spec = *from.Spec.DeepCopy()
+		changed.Spec.RunStrategy, changed.Spec.Running = vm.Spec.RunStrategy, vm.Spec.Running
+	}
+	if changed.Spec.Template != nil {
+		for i := range changed.Spec.Template.Spec.Volumes {
+			v := &changed.Spec.Template.Spec.Volumes[i]
+			for _, restored := range next.Status.Restores {
+				if restored.VolumeName != v.Name {
+					continue
+				}
+				v.VolumeSource = virtv1.VolumeSource{PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+					PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: restored.PersistentVolumeClaimName},
+				}}
 			}
-			v.VolumeSource = virtv1.VolumeSource{PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
-				PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: restored.PersistentVolumeClaimName},
-			}}
 		}
 	}
 	if changed.Annotations == nil {
 		changed.Annotations = map[string]string{}
 	}
-	changed.Annotations[lastRestoreAnnotation] = fmt.Sprintf("%s-%s", next.Name, next.UID)
-	if equality.Semantic.DeepEqual(vm, changed) {
-		return false, nil
-	}
+	changed.Annotations[lastRestoreAnnotation] = mark
 	if err := s.client.Patch(ctx, changed, client.MergeFromWithOptions(vm, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, fmt.Errorf("updating VirtualMachine %s/%s: %w", vm.Namespace, vm.Name, err)
 	}

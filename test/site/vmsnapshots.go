@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
@@ -107,6 +108,17 @@ func (s *Site) reconcileVMSnapshot(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if progressing(vms) && deadlinePassed(vms) {
+		// KubeVirt fails it, thaws the guest (a thaw that fails is only logged) and deletes its
+		// content, never ready, with the volumes' snapshots.
+		_ = s.thaw(ctx, vmi)
+		if content != nil && !ptr.Deref(ptr.Deref(content.Status, snapv1.VirtualMachineSnapshotContentStatus{}).ReadyToUse, false) {
+			if err := s.deleteVMSnapshotContent(ctx, content); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{}, s.writeVMSnapshotStatus(ctx, vms, nil, vm, vmi)
+	}
 	var retry time.Duration
 	if progressing(vms) && vm != nil {
 		if content == nil {
@@ -123,11 +135,17 @@ func (s *Site) reconcileVMSnapshot(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := s.writeVMSnapshotStatus(ctx, vms, content, vm, vmi); err != nil {
 		return ctrl.Result{}, err
 	}
-	if retry == 0 && progressing(vms) {
+	if d := failureDeadline(vms); retry == 0 && progressing(vms) && d > 0 {
 		// Woken at the failure deadline, as KubeVirt is.
-		retry = max(time.Until(vms.CreationTimestamp.Add(failureDeadline(vms))), time.Second)
+		retry = max(time.Until(vms.CreationTimestamp.Add(d)), time.Second)
 	}
 	return ctrl.Result{RequeueAfter: retry}, nil
+}
+
+// deadlinePassed says whether the snapshot's failure deadline has passed; 0 means none.
+func deadlinePassed(vms *snapv1.VirtualMachineSnapshot) bool {
+	d := failureDeadline(vms)
+	return d > 0 && time.Now().After(vms.CreationTimestamp.Add(d))
 }
 
 // progressing says whether the snapshot is not over: neither Succeeded nor Failed.
@@ -287,8 +305,12 @@ func (s *Site) progressContent(ctx context.Context, vms *snapv1.VirtualMachineSn
 			continue
 		case apierrors.IsNotFound(err):
 			if !froze {
-				if err := s.freeze(ctx, vmi); err != nil {
-					next.Status.Error = &snapv1.Error{Time: ptr.To(metav1.Now()), Message: ptr.To(err.Error())}
+				failed, err := s.freeze(ctx, vmi)
+				if err != nil {
+					return 0, err
+				}
+				if failed != nil {
+					next.Status.Error = &snapv1.Error{Time: ptr.To(metav1.Now()), Message: ptr.To(failed.Error())}
 					next.Status.ReadyToUse = ptr.To(false)
 					return freezeRetry, s.writeContentStatus(ctx, content, next)
 				}
@@ -326,10 +348,12 @@ func (s *Site) progressContent(ctx context.Context, vms *snapv1.VirtualMachineSn
 		}
 	}
 	if allCreated && next.Status.CreationTime == nil {
-		next.Status.CreationTime = ptr.To(metav1.Now())
+		// A thaw that fails is retried before the content records its creation: the snapshot
+		// stays InProgress until it is thawed, or until its failure deadline.
 		if err := s.thaw(ctx, vmi); err != nil {
 			return 0, err
 		}
+		next.Status.CreationTime = ptr.To(metav1.Now())
 	}
 	switch {
 	case message != "" && !ready:
@@ -393,26 +417,48 @@ func agentConnected(vmi *virtv1.VirtualMachineInstance) bool {
 }
 
 // freeze is virt-handler's freeze through the guest agent; without an agent (or a running
-// VMI) there is nothing to freeze, as in KubeVirt.
-func (s *Site) freeze(ctx context.Context, vmi *virtv1.VirtualMachineInstance) error {
-	if !agentConnected(vmi) {
-		return nil
+// VMI) there is nothing to freeze, as in KubeVirt, and a guest already frozen is not frozen
+// again (KubeVirt's Frozen, from the VMI's fsFreezeStatus). failed is the freeze call's
+// failure, which KubeVirt records and retries; err is the site's own trouble writing the VMI.
+func (s *Site) freeze(ctx context.Context, vmi *virtv1.VirtualMachineInstance) (failed, err error) {
+	if !agentConnected(vmi) || vmi.Status.FSFreezeStatus == frozen {
+		return nil, nil
 	}
-	if err := s.updateVMI(ctx, vmi, func(vmi *virtv1.VirtualMachineInstance) { vmi.Status.FSFreezeStatus = frozen }); err != nil {
-		return err
+	if err := s.setFreezeStatus(ctx, vmi, frozen); err != nil {
+		return nil, err
 	}
 	if s.opts.FailFreeze != nil && s.opts.FailFreeze(vmi) {
-		return fmt.Errorf("%s %s: the site's FailFreeze fault: the guest agent did not answer the freeze in time", failedFreezeMsg, vmi.Name)
+		return fmt.Errorf("%s %s: the site's FailFreeze fault: the guest agent did not answer the freeze in time", failedFreezeMsg, vmi.Name), nil
 	}
-	return nil
+	return nil, nil
 }
 
-// thaw is virt-handler's thaw through the guest agent.
+// thaw is virt-handler's thaw through the guest agent, which fails, leaving the guest frozen,
+// when Options.FailThaw says so.
 func (s *Site) thaw(ctx context.Context, vmi *virtv1.VirtualMachineInstance) error {
-	if !agentConnected(vmi) {
+	if !agentConnected(vmi) || vmi.Status.FSFreezeStatus != frozen {
 		return nil
 	}
-	return ignoreGone(s.updateVMI(ctx, vmi, func(vmi *virtv1.VirtualMachineInstance) { vmi.Status.FSFreezeStatus = "" }))
+	if s.opts.FailThaw != nil && s.opts.FailThaw(vmi) {
+		return fmt.Errorf("unfreezing VirtualMachineInstance %s: the site's FailThaw fault: the guest agent did not thaw the guest", vmi.Name)
+	}
+	return s.setFreezeStatus(ctx, vmi, "")
+}
+
+// setFreezeStatus writes the VMI's fsFreezeStatus on its newest version: the site's VMI
+// controller writes the VMI too.
+func (s *Site) setFreezeStatus(ctx context.Context, vmi *virtv1.VirtualMachineInstance, status string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		live := &virtv1.VirtualMachineInstance{}
+		if err := s.mgr.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(vmi), live); err != nil {
+			return ignoreGone(err)
+		}
+		if err := ignoreGone(s.updateVMI(ctx, live, func(v *virtv1.VirtualMachineInstance) { v.Status.FSFreezeStatus = status })); err != nil {
+			return err
+		}
+		vmi.Status.FSFreezeStatus = status
+		return nil
+	})
 }
 
 // writeVMSnapshotStatus is KubeVirt's status of the snapshot: the content's creation time,
@@ -436,7 +482,7 @@ func (s *Site) writeVMSnapshotStatus(ctx context.Context, vms *snapv1.VirtualMac
 		st.CreationTime, st.ReadyToUse, st.Error = content.Status.CreationTime, content.Status.ReadyToUse, content.Status.Error
 	}
 	switch {
-	case st.Phase == snapv1.Failed || (progressing(vms) && time.Now().After(vms.CreationTimestamp.Add(failureDeadline(vms)))):
+	case st.Phase == snapv1.Failed || (progressing(vms) && deadlinePassed(vms)):
 		st.Phase = snapv1.Failed
 		setSnapshotCondition(st, snapv1.ConditionFailure, corev1.ConditionTrue, "snapshot deadline exceeded")
 		setSnapshotCondition(st, snapv1.ConditionProgressing, corev1.ConditionFalse, "Operation failed")
@@ -547,33 +593,42 @@ func (s *Site) deleteVMSnapshot(ctx context.Context, vms *snapv1.VirtualMachineS
 		return nil
 	}
 	if progressing(vms) {
-		if _, vmi, err := s.snapshotSource(ctx, vms); err != nil {
-			return err
-		} else if err := s.thaw(ctx, vmi); err != nil {
+		_, vmi, err := s.snapshotSource(ctx, vms)
+		if err != nil {
 			return err
 		}
+		_ = s.thaw(ctx, vmi) // a thaw that fails is only logged by KubeVirt
 	}
 	retain := ptr.Deref(vms.Spec.DeletionPolicy, snapv1.VirtualMachineSnapshotContentDelete) == snapv1.VirtualMachineSnapshotContentRetain &&
 		content != nil && content.Status != nil && ptr.Deref(content.Status.ReadyToUse, false)
 	if content != nil && !retain {
-		for _, b := range content.Spec.VolumeBackups {
-			vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: content.Namespace, Name: ptr.Deref(b.VolumeSnapshotName, "")}}
-			if vs.Name != "" {
-				if err := ignoreGone(s.client.Delete(ctx, vs)); err != nil {
-					return fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", vs.Namespace, vs.Name, err)
-				}
-			}
-		}
-		before := content.DeepCopy()
-		controllerutil.RemoveFinalizer(content, vmSnapshotContentFinalizer)
-		if err := ignoreGone(s.client.Patch(ctx, content, client.MergeFrom(before))); err != nil {
+		if err := s.deleteVMSnapshotContent(ctx, content); err != nil {
 			return err
-		}
-		if err := ignoreGone(s.client.Delete(ctx, content)); err != nil {
-			return fmt.Errorf("deleting VirtualMachineSnapshotContent %s/%s: %w", content.Namespace, content.Name, err)
 		}
 	}
 	before := vms.DeepCopy()
 	controllerutil.RemoveFinalizer(vms, vmSnapshotFinalizer)
 	return ignoreGone(s.client.Patch(ctx, vms, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
+}
+
+// deleteVMSnapshotContent deletes a content and the volumes' snapshots it controls (the
+// garbage collector's part).
+func (s *Site) deleteVMSnapshotContent(ctx context.Context, content *snapv1.VirtualMachineSnapshotContent) error {
+	for _, b := range content.Spec.VolumeBackups {
+		vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: content.Namespace, Name: ptr.Deref(b.VolumeSnapshotName, "")}}
+		if vs.Name != "" {
+			if err := ignoreGone(s.client.Delete(ctx, vs)); err != nil {
+				return fmt.Errorf("deleting VolumeSnapshot %s/%s: %w", vs.Namespace, vs.Name, err)
+			}
+		}
+	}
+	before := content.DeepCopy()
+	controllerutil.RemoveFinalizer(content, vmSnapshotContentFinalizer)
+	if err := ignoreGone(s.client.Patch(ctx, content, client.MergeFrom(before))); err != nil {
+		return err
+	}
+	if err := ignoreGone(s.client.Delete(ctx, content)); err != nil {
+		return fmt.Errorf("deleting VirtualMachineSnapshotContent %s/%s: %w", content.Namespace, content.Name, err)
+	}
+	return nil
 }

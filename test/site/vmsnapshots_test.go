@@ -131,8 +131,10 @@ func TestKubeVirtSnapshotAndRestore(t *testing.T) {
 		t.Fatal("the VM's volume is not what was written")
 	}
 
-	// The guest writes on; a restore is asked for while the VM runs: it waits.
+	// The guest writes on, and the VM's spec changes; a restore is asked for while the VM
+	// runs: it waits.
 	after := f.fill("web-root", 99)
+	f.patchVM("web", `{"template":{"metadata":{"annotations":{"changed":"after the snapshot"}}}}`)
 	f.create(&snapv1.VirtualMachineRestore{
 		ObjectMeta: metav1.ObjectMeta{Name: "back", Namespace: f.ns},
 		Spec: snapv1.VirtualMachineRestoreSpec{
@@ -176,6 +178,9 @@ func TestKubeVirtSnapshotAndRestore(t *testing.T) {
 	if on := vm.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim; on == nil || on.ClaimName != claim {
 		t.Fatalf("the VM's volume is %+v, want the claim %s", vm.Spec.Template.Spec.Volumes[0], claim)
 	}
+	if a := vm.Spec.Template.ObjectMeta.Annotations; a["changed"] != "" || ptr.Deref(vm.Spec.RunStrategy, "") != virtv1.RunStrategyHalted {
+		t.Errorf("the VM's spec is not the snapshot's with its run strategy kept: annotations %v, run strategy %v", a, vm.Spec.RunStrategy)
+	}
 	if got := f.read(claim); !bytes.Equal(got, want) {
 		t.Error("the restored claim does not hold the bytes the snapshot took")
 	}
@@ -188,14 +193,16 @@ func TestKubeVirtSnapshotAndRestore(t *testing.T) {
 
 // TestKubeVirtSnapshotFaults plays what goes wrong: a VM without a guest agent is snapshotted
 // online, unfrozen (NoGuestAgent); a volume of a storage class without a VolumeSnapshotClass
-// is left out; a freeze that fails leaves the guest frozen and the snapshot InProgress
-// (QuiesceFailed) until its failure deadline fails it; a held snapshot never becomes ready.
+// is left out; a freeze call that fails (the guest frozen all the same) ends Succeeded marked
+// QuiesceFailed; a thaw that fails leaves the guest frozen and the snapshot failed at its
+// deadline; a held snapshot never becomes ready.
 func TestKubeVirtSnapshotFaults(t *testing.T) {
 	t.Parallel()
 	f := bareFixture(t)
 	opts := f.options(site.Options{
 		GuestAgent:   func(vmi *virtv1.VirtualMachineInstance) bool { return vmi.Name != "bare" },
 		FailFreeze:   func(vmi *virtv1.VirtualMachineInstance) bool { return vmi.Name == "stuck" },
+		FailThaw:     func(vmi *virtv1.VirtualMachineInstance) bool { return vmi.Name == "iced" },
 		HoldSnapshot: func(s *snapv1.VirtualMachineSnapshot) bool { return s.Spec.Source.Name == "held" },
 	})
 	opts.Drivers = append(opts.Drivers, noSnapDriver)
@@ -205,7 +212,7 @@ func TestKubeVirtSnapshotFaults(t *testing.T) {
 	f.create(noSnap)
 	t.Cleanup(func() { _ = env.Client.Delete(f.ctx, noSnap) })
 
-	for _, name := range []string{"bare", "stuck", "held"} {
+	for _, name := range []string{"bare", "stuck", "iced", "held"} {
 		f.site.RunningVM(t, env.Client, f.ns, name, f.ns, volumeSize)
 	}
 	data := f.claim("two-data", nil)
@@ -221,7 +228,8 @@ func TestKubeVirtSnapshotFaults(t *testing.T) {
 
 	f.vmSnapshot("bare", "bare", time.Hour)
 	f.vmSnapshot("two", "two", time.Hour)
-	f.vmSnapshot("stuck", "stuck", 5*time.Second)
+	f.vmSnapshot("stuck", "stuck", time.Hour)
+	f.vmSnapshot("iced", "iced", 5*time.Second)
 	f.vmSnapshot("held", "held", 3*time.Second)
 
 	f.vmSnapshotIs("bare", func(st *snapv1.VirtualMachineSnapshotStatus) string {
@@ -242,21 +250,39 @@ func TestKubeVirtSnapshotFaults(t *testing.T) {
 		}
 		return ""
 	})
+	// The freeze call failed while the guest froze: the retry finds it frozen and goes on; the
+	// snapshot succeeds, marked QuiesceFailed, and the guest is thawed.
 	f.vmSnapshotIs("stuck", func(st *snapv1.VirtualMachineSnapshotStatus) string {
-		if st.Phase != snapv1.InProgress || st.Error == nil || !strings.HasPrefix(ptr.Deref(st.Error.Message, ""), "Failed freezing vm stuck") ||
-			!slices.Contains(st.Indications, snapv1.VMSnapshotQuiesceFailedIndication) {
-			return "not InProgress with the failed freeze"
+		if why := succeeded(st); why != "" {
+			return why
+		}
+		if !slices.Equal(st.Indications, []snapv1.Indication{snapv1.VMSnapshotGuestAgentIndication, snapv1.VMSnapshotOnlineSnapshotIndication, snapv1.VMSnapshotQuiesceFailedIndication}) {
+			return "not GuestAgent, Online and QuiesceFailed"
 		}
 		return ""
 	})
-	f.vmSnapshotIs("stuck", func(st *snapv1.VirtualMachineSnapshotStatus) string {
-		if st.Phase != snapv1.Failed {
+	if vmi := f.vmi("stuck"); vmi.Status.FSFreezeStatus != "" {
+		t.Errorf("the guest whose freeze call failed is %q after its snapshot, want thawed", vmi.Status.FSFreezeStatus)
+	}
+	// The thaw fails: the snapshot fails at its deadline, its content deleted with the
+	// volume's snapshot, and the guest stays frozen.
+	iced := f.vmSnapshotIs("iced", func(st *snapv1.VirtualMachineSnapshotStatus) string {
+		if st.Phase != snapv1.Failed || ptr.Deref(st.ReadyToUse, false) {
 			return "not Failed at its deadline"
 		}
 		return ""
 	})
-	if vmi := f.vmi("stuck"); vmi.Status.FSFreezeStatus != "frozen" {
-		t.Errorf("the guest whose freeze failed is %q, want left frozen", vmi.Status.FSFreezeStatus)
+	f.eventually(func() string {
+		if err := f.get("vmsnapshot-content-"+string(iced.UID), &snapv1.VirtualMachineSnapshotContent{}); err == nil {
+			return "the failed snapshot's content is left"
+		}
+		if err := f.get("vmsnapshot-"+string(iced.UID)+"-volume-root", &snapshotv1.VolumeSnapshot{}); err == nil {
+			return "the failed snapshot's volume snapshot is left"
+		}
+		return ""
+	})
+	if vmi := f.vmi("iced"); vmi.Status.FSFreezeStatus != "frozen" {
+		t.Errorf("the guest whose thaw failed is %q, want left frozen", vmi.Status.FSFreezeStatus)
 	}
 	f.vmSnapshotIs("held", func(st *snapv1.VirtualMachineSnapshotStatus) string {
 		if st.Phase != snapv1.Failed || ptr.Deref(st.ReadyToUse, false) {

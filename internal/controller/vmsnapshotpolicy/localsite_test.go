@@ -25,11 +25,12 @@ import (
 
 // TestOnTheLocalSite runs two policies against the local site's KubeVirt, which takes the
 // snapshots on real files (freezing the guests that run a guest agent, leaving out a volume
-// whose storage class has no VolumeSnapshotClass, failing a freeze where told to): under
+// whose storage class has no VolumeSnapshotClass, failing a freeze or a thaw where told to): under
 // GuestAgent a VM with a guest agent gets a good snapshot and one without fails; under
 // BestEffort the one without is good, marked noGuestAgent; a VM with an excluded volume fails,
-// naming it; a VM whose freeze failed is failed at the policy's deadline and its guest, left
-// frozen by KubeVirt, is reported.
+// naming it; a VM whose freeze call failed gets a snapshot KubeVirt ends Succeeded, marked
+// QuiesceFailed, which fails GuestAgent; a VM whose thaw fails is failed at the policy's
+// deadline and its guest, left frozen, is reported.
 func TestOnTheLocalSite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -50,8 +51,9 @@ func TestOnTheLocalSite(t *testing.T) {
 	ls := localsite.Start(t, env.Config, localsite.Options{Drivers: []string{driver, noSnapDriver}, CopyBinary: localsite.BuildCopy(t),
 		NodeName: "site-" + s.ns, Namespaces: []string{s.ns},
 		GuestAgent: func(vmi *virtv1.VirtualMachineInstance) bool { return !strings.HasPrefix(vmi.Name, "bare") },
-		FailFreeze: func(vmi *virtv1.VirtualMachineInstance) bool { return vmi.Name == "stuck" }})
-	for _, vm := range []string{"agent", "bare", "bare-lenient", "stuck", "two"} {
+		FailFreeze: func(vmi *virtv1.VirtualMachineInstance) bool { return vmi.Name == "stuck" },
+		FailThaw:   func(vmi *virtv1.VirtualMachineInstance) bool { return vmi.Name == "iced" }})
+	for _, vm := range []string{"agent", "bare", "bare-lenient", "stuck", "iced", "two"} {
 		ls.RunningVM(t, env.Client, s.ns, vm, s.ns, 1<<20)
 	}
 	// two gets a second volume, of the class without a VolumeSnapshotClass.
@@ -86,7 +88,7 @@ func TestOnTheLocalSite(t *testing.T) {
 	for name, c := range map[string]struct {
 		vms  []string
 		need nwv1.SnapshotConsistency
-	}{"strict": {[]string{"agent", "bare", "stuck", "two"}, nwv1.SnapshotGuestAgent}, "lenient": {[]string{"bare-lenient"}, nwv1.SnapshotBestEffort}} {
+	}{"strict": {[]string{"agent", "bare", "iced", "stuck", "two"}, nwv1.SnapshotGuestAgent}, "lenient": {[]string{"bare-lenient"}, nwv1.SnapshotBestEffort}} {
 		p := &nwv1.VMSnapshotPolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
 			Spec: nwv1.VMSnapshotPolicySpec{
@@ -111,8 +113,10 @@ func TestOnTheLocalSite(t *testing.T) {
 		s.at(&nwv1.VMSnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name}}, ten.Add(5*time.Second))
 	}
 	s.policy("strict", func(p *nwv1.VMSnapshotPolicy) string {
-		agent, bare, two := vmStatus(p, "agent"), vmStatus(p, "bare"), vmStatus(p, "two")
+		agent, bare, stuck, two := vmStatus(p, "agent"), vmStatus(p, "bare"), vmStatus(p, "stuck"), vmStatus(p, "two")
 		switch {
+		case stuck.LastFailed == nil || !strings.Contains(stuck.LastFailed.Reason, "the guest agent failed to freeze the guest (indication QuiesceFailed)"):
+			return fmt.Sprintf("stuck %+v", stuck)
 		case agent.LastGood == nil || agent.LastGood.Name != vmsnapshotpolicy.SnapshotName("strict", "agent", ten) || agent.LastGood.NoGuestAgent:
 			return fmt.Sprintf("agent %+v", agent)
 		case bare.LastFailed == nil || !strings.Contains(bare.LastFailed.Reason, "without the guest agent's freeze (indications NoGuestAgent, Online)"):
@@ -128,24 +132,24 @@ func TestOnTheLocalSite(t *testing.T) {
 		}
 		return ""
 	})
-	// stuck's freeze failed: KubeVirt keeps its snapshot InProgress (QuiesceFailed) and its
-	// guest frozen. Past the policy's failure deadline the run is failed and the frozen guest
-	// reported, never thawed by the policy.
+	// iced's thaw fails: KubeVirt keeps its snapshot InProgress and its guest frozen. Past the
+	// policy's failure deadline the run is failed and the frozen guest reported, never thawed
+	// by the policy.
 	strict := &nwv1.VMSnapshotPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "strict"}}
 	s.at(strict, ten.Add(12*time.Minute))
 	s.policy("strict", func(p *nwv1.VMSnapshotPolicy) string {
-		if v := vmStatus(p, "stuck"); v.LastFailed == nil || !v.GuestFrozen ||
-			!strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy), "False GuestLeftFrozen: the guest of stuck was left frozen") {
-			return fmt.Sprintf("stuck %+v, healthy %s", v, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy))
+		if v := vmStatus(p, "iced"); v.LastFailed == nil || !v.GuestFrozen ||
+			!strings.HasPrefix(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy), "False GuestLeftFrozen: the guest of iced was left frozen") {
+			return fmt.Sprintf("iced %+v, healthy %s", v, testenv.ConditionText(p.Status.Conditions, nwv1.ConditionHealthy))
 		}
 		return ""
 	})
 	vmi := &virtv1.VirtualMachineInstance{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "stuck"}, vmi); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "iced"}, vmi); err != nil {
 		t.Fatal(err)
 	}
 	if vmi.Status.FSFreezeStatus != "frozen" {
-		t.Errorf("stuck's guest is %q, want left frozen", vmi.Status.FSFreezeStatus)
+		t.Errorf("iced's guest is %q, want left frozen", vmi.Status.FSFreezeStatus)
 	}
 	if vmi = (&virtv1.VirtualMachineInstance{}); env.Client.Get(ctx, client.ObjectKey{Namespace: s.ns, Name: "agent"}, vmi) != nil || vmi.Status.FSFreezeStatus != "" {
 		t.Errorf("agent's guest is %q after its snapshot, want thawed", vmi.Status.FSFreezeStatus)
