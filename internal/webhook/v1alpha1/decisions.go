@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,8 +83,14 @@ func (d *Decisions) record(ctx context.Context, obj client.Object, kind, to, mes
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	// The request's kind says the object's group and version: a Nodewright kind's, or another
+	// group's admitted here (KubeVirt's VirtualMachineRestore).
+	apiVersion := nwv1.GroupVersion.String()
+	if req.Kind.Version != "" {
+		apiVersion = schema.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String()
+	}
 	subject := audit.Subject{
-		APIVersion: nwv1.GroupVersion.String(), Kind: kind,
+		APIVersion: apiVersion, Kind: kind,
 		Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID(), Generation: obj.GetGeneration(),
 	}
 	if r := requester(obj); r != "" && r != req.UserInfo.Username {

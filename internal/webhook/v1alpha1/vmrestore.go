@@ -3,9 +3,11 @@ package v1alpha1
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
@@ -13,13 +15,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/vmsnapshot"
 )
 
 // The admission of KubeVirt's VirtualMachineRestores (docs/snapshots.md, "Restore"): every one
-// is recorded in the audit trail under the name of who asked, admitted or refused; one of a
-// snapshot a VMSnapshotPolicy made is refused unless its target is the VM the snapshot is of,
-// stopped, and the snapshot is ready. Only creation is admitted here: KubeVirt's own updates
-// of the restore are not held up.
+// is recorded in the audit trail under the name of who asked, admitted or refused, and one
+// naming a snapshot that does not exist is refused (a policy's snapshot names are
+// predictable: a restore made in advance would otherwise run, unchecked, once it exists).
+// One of a snapshot a VMSnapshotPolicy made is refused unless its target is the VM the
+// snapshot is of (by the UID KubeVirt wrote), stopped, it makes new claims and leaves the
+// old ones, it fails rather than waits or stops the VM (targetReadinessPolicy FailImmediate,
+// the default given), and the policy judges the snapshot good. Only creation is admitted
+// here: KubeVirt's own updates of the restore are not held up.
 
 // +kubebuilder:webhook:path=/mutate-snapshot-kubevirt-io-v1beta1-virtualmachinerestore,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=snapshot.kubevirt.io,resources=virtualmachinerestores,verbs=create,versions=v1beta1,name=mvirtualmachinerestore-v1beta1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
 // +kubebuilder:webhook:path=/validate-snapshot-kubevirt-io-v1beta1-virtualmachinerestore,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=snapshot.kubevirt.io,resources=virtualmachinerestores,verbs=create,versions=v1beta1,name=vvirtualmachinerestore-v1beta1.nodewright.spectrocloud.com,admissionReviewVersions=v1
@@ -27,50 +34,182 @@ import (
 // restores admits VirtualMachineRestores, reading the API server.
 type restores struct {
 	client client.Reader
+	// clock is the moment a snapshot is judged at.
+	clock clock.PassiveClock
 }
 
-func (r *restores) create(ctx context.Context, rs *snapv1.VirtualMachineRestore) (admission.Warnings, error) {
+// snapshot reads the restore's snapshot; nil when there is none.
+func (r *restores) snapshot(ctx context.Context, rs *snapv1.VirtualMachineRestore) (*snapv1.VirtualMachineSnapshot, error) {
+	if rs.Spec.VirtualMachineSnapshotName == "" {
+		return nil, nil
+	}
 	snap := &snapv1.VirtualMachineSnapshot{}
 	err := r.client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: rs.Spec.VirtualMachineSnapshotName}, snap)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, nil // KubeVirt says what is wrong with it
+		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading VirtualMachineSnapshot %s: %w", rs.Spec.VirtualMachineSnapshotName, err)
 	}
-	policy := snap.Labels[nwv1.LabelSnapshotPolicy]
-	if policy == "" {
+	return snap, nil
+}
+
+// fromAPolicy reports whether a policy made snap. Either mark is enough, so that removing one
+// does not skip the checks.
+func fromAPolicy(snap *snapv1.VirtualMachineSnapshot) bool {
+	_, label := snap.Labels[nwv1.LabelSnapshotPolicy]
+	_, uid := snap.Annotations[nwv1.AnnotationSnapshotPolicyUID]
+	return label || uid
+}
+
+// defaults sets spec.targetReadinessPolicy FailImmediate on a restore of a policy's snapshot
+// that leaves it unset: a VM started before the restore is done fails it. A restore the
+// validator refuses is left as it is.
+func (r *restores) defaults(ctx context.Context, rs *snapv1.VirtualMachineRestore) ([]fieldDefault, error) {
+	if rs.Spec.TargetReadinessPolicy != nil {
+		return nil, nil
+	}
+	snap, err := r.snapshot(ctx, rs)
+	if err != nil || snap == nil || !fromAPolicy(snap) {
+		return nil, err
+	}
+	v := string(snapv1.VirtualMachineRestoreFailImmediate)
+	return []fieldDefault{{field: "spec.targetReadinessPolicy", pointer: "/spec/targetReadinessPolicy", value: v, text: v}}, nil
+}
+
+func (r *restores) create(ctx context.Context, rs *snapv1.VirtualMachineRestore) (admission.Warnings, error) {
+	snapPath := field.NewPath("spec", "virtualMachineSnapshotName")
+	snap, err := r.snapshot(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	if snap == nil {
+		return nil, field.Invalid(snapPath, rs.Spec.VirtualMachineSnapshotName, fmt.Sprintf("no VirtualMachineSnapshot of that name in namespace %s: "+
+			"a restore names a snapshot that exists", rs.Namespace))
+	}
+	if !fromAPolicy(snap) {
 		return nil, nil // not a policy's snapshot: recorded, KubeVirt's rules alone
 	}
+	by := madeBy(snap)
+	// The VM is the snapshot's source, which KubeVirt does not let change, never its labels.
+	src := snap.Spec.Source
+	if ptr.Deref(src.APIGroup, "") != virtv1.GroupVersion.Group || src.Kind != "VirtualMachine" || src.Name == "" {
+		return nil, field.Invalid(snapPath, snap.Name, fmt.Sprintf("the snapshot (made by %s) is of %s %s (apiGroup %q), not of a VirtualMachine",
+			by, src.Kind, src.Name, ptr.Deref(src.APIGroup, "")))
+	}
+	if err := restoreSpecErrors(rs, snap, by).ToAggregate(); err != nil {
+		return nil, err
+	}
 	target := field.NewPath("spec", "target")
-	vmName := snap.Labels[nwv1.LabelSnapshotVM]
-	if rs.Spec.Target.Kind != "VirtualMachine" || rs.Spec.Target.Name != vmName {
-		return nil, field.Invalid(target, rs.Spec.Target.Kind+" "+rs.Spec.Target.Name,
-			fmt.Sprintf("VMSnapshotPolicy %s's snapshot %s is of VirtualMachine %s: it is restored onto that VM only", policy, snap.Name, vmName))
-	}
 	vm := &virtv1.VirtualMachine{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: vmName}, vm); apierrors.IsNotFound(err) {
-		return nil, field.Invalid(target, vmName, "the VirtualMachine is not there (restoring a deleted VM is not offered)")
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: src.Name}, vm); apierrors.IsNotFound(err) {
+		return nil, field.Invalid(target, src.Name, "the VirtualMachine is not there (restoring a deleted VM is not offered)")
 	} else if err != nil {
-		return nil, fmt.Errorf("reading VirtualMachine %s: %w", vmName, err)
+		return nil, fmt.Errorf("reading VirtualMachine %s: %w", src.Name, err)
 	}
-	if uid := snap.Annotations[nwv1.AnnotationSnapshotVMUID]; uid != "" && uid != string(vm.UID) {
-		return nil, field.Invalid(target, vmName, fmt.Sprintf("the snapshot %s is of an earlier VirtualMachine of that name (UID %s), not of this one", snap.Name, uid))
+	switch st := snap.Status; {
+	case st == nil || st.SourceUID == nil || *st.SourceUID == "":
+		return nil, field.Invalid(snapPath, snap.Name, "KubeVirt has not written which VirtualMachine the snapshot is of (status.sourceUID)")
+	case *st.SourceUID != vm.UID:
+		return nil, field.Invalid(target, src.Name, fmt.Sprintf("the snapshot %s is of an earlier VirtualMachine of that name (UID %s), not of this one", snap.Name, *st.SourceUID))
 	}
 	vmi := &virtv1.VirtualMachineInstance{}
-	if err := r.client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: vmName}, vmi); err == nil {
-		return nil, field.Invalid(target, vmName, fmt.Sprintf("the VirtualMachine runs (its VirtualMachineInstance is %s): stop it first "+
-			"(virtctl stop %s -n %s); a restore replaces its disks, and is made with the VM stopped", vmi.Status.Phase, vmName, rs.Namespace))
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: rs.Namespace, Name: src.Name}, vmi); err == nil {
+		return nil, field.Invalid(target, src.Name, fmt.Sprintf("the VirtualMachine runs (its VirtualMachineInstance is %s): stop it first "+
+			"(virtctl stop %s -n %s); a restore replaces its disks, and is made with the VM stopped", vmi.Status.Phase, src.Name, rs.Namespace))
 	} else if !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("reading VirtualMachineInstance %s: %w", vmName, err)
+		return nil, fmt.Errorf("reading VirtualMachineInstance %s: %w", src.Name, err)
 	}
-	if st := snap.Status; st == nil || st.Phase != snapv1.Succeeded || !ptr.Deref(st.ReadyToUse, false) {
-		phase := "no status"
-		if st != nil {
-			phase = "phase " + string(st.Phase)
+	m, policy, err := r.judged(ctx, snap)
+	if err != nil {
+		return nil, err
+	}
+	if m.State != vmsnapshot.Good {
+		judged := "no VMSnapshotPolicy of the namespace has its label and UID: judged by the defaults (consistency GuestAgent, failureDeadline 10m), it is"
+		if policy != nil {
+			judged = "VMSnapshotPolicy " + policy.Name + " judges it"
 		}
-		return nil, field.Invalid(field.NewPath("spec", "virtualMachineSnapshotName"), snap.Name,
-			fmt.Sprintf("the snapshot is not ready to restore (%s)", phase))
+		return nil, field.Invalid(snapPath, snap.Name, fmt.Sprintf("%s %s, not Good (%s): only a good snapshot is restored", judged, m.State, m.Reason))
 	}
 	return nil, nil
+}
+
+// madeBy names the policy that made snap for a message: by its label, else by its UID.
+func madeBy(snap *snapv1.VirtualMachineSnapshot) string {
+	if name := snap.Labels[nwv1.LabelSnapshotPolicy]; name != "" {
+		return "VMSnapshotPolicy " + name
+	}
+	return "the VMSnapshotPolicy of UID " + snap.Annotations[nwv1.AnnotationSnapshotPolicyUID]
+}
+
+// restoreSpecErrors is what a restore of snap, a snapshot of a policy by, may not ask: another
+// target than the snapshot's VM; claims restored in place (KubeVirt deletes the VM's current
+// ones, and the restore leaves the old claims in place); volumes restored otherwise than
+// snapshotted; patches; and any targetReadinessPolicy but FailImmediate (StopTarget stops a
+// VM someone started, WaitGracePeriod and WaitEventually restore later, whenever it stops).
+func restoreSpecErrors(rs *snapv1.VirtualMachineRestore, snap *snapv1.VirtualMachineSnapshot, by string) field.ErrorList {
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	t := rs.Spec.Target
+	switch {
+	case t.APIGroup == nil:
+		errs = append(errs, field.Required(spec.Child("target", "apiGroup"), "a restore of a policy's snapshot targets a VirtualMachine of "+virtv1.GroupVersion.Group))
+	case *t.APIGroup != virtv1.GroupVersion.Group:
+		errs = append(errs, field.Invalid(spec.Child("target", "apiGroup"), *t.APIGroup, "a restore of a policy's snapshot targets a VirtualMachine of "+virtv1.GroupVersion.Group))
+	case t.Kind != "VirtualMachine" || t.Name != snap.Spec.Source.Name:
+		errs = append(errs, field.Invalid(spec.Child("target"), t.Kind+" "+t.Name,
+			fmt.Sprintf("the snapshot %s (made by %s) is of VirtualMachine %s: it is restored onto that VM only", snap.Name, by, snap.Spec.Source.Name)))
+	}
+	if p := rs.Spec.VolumeRestorePolicy; p != nil && *p == snapv1.VolumeRestorePolicyInPlace {
+		errs = append(errs, field.Invalid(spec.Child("volumeRestorePolicy"), string(*p),
+			"KubeVirt would delete the VM's current claims: a restore of a policy's snapshot makes new claims and leaves the old ones in place"))
+	}
+	if len(rs.Spec.VolumeRestoreOverrides) > 0 {
+		errs = append(errs, field.Forbidden(spec.Child("volumeRestoreOverrides"), "a restore of a policy's snapshot restores each volume as it was snapshotted"))
+	}
+	if len(rs.Spec.Patches) > 0 {
+		errs = append(errs, field.Forbidden(spec.Child("patches"), "a restore of a policy's snapshot restores the VM as it was snapshotted"))
+	}
+	readiness := spec.Child("targetReadinessPolicy")
+	why := "a restore of a policy's snapshot is made with the VM stopped and fails if it is started: " +
+		"StopTarget would stop a VM someone started, WaitGracePeriod and WaitEventually would restore it later, whenever it stops"
+	switch p := rs.Spec.TargetReadinessPolicy; {
+	case p == nil:
+		errs = append(errs, field.Required(readiness, "must be FailImmediate: "+why))
+	case *p != snapv1.VirtualMachineRestoreFailImmediate:
+		errs = append(errs, field.Invalid(readiness, string(*p), "must be FailImmediate: "+why))
+	}
+	return errs
+}
+
+// judged is snap as its policy judges it now, with the content named in its status; the
+// policy is nil when it is gone (none of the namespace's matches the snapshot's label and UID).
+// A gone policy's snapshot is judged all the same, by the defaults (GuestAgent, 10m): the
+// restore is held to what a policy asks by default, never admitted unjudged.
+func (r *restores) judged(ctx context.Context, snap *snapv1.VirtualMachineSnapshot) (vmsnapshot.Made, *nwv1.VMSnapshotPolicy, error) {
+	var policies nwv1.VMSnapshotPolicyList
+	if err := r.client.List(ctx, &policies, client.InNamespace(snap.Namespace)); err != nil {
+		return vmsnapshot.Made{}, nil, fmt.Errorf("reading the VMSnapshotPolicies: %w", err)
+	}
+	policy := vmsnapshot.PolicyOf(snap, policies.Items)
+	var content *snapv1.VirtualMachineSnapshotContent
+	var name *string
+	if snap.Status != nil {
+		name = snap.Status.VirtualMachineSnapshotContentName
+	}
+	if name != nil && *name != "" {
+		got := &snapv1.VirtualMachineSnapshotContent{}
+		err := r.client.Get(ctx, client.ObjectKey{Namespace: snap.Namespace, Name: *name}, got)
+		switch {
+		case err == nil:
+			content = got
+		case !apierrors.IsNotFound(err):
+			return vmsnapshot.Made{}, nil, fmt.Errorf("reading VirtualMachineSnapshotContent %s: %w", *name, err)
+		}
+	}
+	now := time.Now()
+	if r.clock != nil {
+		now = r.clock.Now()
+	}
+	return vmsnapshot.JudgedBy(policy, snap, content, now), policy, nil
 }

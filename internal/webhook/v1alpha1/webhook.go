@@ -273,6 +273,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	pr := &profiles{client: reader, trust: trust}
 	ops := &nodeOperations{client: reader}
 	rs := &restores{client: reader}
+	if d != nil {
+		rs.clock = d.Clock
+	}
 	return errors.Join(
 		workflowWebhooks(mgr, o),
 		(&kindWebhook[*nwv1.NodewrightCluster]{kind: "NodewrightCluster", decisions: d, create: cl.create, update: cl.update,
@@ -291,7 +294,7 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				return admitSnapshotPolicy(ctx, p)
 			},
 			newObject: func() *nwv1.VMSnapshotPolicy { return &nwv1.VMSnapshotPolicy{} }}).register(mgr, &nwv1.VMSnapshotPolicy{}),
-		(&kindWebhook[*snapv1.VirtualMachineRestore]{kind: "VirtualMachineRestore", decisions: d, create: rs.create,
+		(&kindWebhook[*snapv1.VirtualMachineRestore]{kind: "VirtualMachineRestore", decisions: d, create: rs.create, defaults: rs.defaults,
 			newObject: func() *snapv1.VirtualMachineRestore { return &snapv1.VirtualMachineRestore{} }}).register(mgr, &snapv1.VirtualMachineRestore{}),
 	)
 }
