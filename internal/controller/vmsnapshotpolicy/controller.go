@@ -59,6 +59,9 @@ import (
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
+// The restores under way, whose snapshots retention keeps until they end.
+// +kubebuilder:rbac:groups=snapshot.kubevirt.io,resources=virtualmachinerestores,verbs=get;list;watch
+
 // Where a VM's volumes are, and whether they are in sync (putoff.go): its claims, their
 // PersistentVolumes (a LINSTOR volume's CSI volume handle is its DRBD resource), and the
 // agents' DRBD reports.
@@ -71,6 +74,7 @@ var APIs = servedapis.Kinds{
 	virtv1.GroupVersion.WithKind("VirtualMachine"),
 	snapv1.SchemeGroupVersion.WithKind("VirtualMachineSnapshot"),
 	snapv1.SchemeGroupVersion.WithKind("VirtualMachineSnapshotContent"),
+	snapv1.SchemeGroupVersion.WithKind("VirtualMachineRestore"),
 }
 
 // The reasons of the policy's conditions and Events.
@@ -181,7 +185,7 @@ func (r *Reconciler) watch() error {
 	// What a run reads (putoff.go, the frozen-guest check) is cached from now on, not from
 	// the first run on: a run does not wait for these informers to fill.
 	for _, o := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{},
-		&nwv1.NodewrightAgentStatus{}, &virtv1.VirtualMachineInstance{}} {
+		&nwv1.NodewrightAgentStatus{}, &virtv1.VirtualMachineInstance{}, &snapv1.VirtualMachineRestore{}} {
 		if _, err := c.GetInformer(context.Background(), o, cache.BlockUntilSynced(false)); err != nil {
 			return err
 		}
@@ -478,6 +482,8 @@ type run struct {
 	holding    *engine.Holding
 	reports    map[string][]nodehealth.ResourceReport
 	putOff     bool
+	// inRestore are the snapshots restores under way use, read once per reconcile.
+	inRestore map[string]string
 }
 
 // judgedSnapshot is a snapshot with what it is.
@@ -604,7 +610,7 @@ func (w *run) runVM(ctx context.Context, vm *virtv1.VirtualMachine, st *nwv1.VMS
 	clearWaited(st, scheduled)
 	missed()
 	for _, v := range plan.Delete {
-		if err := w.delete(ctx, judged, v); err != nil {
+		if _, err := w.delete(ctx, judged, v); err != nil {
 			w.r.event(p, corev1.EventTypeWarning, ReasonRunFailed, fmt.Sprintf("%s: the run of %s stopped: deleting %s first (%s) failed: %v",
 				vm.Name, d.Scheduled.UTC().Format(time.RFC3339), v.Name, v.Reason, err))
 			return nil, err
@@ -684,20 +690,60 @@ func (w *run) snapshotOf(vm *virtv1.VirtualMachine, t time.Time) *snapv1.Virtual
 }
 
 // delete deletes the snapshot of v, the one judged (by UID: never one made again since).
-func (w *run) delete(ctx context.Context, judged []judgedSnapshot, v vmsnapshot.Verdict) error {
+func (w *run) delete(ctx context.Context, judged []judgedSnapshot, v vmsnapshot.Verdict) (bool, error) {
+	restoring, err := w.restoring(ctx)
+	if err != nil {
+		return false, err
+	}
+	if by := restoring[v.Name]; by != "" {
+		return false, nil // kept until the restore ends; retention deletes it then
+	}
 	for _, j := range judged {
 		if j.snap.Name != v.Name || !j.snap.DeletionTimestamp.IsZero() {
 			continue
 		}
 		err := w.r.Client.Delete(ctx, j.snap, client.Preconditions{UID: &j.snap.UID})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return false, err
 		}
 		if err == nil {
 			w.r.event(w.p, corev1.EventTypeNormal, ReasonSnapshotDeleted, fmt.Sprintf("%s: deleted %s (%s, %s)", j.snap.Spec.Source.Name, j.snap.Name, j.j.State, v.Reason))
 		}
 	}
-	return nil
+	return true, nil
+}
+
+// restoring reads, once per reconcile, the snapshots of the policy's namespace that a
+// VirtualMachineRestore not ended (neither complete nor failed) restores from, each with the
+// restore's name: retention does not delete them under it.
+func (w *run) restoring(ctx context.Context) (map[string]string, error) {
+	if w.inRestore != nil {
+		return w.inRestore, nil
+	}
+	var list snapv1.VirtualMachineRestoreList
+	if err := w.r.Client.List(ctx, &list, client.InNamespace(w.p.Namespace)); err != nil {
+		return nil, fmt.Errorf("reading the namespace's VirtualMachineRestores: %w", err)
+	}
+	w.inRestore = map[string]string{}
+	for _, r := range list.Items {
+		if !restoreEnded(&r) {
+			w.inRestore[r.Spec.VirtualMachineSnapshotName] = r.Name
+		}
+	}
+	return w.inRestore, nil
+}
+
+// restoreEnded says whether KubeVirt completed or failed the restore.
+func restoreEnded(r *snapv1.VirtualMachineRestore) bool {
+	if r.Status == nil {
+		return false
+	}
+	if ptr.Deref(r.Status.Complete, false) {
+		return true
+	}
+	return slices.ContainsFunc(r.Status.Conditions, func(c snapv1.Condition) bool {
+		return c.Type == snapv1.ConditionFailure && c.Status == corev1.ConditionTrue
+	})
 }
 
 // retain deletes what retention drops, and returns what is left.
@@ -713,11 +759,12 @@ func (w *run) retain(ctx context.Context, vm string, judged []judgedSnapshot) ([
 		if v.Keep {
 			continue
 		}
-		if err := w.delete(ctx, judged, v); err != nil {
+		deleted, err := w.delete(ctx, judged, v)
+		if err != nil {
 			w.r.event(w.p, corev1.EventTypeWarning, ReasonRunFailed, fmt.Sprintf("%s: deleting %s (%s) failed: %v", vm, v.Name, v.Reason, err))
 			return nil, err
 		}
-		drop[v.Name] = true
+		drop[v.Name] = deleted
 	}
 	kept := judged[:0:0]
 	for _, j := range judged {

@@ -1061,3 +1061,55 @@ func TestAFailureStreakOutlivesItsSnapshots(t *testing.T) {
 		return ""
 	})
 }
+
+// TestASnapshotBeingRestoredIsKept: retention does not delete a snapshot a
+// VirtualMachineRestore not ended restores from; once the restore is complete, it does.
+func TestASnapshotBeingRestoredIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	day := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	hour := func(h int) time.Time { return day.Add(time.Duration(h) * time.Hour) }
+	s := start(t, hour(9).Add(30*time.Minute))
+	s.vm("web", nil)
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "hourly"},
+		Spec: nwv1.VMSnapshotPolicySpec{VMSelector: nwv1.VMSelector{Names: []string{"web"}}, Schedule: nwv1.SnapshotSchedule{Cron: "@hourly"},
+			Retention: nwv1.SnapshotRetention{KeepLast: 1}},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	name := func(h int) string { return vmsnapshotpolicy.SnapshotName("hourly", "web", hour(h)) }
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if p.Status.NextRun == nil {
+			return "no next run yet"
+		}
+		return ""
+	})
+	s.at(p, hour(10).Add(5*time.Second))
+	s.play(name(10), good)
+	restore := &snapv1.VirtualMachineRestore{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "back"},
+		Spec: snapv1.VirtualMachineRestoreSpec{VirtualMachineSnapshotName: name(10),
+			Target: corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "web"}}}
+	if err := env.Client.Create(ctx, restore); err != nil {
+		t.Fatal(err)
+	}
+	// 11:00, keepLast 1: the 10:00 snapshot would go, but the restore uses it.
+	s.at(p, hour(11).Add(5*time.Second))
+	s.play(name(11), good)
+	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
+		if web := vmStatus(p, "web"); web.LastGood == nil || web.LastGood.Name != name(11) {
+			return fmt.Sprintf("web %+v", web)
+		}
+		return ""
+	})
+	s.at(p, hour(11).Add(time.Minute))
+	s.snapshotsAre("web", name(10), name(11))
+	// The restore complete, retention deletes it.
+	restore.Status = &snapv1.VirtualMachineRestoreStatus{Complete: ptr.To(true)}
+	if err := env.Client.Status().Update(ctx, restore); err != nil {
+		t.Fatal(err)
+	}
+	s.at(p, hour(11).Add(2*time.Minute))
+	s.snapshotsAre("web", name(11))
+}
