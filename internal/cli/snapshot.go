@@ -184,12 +184,7 @@ func listPolicySnapshots(ctx context.Context, c client.Client, namespace, vm str
 			continue
 		}
 		// Only a snapshot its policy made: by the label and the policy's UID.
-		var p *nwv1.VMSnapshotPolicy
-		for j := range policies.Items {
-			if q := &policies.Items[j]; children.LabelValue(q.Name) == s.Labels[nwv1.LabelSnapshotPolicy] && string(q.UID) == s.Annotations[nwv1.AnnotationSnapshotPolicyUID] {
-				p = q
-			}
-		}
+		p := vmsnapshot.PolicyOf(s, policies.Items)
 		if p == nil {
 			continue
 		}
@@ -204,9 +199,7 @@ func listPolicySnapshots(ctx context.Context, c client.Client, namespace, vm str
 				return nil, nil, apiError(err, "virtualmachinesnapshotcontent", *s.Status.VirtualMachineSnapshotContentName)
 			}
 		}
-		require := vmsnapshot.Consistency(cmp.Or(p.Spec.Consistency.Require, nwv1.SnapshotGuestAgent))
-		deadline := cmp.Or(p.Spec.FailureDeadline.Duration, 10*time.Minute)
-		m := vmsnapshot.Judged(s, content, require, deadline, now)
+		m := vmsnapshot.JudgedBy(p, s, content, now)
 		ps := policySnapshot{policy: p.Name, vm: s.Spec.Source.Name, snap: s, scheduled: m.Scheduled, judgement: m.Judgement, stuck: m.Stuck}
 		// The policy leaves alone the snapshots of an earlier VM of the same name.
 		if uid, ok := vmUIDs[ps.vm]; ok && s.Annotations[nwv1.AnnotationSnapshotVMUID] != uid {

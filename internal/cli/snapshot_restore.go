@@ -41,8 +41,7 @@ const snapshotRestoreExamples = `  virtctl stop web -n apps
   virtctl start web -n apps`
 
 func newSnapshotRestoreCommand(f *Factory) *cobra.Command {
-	var follow bool
-	var timeout time.Duration
+	var o waitOptions
 	cmd := &cobra.Command{
 		Use:               "restore VM SNAPSHOT",
 		Short:             "Restore a stopped VM from a good snapshot its policy made, through a VirtualMachineRestore",
@@ -56,8 +55,8 @@ func newSnapshotRestoreCommand(f *Factory) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if timeout < 0 {
-				return usageErrorf("--timeout %s: must not be negative", timeout)
+			if err := o.check(); err != nil {
+				return err
 			}
 			c, err := f.Client()
 			if err != nil {
@@ -73,15 +72,15 @@ func newSnapshotRestoreCommand(f *Factory) *cobra.Command {
 			}
 			out := f.Streams().Out
 			fmt.Fprintf(out, "VirtualMachineRestore %s created: VM %s is restored from %s.\n", r.Name, args[0], args[1])
-			if !follow {
+			if !o.wait {
 				_, err := fmt.Fprintf(out, "Follow it: kubectl get virtualmachinerestore %s -n %s -w\n", r.Name, namespace)
 				return err
 			}
-			return waitForRestore(cmd.Context(), f, c, r, timeout)
+			return waitForRestore(cmd.Context(), f, c, r, o.timeout)
 		},
 	}
-	cmd.Flags().BoolVar(&follow, "wait", false, "Follow the restore until KubeVirt completes it (exit 0) or fails it (exit 1).")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "With --wait, give up after this long (e.g. 10m) with exit code 3; 0 waits for ever.")
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "Follow the restore until KubeVirt completes it (exit 0) or fails it (exit 1).")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 0, "With --wait, give up after this long (e.g. 10m) with exit code 3; 0 waits for ever.")
 	return cmd
 }
 
@@ -152,8 +151,11 @@ func waitForRestore(ctx context.Context, f *Factory, c client.Client, r *snapv1.
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		got := &snapv1.VirtualMachineRestore{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(r), got); err != nil {
-			if apierrors.IsNotFound(err) {
+			switch {
+			case apierrors.IsNotFound(err):
 				return false, fmt.Errorf("VirtualMachineRestore %s was deleted", r.Name)
+			case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+				return false, apiError(err, "virtualmachinerestores", r.Name)
 			}
 			return false, nil // tried again: the API server may be busy
 		}

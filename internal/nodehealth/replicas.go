@@ -78,11 +78,7 @@ func NotInSync(reports []ResourceReport) string {
 				case !v.PeerClient && v.PeerDiskState != drbd.DiskUpToDate:
 					return fmt.Sprintf("replica of %s on %s is %s, as %s sees it%s", volumeName(r.Name, v.Volume), p.Name, v.PeerDiskState, r.Node, resync([]nwv1.DRBDPeerStatus{p}, v.Volume))
 				case v.ReplicationState != drbd.ReplicationEstablished:
-					msg := fmt.Sprintf("the replication of %s from %s to %s is %s", volumeName(r.Name, v.Volume), r.Node, p.Name, v.ReplicationState)
-					if v.OutOfSyncKiB > 0 {
-						msg += fmt.Sprintf(" (%d KiB out of sync)", v.OutOfSyncKiB)
-					}
-					return msg
+					return fmt.Sprintf("the replication of %s from %s to %s is %s", volumeName(r.Name, v.Volume), r.Node, p.Name, v.ReplicationState)
 				}
 			}
 		}
@@ -99,30 +95,22 @@ func volumeName(resource string, volume int32) string {
 }
 
 // resync says how the volume's replication with the peers stands, where it is not
-// Established: " (SyncTarget 40% done, 1234 KiB out of sync)"; "" when it is everywhere.
+// Established: " (SyncTarget)". Its progress is left out: the reason stays the same while a
+// resynchronisation runs (the agents' reports show how far it is).
 func resync(peers []nwv1.DRBDPeerStatus, volume int32) string {
 	var states []string
-	var outOfSync int64
 	for _, p := range peers {
 		for _, v := range p.Volumes {
 			if v.Volume != volume || v.ReplicationState == drbd.ReplicationEstablished {
 				continue
 			}
-			state := v.ReplicationState
-			if v.ResyncDonePercent != nil {
-				state += fmt.Sprintf(" %d%% done", *v.ResyncDonePercent)
+			if !slices.Contains(states, v.ReplicationState) {
+				states = append(states, v.ReplicationState)
 			}
-			if !slices.Contains(states, state) {
-				states = append(states, state)
-			}
-			outOfSync += v.OutOfSyncKiB
 		}
 	}
 	if len(states) == 0 {
 		return ""
-	}
-	if outOfSync > 0 {
-		states = append(states, fmt.Sprintf("%d KiB out of sync", outOfSync))
 	}
 	return " (" + strings.Join(states, ", ") + ")"
 }

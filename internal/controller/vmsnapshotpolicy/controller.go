@@ -335,7 +335,7 @@ func (r *Reconciler) reconcile(ctx context.Context, p *nwv1.VMSnapshotPolicy, no
 				failed = append(failed, fmt.Errorf("%s: %w", vm.Name, err))
 			}
 			if created != nil {
-				m := vmsnapshot.Judged(created, nil, vmsnapshot.Consistency(w.consistency()), w.failureDeadline(), w.now)
+				m := vmsnapshot.JudgedBy(p, created, nil, w.now)
 				judged = append(judged, judgedSnapshot{snap: created, scheduled: m.Scheduled, deadline: m.Deadline,
 					j: vmsnapshot.Judgement{State: vmsnapshot.InProgress, Reason: "just created"}})
 			}
@@ -514,24 +514,17 @@ func (w *run) judge(ctx context.Context, snaps []*snapv1.VirtualMachineSnapshot)
 				return nil, err
 			}
 		}
-		m := vmsnapshot.Judged(s, content, vmsnapshot.Consistency(w.consistency()), w.failureDeadline(), w.now)
+		m := vmsnapshot.JudgedBy(w.p, s, content, w.now)
 		out = append(out, judgedSnapshot{snap: s, scheduled: m.Scheduled, j: m.Judgement, stuck: m.Stuck, deadline: m.Deadline})
 	}
 	return out, nil
-}
-
-func (w *run) consistency() nwv1.SnapshotConsistency {
-	if w.p.Spec.Consistency.Require == "" {
-		return nwv1.SnapshotGuestAgent
-	}
-	return w.p.Spec.Consistency.Require
 }
 
 func (w *run) failureDeadline() time.Duration {
 	if d := w.p.Spec.FailureDeadline.Duration; d > 0 {
 		return d
 	}
-	return 10 * time.Minute
+	return vmsnapshot.DefaultFailureDeadline
 }
 
 // runVM decides on the VM's due run and makes it: it returns the snapshot it created.

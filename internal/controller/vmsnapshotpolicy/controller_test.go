@@ -794,7 +794,7 @@ func TestARunIsPutOffWhileAReplicaIsOutOfSync(t *testing.T) {
 
 	s.at(p, ten.Add(5*time.Second))
 	s.snapshotsAre("web", vmsnapshotpolicy.SnapshotName("hourly", "web", ten))
-	why := "put off: replica of " + res + " on " + b + " is Inconsistent (SyncTarget, 1234 KiB out of sync); the run starts once it is in sync"
+	why := "put off: replica of " + res + " on " + b + " is Inconsistent (SyncTarget); the run starts once it is in sync"
 	s.policy("hourly", func(p *nwv1.VMSnapshotPolicy) string {
 		if db := vmStatus(p, "db"); db.LastSkipped == nil || !strings.HasPrefix(db.LastSkipped.Reason, why) {
 			return fmt.Sprintf("db's last skipped %+v", db.LastSkipped)

@@ -199,16 +199,6 @@ func HolderOf(ctx context.Context, r client.Reader, ns string) (*Holding, error)
 	return h, nil
 }
 
-// Holder is HolderOf without the nodes: the holder's kind, name and phase, and held false
-// when none holds the claim.
-func Holder(ctx context.Context, r client.Reader, ns string) (kind, name string, phase nwv1.WorkflowPhase, held bool, err error) {
-	h, err := HolderOf(ctx, r, ns)
-	if err != nil || h == nil {
-		return "", "", "", false, err
-	}
-	return h.Kind, h.Name, h.Phase, true, nil
-}
-
 func holderExists(ctx context.Context, r client.Reader, id string) (bool, error) {
 	kind, name, uid, ok := parseHolder(id)
 	if !ok {
