@@ -1113,3 +1113,59 @@ func TestASnapshotBeingRestoredIsKept(t *testing.T) {
 	s.at(p, hour(11).Add(2*time.Minute))
 	s.snapshotsAre("web", name(11))
 }
+
+// TestKeepDailyAndWeeklyAcrossDays runs a nightly policy in Berlin for 17 days on the fake
+// clock, against the API server: keepDaily and keepWeekly keep the newest good snapshot of
+// each of the last days and ISO weeks of Berlin's calendar, and the others go.
+func TestKeepDailyAndWeeklyAcrossDays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	night := func(day int) time.Time { return time.Date(2026, 11, day, 23, 30, 0, 0, berlin) }
+	s := start(t, night(2).Add(-time.Hour)) // Monday 2 November, week 45
+	s.vm("web", nil)
+	p := &nwv1.VMSnapshotPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "nightly"},
+		Spec: nwv1.VMSnapshotPolicySpec{VMSelector: nwv1.VMSelector{Names: []string{"web"}},
+			Schedule:  nwv1.SnapshotSchedule{Cron: "30 23 * * *", TimeZone: "Europe/Berlin"},
+			Retention: nwv1.SnapshotRetention{KeepLast: 1, KeepDaily: 3, KeepWeekly: 2}},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	s.policy("nightly", func(p *nwv1.VMSnapshotPolicy) string {
+		if p.Status.NextRun == nil || !p.Status.NextRun.Time.Equal(night(2)) {
+			return fmt.Sprintf("next run %v", p.Status.NextRun)
+		}
+		return ""
+	})
+	name := func(day int) string { return vmsnapshotpolicy.SnapshotName("nightly", "web", night(day)) }
+	names := func(days ...int) []string {
+		var out []string
+		for _, d := range days {
+			out = append(out, name(d))
+		}
+		return out
+	}
+	for day := 2; day <= 18; day++ {
+		s.at(p, night(day).Add(5*time.Second))
+		s.play(name(day), good)
+		s.policy("nightly", func(p *nwv1.VMSnapshotPolicy) string {
+			if web := vmStatus(p, "web"); web.LastGood == nil || web.LastGood.Name != name(day) {
+				return fmt.Sprintf("on the %d, web %+v", day, web)
+			}
+			return ""
+		})
+		switch day {
+		case 11: // Wednesday of week 46: the last three days, and week 45's newest (Sunday the 8th)
+			s.at(p, night(day).Add(time.Minute))
+			s.snapshotsAre("web", names(11, 10, 9, 8)...)
+		case 18: // Wednesday of week 47: the last three days, and week 46's newest (the 15th)
+			s.at(p, night(day).Add(time.Minute))
+			s.snapshotsAre("web", names(18, 17, 16, 15)...)
+		}
+	}
+}
