@@ -781,8 +781,12 @@ upgrade() {
   check_loopback NODEWRIGHT_DEMO_GATE_PROBE_ADDR "$gate_probe_addr"
   check_patience
   trap 'fail "this step failed: $BASH_COMMAND" "$(component_log kube-apiserver)"' ERR
-  install_chart upgrade
+  # The operator stops before the new CRDs and RBAC go in, as a pod of the old Deployment would
+  # be replaced: the site runs this tree's operator before the upgrade too, and left running it
+  # would watch the new kinds as soon as their CRDs are applied, refused by the old chart's
+  # role until the upgrade replaces it.
   stop "$operator_pid" operator
+  install_chart upgrade
   stop "$gate_pid" "LINSTOR gate"
   running "$net_pid" && start_gate
   start_operator
