@@ -25,6 +25,32 @@ import (
 // noSnapDriver is a CSI driver the site serves with no VolumeSnapshotClass.
 const noSnapDriver = "nosnap.csi.example.com"
 
+// snapshotFixture is a fixture whose site also serves a CSI driver of the test's own, with a
+// StorageClass and the one VolumeSnapshotClass of that driver, both named snapClass(f): the
+// site's KubeVirt picks a VolumeSnapshotClass by the driver, and the fixture's shared driver
+// has a default class per test running in parallel, deleted when that test ends.
+func snapshotFixture(t *testing.T, opts site.Options) *fix {
+	t.Helper()
+	f := bareFixture(t)
+	own := f.ns + ".csi.example.com"
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: snapClass(f)}, Provisioner: own,
+		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
+	vsc := &snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: snapClass(f)}, Driver: own, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete}
+	f.create(sc)
+	f.create(vsc)
+	t.Cleanup(func() {
+		_ = env.Client.Delete(context.Background(), sc)
+		_ = env.Client.Delete(context.Background(), vsc)
+	})
+	extra := opts.Drivers
+	opts = f.options(opts)
+	opts.Drivers = append(append(opts.Drivers, own), extra...)
+	f.site = site.Start(t, env.Config, opts)
+	return f
+}
+
+func snapClass(f *fix) string { return f.ns + "-snap" }
+
 // vmSnapshot creates a snapshot of the VM, failing after deadline when not ended.
 func (f *fix) vmSnapshot(name, vm string, deadline time.Duration) {
 	f.t.Helper()
@@ -81,7 +107,7 @@ func TestKubeVirtSnapshotAndRestore(t *testing.T) {
 	// What the API server held when the guest agent was asked to freeze the guest.
 	var atFreeze atomic.Value
 	var ns string
-	f := newFixture(t, site.Options{
+	f := snapshotFixture(t, site.Options{
 		GuestAgent: func(*virtv1.VirtualMachineInstance) bool { return true },
 		FailFreeze: func(vmi *virtv1.VirtualMachineInstance) bool {
 			live := &virtv1.VirtualMachineInstance{}
@@ -95,7 +121,7 @@ func TestKubeVirtSnapshotAndRestore(t *testing.T) {
 		},
 	})
 	ns = f.ns
-	want := f.site.RunningVM(t, env.Client, f.ns, "web", f.ns, volumeSize)
+	want := f.site.RunningVM(t, env.Client, f.ns, "web", snapClass(f), volumeSize)
 	f.eventually(func() string {
 		if c := vmiCondition(f.vmi("web"), virtv1.VirtualMachineInstanceAgentConnected); c == nil || c.Status != corev1.ConditionTrue {
 			return "the played guest agent is not connected"
@@ -198,27 +224,27 @@ func TestKubeVirtSnapshotAndRestore(t *testing.T) {
 // deadline; a held snapshot never becomes ready.
 func TestKubeVirtSnapshotFaults(t *testing.T) {
 	t.Parallel()
-	f := bareFixture(t)
-	opts := f.options(site.Options{
+	f := snapshotFixture(t, site.Options{
 		GuestAgent:   func(vmi *virtv1.VirtualMachineInstance) bool { return vmi.Name != "bare" },
 		FailFreeze:   func(vmi *virtv1.VirtualMachineInstance) bool { return vmi.Name == "stuck" },
 		FailThaw:     func(vmi *virtv1.VirtualMachineInstance) bool { return vmi.Name == "iced" },
 		HoldSnapshot: func(s *snapv1.VirtualMachineSnapshot) bool { return s.Spec.Source.Name == "held" },
+		Drivers:      []string{noSnapDriver},
 	})
-	opts.Drivers = append(opts.Drivers, noSnapDriver)
-	f.site = site.Start(t, env.Config, opts)
 	noSnap := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: f.ns + "-nosnap"}, Provisioner: noSnapDriver,
 		ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)}
 	f.create(noSnap)
 	t.Cleanup(func() { _ = env.Client.Delete(f.ctx, noSnap) })
 
 	for _, name := range []string{"bare", "stuck", "iced", "held"} {
-		f.site.RunningVM(t, env.Client, f.ns, name, f.ns, volumeSize)
+		f.site.RunningVM(t, env.Client, f.ns, name, snapClass(f), volumeSize)
 	}
 	data := f.claim("two-data", nil)
 	data.Spec.StorageClassName = ptr.To(noSnap.Name)
 	f.create(data)
-	f.create(f.claim("two-root", nil))
+	root := f.claim("two-root", nil)
+	root.Spec.StorageClassName = ptr.To(snapClass(f))
+	f.create(root)
 	two := f.vm("two", "two-root", virtv1.RunStrategyAlways)
 	two.Spec.Template.Spec.Domain.Devices.Disks = append(two.Spec.Template.Spec.Domain.Devices.Disks, virtv1.Disk{Name: "data"})
 	two.Spec.Template.Spec.Volumes = append(two.Spec.Template.Spec.Volumes, virtv1.Volume{Name: "data", VolumeSource: virtv1.VolumeSource{
