@@ -47,8 +47,11 @@ type hub struct {
 	namespace string
 	// fleet: the API server is a fleet hub, and only its member summaries are watched.
 	fleet bool
-	trail *trail
-	log   io.Writer
+	// viewNamespace is the namespace view's namespace: its VMs, requests and snapshots are
+	// watched there; "" watches none.
+	viewNamespace string
+	trail         *trail
+	log           io.Writer
 	// progress reads the running copies' logs, with the user's credentials; nil: it is not
 	// shown.
 	progress kubernetes.Interface

@@ -15,6 +15,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	virtv1 "kubevirt.io/api/core/v1"
+	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
@@ -48,7 +49,7 @@ type server struct {
 
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, nwv1.AddToScheme, fleetv1alpha1.AddToScheme, virtv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, nwv1.AddToScheme, fleetv1alpha1.AddToScheme, virtv1.AddToScheme, snapv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return nil, err
 		}
@@ -74,6 +75,8 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 	s := &server{opts: opts, client: c, trail: tr, mux: http.NewServeMux()}
 	s.hub = newHub(c, opts.Namespace, tr, opts.Log)
 	s.hub.fleet = opts.Fleet
+	// The namespace view's: the namespace of -n, or the kubeconfig context's.
+	s.hub.viewNamespace = opts.DefaultNamespace
 	if s.hub.progress, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("building a client from the kubeconfig: %w", err)
 	}
@@ -96,6 +99,7 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 	s.mux.HandleFunc("POST /api/flips/{name}/approve", s.approve("bondmodeflipplan"))
 	s.mux.HandleFunc("POST /api/upgrades/{name}/approve", s.approve("replicationupgrade"))
 	s.mux.HandleFunc("POST /api/ospolicies/{name}/approve", s.approve("osversionpolicy"))
+	s.mux.HandleFunc("POST /api/vmoperationrequests", s.createVMOperation)
 	return s, nil
 }
 

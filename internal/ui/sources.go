@@ -82,7 +82,7 @@ func (h *hub) startLocked() {
 
 // memberSources are the watches of a page pointed at a Nodewright cluster.
 func (h *hub) memberSources() []source {
-	return []source{
+	sources := []source{
 		{kind: kindCluster, fields: fields.OneTermEqualSelector("metadata.name", nwv1.NodewrightClusterName),
 			newList: func() client.ObjectList { return &nwv1.NodewrightClusterList{} }, example: &nwv1.NodewrightCluster{},
 			observe: h.observeCluster},
@@ -98,6 +98,10 @@ func (h *hub) memberSources() []source {
 		{kind: kindOS, newList: func() client.ObjectList { return &nwv1.OSVersionPolicyList{} }, example: &nwv1.OSVersionPolicy{},
 			encode: encodeOSPolicy},
 	}
+	if h.viewNamespace != "" {
+		sources = append(sources, namespaceSources(h.viewNamespace)...)
+	}
+	return sources
 }
 
 // inform runs an informer for src with the user's client until ctx ends.
@@ -180,6 +184,8 @@ func describeWatchError(src source, err error) string {
 	switch {
 	case src.kind == kindMember && (meta.IsNoMatchError(err) || apierrors.IsNotFound(err)):
 		return fmt.Sprintf("this cluster does not serve %s: it is not a fleet hub (start the UI with --fleet against the hub's kubeconfig context, where nodewright-fleet runs): %v", src.kind, err)
+	case kubevirtKinds[src.kind] && (meta.IsNoMatchError(err) || apierrors.IsNotFound(err)):
+		return fmt.Sprintf("the cluster does not serve %s (is KubeVirt installed?): %v", src.kind, err)
 	case apierrors.IsForbidden(err):
 		return fmt.Sprintf("your kubeconfig's user may not list or watch %s %s: %v", src.kind, where, err)
 	case apierrors.IsNotFound(err):

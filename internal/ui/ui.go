@@ -1,7 +1,8 @@
 // Package ui serves the thin web UI behind `kubectl nodewright ui`: a page on 127.0.0.1 that
 // shows the cluster's health, the migrations, the replication upgrades, the bond-mode flips
 // and the audit trail, live, can start and cancel a migration, and approves the step a Manual
-// flip or upgrade waits on.
+// flip or upgrade waits on; and, for a VM's owner, one namespace's VMs, the operations asked
+// for on them (VMOperationRequests), their snapshots and migrations, with a form per operation.
 //
 // It acts with the user's own credentials (the rest.Config from their kubeconfig), never with
 // privileges of its own: what the page shows is what the user may read, and what it does is
@@ -45,11 +46,12 @@ type Options struct {
 	// Out receives the page's URL, with its token: the only place the full URL is written
 	// to. Standard output when nil.
 	Out io.Writer
-	// Namespace scopes the migrations the page shows and creates; empty shows every
-	// namespace the user may list, and the form asks for one.
+	// Namespace scopes the migrations the page shows and creates, and is the namespace
+	// view's; empty shows every namespace the user may list, and the form asks for one.
 	Namespace string
-	// DefaultNamespace is the namespace the form starts with when Namespace is empty: the
-	// kubeconfig context's, as kubectl would use it (`ui` sets it); "default" when empty.
+	// DefaultNamespace is the namespace the form starts with, and the namespace view's, when
+	// Namespace is empty: the kubeconfig context's, as kubectl would use it (`ui` sets it);
+	// "default" when empty.
 	DefaultNamespace string
 	// TrailDir is a local folder holding an audit trail (audit-*.jsonl), such as the demo's
 	// .demo/audit; empty: the page says that no trail was given. The operator's own trail

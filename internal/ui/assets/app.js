@@ -51,7 +51,7 @@ const looks = {
   Degraded: ['▲', 'bad'], Recovering: ['↻', 'info'], Unknown: ['?', 'warn'],
   Pending: ['○', 'neutral'], Waiting: ['‖', 'warn'], Running: ['↻', 'info'], Succeeded: ['✔', 'ok'], Failed: ['✖', 'bad'],
   RollingBack: ['↶', 'warn'], RolledBack: ['↩', 'warn'], Skipped: ['–', 'neutral'], Cancelled: ['■', 'warn'],
-  True: ['✔', 'ok'], False: ['✖', 'bad'],
+  True: ['✔', 'ok'], False: ['✖', 'bad'], Refused: ['⊘', 'bad'], InProgress: ['↻', 'info'],
 };
 
 // ---- DOM helpers ---------------------------------------------------------------------
@@ -878,6 +878,222 @@ function updateVolumes() {
   replace(document.getElementById('volume-list'), (vm ? vm.volumes : []).map((v) => h('option', { value: v })));
 }
 
+// ---- Namespace view (My VMs) ---------------------------------------------------------
+
+// The namespace of the namespace view: the one of -n, or the kubeconfig context's. The view
+// shows that namespace's VMs, the requests on them, their snapshots and migrations, and of the
+// cluster only its phase, when the user may read it.
+let viewNamespace = '';
+
+// The operations' forms, by the prefix of their elements' ids.
+const opForms = { snapshotnow: 'SnapshotNow', restore: 'Restore', restart: 'Restart' };
+const opWords = { SnapshotNow: 'Snapshot now', Restore: 'Restore', Restart: 'Restart' };
+const unfinishedOps = new Set(['Pending', 'Waiting', 'Running']);
+
+function inView(o) {
+  return o.metadata && o.metadata.namespace === viewNamespace;
+}
+
+function newestFirst(a, b) {
+  return new Date(b.metadata.creationTimestamp) - new Date(a.metadata.creationTimestamp) || a.metadata.name.localeCompare(b.metadata.name);
+}
+
+// nsTable is a table of rows, or what to say when there are none (or 'Loading…' until kind is
+// listed).
+function nsTable(el, kind, caption, heads, rows, empty) {
+  if (!rows.length) {
+    replace(el, h('p', { class: 'hint empty-row' }, store.synced[kind] ? empty : 'Loading…'));
+    return;
+  }
+  replace(el, h('table', {},
+    h('caption', { class: 'visually-hidden' }, caption),
+    h('thead', {}, h('tr', {}, heads.map((x) => h('th', { scope: 'col' }, x)))),
+    h('tbody', {}, rows)));
+}
+
+function vmState(vm) {
+  if (vm.printableStatus) return vm.printableStatus;
+  return vm.ready ? 'Running' : 'Not running';
+}
+
+function renderNamespace() {
+  replace(document.getElementById('namespace-scope'), viewNamespace
+    ? ['Namespace ', h('strong', { id: 'namespace-name' }, viewNamespace), ': its virtual machines, the operations asked for on them, their snapshots and their volume migrations, as your credentials may read them.']
+    : '');
+  const problems = problemsFor(['VirtualMachine', 'VMOperationRequest', 'VirtualMachineSnapshot', 'VMVolumeMigration']);
+  if (store.problems.VMVolumeMigration && !fixedNamespace) {
+    problems.push(h('p', { class: 'hint' }, 'Without -n the page lists the migrations of every namespace; to see only this one’s, start it with ',
+      h('code', {}, `kubectl nodewright ui -n ${viewNamespace}`), '.'));
+  }
+  replace(document.getElementById('namespace-problems'), problems);
+
+  // Of the cluster, only its phase, and only when the user may read it.
+  const nwc = (store.objects.NodewrightCluster || {}).nodewright;
+  const clusterEl = document.getElementById('namespace-cluster');
+  clusterEl.hidden = !(nwc && nwc.status && nwc.status.phase);
+  replace(clusterEl, clusterEl.hidden ? [] : [h('span', { class: 'label' }, 'Cluster phase '), badge(nwc.status.phase, { id: 'namespace-cluster-phase' })]);
+
+  const vms = objects('VirtualMachine').filter(inView).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  nsTable(document.getElementById('ns-vms'), 'VirtualMachine', `Virtual machines of namespace ${viewNamespace}`,
+    ['Name', 'State', 'Run strategy'],
+    vms.map((vm) => {
+      const state = vmState(vm);
+      return h('tr', { 'data-vm': vm.metadata.name, 'data-running': String(state === 'Running') },
+        h('th', { scope: 'row' }, vm.metadata.name),
+        h('td', {}, badge(state, { tone: state === 'Running' ? 'ok' : 'neutral' })),
+        h('td', {}, vm.runStrategy || '—'));
+    }), `No VirtualMachine in namespace ${viewNamespace}.`);
+
+  const reqEl = document.getElementById('ns-requests');
+  const reqs = objects('VMOperationRequest').filter(inView).sort(newestFirst);
+  if (!reqs.length) {
+    replace(reqEl, h('p', { class: 'hint' }, store.synced.VMOperationRequest ? `No VMOperationRequest in namespace ${viewNamespace}. Ask for one with a form.` : 'Loading…'));
+  } else {
+    replace(reqEl, reqs.map(requestCard));
+  }
+
+  const snaps = objects('VirtualMachineSnapshot').filter(inView).sort(newestFirst);
+  nsTable(document.getElementById('ns-snapshots'), 'VirtualMachineSnapshot', `Snapshots of the VMs of namespace ${viewNamespace}`,
+    ['Name', 'VM', 'Phase', 'Ready', 'Created'],
+    snaps.map((s) => h('tr', { 'data-snapshot': s.metadata.name, 'data-phase': s.phase || '' },
+      h('th', { scope: 'row' }, s.metadata.name, s.error ? h('span', { class: 'why block' }, s.error) : ''),
+      h('td', {}, s.vm),
+      h('td', {}, s.phase ? badge(s.phase) : h('span', { class: 'hint' }, 'not reported')),
+      h('td', {}, badge(s.readyToUse ? 'True' : 'False', { label: s.readyToUse ? 'Ready to use' : 'Not ready' })),
+      h('td', {}, timeEl(s.creationTime || s.metadata.creationTimestamp)))),
+    `No VirtualMachineSnapshot in namespace ${viewNamespace}.`);
+
+  const migs = objects('VMVolumeMigration').filter(inView).sort(newestFirst);
+  nsTable(document.getElementById('ns-migrations'), 'VMVolumeMigration', `Volume migrations of namespace ${viewNamespace}`,
+    ['Name', 'VM', 'Volume', 'Phase'],
+    migs.map((m) => {
+      const spec = m.spec || {};
+      const phase = (m.status && m.status.phase) || 'Pending';
+      return h('tr', { 'data-migration': m.metadata.name, 'data-phase': phase },
+        h('th', { scope: 'row' }, m.metadata.name),
+        h('td', {}, spec.vmName), h('td', {}, spec.volumeName), h('td', {}, badge(phase)));
+    }), `No VMVolumeMigration in namespace ${viewNamespace}.`);
+
+  syncOpForms(vms, snaps);
+}
+
+function requestCard(r) {
+  const name = r.metadata.name;
+  const key = `vmop/${name}`;
+  const st = r.status || {};
+  const spec = r.spec || {};
+  const phase = st.phase || 'Pending';
+  if (announced[key] && announced[key] !== phase) announce(`Request ${name} is now ${phase}`);
+  announced[key] = phase;
+  const id = `vmop-${name}`;
+  const who = spec.requester && spec.requester.username;
+  const blocked = st.blockedBy || [];
+  return h('article', { class: `card migration request tone-edge-${(looks[phase] || [])[1] || 'neutral'}`, id, 'data-key': key, 'data-phase': phase, 'aria-labelledby': `${id}-title` },
+    h('header', { class: 'card-head' },
+      h('h3', { id: `${id}-title` }, name),
+      badge(phase, { id: `${id}-phase` })),
+    h('p', { class: 'sub' }, h('strong', { class: 'operation' }, opWords[spec.operation] || spec.operation), ' of VM ', h('strong', { class: 'vm' }, spec.vm),
+      spec.params && spec.params.snapshot ? [' from snapshot ', h('strong', {}, spec.params.snapshot)] : '',
+      ' · asked by ', who ? h('strong', { class: 'requester' }, who) : h('span', { class: 'hint requester' }, 'not stamped yet'),
+      ' ', agoEl(r.metadata.creationTimestamp)),
+    blocked.length ? h('div', { class: 'notice tone-warn blocked-by' }, h('strong', {}, h('span', { 'aria-hidden': 'true' }, '‖ '), 'Waits for:'),
+      h('ul', {}, blocked.map((b) => h('li', {}, b)))) : null,
+    st.message ? h('p', { class: `message notice tone-${phase === 'Failed' || phase === 'Refused' ? 'bad' : 'neutral'}` }, st.message) : null,
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Step'), h('dd', { class: 'step-now' }, st.step || '—'),
+      h('dt', {}, 'Queue position'), h('dd', { class: 'queue' }, st.queuePosition ? `${st.queuePosition}${st.queuePosition === 1 ? ' (runs next)' : ''}` : '—'),
+      h('dt', {}, 'Approval'), h('dd', { class: 'approval' }, st.approval || '—', st.approvedBy ? [' by ', h('strong', {}, st.approvedBy)] : ''),
+      st.window ? [h('dt', {}, 'Window'), h('dd', {}, st.window, st.nextWindowStart ? [', next opens ', timeEl(st.nextWindowStart)] : '')] : null,
+      spec.reason ? [h('dt', {}, 'Reason'), h('dd', { class: 'reason' }, spec.reason)] : null,
+      st.snapshot ? [h('dt', {}, 'Snapshot made'), h('dd', { class: 'mono' }, st.snapshot)] : null,
+      st.restore ? [h('dt', {}, 'Restore'), h('dd', { class: 'mono' }, st.restore)] : null,
+      st.startTime ? [h('dt', {}, 'Started'), h('dd', {}, timeEl(st.startTime))] : null,
+      st.completionTime ? [h('dt', {}, 'Finished'), h('dd', {}, timeEl(st.completionTime))] : null),
+    (st.conditions || []).length ? details(`${key}#conditions`, 'Conditions', conditionsTable(r, `Conditions of ${name}`)) : null);
+}
+
+// syncSelect gives a select the options [value, label] (after a first, empty one that says
+// placeholder), keeping the choice; it changes nothing when they are the same, so that a
+// re-render does not disturb a person choosing.
+function syncSelect(sel, options, placeholder) {
+  const want = [['', placeholder], ...options];
+  const have = [...sel.options].map((o) => [o.value, o.textContent]);
+  if (JSON.stringify(want) !== JSON.stringify(have)) {
+    const chosen = sel.value;
+    replace(sel, want.map(([v, label]) => h('option', { value: v }, label)));
+    sel.value = want.some(([v]) => v === chosen) ? chosen : '';
+  }
+}
+
+function syncOpForms(vms, snaps) {
+  const vmOptions = vms.map((vm) => [vm.metadata.name, `${vm.metadata.name} (${vmState(vm)})`]);
+  for (const prefix of Object.keys(opForms)) {
+    syncSelect(document.getElementById(`${prefix}-vm`), vmOptions, vms.length ? 'Choose a VM' : 'No VM to choose');
+  }
+  const vm = document.getElementById('restore-vm').value;
+  const own = vm ? snaps.filter((s) => s.vm === vm) : [];
+  syncSelect(document.getElementById('restore-snapshot'),
+    own.map((s) => [s.metadata.name, `${s.metadata.name} (${s.readyToUse ? 'ready' : s.phase || 'not ready'}, ${fmtTime(s.creationTime || s.metadata.creationTimestamp)})`]),
+    !vm ? 'Choose the VM first' : own.length ? 'Choose a snapshot' : 'This VM has no snapshot');
+}
+
+// opFieldFor places a refusal by the field path it names.
+function opFieldFor(prefix, path) {
+  if (!path) return 'form';
+  if (path.startsWith('spec.vm')) return 'vm';
+  if (path.startsWith('spec.params.snapshot') && prefix === 'restore') return 'snapshot';
+  if (path.startsWith('spec.reason')) return 'reason';
+  return 'form';
+}
+
+function clearOpErrors(prefix) {
+  for (const el of document.querySelectorAll(`#op-${prefix} .error`)) el.textContent = '';
+  for (const el of document.querySelectorAll(`#op-${prefix} [aria-invalid]`)) el.removeAttribute('aria-invalid');
+}
+
+async function submitOperation(ev) {
+  ev.preventDefault();
+  const form = ev.currentTarget;
+  const prefix = form.dataset.prefix;
+  const operation = form.dataset.operation;
+  const button = document.getElementById(`${prefix}-submit`);
+  const status = document.getElementById(`${prefix}-status`);
+  clearOpErrors(prefix);
+  const body = {
+    namespace: viewNamespace,
+    operation,
+    vm: document.getElementById(`${prefix}-vm`).value,
+    snapshot: prefix === 'restore' ? document.getElementById('restore-snapshot').value : '',
+    reason: document.getElementById(`${prefix}-reason`).value,
+  };
+  button.disabled = true;
+  status.className = 'form-status';
+  status.textContent = 'Sending to the API server…';
+  const res = await api('POST', '/api/vmoperationrequests', body);
+  button.disabled = false;
+  const warnings = (res.body.warnings || []).map((w) => h('span', { class: 'block hint' }, h('span', { 'aria-hidden': 'true' }, '▲ '), `Warning: ${w}`));
+  if (res.ok) {
+    status.className = 'form-status tone-ok';
+    replace(status, h('span', { 'aria-hidden': 'true' }, '✔ '), `Asked: request ${res.body.name} was created. It appears under Requests and says there where it stands.`, warnings);
+    document.getElementById(`${prefix}-reason`).value = '';
+    return;
+  }
+  const errors = res.body.errors || [{ message: `HTTP ${res.status}` }];
+  let first = null;
+  for (const e of errors) {
+    const field = opFieldFor(prefix, e.field);
+    document.getElementById(`${prefix}-err-${field}`).replaceChildren(h('span', { 'aria-hidden': 'true' }, '✖ '), e.message);
+    const input = field === 'form' ? null : document.getElementById(`${prefix}-${field}`);
+    if (input) {
+      input.setAttribute('aria-invalid', 'true');
+      if (!first) first = input;
+    }
+  }
+  status.className = 'form-status tone-bad';
+  replace(status, h('span', { 'aria-hidden': 'true' }, '✖ '), `Refused: ${errors.map((e) => e.message).join('; ')}`, warnings);
+  if (first) first.focus();
+}
+
 // ---- Audit page ----------------------------------------------------------------------
 
 async function fetchTrail() {
@@ -1083,6 +1299,7 @@ function render() {
   } else {
     renderCluster();
     renderWorkflows();
+    renderNamespace();
     renderAudit();
   }
   if (focused) {
@@ -1099,17 +1316,17 @@ function queueRender() {
 }
 
 function showPage() {
-  const pages = fleetMode ? ['fleet'] : ['cluster', 'workflows', 'audit'];
+  const pages = fleetMode ? ['fleet'] : ['cluster', 'workflows', 'namespace', 'audit'];
   const page = (location.hash || `#${pages[0]}`).slice(1);
   const known = pages.includes(page) ? page : pages[0];
-  for (const p of ['cluster', 'workflows', 'audit', 'fleet']) {
+  for (const p of ['cluster', 'workflows', 'namespace', 'audit', 'fleet']) {
     document.getElementById(`page-${p}`).hidden = p !== known;
   }
   for (const a of document.querySelectorAll('nav a')) {
     if (a.dataset.page === known) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  document.title = `${{ cluster: 'Cluster', workflows: 'Workflows', audit: 'Audit trail', fleet: 'Fleet' }[known]} · Nodewright`;
+  document.title = `${{ cluster: 'Cluster', workflows: 'Workflows', namespace: 'My VMs', audit: 'Audit trail', fleet: 'Fleet' }[known]} · Nodewright`;
   if (known === 'workflows' && !choices && helloSeen) loadChoices();
 }
 
@@ -1132,6 +1349,7 @@ function applyHello(d) {
   }
   if (fleetMode) return;
   fixedNamespace = d.namespace || '';
+  viewNamespace = fixedNamespace || d.defaultNamespace || '';
   const nsInput = document.getElementById('f-namespace');
   if (fixedNamespace) {
     nsInput.value = fixedNamespace;
@@ -1240,6 +1458,8 @@ document.addEventListener('DOMContentLoaded', () => {
   document.getElementById('f-namespace').addEventListener('change', loadChoices);
   document.getElementById('f-vm').addEventListener('input', updateVolumes);
   document.getElementById('start-form').addEventListener('submit', submitForm);
+  for (const prefix of Object.keys(opForms)) document.getElementById(`op-${prefix}`).addEventListener('submit', submitOperation);
+  document.getElementById('restore-vm').addEventListener('change', render);
   document.getElementById('trail-filter').addEventListener('input', renderRecords);
   document.getElementById('fleet-degraded').addEventListener('change', (ev) => { fleetFilter.degraded = ev.target.checked; render(); });
   document.getElementById('fleet-profile').addEventListener('change', (ev) => { fleetFilter.profile = ev.target.value; render(); });
