@@ -182,34 +182,13 @@ func restoreSpecErrors(rs *snapv1.VirtualMachineRestore, snap *snapv1.VirtualMac
 	return errs
 }
 
-// judged is snap as its policy judges it now, with the content named in its status; the
-// policy is nil when it is gone (none of the namespace's matches the snapshot's label and UID).
-// A gone policy's snapshot is judged all the same, by the defaults (GuestAgent, 10m): the
-// restore is held to what a policy asks by default, never admitted unjudged.
+// judged is snap as its policy judges it now (vmsnapshot.JudgeStored); the policy is nil when
+// it is gone. A gone policy's snapshot is judged all the same, by the defaults (GuestAgent,
+// 10m): the restore is held to what a policy asks by default, never admitted unjudged.
 func (r *restores) judged(ctx context.Context, snap *snapv1.VirtualMachineSnapshot) (vmsnapshot.Made, *nwv1.VMSnapshotPolicy, error) {
-	var policies nwv1.VMSnapshotPolicyList
-	if err := r.client.List(ctx, &policies, client.InNamespace(snap.Namespace)); err != nil {
-		return vmsnapshot.Made{}, nil, fmt.Errorf("reading the VMSnapshotPolicies: %w", err)
-	}
-	policy := vmsnapshot.PolicyOf(snap, policies.Items)
-	var content *snapv1.VirtualMachineSnapshotContent
-	var name *string
-	if snap.Status != nil {
-		name = snap.Status.VirtualMachineSnapshotContentName
-	}
-	if name != nil && *name != "" {
-		got := &snapv1.VirtualMachineSnapshotContent{}
-		err := r.client.Get(ctx, client.ObjectKey{Namespace: snap.Namespace, Name: *name}, got)
-		switch {
-		case err == nil:
-			content = got
-		case !apierrors.IsNotFound(err):
-			return vmsnapshot.Made{}, nil, fmt.Errorf("reading VirtualMachineSnapshotContent %s: %w", *name, err)
-		}
-	}
 	now := time.Now()
 	if r.clock != nil {
 		now = r.clock.Now()
 	}
-	return vmsnapshot.JudgedBy(policy, snap, content, now), policy, nil
+	return vmsnapshot.JudgeStored(ctx, r.client, snap, now)
 }
