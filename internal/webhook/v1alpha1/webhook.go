@@ -273,8 +273,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	pr := &profiles{client: reader, trust: trust}
 	ops := &nodeOperations{client: reader}
 	rs := &restores{client: reader}
+	vr := &vmOperationRequests{reader: reader, client: mgr.GetClient(), decisions: d}
 	if d != nil {
-		rs.clock = d.Clock
+		rs.clock, vr.clock = d.Clock, d.Clock
 	}
 	return errors.Join(
 		workflowWebhooks(mgr, o),
@@ -294,6 +295,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 				return admitSnapshotPolicy(ctx, p)
 			},
 			newObject: func() *nwv1.VMSnapshotPolicy { return &nwv1.VMSnapshotPolicy{} }}).register(mgr, &nwv1.VMSnapshotPolicy{}),
+		(&kindWebhook[*nwv1.VMOperationRequest]{kind: "VMOperationRequest", decisions: d, create: vr.create, update: vr.update, defaults: vr.defaults,
+			newObject: func() *nwv1.VMOperationRequest { return &nwv1.VMOperationRequest{} }}).register(mgr, &nwv1.VMOperationRequest{}),
+		(&kindWebhook[*nwv1.SelfServicePolicy]{kind: "SelfServicePolicy", decisions: d, create: admitSelfServicePolicy,
+			update: func(ctx context.Context, _, p *nwv1.SelfServicePolicy) (admission.Warnings, error) {
+				return admitSelfServicePolicy(ctx, p)
+			},
+			newObject: func() *nwv1.SelfServicePolicy { return &nwv1.SelfServicePolicy{} }}).register(mgr, &nwv1.SelfServicePolicy{}),
 		(&kindWebhook[*snapv1.VirtualMachineRestore]{kind: "VirtualMachineRestore", decisions: d, create: rs.create, defaults: rs.defaults,
 			newObject: func() *snapv1.VirtualMachineRestore { return &snapv1.VirtualMachineRestore{} }}).register(mgr, &snapv1.VirtualMachineRestore{}),
 	)
