@@ -45,6 +45,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/controller/clusterspec"
 	"github.com/spectrocloud/nodewright/internal/controller/edgeprofile"
 	"github.com/spectrocloud/nodewright/internal/controller/nodewrightcluster"
+	"github.com/spectrocloud/nodewright/internal/controller/vmoperationrequest"
 	"github.com/spectrocloud/nodewright/internal/controller/vmsnapshotpolicy"
 	"github.com/spectrocloud/nodewright/internal/controller/vmvolumemigration"
 	"github.com/spectrocloud/nodewright/internal/linstor"
@@ -73,6 +74,9 @@ type Options struct {
 	// tests of the admission webhooks that write a workflow's status themselves, as its
 	// controller would.
 	WithoutFlips bool
+	// WithoutVMOperations leaves VMOperationRequests to no controller: for tests that run
+	// their own, to stop and start it again.
+	WithoutVMOperations bool
 
 	MetricsAddr             string
 	ProbeAddr               string
@@ -351,6 +355,12 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 	if err := (&vmsnapshotpolicy.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Discovery: apis,
 		LockNamespace: o.workflowNamespace()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMSnapshotPolicy controller: %w", err)
+	}
+	if !o.WithoutVMOperations {
+		if err := (&vmoperationrequest.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Audit: trail, Actor: actor,
+			LockNamespace: o.workflowNamespace()}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the VMOperationRequest controller: %w", err)
+		}
 	}
 	if o.Webhooks.Enabled {
 		err := webhookv1alpha1.Setup(mgr, webhookv1alpha1.Options{

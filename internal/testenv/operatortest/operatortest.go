@@ -48,6 +48,8 @@ type Options struct {
 	// WithoutFlips runs no BondModeFlipPlan controller: the tests write the flips' status
 	// themselves, as it would.
 	WithoutFlips bool
+	// WithoutVMOperations runs no VMOperationRequest controller: the tests run their own.
+	WithoutVMOperations bool
 }
 
 // Operator is the operator Start runs.
@@ -90,8 +92,8 @@ func Start(env *testenv.Env, o Options) (*Operator, error) {
 		interval = time.Minute
 	}
 	op.Options = operator.Options{
-		WithoutFlips: o.WithoutFlips,
-		MetricsAddr:  "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
+		WithoutFlips: o.WithoutFlips, WithoutVMOperations: o.WithoutVMOperations,
+		MetricsAddr: "0", ProbeAddr: "0", ShutdownTimeout: 5 * time.Second, CopyImage: "nodewright-copy:test",
 		ProfileKeys: Namespace + "/" + ProfileKeys, LegacyNamespace: o.LegacyNamespace, AgentNamespace: AgentNamespace,
 		Audit: operator.AuditOptions{Dir: op.TrailDir, KeyFile: op.KeyFile, Actor: "system:serviceaccount:nodewright-system:nodewright-operator",
 			CheckpointConfigMap: Namespace + "/nodewright-audit-checkpoint", CheckpointInterval: interval},

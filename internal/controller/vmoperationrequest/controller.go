@@ -1,0 +1,668 @@
+// Package vmoperationrequest runs VMOperationRequests (docs/selfservice.md): a VM owner's
+// snapshot now, restore or restart of one of their VMs.
+//
+// A request waits, and says why in its status, until every gate allows it: the
+// SelfServicePolicy's approval, maintenance window, rate and the namespace's queue
+// (selfservice.Gates), and no cluster-wide workflow holding the cluster: node work pre-empts
+// it, and it never takes or delays the cluster-wide claim. Before it starts, the controller
+// asks the API server again, by SubjectAccessReview as the requester, whether they may do it,
+// and reads the VM and snapshot again (selfservice.Subject).
+//
+// A started request moves in steps, each written to its status before it acts, so that an
+// operator killed at any point goes on where it stopped: a Restore stops the VM (its run
+// strategy Halted, the one it had kept in status.runStrategy), makes a VirtualMachineRestore
+// and waits for it, and gives the VM its run strategy back; a Restart stops the VM and starts
+// it again; a SnapshotNow makes a VirtualMachineSnapshot and waits until it is judged. A
+// finalizer keeps a started request until it ends: deleting it does not leave a VM stopped.
+package vmoperationrequest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
+	snapv1 "kubevirt.io/api/snapshot/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/selfservice"
+	"github.com/spectrocloud/nodewright/internal/text"
+	"github.com/spectrocloud/nodewright/internal/vmsnapshot"
+	"github.com/spectrocloud/nodewright/internal/workflow/children"
+	"github.com/spectrocloud/nodewright/internal/workflow/engine"
+)
+
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=vmoperationrequests,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=vmoperationrequests/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=selfservicepolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=snapshot.kubevirt.io,resources=virtualmachinerestores,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=snapshot.kubevirt.io,resources=virtualmachinesnapshots,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Finalizer keeps a started request until it ends.
+const Finalizer = "nodewright.spectrocloud.com/vm-operation"
+
+// AuditAction is the audit action of a request's transitions.
+const AuditAction = "VMOperation"
+
+// The reasons of the request's Events and conditions.
+const (
+	ReasonWaiting      = "Waiting"
+	ReasonStarted      = "Started"
+	ReasonSucceeded    = "Succeeded"
+	ReasonFailed       = "Failed"
+	ReasonRefused      = "Refused"
+	ReasonAllowed      = "Allowed"
+	ReasonDenied       = "Denied"
+	ReasonNotRequired  = "NotRequired"
+	ReasonAwaiting     = "AwaitingApproval"
+	ReasonApproved     = "Approved"
+	ReasonStepFinished = "StepFinished"
+)
+
+// The waits: how often a running request looks again, how often a waiting one does at most
+// (a watched change wakes it sooner), and how long a stopped VM may take to go and a started
+// one to run before the request fails.
+const (
+	runPoll      = 2 * time.Second
+	waitPoll     = 30 * time.Second
+	vmDeadline   = 10 * time.Minute
+	restoreLimit = 30 * time.Minute
+)
+
+// Reconciler runs VMOperationRequests.
+type Reconciler struct {
+	// Client reads the requests and the policy from the cache, and writes.
+	Client client.Client
+	// APIReader reads KubeVirt's objects, the namespace's queue and the cluster-wide claim
+	// past the cache: a decision to start is taken on what the API server holds now.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	// Audit receives the records of each request's start and end; Actor is the operator.
+	Audit audit.Appender
+	Actor string
+	// LockNamespace is where the cluster-wide workflows keep their claim (engine.HolderOf).
+	LockNamespace string
+	Clock         clock.PassiveClock
+}
+
+// SetupWithManager registers the controller. A change of the SelfServicePolicy or of the
+// cluster-wide claim looks at every unfinished request again.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	everyRequest := handler.EnqueueRequestsFromMapFunc(r.unfinished)
+	b := ctrl.NewControllerManagedBy(mgr).Named("vmoperationrequest").For(&nwv1.VMOperationRequest{}).
+		Watches(&nwv1.SelfServicePolicy{}, everyRequest)
+	if r.LockNamespace != "" {
+		b = b.Watches(&coordinationv1.Lease{}, everyRequest, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetNamespace() == r.LockNamespace && o.GetName() == engine.LockName
+		})))
+	}
+	return b.Complete(r)
+}
+
+// unfinished are the requests that have not ended.
+func (r *Reconciler) unfinished(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list nwv1.VMOperationRequestList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if selfservice.Unfinished(list.Items[i].Status.Phase) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+// Reconcile moves the request on by one decision or one step, and writes its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	o := &nwv1.VMOperationRequest{}
+	if err := r.Client.Get(ctx, req.NamespacedName, o); apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !selfservice.Unfinished(o.Status.Phase) {
+		return ctrl.Result{}, r.release(ctx, o)
+	}
+	if o.DeletionTimestamp != nil && o.Status.Phase != nwv1.VMOperationRunning {
+		return ctrl.Result{}, r.release(ctx, o)
+	}
+	before := o.DeepCopy()
+	now := r.Clock.Now().Truncate(time.Second)
+	var res ctrl.Result
+	var err error
+	var records []audit.Record
+	if o.Status.Phase == nwv1.VMOperationRunning {
+		res, records, err = r.step(ctx, o, now)
+	} else {
+		res, records, err = r.decide(ctx, o, now)
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	o.Status.ObservedGeneration = o.Generation
+	// The records go in before the status that shows what they record.
+	if r.Audit != nil && len(records) > 0 {
+		if _, err := r.Audit.Append(ctx, records...); err != nil {
+			return ctrl.Result{}, fmt.Errorf("recording the request in the audit trail: %w", err)
+		}
+	}
+	if !equality.Semantic.DeepEqual(before.Status, o.Status) {
+		// With the resourceVersion read: a stale read never writes over a newer status, and a
+		// step is never taken twice on one.
+		if err := r.Client.Status().Patch(ctx, o, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if !selfservice.Unfinished(o.Status.Phase) {
+		return ctrl.Result{}, r.release(ctx, o)
+	}
+	return res, nil
+}
+
+// release drops the finalizer of a request that ended or never started.
+func (r *Reconciler) release(ctx context.Context, o *nwv1.VMOperationRequest) error {
+	if !controllerutil.ContainsFinalizer(o, Finalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(o.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(o, Finalizer)
+	return r.Client.Patch(ctx, o, patch)
+}
+
+// decide weighs whether a request that has not started may, and starts it.
+func (r *Reconciler) decide(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
+	if o.Status.Phase == "" {
+		o.Status.Phase = nwv1.VMOperationPending
+	}
+	if o.Spec.Requester == nil || o.Spec.Requester.Username == "" || o.Spec.Requester.Username != o.Annotations[nwv1.AnnotationRequestedBy] {
+		return r.refuse(o, now, "spec.requester: not written by Nodewright's admission webhook (it must name the user in the "+nwv1.AnnotationRequestedBy+
+			" annotation): the request was not admitted by it, and is not run", nil)
+	}
+	policy := &nwv1.SelfServicePolicy{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: nwv1.SelfServicePolicyName}, policy); apierrors.IsNotFound(err) {
+		policy = nil
+	} else if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	ns := &corev1.Namespace{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Name: o.Namespace}, ns); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	rules, why := selfservice.Offered(policy, o.Spec.Operation, o.Namespace, ns.Labels)
+	if rules == nil {
+		return r.refuse(o, now, why, nil)
+	}
+	checks, err := selfservice.Checks(o.Spec.Operation, o.Namespace, o.Spec.VM)
+	if err != nil {
+		return r.refuse(o, now, err.Error(), nil)
+	}
+	decisions, err := selfservice.Authorize(ctx, r.Client, *o.Spec.Requester, checks)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if d := selfservice.Denied(decisions); d != nil {
+		r.condition(o, nwv1.ConditionAuthorized, metav1.ConditionFalse, ReasonDenied, selfservice.Summary(decisions))
+		return r.refuse(o, now, fmt.Sprintf("%s may no longer %s on VirtualMachine %s: the API server denied %s", o.Spec.Requester.Username, o.Spec.Operation, o.Spec.VM, d.Check), decisions)
+	}
+	r.condition(o, nwv1.ConditionAuthorized, metav1.ConditionTrue, ReasonAllowed, selfservice.Summary(decisions))
+	vm, _, err := selfservice.Subject(ctx, r.APIReader, o, now)
+	var refusal selfservice.Refusal
+	if errors.As(err, &refusal) {
+		return r.refuse(o, now, refusal.Message, decisions)
+	} else if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	var reqs nwv1.VMOperationRequestList
+	if err := r.APIReader.List(ctx, &reqs, client.InNamespace(o.Namespace)); err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	hold, err := selfservice.Gates(o, rules, reqs.Items, now)
+	if err != nil {
+		return r.refuse(o, now, err.Error(), decisions)
+	}
+	if r.LockNamespace != "" {
+		h, err := engine.HolderOf(ctx, r.APIReader, r.LockNamespace)
+		if err != nil {
+			return ctrl.Result{}, nil, fmt.Errorf("reading the cluster-wide workflows' claim: %w", err)
+		}
+		if h != nil && h.Phase != nwv1.WorkflowFailed {
+			hold.Blockers = append(hold.Blockers, fmt.Sprintf("%s %s holds the cluster (node work comes first); the request starts when it ends", h.Kind, h.Name))
+		}
+	}
+	st := &o.Status
+	st.Approval, st.ApprovedBy, st.Window, st.QueuePosition = hold.Approval, hold.ApprovedBy, hold.Window, hold.Position
+	st.NextWindowStart = nil
+	if hold.NextWindowStart != nil {
+		st.NextWindowStart = ptr.To(metav1.NewTime(*hold.NextWindowStart))
+	}
+	switch hold.Approval {
+	case nwv1.ApprovalRequired:
+		r.condition(o, nwv1.ConditionApproved, metav1.ConditionFalse, ReasonAwaiting, "SelfServicePolicy "+nwv1.SelfServicePolicyName+" asks an administrator to approve "+string(o.Spec.Operation))
+	case nwv1.ApprovalGiven:
+		r.condition(o, nwv1.ConditionApproved, metav1.ConditionTrue, ReasonApproved, "approved by "+hold.ApprovedBy)
+	default:
+		r.condition(o, nwv1.ConditionApproved, metav1.ConditionTrue, ReasonNotRequired, "SelfServicePolicy "+nwv1.SelfServicePolicyName+" needs no approval of "+string(o.Spec.Operation))
+	}
+	if len(hold.Blockers) > 0 {
+		if len(hold.Blockers) > 8 {
+			hold.Blockers = hold.Blockers[:8]
+		}
+		for i := range hold.Blockers {
+			hold.Blockers[i] = text.Shorten(hold.Blockers[i], 1024)
+		}
+		if st.Phase != nwv1.VMOperationWaiting || strings.Join(st.BlockedBy, "\n") != strings.Join(hold.Blockers, "\n") {
+			r.event(o, corev1.EventTypeNormal, ReasonWaiting, "waiting: "+strings.Join(hold.Blockers, "; "))
+		}
+		st.Phase, st.BlockedBy = nwv1.VMOperationWaiting, hold.Blockers
+		st.Message = "waiting: " + text.Shorten(strings.Join(hold.Blockers, "; "), 1800)
+		after := waitPoll
+		if !hold.Retry.IsZero() && hold.Retry.Sub(now) < after {
+			after = max(hold.Retry.Sub(now)+time.Second, time.Second)
+		}
+		return ctrl.Result{RequeueAfter: after}, nil, nil
+	}
+	return r.start(ctx, o, vm, now, decisions)
+}
+
+// start marks the request Running at its first step, with what it must give back, and holds
+// it with the finalizer: nothing is done to the VM before both are stored.
+func (r *Reconciler) start(ctx context.Context, o *nwv1.VMOperationRequest, vm *virtv1.VirtualMachine, now time.Time, decisions []selfservice.Decision) (ctrl.Result, []audit.Record, error) {
+	if !controllerutil.ContainsFinalizer(o, Finalizer) {
+		patch := client.MergeFromWithOptions(o.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(o, Finalizer)
+		status := o.Status
+		if err := r.Client.Patch(ctx, o, patch); err != nil {
+			return ctrl.Result{}, nil, err
+		}
+		o.Status = status
+	}
+	st := &o.Status
+	from := string(st.Phase)
+	st.Phase, st.StartTime, st.BlockedBy, st.QueuePosition, st.NextWindowStart = nwv1.VMOperationRunning, ptr.To(metav1.NewTime(now)), nil, 0, nil
+	switch o.Spec.Operation {
+	case nwv1.VMSnapshotNow:
+		st.Step = nwv1.StepSnapshotVM
+	case nwv1.VMRestore, nwv1.VMRestart:
+		strategy, err := vm.RunStrategy()
+		if err != nil {
+			return r.refuse(o, now, fmt.Sprintf("spec.vm: VirtualMachine %s: %v", vm.Name, err), decisions)
+		}
+		st.Step, st.RunStrategy = nwv1.StepStopVM, string(strategy)
+		if o.Spec.Operation == nwv1.VMRestart {
+			vmi := &virtv1.VirtualMachineInstance{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
+				return ctrl.Result{}, nil, err
+			}
+			st.RestartedVMI = string(vmi.UID)
+		}
+	}
+	st.Message = "started: " + stepText(o)
+	details := []audit.Detail{{Name: "vm", Value: o.Spec.VM}, {Name: "requestedBy", Value: o.Spec.Requester.Username}}
+	for i, d := range decisions {
+		details = append(details, audit.Detail{Name: fmt.Sprintf("accessCheck%d", i+1), Value: d.String()})
+	}
+	if st.ApprovedBy != "" {
+		details = append(details, audit.Detail{Name: "approvedBy", Value: st.ApprovedBy})
+	}
+	if o.Spec.Reason != "" {
+		details = append(details, audit.Detail{Name: "reason", Value: o.Spec.Reason})
+	}
+	r.event(o, corev1.EventTypeNormal, ReasonStarted, st.Message)
+	return ctrl.Result{RequeueAfter: time.Millisecond}, []audit.Record{r.record(o, from, string(nwv1.VMOperationRunning), ReasonStarted, st.Message, now, details...)}, nil
+}
+
+// refuse ends a request that was not started: nothing was done.
+func (r *Reconciler) refuse(o *nwv1.VMOperationRequest, now time.Time, why string, decisions []selfservice.Decision) (ctrl.Result, []audit.Record, error) {
+	from := string(o.Status.Phase)
+	st := &o.Status
+	st.Phase, st.CompletionTime, st.BlockedBy, st.QueuePosition, st.NextWindowStart = nwv1.VMOperationRefused, ptr.To(metav1.NewTime(now)), nil, 0, nil
+	st.Message = text.Shorten("refused, nothing done: "+why, 2000)
+	r.event(o, corev1.EventTypeWarning, ReasonRefused, st.Message)
+	var details []audit.Detail
+	for i, d := range decisions {
+		details = append(details, audit.Detail{Name: fmt.Sprintf("accessCheck%d", i+1), Value: d.String()})
+	}
+	return ctrl.Result{}, []audit.Record{r.record(o, from, string(nwv1.VMOperationRefused), ReasonRefused, st.Message, now, details...)}, nil
+}
+
+// end ends a started request.
+func (r *Reconciler) end(o *nwv1.VMOperationRequest, now time.Time, phase nwv1.VMOperationPhase, msg string) (ctrl.Result, []audit.Record, error) {
+	st := &o.Status
+	st.Phase, st.CompletionTime, st.Message = phase, ptr.To(metav1.NewTime(now)), text.Shorten(msg, 2000)
+	typ, reason := corev1.EventTypeNormal, ReasonSucceeded
+	if phase == nwv1.VMOperationFailed {
+		typ, reason = corev1.EventTypeWarning, ReasonFailed
+	}
+	r.event(o, typ, reason, st.Message)
+	return ctrl.Result{}, []audit.Record{r.record(o, string(nwv1.VMOperationRunning), string(phase), reason, st.Message, now)}, nil
+}
+
+// next moves a running request to its next step.
+func (r *Reconciler) next(o *nwv1.VMOperationRequest, step, msg string) (ctrl.Result, []audit.Record, error) {
+	o.Status.Step, o.Status.Message = step, text.Shorten(msg, 2000)
+	r.event(o, corev1.EventTypeNormal, ReasonStepFinished, o.Status.Message)
+	return ctrl.Result{RequeueAfter: time.Millisecond}, nil, nil
+}
+
+// step does the running request's current step, or looks whether it is done.
+func (r *Reconciler) step(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
+	switch o.Status.Step {
+	case nwv1.StepSnapshotVM:
+		return r.snapshot(ctx, o, now)
+	case nwv1.StepStopVM:
+		return r.stopVM(ctx, o, now)
+	case nwv1.StepRestoreVM:
+		return r.restore(ctx, o, now)
+	case nwv1.StepStartVM:
+		return r.startVM(ctx, o, now)
+	}
+	return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("status.step %q is not a step of %s: the status was written by someone else; the VM is as its own status shows", o.Status.Step, o.Spec.Operation))
+}
+
+// owner names the request as its children's labels do.
+func owner(o *nwv1.VMOperationRequest) children.Owner {
+	return children.Owner{Name: o.Name, NameLabel: nwv1.LabelVMOperationRequest, UID: o.UID, UIDLabel: nwv1.LabelVMOperationRequestUID, Noun: "VMOperationRequest"}
+}
+
+// patchRunStrategy sets the VM's run strategy, dropping spec.running (KubeVirt takes one or
+// the other); a VM that has it already is left alone.
+func (r *Reconciler) patchRunStrategy(ctx context.Context, vm *virtv1.VirtualMachine, strategy virtv1.VirtualMachineRunStrategy) error {
+	if vm.Spec.Running == nil && ptr.Deref(vm.Spec.RunStrategy, "") == strategy {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"spec": map[string]any{"runStrategy": strategy, "running": nil}})
+	if err != nil {
+		return err
+	}
+	return r.Client.Patch(ctx, vm, client.RawPatch(types.MergePatchType, body))
+}
+
+// vm reads the request's VM; a VM gone mid-request fails it.
+func (r *Reconciler) vm(ctx context.Context, o *nwv1.VMOperationRequest) (*virtv1.VirtualMachine, error) {
+	vm := &virtv1.VirtualMachine{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Spec.VM}, vm); err != nil {
+		return nil, err
+	}
+	return vm, nil
+}
+
+// vmi reads the VM's instance; nil when it has none.
+func (r *Reconciler) vmi(ctx context.Context, o *nwv1.VMOperationRequest) (*virtv1.VirtualMachineInstance, error) {
+	vmi := &virtv1.VirtualMachineInstance{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Spec.VM}, vmi); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return vmi, nil
+}
+
+// since is how long ago the request started: the bound of its waits for the VM.
+func since(o *nwv1.VMOperationRequest, now time.Time) time.Duration {
+	if o.Status.StartTime == nil {
+		return 0
+	}
+	return now.Sub(o.Status.StartTime.Time)
+}
+
+// stopVM halts the VM and waits for its instance to go.
+func (r *Reconciler) stopVM(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
+	vm, err := r.vm(ctx, o)
+	if apierrors.IsNotFound(err) {
+		return r.end(o, now, nwv1.VMOperationFailed, "VirtualMachine "+o.Spec.VM+" was deleted before it was stopped: nothing else was done")
+	} else if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if err := r.patchRunStrategy(ctx, vm, virtv1.RunStrategyHalted); err != nil {
+		return ctrl.Result{}, nil, fmt.Errorf("stopping VirtualMachine %s: %w", vm.Name, err)
+	}
+	vmi, err := r.vmi(ctx, o)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if vmi != nil {
+		if since(o, now) > vmDeadline {
+			return r.giveBack(ctx, o, vm, now, fmt.Sprintf("its VirtualMachineInstance was still %s %s after it was stopped", vmi.Status.Phase, vmDeadline))
+		}
+		o.Status.Message = fmt.Sprintf("stopping VirtualMachine %s (run strategy Halted; it was %s): its instance is %s", vm.Name, o.Status.RunStrategy, vmi.Status.Phase)
+		return ctrl.Result{RequeueAfter: runPoll}, nil, nil
+	}
+	if o.Spec.Operation == nwv1.VMRestore {
+		return r.next(o, nwv1.StepRestoreVM, fmt.Sprintf("VirtualMachine %s stopped; restoring it from %s", vm.Name, o.Spec.Params.Snapshot))
+	}
+	return r.next(o, nwv1.StepStartVM, fmt.Sprintf("VirtualMachine %s stopped; starting it again (run strategy %s)", vm.Name, o.Status.RunStrategy))
+}
+
+// giveBack ends a request that could not go on after it stopped the VM: the VM gets its run
+// strategy back, and the request fails saying so.
+func (r *Reconciler) giveBack(ctx context.Context, o *nwv1.VMOperationRequest, vm *virtv1.VirtualMachine, now time.Time, why string) (ctrl.Result, []audit.Record, error) {
+	if err := r.patchRunStrategy(ctx, vm, virtv1.VirtualMachineRunStrategy(o.Status.RunStrategy)); err != nil {
+		return ctrl.Result{}, nil, fmt.Errorf("giving VirtualMachine %s its run strategy %s back: %w", vm.Name, o.Status.RunStrategy, err)
+	}
+	return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("%s: VirtualMachine %s has its run strategy %s back, on the disks it had", why, vm.Name, o.Status.RunStrategy))
+}
+
+// restore makes the VirtualMachineRestore and waits for KubeVirt to complete it.
+func (r *Reconciler) restore(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
+	vm, err := r.vm(ctx, o)
+	if apierrors.IsNotFound(err) {
+		return r.end(o, now, nwv1.VMOperationFailed, "VirtualMachine "+o.Spec.VM+" was deleted while it was stopped for its restore: nothing was restored")
+	} else if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if vmi, err := r.vmi(ctx, o); err != nil {
+		return ctrl.Result{}, nil, err
+	} else if vmi != nil && o.Status.Restore == "" {
+		// Someone started it since it stopped: not restored under a running guest.
+		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachine %s was started again (its instance is %s) before the restore was made: nothing was restored, and its run strategy is as whoever started it left it", vm.Name, vmi.Status.Phase))
+	}
+	rs := &snapv1.VirtualMachineRestore{
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: children.Name(o.Name, "restore")},
+		Spec: snapv1.VirtualMachineRestoreSpec{
+			Target:                     corev1.TypedLocalObjectReference{APIGroup: ptr.To(virtv1.GroupVersion.Group), Kind: "VirtualMachine", Name: vm.Name},
+			VirtualMachineSnapshotName: o.Spec.Params.Snapshot,
+			TargetReadinessPolicy:      ptr.To(snapv1.VirtualMachineRestoreFailImmediate),
+		},
+	}
+	if err := children.Ensure(ctx, r.Client, r.APIReader, owner(o), "VirtualMachineRestore", rs); err != nil {
+		var notOurs children.NotOursError
+		if errors.As(err, &notOurs) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			return r.giveBack(ctx, o, vm, now, "the VirtualMachineRestore could not be made: "+err.Error())
+		}
+		return ctrl.Result{}, nil, err
+	}
+	o.Status.Restore = rs.Name
+	if rs.Status != nil && ptr.Deref(rs.Status.Complete, false) {
+		return r.next(o, nwv1.StepStartVM, fmt.Sprintf("VirtualMachine %s restored from %s (VirtualMachineRestore %s); starting it again (run strategy %s)", vm.Name, o.Spec.Params.Snapshot, rs.Name, o.Status.RunStrategy))
+	}
+	if c := restoreCondition(rs, snapv1.ConditionFailure); c != nil {
+		return r.giveBack(ctx, o, vm, now, fmt.Sprintf("KubeVirt failed VirtualMachineRestore %s: %s", rs.Name, c.Reason))
+	}
+	if since(o, now) > restoreLimit {
+		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachineRestore %s has not completed in %s: VirtualMachine %s is left stopped (run strategy Halted; it was %s) while KubeVirt goes on with it; look at the restore, then start the VM", rs.Name, restoreLimit, vm.Name, o.Status.RunStrategy))
+	}
+	progress := "made"
+	if c := restoreCondition(rs, snapv1.ConditionProgressing); c != nil && c.Reason != "" {
+		progress = c.Reason
+	}
+	o.Status.Message = fmt.Sprintf("restoring VirtualMachine %s from %s: VirtualMachineRestore %s: %s", vm.Name, o.Spec.Params.Snapshot, rs.Name, progress)
+	return ctrl.Result{RequeueAfter: runPoll}, nil, nil
+}
+
+func restoreCondition(rs *snapv1.VirtualMachineRestore, t snapv1.ConditionType) *snapv1.Condition {
+	if rs.Status == nil {
+		return nil
+	}
+	for i := range rs.Status.Conditions {
+		if c := &rs.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+// startVM gives the VM its run strategy back, and for a Restart waits for a new instance to
+// run.
+func (r *Reconciler) startVM(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
+	vm, err := r.vm(ctx, o)
+	if apierrors.IsNotFound(err) {
+		return r.end(o, now, nwv1.VMOperationFailed, "VirtualMachine "+o.Spec.VM+" was deleted while it was stopped")
+	} else if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	strategy := virtv1.VirtualMachineRunStrategy(o.Status.RunStrategy)
+	if err := r.patchRunStrategy(ctx, vm, strategy); err != nil {
+		return ctrl.Result{}, nil, fmt.Errorf("giving VirtualMachine %s its run strategy %s back: %w", vm.Name, strategy, err)
+	}
+	if o.Spec.Operation == nwv1.VMRestore {
+		return r.end(o, now, nwv1.VMOperationSucceeded, fmt.Sprintf("VirtualMachine %s restored from %s (VirtualMachineRestore %s) and given its run strategy %s back", vm.Name, o.Spec.Params.Snapshot, o.Status.Restore, strategy))
+	}
+	vmi, err := r.vmi(ctx, o)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if vmi != nil && string(vmi.UID) != o.Status.RestartedVMI && vmi.Status.Phase == virtv1.Running {
+		return r.end(o, now, nwv1.VMOperationSucceeded, fmt.Sprintf("VirtualMachine %s restarted: a new instance runs on %s", vm.Name, vmi.Status.NodeName))
+	}
+	if since(o, now) > vmDeadline {
+		phase := "none"
+		if vmi != nil {
+			phase = string(vmi.Status.Phase)
+		}
+		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachine %s has its run strategy %s back, but no new instance runs %s after the restart began (instance: %s)", vm.Name, strategy, vmDeadline, phase))
+	}
+	o.Status.Message = fmt.Sprintf("starting VirtualMachine %s again (run strategy %s)", vm.Name, strategy)
+	return ctrl.Result{RequeueAfter: runPoll}, nil, nil
+}
+
+// snapshot makes the VirtualMachineSnapshot and waits until it is judged, by the rules of the
+// VMSnapshotPolicy that selects the VM (vmsnapshot.JudgeStored).
+func (r *Reconciler) snapshot(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
+	vm, err := r.vm(ctx, o)
+	if apierrors.IsNotFound(err) && o.Status.Snapshot == "" {
+		return r.end(o, now, nwv1.VMOperationFailed, "VirtualMachine "+o.Spec.VM+" was deleted before it was snapshotted: nothing was done")
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil, err
+	}
+	snap := &snapv1.VirtualMachineSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: children.Name(o.Name, "snapshot")}}
+	if o.Status.Snapshot == "" {
+		var policies nwv1.VMSnapshotPolicyList
+		if err := r.APIReader.List(ctx, &policies, client.InNamespace(o.Namespace)); err != nil {
+			return ctrl.Result{}, nil, err
+		}
+		deadline := vmsnapshot.DefaultFailureDeadline
+		if p := vmsnapshot.PolicyOfVM(vm, policies.Items); p != nil && p.Spec.FailureDeadline.Duration > 0 {
+			deadline = p.Spec.FailureDeadline.Duration
+		}
+		snap.Labels = map[string]string{nwv1.LabelSnapshotVM: children.LabelValue(vm.Name)}
+		snap.Annotations = map[string]string{
+			nwv1.AnnotationSnapshotStarted: now.UTC().Format(time.RFC3339),
+			nwv1.AnnotationSnapshotVMUID:   string(vm.UID),
+			nwv1.AnnotationSnapshotVolumes: strings.Join(claimVolumes(vm), ","),
+		}
+		snap.Spec = snapv1.VirtualMachineSnapshotSpec{
+			Source:          corev1.TypedLocalObjectReference{APIGroup: ptr.To(virtv1.GroupVersion.Group), Kind: "VirtualMachine", Name: vm.Name},
+			FailureDeadline: &metav1.Duration{Duration: deadline},
+		}
+	}
+	if err := children.Ensure(ctx, r.Client, r.APIReader, owner(o), "VirtualMachineSnapshot", snap); err != nil {
+		var notOurs children.NotOursError
+		if errors.As(err, &notOurs) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			return r.end(o, now, nwv1.VMOperationFailed, "the VirtualMachineSnapshot could not be made: "+err.Error()+"; nothing was done to the VM")
+		}
+		return ctrl.Result{}, nil, err
+	}
+	o.Status.Snapshot = snap.Name
+	m, policy, err := vmsnapshot.JudgeStored(ctx, r.APIReader, snap, now)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	by := "the defaults (GuestAgent, 10m)"
+	if policy != nil {
+		by = "VMSnapshotPolicy " + policy.Name
+	}
+	switch m.State {
+	case vmsnapshot.Good:
+		return r.end(o, now, nwv1.VMOperationSucceeded, fmt.Sprintf("VirtualMachineSnapshot %s of %s is good by %s (%s)", snap.Name, o.Spec.VM, by, m.Reason))
+	case vmsnapshot.Failed:
+		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachineSnapshot %s of %s failed by %s (%s); it is kept for a look, and the VM was not otherwise touched", snap.Name, o.Spec.VM, by, m.Reason))
+	}
+	o.Status.Message = fmt.Sprintf("snapshotting %s: VirtualMachineSnapshot %s is %s (%s)", o.Spec.VM, snap.Name, m.State, m.Reason)
+	return ctrl.Result{RequeueAfter: runPoll}, nil, nil
+}
+
+// claimVolumes are the VM's volumes on claims: those a good snapshot must hold.
+func claimVolumes(vm *virtv1.VirtualMachine) []string {
+	var out []string
+	if vm == nil || vm.Spec.Template == nil {
+		return nil
+	}
+	for _, v := range vm.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.DataVolume != nil {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
+// stepText says what a request's first step does.
+func stepText(o *nwv1.VMOperationRequest) string {
+	switch o.Spec.Operation {
+	case nwv1.VMSnapshotNow:
+		return "snapshotting VirtualMachine " + o.Spec.VM
+	case nwv1.VMRestore:
+		return fmt.Sprintf("stopping VirtualMachine %s (run strategy %s) to restore it from %s", o.Spec.VM, o.Status.RunStrategy, o.Spec.Params.Snapshot)
+	}
+	return fmt.Sprintf("stopping VirtualMachine %s (run strategy %s) to start it again", o.Spec.VM, o.Status.RunStrategy)
+}
+
+func (r *Reconciler) condition(o *nwv1.VMOperationRequest, t string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&o.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: text.Shorten(msg, 32768), ObservedGeneration: o.Generation})
+}
+
+func (r *Reconciler) event(o *nwv1.VMOperationRequest, typ, reason, msg string) {
+	if r.Recorder != nil {
+		r.Recorder.Event(o, typ, reason, text.Shorten(msg, 1024))
+	}
+}
+
+// record is the audit record of one of the request's transitions. Each happens once in its
+// life, so a record built again after a crash is the same one.
+func (r *Reconciler) record(o *nwv1.VMOperationRequest, from, to, reason, msg string, at time.Time, details ...audit.Detail) audit.Record {
+	subject := audit.Subject{APIVersion: nwv1.GroupVersion.String(), Kind: "VMOperationRequest", Namespace: o.Namespace, Name: o.Name, UID: o.UID, Generation: o.Generation}
+	for i := range details {
+		details[i].Value = audit.Shorten(details[i].Value, 1024)
+	}
+	return audit.Transition(subject, r.Actor, AuditAction, from, to, reason, audit.Shorten(msg, 4096), "", at, details...)
+}
