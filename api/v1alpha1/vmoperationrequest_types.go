@@ -6,7 +6,7 @@ import (
 
 // VMOperation is one of the safe operations a VM's owner may ask for on their own VM
 // (docs/selfservice.md).
-// +kubebuilder:validation:Enum=SnapshotNow;Restore;Restart
+// +kubebuilder:validation:Enum=SnapshotNow;Restore;Restart;MigrateVolume
 type VMOperation string
 
 // The operations.
@@ -20,13 +20,18 @@ const (
 	// VMRestart restarts the VM: it is stopped (run strategy Halted) and started again with
 	// the run strategy it had, and a new VirtualMachineInstance runs.
 	VMRestart VMOperation = "Restart"
+	// VMMigrateVolume moves one of the VM's volumes to a StorageClass the policy allows, with a
+	// VMVolumeMigration: Hot where the source's backend can clone within its CSI driver, else
+	// Cold.
+	VMMigrateVolume VMOperation = "MigrateVolume"
 )
 
 // VMOperations are the operations, in the order the docs list them.
-var VMOperations = []VMOperation{VMSnapshotNow, VMRestore, VMRestart}
+var VMOperations = []VMOperation{VMSnapshotNow, VMRestore, VMRestart, VMMigrateVolume}
 
-// The labels a VMOperationRequest puts on what it makes (a snapshot, a restore), with
-// app.kubernetes.io/managed-by.
+// The labels a VMOperationRequest puts on what it makes (a snapshot, a restore, a volume
+// migration), with app.kubernetes.io/managed-by. A migration's own requested-by stamp names
+// the operator, which made it; these name the request, and so its requester.
 const (
 	// LabelVMOperationRequest names the request that made the object.
 	LabelVMOperationRequest = "nodewright.spectrocloud.com/vm-operation-request"
@@ -74,13 +79,27 @@ type VMOperationParams struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Snapshot string `json:"snapshot,omitempty"`
+
+	// volume is, for MigrateVolume, the VM's volume to move (its name in
+	// spec.template.spec.volumes).
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Volume string `json:"volume,omitempty"`
+
+	// storageClass is, for MigrateVolume, the StorageClass to move it to: one the
+	// SelfServicePolicy lists.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClass string `json:"storageClass,omitempty"`
 }
 
 // VMOperationRequestSpec is what a VM's owner asks for. It cannot change once made.
 // +kubebuilder:validation:XValidation:rule="self.operation != 'Restore' || (has(self.params) && has(self.params.snapshot))",message="params.snapshot: a Restore names the snapshot of the VM to restore from",fieldPath=".params.snapshot"
 // +kubebuilder:validation:XValidation:rule="self.operation == 'Restore' || !has(self.params) || !has(self.params.snapshot)",message="params.snapshot: only a Restore names a snapshot",fieldPath=".params.snapshot"
+// +kubebuilder:validation:XValidation:rule="self.operation != 'MigrateVolume' || (has(self.params) && has(self.params.volume) && has(self.params.storageClass))",message="params: a MigrateVolume names the volume and the storageClass to move it to",fieldPath=".params"
+// +kubebuilder:validation:XValidation:rule="self.operation == 'MigrateVolume' || !has(self.params) || (!has(self.params.volume) && !has(self.params.storageClass))",message="params: only a MigrateVolume names a volume and a storageClass",fieldPath=".params"
 type VMOperationRequestSpec struct {
-	// operation is what is asked: SnapshotNow, Restore or Restart.
+	// operation is what is asked: SnapshotNow, Restore, Restart or MigrateVolume.
 	// +required
 	Operation VMOperation `json:"operation"`
 
@@ -141,6 +160,8 @@ const (
 	StepStartVM = "StartVM"
 	// StepSnapshotVM: a SnapshotNow's VirtualMachineSnapshot is made and waited for.
 	StepSnapshotVM = "SnapshotVM"
+	// StepMigrateVolume: a MigrateVolume's VMVolumeMigration is made and waited for.
+	StepMigrateVolume = "MigrateVolume"
 )
 
 // The conditions of a VMOperationRequest.
@@ -214,6 +235,11 @@ type VMOperationRequestStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	Restore string `json:"restore,omitempty"`
 
+	// migration is the VMVolumeMigration a MigrateVolume made.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Migration string `json:"migration,omitempty"`
+
 	// runStrategy is the run strategy the VM had before a Restore stopped it, given back once
 	// it is restored.
 	// +optional
@@ -253,7 +279,8 @@ type VMOperationRequestStatus struct {
 }
 
 // VMOperationRequest asks for one safe operation on one VM of its namespace: a snapshot now, a
-// restore from one of the VM's own snapshots, or a restart. A VM's owner with the edit role in
+// restore from one of the VM's own snapshots, a restart, or a move of one of its volumes to
+// another StorageClass. A VM's owner with the edit role in
 // the namespace may make one; the SelfServicePolicy says whether it needs an administrator's
 // approval, when it runs, and how often. It never holds up cluster-wide node work: it waits
 // for it.
@@ -309,8 +336,10 @@ type SelfServiceRate struct {
 }
 
 // SelfServiceOperation is what the policy says of one operation.
+// +kubebuilder:validation:XValidation:rule="self.operation == 'MigrateVolume' || !has(self.storageClasses)",message="storageClasses: only a MigrateVolume has them",fieldPath=".storageClasses"
+// +kubebuilder:validation:XValidation:rule="self.operation != 'MigrateVolume' || (has(self.storageClasses) && size(self.storageClasses) > 0)",message="storageClasses: a MigrateVolume lists the StorageClasses a volume may be moved to",fieldPath=".storageClasses"
 type SelfServiceOperation struct {
-	// operation is SnapshotNow, Restore or Restart.
+	// operation is SnapshotNow, Restore, Restart or MigrateVolume.
 	// +required
 	Operation VMOperation `json:"operation"`
 
@@ -338,6 +367,13 @@ type SelfServiceOperation struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	MaxQueued int32 `json:"maxQueued,omitempty"`
+
+	// storageClasses are, for MigrateVolume, the StorageClasses a volume may be moved to.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	StorageClasses []string `json:"storageClasses,omitempty"`
 }
 
 // SelfServicePolicySpec is which operations VM owners may ask for, and under what rules.
