@@ -131,7 +131,8 @@ func TestFleetPage(t *testing.T) {
 	// Nor does the server take a write for the page.
 	for _, call := range []string{`fetch('/api/migrations', {method: 'POST', headers: {'X-Nodewright-Token': token, 'Content-Type': 'application/json'}, body: '{}'})`,
 		`fetch('/api/flips/to-lacp/approve', {method: 'POST', headers: {'X-Nodewright-Token': token}})`,
-		`fetch('/api/choices', {headers: {'X-Nodewright-Token': token}})`} {
+		`fetch('/api/choices', {headers: {'X-Nodewright-Token': token}})`,
+		`fetch('/api/storageclasses', {headers: {'X-Nodewright-Token': token}})`} {
 		ctx, cancel := context.WithTimeout(p.ctx, patience)
 		status, err := chromedp.Run(ctx, chromedp.Evaluate[int](call+`.then((r) => r.status)`, chromedp.EvalAwaitPromise))
 		cancel()

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
@@ -51,14 +53,23 @@ func metaOf(o client.Object) shownMeta {
 	return shownMeta{Namespace: o.GetNamespace(), Name: o.GetName(), UID: string(o.GetUID()), CreationTimestamp: o.GetCreationTimestamp()}
 }
 
-// shownVM is what the namespace view shows of a VirtualMachine: whether it runs. Its spec
-// (disks, networks, cloud-init and its secrets' names) stays on the server.
+// shownVM is what the namespace view shows of a VirtualMachine: whether it runs, and its
+// volumes' names, for the form that moves one. The rest of its spec (disks, networks,
+// cloud-init and its secrets' names, the claims' names) stays on the server.
 type shownVM struct {
 	Metadata shownMeta `json:"metadata"`
 	// PrintableStatus is KubeVirt's word for the VM's state (Running, Stopped, Starting…).
-	PrintableStatus string `json:"printableStatus,omitempty"`
-	Ready           bool   `json:"ready"`
-	RunStrategy     string `json:"runStrategy,omitempty"`
+	PrintableStatus string        `json:"printableStatus,omitempty"`
+	Ready           bool          `json:"ready"`
+	RunStrategy     string        `json:"runStrategy,omitempty"`
+	Volumes         []shownVolume `json:"volumes,omitempty"`
+}
+
+// shownVolume is one volume of a VM's template: its name, and whether it is on a claim (a
+// PersistentVolumeClaim or a DataVolume), the only kind a MigrateVolume can move.
+type shownVolume struct {
+	Name  string `json:"name"`
+	Claim bool   `json:"claim"`
 }
 
 func encodeVM(o client.Object) any {
@@ -71,6 +82,11 @@ func encodeVM(o client.Object) any {
 		shown.RunStrategy = string(virtv1.RunStrategyAlways)
 	case vm.Spec.Running != nil:
 		shown.RunStrategy = string(virtv1.RunStrategyHalted)
+	}
+	if vm.Spec.Template != nil {
+		for _, v := range vm.Spec.Template.Spec.Volumes {
+			shown.Volumes = append(shown.Volumes, shownVolume{Name: v.Name, Claim: v.PersistentVolumeClaim != nil || v.DataVolume != nil})
+		}
 	}
 	return shown
 }
@@ -111,7 +127,10 @@ type vmOperationForm struct {
 	Operation string `json:"operation"`
 	VM        string `json:"vm"`
 	Snapshot  string `json:"snapshot"`
-	Reason    string `json:"reason"`
+	// Volume and StorageClass are a MigrateVolume's: the VM's volume, and where to move it.
+	Volume       string `json:"volume"`
+	StorageClass string `json:"storageClass"`
+	Reason       string `json:"reason"`
 }
 
 // createVMOperation creates a VMOperationRequest as the user: RBAC says whether they may, the
@@ -136,8 +155,12 @@ func (s *server) createVMOperation(w http.ResponseWriter, r *http.Request) {
 		Spec: nwv1.VMOperationRequestSpec{
 			Operation: nwv1.VMOperation(strings.TrimSpace(req.Operation)),
 			VM:        strings.TrimSpace(req.VM),
-			Params:    nwv1.VMOperationParams{Snapshot: strings.TrimSpace(req.Snapshot)},
-			Reason:    strings.TrimSpace(req.Reason),
+			Params: nwv1.VMOperationParams{
+				Snapshot:     strings.TrimSpace(req.Snapshot),
+				Volume:       strings.TrimSpace(req.Volume),
+				StorageClass: strings.TrimSpace(req.StorageClass),
+			},
+			Reason: strings.TrimSpace(req.Reason),
 		},
 	}
 	op.GenerateName = generateName(op.Spec.VM, strings.ToLower(string(op.Spec.Operation)))
@@ -147,4 +170,30 @@ func (s *server) createVMOperation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, actionResult{Namespace: op.Namespace, Name: op.Name, Warnings: warnings.list()})
+}
+
+// storageClassList answers the namespace view's storageClasses: the StorageClasses the user
+// may list, as suggestions for the form that moves a volume. A VM owner usually may not list
+// them, and that is no error: the page then offers none and takes the name as typed.
+type storageClassList struct {
+	Listable       bool          `json:"listable"`
+	StorageClasses []classChoice `json:"storageClasses"`
+}
+
+// storageClasses lists the StorageClasses as the user.
+func (s *server) storageClasses(w http.ResponseWriter, r *http.Request) {
+	var classes storagev1.StorageClassList
+	if err := s.client.List(r.Context(), &classes); err != nil {
+		if apierrors.IsForbidden(err) {
+			writeJSON(w, http.StatusOK, storageClassList{StorageClasses: []classChoice{}})
+			return
+		}
+		writeJSON(w, statusOf(err), actionResult{Errors: refusal(err)})
+		return
+	}
+	out := storageClassList{Listable: true, StorageClasses: []classChoice{}}
+	for _, c := range classes.Items {
+		out.StorageClasses = append(out.StorageClasses, classChoice{Name: c.Name, Provisioner: c.Provisioner})
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
@@ -46,7 +47,12 @@ var teamBNames = []string{teamB, "bravo-db", "bravo-db-restart", "bravo-db-night
 // list is forbidden to her, and shows the cluster's phase only once she may read it. The
 // SnapshotNow form creates the request as alice, read back as the administrator; a status
 // written to it shows without a reload; a Restore offers only that VM's snapshots, and one
-// without a snapshot is refused in the API server's words, next to the snapshot's field.
+// without a snapshot is refused in the API server's words, next to the snapshot's field. A
+// volume move offers that VM's volumes on a claim (and the page receives their names, not the
+// claims' nor the rest of the VM's spec), takes the StorageClass as typed (she may not list
+// them: no suggestions, and no word of it, until she may), is refused without one next to its
+// field, and is created with the volume and StorageClass chosen; the migration it made, written
+// to its status, shows in its card.
 func TestSelfServiceNamespaceViewAsAlice(t *testing.T) {
 	start := time.Now()
 	own := testenv.New()
@@ -105,7 +111,7 @@ func TestSelfServiceNamespaceViewAsAlice(t *testing.T) {
 	// fill edit in, so the test binds a role of its own with those rules instead.
 	create(&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "selfservice-vm-owner"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{nwv1.GroupVersion.Group}, Resources: []string{"vmoperationrequests"}, Verbs: []string{"create", "get", "list", "watch"}},
-		{APIGroups: []string{nwv1.GroupVersion.Group}, Resources: []string{"vmoperationrequests/snapshotnow", "vmoperationrequests/restore", "vmoperationrequests/restart"}, Verbs: []string{"create"}},
+		{APIGroups: []string{nwv1.GroupVersion.Group}, Resources: []string{"vmoperationrequests/snapshotnow", "vmoperationrequests/restore", "vmoperationrequests/restart", "vmoperationrequests/migratevolume"}, Verbs: []string{"create"}},
 		{APIGroups: []string{nwv1.GroupVersion.Group}, Resources: []string{"vmvolumemigrations", "vmsnapshotpolicies"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachines", "virtualmachineinstances"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"snapshot.kubevirt.io"}, Resources: []string{"virtualmachinesnapshots", "virtualmachinerestores"}, Verbs: []string{"get", "list", "watch"}},
@@ -224,6 +230,71 @@ func TestSelfServiceNamespaceViewAsAlice(t *testing.T) {
 		t.Errorf("%d restores in team-a, want the one accepted", restores)
 	}
 
+	// A volume move: she may not list the StorageClasses, so the field suggests none, and the
+	// page says nothing of it.
+	p.waitJS("the StorageClasses asked for, none offered", `storageClassChoices?.listable === false && !document.getElementById('migratevolume-storageclass').hasAttribute('list')`)
+	if shown := p.text("#page-namespace"); contains(shown, "forbidden") {
+		t.Errorf("the namespace view speaks of the StorageClasses alice may not list:\n%s", shown)
+	}
+	p.do(chromedp.SetValue(chromedp.ID("migratevolume-vm"), "alpha-web"),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('migratevolume-vm').dispatchEvent(new Event('change'))`))
+	p.waitJS("alpha-web's volumes on a claim to choose from", `[...document.getElementById('migratevolume-volume').options].map((o) => o.value).join(',') === ',root,data'`)
+	for _, name := range []string{"alpha-web-root", "alpha-web-data", "alpha-web-userdata"} {
+		if strings.Contains(answers.String(), name) {
+			t.Errorf("an answer to alice's page holds %q, of alpha-web's spec", name)
+		}
+	}
+	p.do(chromedp.SetValue(chromedp.ID("migratevolume-volume"), "data"), chromedp.Click(chromedp.ID("migratevolume-submit")))
+	const noClass = "params: a MigrateVolume names the volume and the storageClass to move it to"
+	p.waitJS("the refusal next to the StorageClass's field", `document.getElementById('migratevolume-err-storageclass').innerText.includes(`+js(noClass)+`)`)
+	if invalid, _ := evaluate[string](p, `document.getElementById('migratevolume-storageclass').getAttribute('aria-invalid') || ''`); invalid != "true" {
+		t.Errorf("the StorageClass's field is not marked invalid (aria-invalid=%q)", invalid)
+	}
+	if shown := p.text("#migratevolume-err-volume"); shown != "" {
+		t.Errorf("the refusal is next to the volume chosen too: %q", shown)
+	}
+	if status := p.text("#migratevolume-status"); !contains(status, "Refused", noClass) {
+		t.Errorf("the volume move's status says %q", status)
+	}
+	p.do(chromedp.SendKeys(chromedp.ID("migratevolume-storageclass"), "fast-replicated"),
+		chromedp.SendKeys(chromedp.ID("migratevolume-reason"), "off the slow pool"),
+		chromedp.Click(chromedp.ID("migratevolume-submit")))
+	p.waitJS("the volume move asked for", `document.getElementById('migratevolume-status').innerText.includes('Asked')`)
+	var move nwv1.VMOperationRequest
+	if err := c.List(ctx, &list, client.InNamespace(teamA)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range list.Items {
+		if r.Spec.Operation == nwv1.VMMigrateVolume {
+			if move.Name != "" {
+				t.Errorf("two volume moves in team-a, %s and %s, want the one accepted", move.Name, r.Name)
+			}
+			move = r
+		}
+	}
+	if move.Name == "" {
+		t.Fatal("no MigrateVolume request in team-a")
+	}
+	if p := move.Spec.Params; move.Spec.VM != "alpha-web" || p.Volume != "data" || p.StorageClass != "fast-replicated" || p.Snapshot != "" || move.Spec.Reason != "off the slow pool" {
+		t.Errorf("the volume move's form created %+v", move.Spec)
+	}
+	writeStatus(t, own, &move, func() {
+		move.Status.Phase, move.Status.Step, move.Status.Migration = nwv1.VMOperationRunning, nwv1.StepMigrateVolume, "alpha-web-data-fast"
+	})
+	p.waitJS("the migration the request made, in its card", query(card(move.Name)+" .migration-made")+`?.innerText === 'alpha-web-data-fast'`)
+	if shown := p.text(card(move.Name)); !contains(shown, "Volume move of VM alpha-web", "volume data to StorageClass fast-replicated", "off the slow pool") {
+		t.Errorf("the volume move's card says:\n%s", shown)
+	}
+
+	// Once she may list the StorageClasses, the field suggests them.
+	create(&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast-replicated"}, Provisioner: "linstor.csi.linbit.com"})
+	grant(t, own, "selfservice-storageclass-reader", []rbacv1.PolicyRule{
+		{APIGroups: []string{storagev1.GroupName}, Resources: []string{"storageclasses"}, Verbs: []string{"get", "list", "watch"}},
+	}, alice)
+	p.waitJS("the StorageClasses suggested", `(() => { document.getElementById('migratevolume-storageclass').dispatchEvent(new Event('focus')); `+
+		`return document.getElementById('migratevolume-storageclass').getAttribute('list') === 'migratevolume-class-list' && `+
+		`[...document.querySelectorAll('#migratevolume-class-list option')].some((o) => o.value === 'fast-replicated'); })()`)
+
 	// Once she may read the cluster, its phase shows, and only that.
 	grant(t, own, "selfservice-cluster-reader", []rbacv1.PolicyRule{
 		{APIGroups: []string{nwv1.GroupVersion.Group}, Resources: []string{"nodewrightclusters"}, Verbs: []string{"get", "list", "watch"}},
@@ -236,16 +307,22 @@ func TestSelfServiceNamespaceViewAsAlice(t *testing.T) {
 	t.Logf("whole test %s", time.Since(start).Round(time.Millisecond))
 }
 
-// selfServiceVM is a VirtualMachine with one disk on a claim of its name.
+// selfServiceVM is a VirtualMachine with a disk on a claim of its name, one on a DataVolume of
+// its name, and a cloud-init disk whose user data is in a secret of its name.
 func selfServiceVM(ns, name string, strategy virtv1.VirtualMachineRunStrategy) *virtv1.VirtualMachine {
 	return &virtv1.VirtualMachine{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: virtv1.VirtualMachineSpec{
 			RunStrategy: ptr.To(strategy),
 			Template: &virtv1.VirtualMachineInstanceTemplateSpec{Spec: virtv1.VirtualMachineInstanceSpec{
-				Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}}}},
-				Volumes: []virtv1.Volume{{Name: "root", VolumeSource: virtv1.VolumeSource{PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
-					PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: name + "-root"}}}}},
+				Domain: virtv1.DomainSpec{Devices: virtv1.Devices{Disks: []virtv1.Disk{{Name: "root"}, {Name: "data"}, {Name: "cloudinit"}}}},
+				Volumes: []virtv1.Volume{
+					{Name: "root", VolumeSource: virtv1.VolumeSource{PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{
+						PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: name + "-root"}}}},
+					{Name: "data", VolumeSource: virtv1.VolumeSource{DataVolume: &virtv1.DataVolumeSource{Name: name + "-data"}}},
+					{Name: "cloudinit", VolumeSource: virtv1.VolumeSource{CloudInitNoCloud: &virtv1.CloudInitNoCloudSource{
+						UserDataSecretRef: &corev1.LocalObjectReference{Name: name + "-userdata"}}}},
+				},
 			}},
 		},
 	}

@@ -100,6 +100,7 @@ func newServer(cfg *rest.Config, opts Options) (*server, error) {
 	s.mux.HandleFunc("POST /api/upgrades/{name}/approve", s.approve("replicationupgrade"))
 	s.mux.HandleFunc("POST /api/ospolicies/{name}/approve", s.approve("osversionpolicy"))
 	s.mux.HandleFunc("POST /api/vmoperationrequests", s.createVMOperation)
+	s.mux.HandleFunc("GET /api/storageclasses", s.storageClasses)
 	return s, nil
 }
 

@@ -886,8 +886,8 @@ function updateVolumes() {
 let viewNamespace = '';
 
 // The operations' forms, by the prefix of their elements' ids.
-const opForms = { snapshotnow: 'SnapshotNow', restore: 'Restore', restart: 'Restart' };
-const opWords = { SnapshotNow: 'Snapshot now', Restore: 'Restore', Restart: 'Restart' };
+const opForms = { snapshotnow: 'SnapshotNow', restore: 'Restore', restart: 'Restart', migratevolume: 'MigrateVolume' };
+const opWords = { SnapshotNow: 'Snapshot now', Restore: 'Restore', Restart: 'Restart', MigrateVolume: 'Volume move' };
 const unfinishedOps = new Set(['Pending', 'Waiting', 'Running']);
 
 function inView(o) {
@@ -994,6 +994,8 @@ function requestCard(r) {
       badge(phase, { id: `${id}-phase` })),
     h('p', { class: 'sub' }, h('strong', { class: 'operation' }, opWords[spec.operation] || spec.operation), ' of VM ', h('strong', { class: 'vm' }, spec.vm),
       spec.params && spec.params.snapshot ? [' from snapshot ', h('strong', {}, spec.params.snapshot)] : '',
+      spec.params && spec.params.volume ? [', volume ', h('strong', { class: 'volume' }, spec.params.volume)] : '',
+      spec.params && spec.params.storageClass ? [' to StorageClass ', h('strong', { class: 'storage-class' }, spec.params.storageClass)] : '',
       ' · asked by ', who ? h('strong', { class: 'requester' }, who) : h('span', { class: 'hint requester' }, 'not stamped yet'),
       ' ', agoEl(r.metadata.creationTimestamp)),
     blocked.length ? h('div', { class: 'notice tone-warn blocked-by' }, h('strong', {}, h('span', { 'aria-hidden': 'true' }, '‖ '), 'Waits for:'),
@@ -1007,6 +1009,7 @@ function requestCard(r) {
       spec.reason ? [h('dt', {}, 'Reason'), h('dd', { class: 'reason' }, spec.reason)] : null,
       st.snapshot ? [h('dt', {}, 'Snapshot made'), h('dd', { class: 'mono' }, st.snapshot)] : null,
       st.restore ? [h('dt', {}, 'Restore'), h('dd', { class: 'mono' }, st.restore)] : null,
+      st.migration ? [h('dt', {}, 'Volume migration'), h('dd', { class: 'mono migration-made' }, st.migration)] : null,
       st.startTime ? [h('dt', {}, 'Started'), h('dd', {}, timeEl(st.startTime))] : null,
       st.completionTime ? [h('dt', {}, 'Finished'), h('dd', {}, timeEl(st.completionTime))] : null),
     (st.conditions || []).length ? details(`${key}#conditions`, 'Conditions', conditionsTable(r, `Conditions of ${name}`)) : null);
@@ -1035,15 +1038,46 @@ function syncOpForms(vms, snaps) {
   syncSelect(document.getElementById('restore-snapshot'),
     own.map((s) => [s.metadata.name, `${s.metadata.name} (${s.readyToUse ? 'ready' : s.phase || 'not ready'}, ${fmtTime(s.creationTime || s.metadata.creationTimestamp)})`]),
     !vm ? 'Choose the VM first' : own.length ? 'Choose a snapshot' : 'This VM has no snapshot');
+  // A volume move offers that VM's volumes on a claim: the only ones a migration can move.
+  const moving = vms.find((v) => v.metadata.name === document.getElementById('migratevolume-vm').value);
+  const claims = moving ? (moving.volumes || []).filter((v) => v.claim) : [];
+  syncSelect(document.getElementById('migratevolume-volume'), claims.map((v) => [v.name, v.name]),
+    !moving ? 'Choose the VM first' : claims.length ? 'Choose a volume' : 'No volume of this VM is on a claim');
 }
 
-// opFieldFor places a refusal by the field path it names.
-function opFieldFor(prefix, path) {
-  if (!path) return 'form';
-  if (path.startsWith('spec.vm')) return 'vm';
-  if (path.startsWith('spec.params.snapshot') && prefix === 'restore') return 'snapshot';
-  if (path.startsWith('spec.reason')) return 'reason';
-  return 'form';
+// storageClassChoices are the StorageClasses the user may list, as suggestions for a volume
+// move; null until asked. A VM owner usually may not list them: the field then has no
+// suggestions, and takes the name as typed.
+let storageClassChoices = null;
+
+async function loadStorageClasses() {
+  const res = await api('GET', '/api/storageclasses');
+  if (!res.ok) return;
+  storageClassChoices = res.body;
+  const input = document.getElementById('migratevolume-storageclass');
+  const classes = storageClassChoices.listable ? storageClassChoices.storageClasses : [];
+  replace(document.getElementById('migratevolume-class-list'), classes.map((c) => h('option', { value: c.name }, c.provisioner)));
+  if (classes.length) input.setAttribute('list', 'migratevolume-class-list');
+  else input.removeAttribute('list');
+}
+
+// opFieldsFor places a refusal by the field path it names: the fields it goes next to. The
+// schema's rule for a volume move names spec.params as a whole, and says the volume and the
+// StorageClass are both needed: it goes next to those of them left empty.
+function opFieldsFor(prefix, path, body) {
+  if (!path) return ['form'];
+  if (path.startsWith('spec.vm')) return ['vm'];
+  if (path.startsWith('spec.params.snapshot') && prefix === 'restore') return ['snapshot'];
+  if (prefix === 'migratevolume') {
+    if (path.startsWith('spec.params.volume')) return ['volume'];
+    if (path.startsWith('spec.params.storageClass')) return ['storageclass'];
+    if (path === 'spec.params') {
+      const empty = [['volume', body.volume], ['storageclass', body.storageClass]].filter(([, v]) => !v.trim()).map(([f]) => f);
+      if (empty.length) return empty;
+    }
+  }
+  if (path.startsWith('spec.reason')) return ['reason'];
+  return ['form'];
 }
 
 function clearOpErrors(prefix) {
@@ -1064,6 +1098,8 @@ async function submitOperation(ev) {
     operation,
     vm: document.getElementById(`${prefix}-vm`).value,
     snapshot: prefix === 'restore' ? document.getElementById('restore-snapshot').value : '',
+    volume: prefix === 'migratevolume' ? document.getElementById('migratevolume-volume').value : '',
+    storageClass: prefix === 'migratevolume' ? document.getElementById('migratevolume-storageclass').value : '',
     reason: document.getElementById(`${prefix}-reason`).value,
   };
   button.disabled = true;
@@ -1081,12 +1117,13 @@ async function submitOperation(ev) {
   const errors = res.body.errors || [{ message: `HTTP ${res.status}` }];
   let first = null;
   for (const e of errors) {
-    const field = opFieldFor(prefix, e.field);
-    document.getElementById(`${prefix}-err-${field}`).replaceChildren(h('span', { 'aria-hidden': 'true' }, '✖ '), e.message);
-    const input = field === 'form' ? null : document.getElementById(`${prefix}-${field}`);
-    if (input) {
-      input.setAttribute('aria-invalid', 'true');
-      if (!first) first = input;
+    for (const field of opFieldsFor(prefix, e.field, body)) {
+      document.getElementById(`${prefix}-err-${field}`).replaceChildren(h('span', { 'aria-hidden': 'true' }, '✖ '), e.message);
+      const input = field === 'form' ? null : document.getElementById(`${prefix}-${field}`);
+      if (input) {
+        input.setAttribute('aria-invalid', 'true');
+        if (!first) first = input;
+      }
     }
   }
   status.className = 'form-status tone-bad';
@@ -1360,6 +1397,7 @@ function applyHello(d) {
     nsInput.value = d.defaultNamespace || 'default';
   }
   if (first && !document.getElementById('page-workflows').hidden) loadChoices();
+  if (first) loadStorageClasses();
 }
 
 // signedOut says why the page cannot show anything: it was opened without the token, or with
@@ -1460,6 +1498,9 @@ document.addEventListener('DOMContentLoaded', () => {
   document.getElementById('start-form').addEventListener('submit', submitForm);
   for (const prefix of Object.keys(opForms)) document.getElementById(`op-${prefix}`).addEventListener('submit', submitOperation);
   document.getElementById('restore-vm').addEventListener('change', render);
+  document.getElementById('migratevolume-vm').addEventListener('change', render);
+  // Asked again as the field is entered: a right to list them granted since shows.
+  document.getElementById('migratevolume-storageclass').addEventListener('focus', loadStorageClasses);
   document.getElementById('trail-filter').addEventListener('input', renderRecords);
   document.getElementById('fleet-degraded').addEventListener('change', (ev) => { fleetFilter.degraded = ev.target.checked; render(); });
   document.getElementById('fleet-profile').addEventListener('change', (ev) => { fleetFilter.profile = ev.target.value; render(); });
