@@ -57,7 +57,7 @@ type RequestUser struct {
 	// groups the user is in.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=1024
 	Groups []string `json:"groups,omitempty"`
 	// extra holds the authenticator's other attributes of the user (scopes, say), which
@@ -155,6 +155,9 @@ const (
 	StepStopVM = "StopVM"
 	// StepRestoreVM: a Restore's VirtualMachineRestore is made and waited for.
 	StepRestoreVM = "RestoreVM"
+	// StepGiveBack: a Restore or a Restart that cannot go on gives the VM its run strategy
+	// back, and fails saying why (status.message).
+	StepGiveBack = "GiveBack"
 	// StepStartVM: a Restore or a Restart gives the VM back the run strategy it had; a
 	// Restart waits for a new VirtualMachineInstance to run.
 	StepStartVM = "StartVM"
@@ -245,6 +248,12 @@ type VMOperationRequestStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	RunStrategy string `json:"runStrategy,omitempty"`
+
+	// vmUID is the UID of the VM the request started on: every later step checks it is still
+	// that VM, not one made again under its name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	VMUID string `json:"vmUID,omitempty"`
 
 	// restartedVMI is the UID of the VirtualMachineInstance a Restart stopped: it is done
 	// when another runs.
