@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
+	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -129,6 +130,11 @@ func policyProbes() []struct {
 			return &virtv1.VirtualMachineInstanceMigration{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "policy-probe"},
 				Spec: virtv1.VirtualMachineInstanceMigrationSpec{VMIName: "probe", SendTo: &virtv1.VirtualMachineInstanceMigrationSource{
 					MigrationID: "probe", ConnectURL: "probe.example.com:443"}}}
+		}},
+		{"nodewright-operator-vm-restores", "a restore with patches", func() client.Object {
+			return &snapv1.VirtualMachineRestore{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "policy-probe"},
+				Spec: snapv1.VirtualMachineRestoreSpec{Target: corev1.TypedLocalObjectReference{APIGroup: ptr.To("kubevirt.io"), Kind: "VirtualMachine", Name: "probe"},
+					VirtualMachineSnapshotName: "probe", Patches: []string{`{"op":"add","path":"/metadata/labels/x","value":"y"}`}}}
 		}},
 		{"nodewright-operator-volumes", "a claim bound to a volume that exists", func() client.Object {
 			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "policy-probe"},

@@ -62,7 +62,7 @@ func TestOperatorLimitsFollowTheValues(t *testing.T) {
 
 			policies := map[string]admissionregistrationv1.ValidatingAdmissionPolicy{}
 			for _, name := range []string{"nodewright-operator-copy-jobs", "nodewright-operator-webhook-ca-bundle",
-				"nodewright-operator-virtual-machines", "nodewright-operator-vm-migrations", "nodewright-operator-volumes",
+				"nodewright-operator-virtual-machines", "nodewright-operator-vm-migrations", "nodewright-operator-vm-restores", "nodewright-operator-volumes",
 				"nodewright-operator-nodes", "nodewright-operator-node-taints"} {
 				o, ok := find(objs, "ValidatingAdmissionPolicy", name)
 				if !ok {

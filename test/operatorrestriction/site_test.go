@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
+	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -62,6 +63,8 @@ const (
 	// and snapshots (operator-volume-limits.yaml).
 	vmimsPolicy   = "nodewright-operator-vm-migrations"
 	volumesPolicy = "nodewright-operator-volumes"
+	// restoresPolicy holds its VirtualMachineRestores (operator-vm-limits.yaml).
+	restoresPolicy = "nodewright-operator-vm-restores"
 	// The chart's webhook configurations (templates/webhooks.yaml).
 	mutatingConfig   = "nodewright-mutating-webhook"
 	validatingConfig = "nodewright-validating-webhook"
@@ -120,6 +123,9 @@ func newSite(t *testing.T) *site {
 		default:
 			continue
 		}
+		if o.Template == "templates/webhooks.yaml" {
+			withoutRestoreWebhooks(t, o)
+		}
 		if err := env.Client.Create(ctx, o.Unstructured); err != nil {
 			t.Fatalf("creating the chart's %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
@@ -138,6 +144,7 @@ func newSite(t *testing.T) *site {
 		"ValidatingAdmissionPolicy/" + taintsPolicy, "ValidatingAdmissionPolicyBinding/" + taintsPolicy,
 		"ValidatingAdmissionPolicy/" + vmimsPolicy, "ValidatingAdmissionPolicyBinding/" + vmimsPolicy,
 		"ValidatingAdmissionPolicy/" + volumesPolicy, "ValidatingAdmissionPolicyBinding/" + volumesPolicy,
+		"ValidatingAdmissionPolicy/" + restoresPolicy, "ValidatingAdmissionPolicyBinding/" + restoresPolicy,
 		"MutatingWebhookConfiguration/" + mutatingConfig, "ValidatingWebhookConfiguration/" + validatingConfig, "Secret/" + certSecret} {
 		if !installed[want] {
 			t.Fatalf("the chart rendered no %s (rendered: %v)", want, installed)
@@ -221,7 +228,7 @@ func newSite(t *testing.T) *site {
 	// that a later test does not meet it. Runs before the deletions registered above (cleanups
 	// run last first), while the operator's RBAC is still there.
 	t.Cleanup(func() {
-		for _, name := range []string{jobsPolicy, webhooksPolicy, vmsPolicy, nodesPolicy, taintsPolicy, vmimsPolicy, volumesPolicy} {
+		for _, name := range []string{jobsPolicy, webhooksPolicy, vmsPolicy, nodesPolicy, taintsPolicy, vmimsPolicy, volumesPolicy, restoresPolicy} {
 			for _, kind := range []string{"ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicy"} {
 				u := &unstructured.Unstructured{}
 				u.SetAPIVersion("admissionregistration.k8s.io/v1")
@@ -240,6 +247,27 @@ func newSite(t *testing.T) *site {
 		})
 	})
 	return s
+}
+
+// withoutRestoreWebhooks drops the webhooks of KubeVirt's VirtualMachineRestores from a
+// rendered webhook configuration. No webhook server runs here: they would fail every restore,
+// before the restore policy is reached (mutating webhooks run first), and the policy is what
+// these tests prove.
+func withoutRestoreWebhooks(t *testing.T, o testenv.ChartObject) {
+	t.Helper()
+	hooks, _, err := unstructured.NestedSlice(o.Object, "webhooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := hooks[:0]
+	for _, h := range hooks {
+		if name, _, _ := unstructured.NestedString(h.(map[string]any), "name"); !strings.Contains(name, "virtualmachinerestore") {
+			kept = append(kept, h)
+		}
+	}
+	if err := unstructured.SetNestedSlice(o.Object, kept, "webhooks"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // checkCopyImageFlag checks that the rendered Deployment gives the operator the copier image
@@ -299,6 +327,11 @@ func (s *site) policyProbes() []probe {
 		{vmimsPolicy, "send VM web's guest elsewhere", func() error {
 			return s.operator.Create(ctx, s.liveMigration("probe", func(m *virtv1.VirtualMachineInstanceMigration) {
 				m.Spec.SendTo = &virtv1.VirtualMachineInstanceMigrationSource{MigrationID: "probe", ConnectURL: "attacker.example.com:443"}
+			}), client.DryRunAll)
+		}},
+		{restoresPolicy, "restore VM web with patches", func() error {
+			return s.operator.Create(ctx, s.restore("probe", func(r *snapv1.VirtualMachineRestore) {
+				r.Spec.Patches = []string{`{"op":"add","path":"/spec/template/spec/volumes/-","value":{"name":"host","hostDisk":{"path":"/"}}}`}
 			}), client.DryRunAll)
 		}},
 		{volumesPolicy, "bind a claim to a volume that exists", func() error {
