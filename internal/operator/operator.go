@@ -356,7 +356,9 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		LockNamespace: o.workflowNamespace()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the VMSnapshotPolicy controller: %w", err)
 	}
-	if !o.WithoutVMOperations {
+	// A request's requester and approver are stamped by the admission webhooks: without them
+	// both could be forged, and no request runs.
+	if !o.WithoutVMOperations && o.Webhooks.Enabled {
 		if err := (&vmoperationrequest.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Audit: trail, Actor: actor,
 			LockNamespace: o.workflowNamespace()}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the VMOperationRequest controller: %w", err)

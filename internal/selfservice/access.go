@@ -39,7 +39,9 @@ func (c Check) String() string {
 // NativeCheck is the native verb of op on vm: what the requester could do without Nodewright.
 //   - SnapshotNow: create virtualmachinesnapshots (snapshot.kubevirt.io);
 //   - Restore: create virtualmachinerestores (snapshot.kubevirt.io);
-//   - Restart: update virtualmachines/restart (subresources.kubevirt.io), as virtctl restart.
+//   - Restart: update virtualmachines/restart (subresources.kubevirt.io), as virtctl restart;
+//   - MigrateVolume: update virtualmachines (kubevirt.io): the VM's volume is pointed at
+//     another claim, which the owner could otherwise do only by editing the VM.
 func NativeCheck(op nwv1.VMOperation, ns, vm string) (Check, error) {
 	switch op {
 	case nwv1.VMSnapshotNow:
@@ -48,6 +50,8 @@ func NativeCheck(op nwv1.VMOperation, ns, vm string) (Check, error) {
 		return Check{Verb: "create", Group: "snapshot.kubevirt.io", Resource: "virtualmachinerestores", Namespace: ns}, nil
 	case nwv1.VMRestart:
 		return Check{Verb: "update", Group: "subresources.kubevirt.io", Resource: "virtualmachines", Subresource: "restart", Namespace: ns, Name: vm}, nil
+	case nwv1.VMMigrateVolume:
+		return Check{Verb: "update", Group: "kubevirt.io", Resource: "virtualmachines", Namespace: ns, Name: vm}, nil
 	}
 	return Check{}, fmt.Errorf("spec.operation: %q is not an operation (one of %s)", op, operations())
 }
@@ -60,13 +64,21 @@ func NodewrightCheck(op nwv1.VMOperation, ns, vm string) Check {
 		Subresource: strings.ToLower(string(op)), Namespace: ns, Name: vm}
 }
 
-// Checks are the two checks of op on vm: the native verb, then Nodewright's.
+// Checks are the checks of op on vm: the native verb, then Nodewright's. A Restore also stops
+// the VM and starts it again: the requester must be allowed KubeVirt's stop and start of it
+// too (update virtualmachines/stop and /start, subresources.kubevirt.io).
 func Checks(op nwv1.VMOperation, ns, vm string) ([]Check, error) {
 	native, err := NativeCheck(op, ns, vm)
 	if err != nil {
 		return nil, err
 	}
-	return []Check{native, NodewrightCheck(op, ns, vm)}, nil
+	checks := []Check{native}
+	if op == nwv1.VMRestore {
+		for _, sub := range []string{"stop", "start"} {
+			checks = append(checks, Check{Verb: "update", Group: "subresources.kubevirt.io", Resource: "virtualmachines", Subresource: sub, Namespace: ns, Name: vm})
+		}
+	}
+	return append(checks, NodewrightCheck(op, ns, vm)), nil
 }
 
 func operations() string {

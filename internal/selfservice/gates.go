@@ -2,7 +2,9 @@ package selfservice
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +34,16 @@ func Offered(policy *nwv1.SelfServicePolicy, op nwv1.VMOperation, ns string, nsL
 		return nil, fmt.Sprintf("SelfServicePolicy %s does not offer %s (spec.operations)", policy.Name, op)
 	}
 	return rules, ""
+}
+
+// Permits says why rules refuse r's parameters ("" when they do not): a MigrateVolume's
+// StorageClass must be one the policy lists.
+func Permits(rules *nwv1.SelfServiceOperation, r *nwv1.VMOperationRequest) string {
+	if r.Spec.Operation != nwv1.VMMigrateVolume || slices.Contains(rules.StorageClasses, r.Spec.Params.StorageClass) {
+		return ""
+	}
+	return fmt.Sprintf("spec.params.storageClass: %s is not a StorageClass SelfServicePolicy %s lets a volume be moved to (spec.operations[MigrateVolume].storageClasses: %s)",
+		r.Spec.Params.StorageClass, nwv1.SelfServicePolicyName, strings.Join(rules.StorageClasses, ", "))
 }
 
 // Unfinished reports whether a request in phase p has not ended.
@@ -88,8 +100,10 @@ type Hold struct {
 //   - the maintenance window is open;
 //   - the rate: fewer than rate.requests requests of the operation started in the namespace
 //     within the last rate.period;
-//   - the queue: no earlier request of the namespace runs, and none on the same VM is
-//     unfinished: a namespace's requests run one at a time, each VM's in order.
+//   - the queue: no other request of the namespace runs, and no earlier one on the same VM
+//     is unfinished: a namespace's requests run one at a time, each VM's in the order they
+//     were made. A request on another VM may start before an earlier one that waits (for its
+//     approval, say).
 //
 // The cluster-wide workflows' claim is the controller's to weigh: it reads the API server.
 func Gates(r *nwv1.VMOperationRequest, rules *nwv1.SelfServiceOperation, reqs []nwv1.VMOperationRequest, now time.Time) (Hold, error) {
@@ -147,12 +161,16 @@ func Gates(r *nwv1.VMOperationRequest, rules *nwv1.SelfServiceOperation, reqs []
 		}
 	}
 
-	for _, o := range ahead {
-		if o.Status.Phase == nwv1.VMOperationRunning {
+	// Any request of the namespace that runs holds it, earlier or not (a later one may have
+	// started while this one waited for its approval); so does an earlier one on its VM.
+	for i := range reqs {
+		if o := &reqs[i]; o.UID != r.UID && o.Status.Phase == nwv1.VMOperationRunning {
 			h.Blockers = append(h.Blockers, fmt.Sprintf("the namespace's requests run one at a time: %s (%s of VM %s) runs", o.Name, o.Spec.Operation, o.Spec.VM))
 			break
 		}
-		if o.Spec.VM == r.Spec.VM {
+	}
+	for _, o := range ahead {
+		if o.Spec.VM == r.Spec.VM && o.Status.Phase != nwv1.VMOperationRunning {
 			h.Blockers = append(h.Blockers, fmt.Sprintf("an earlier request on VM %s, %s (%s), has not ended", o.Spec.VM, o.Name, o.Spec.Operation))
 			break
 		}

@@ -62,6 +62,9 @@ func TestGates(t *testing.T) {
 			request("a", hourAgo, nwv1.VMRestart, "db", nwv1.VMOperationWaiting, nil),
 			request("b", minutesAgo, nwv1.VMRestore, "db", nwv1.VMOperationRunning, &minutesAgo)},
 			want: []string{"the namespace's requests run one at a time: b (Restore of VM db) runs"}, position: 3, approval: nwv1.ApprovalNotRequired},
+		{name: "a later one runs", others: []nwv1.VMOperationRequest{
+			request("z", now.Add(time.Minute), nwv1.VMRestart, "db", nwv1.VMOperationRunning, &now)},
+			want: []string{"the namespace's requests run one at a time: z (Restart of VM db) runs"}, position: 1, approval: nwv1.ApprovalNotRequired},
 		{name: "an earlier one on the VM waits", others: []nwv1.VMOperationRequest{
 			request("a", hourAgo, nwv1.VMRestart, "web", nwv1.VMOperationWaiting, nil),
 			request("z", now.Add(time.Minute), nwv1.VMRestore, "web", nwv1.VMOperationWaiting, nil)},

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/vmsnapshot"
 )
 
@@ -64,6 +65,10 @@ func Subject(ctx context.Context, c client.Reader, r *nwv1.VMOperationRequest, n
 		}
 		snap, err := restorable(ctx, c, r, vm, now)
 		return vm, snap, err
+	case nwv1.VMMigrateVolume:
+		if vol := migration.VolumeOf(vm, r.Spec.Params.Volume); vol == nil || migration.ClaimOf(vol.VolumeSource) == "" {
+			return nil, nil, Refusal{fmt.Sprintf("spec.params.volume: VirtualMachine %s has no volume %q on a claim (PersistentVolumeClaim or DataVolume)", vm.Name, r.Spec.Params.Volume)}
+		}
 	}
 	return vm, nil, nil
 }

@@ -26,6 +26,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -46,7 +47,9 @@ import (
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/audit"
+	"github.com/spectrocloud/nodewright/internal/migration"
 	"github.com/spectrocloud/nodewright/internal/selfservice"
+	"github.com/spectrocloud/nodewright/internal/storage"
 	"github.com/spectrocloud/nodewright/internal/text"
 	"github.com/spectrocloud/nodewright/internal/vmsnapshot"
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
@@ -62,6 +65,9 @@ import (
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// A MigrateVolume's VMVolumeMigration, which the migration's own admission and controller check
+// and run as any other.
+// +kubebuilder:rbac:groups=nodewright.spectrocloud.com,resources=vmvolumemigrations,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Finalizer keeps a started request until it ends.
@@ -200,7 +206,10 @@ func (r *Reconciler) release(ctx context.Context, o *nwv1.VMOperationRequest) er
 	return r.Client.Patch(ctx, o, patch)
 }
 
-// decide weighs whether a request that has not started may, and starts it.
+// decide weighs whether a request that has not started may, and starts it. The gates come
+// first: a request held by them waits, whatever happens to its VM meanwhile (node work may stop
+// it). Once nothing holds it, the API server is asked again whether the requester may, and the
+// VM and snapshot are read again; a no refuses it.
 func (r *Reconciler) decide(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
 	if o.Status.Phase == "" {
 		o.Status.Phase = nwv1.VMOperationPending
@@ -223,25 +232,8 @@ func (r *Reconciler) decide(ctx context.Context, o *nwv1.VMOperationRequest, now
 	if rules == nil {
 		return r.refuse(o, now, why, nil)
 	}
-	checks, err := selfservice.Checks(o.Spec.Operation, o.Namespace, o.Spec.VM)
-	if err != nil {
-		return r.refuse(o, now, err.Error(), nil)
-	}
-	decisions, err := selfservice.Authorize(ctx, r.Client, *o.Spec.Requester, checks)
-	if err != nil {
-		return ctrl.Result{}, nil, err
-	}
-	if d := selfservice.Denied(decisions); d != nil {
-		r.condition(o, nwv1.ConditionAuthorized, metav1.ConditionFalse, ReasonDenied, selfservice.Summary(decisions))
-		return r.refuse(o, now, fmt.Sprintf("%s may no longer %s on VirtualMachine %s: the API server denied %s", o.Spec.Requester.Username, o.Spec.Operation, o.Spec.VM, d.Check), decisions)
-	}
-	r.condition(o, nwv1.ConditionAuthorized, metav1.ConditionTrue, ReasonAllowed, selfservice.Summary(decisions))
-	vm, _, err := selfservice.Subject(ctx, r.APIReader, o, now)
-	var refusal selfservice.Refusal
-	if errors.As(err, &refusal) {
-		return r.refuse(o, now, refusal.Message, decisions)
-	} else if err != nil {
-		return ctrl.Result{}, nil, err
+	if why := selfservice.Permits(rules, o); why != "" {
+		return r.refuse(o, now, why, nil)
 	}
 	var reqs nwv1.VMOperationRequestList
 	if err := r.APIReader.List(ctx, &reqs, client.InNamespace(o.Namespace)); err != nil {
@@ -249,7 +241,7 @@ func (r *Reconciler) decide(ctx context.Context, o *nwv1.VMOperationRequest, now
 	}
 	hold, err := selfservice.Gates(o, rules, reqs.Items, now)
 	if err != nil {
-		return r.refuse(o, now, err.Error(), decisions)
+		return r.refuse(o, now, err.Error(), nil)
 	}
 	if r.LockNamespace != "" {
 		h, err := engine.HolderOf(ctx, r.APIReader, r.LockNamespace)
@@ -292,6 +284,26 @@ func (r *Reconciler) decide(ctx context.Context, o *nwv1.VMOperationRequest, now
 		}
 		return ctrl.Result{RequeueAfter: after}, nil, nil
 	}
+	checks, err := selfservice.Checks(o.Spec.Operation, o.Namespace, o.Spec.VM)
+	if err != nil {
+		return r.refuse(o, now, err.Error(), nil)
+	}
+	decisions, err := selfservice.Authorize(ctx, r.Client, *o.Spec.Requester, checks)
+	if err != nil {
+		return ctrl.Result{}, nil, err
+	}
+	if d := selfservice.Denied(decisions); d != nil {
+		r.condition(o, nwv1.ConditionAuthorized, metav1.ConditionFalse, ReasonDenied, selfservice.Summary(decisions))
+		return r.refuse(o, now, fmt.Sprintf("%s may no longer %s on VirtualMachine %s: the API server denied %s", o.Spec.Requester.Username, o.Spec.Operation, o.Spec.VM, d.Check), decisions)
+	}
+	r.condition(o, nwv1.ConditionAuthorized, metav1.ConditionTrue, ReasonAllowed, selfservice.Summary(decisions))
+	vm, _, err := selfservice.Subject(ctx, r.APIReader, o, now)
+	var refusal selfservice.Refusal
+	if errors.As(err, &refusal) {
+		return r.refuse(o, now, refusal.Message, decisions)
+	} else if err != nil {
+		return ctrl.Result{}, nil, err
+	}
 	return r.start(ctx, o, vm, now, decisions)
 }
 
@@ -310,9 +322,12 @@ func (r *Reconciler) start(ctx context.Context, o *nwv1.VMOperationRequest, vm *
 	st := &o.Status
 	from := string(st.Phase)
 	st.Phase, st.StartTime, st.BlockedBy, st.QueuePosition, st.NextWindowStart = nwv1.VMOperationRunning, ptr.To(metav1.NewTime(now)), nil, 0, nil
+	st.VMUID = string(vm.UID)
 	switch o.Spec.Operation {
 	case nwv1.VMSnapshotNow:
 		st.Step = nwv1.StepSnapshotVM
+	case nwv1.VMMigrateVolume:
+		st.Step = nwv1.StepMigrateVolume
 	case nwv1.VMRestore, nwv1.VMRestart:
 		strategy, err := vm.RunStrategy()
 		if err != nil {
@@ -386,6 +401,10 @@ func (r *Reconciler) step(ctx context.Context, o *nwv1.VMOperationRequest, now t
 		return r.restore(ctx, o, now)
 	case nwv1.StepStartVM:
 		return r.startVM(ctx, o, now)
+	case nwv1.StepMigrateVolume:
+		return r.migrate(ctx, o, now)
+	case nwv1.StepGiveBack:
+		return r.giveBackStep(ctx, o, now)
 	}
 	return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("status.step %q is not a step of %s: the status was written by someone else; the VM is as its own status shows", o.Status.Step, o.Spec.Operation))
 }
@@ -408,13 +427,36 @@ func (r *Reconciler) patchRunStrategy(ctx context.Context, vm *virtv1.VirtualMac
 	return r.Client.Patch(ctx, vm, client.RawPatch(types.MergePatchType, body))
 }
 
-// vm reads the request's VM; a VM gone mid-request fails it.
+// errReplaced: the VM of the request's name is not the one it started on.
+var errReplaced = errors.New("replaced")
+
+// vm reads the request's VM: NotFound when it is gone, errReplaced when a VM made again under
+// its name is there.
 func (r *Reconciler) vm(ctx context.Context, o *nwv1.VMOperationRequest) (*virtv1.VirtualMachine, error) {
 	vm := &virtv1.VirtualMachine{}
 	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Spec.VM}, vm); err != nil {
 		return nil, err
 	}
+	if o.Status.VMUID != "" && string(vm.UID) != o.Status.VMUID {
+		return nil, errReplaced
+	}
 	return vm, nil
+}
+
+// vmGone ends a request whose VM is gone or was made again under its name; ok is false when
+// it is still there.
+func (r *Reconciler) vmGone(o *nwv1.VMOperationRequest, now time.Time, err error, what string) (bool, ctrl.Result, []audit.Record, error) {
+	switch {
+	case apierrors.IsNotFound(err):
+		res, recs, err := r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachine %s was deleted %s", o.Spec.VM, what))
+		return true, res, recs, err
+	case errors.Is(err, errReplaced):
+		res, recs, err := r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachine %s was deleted and made again (it was UID %s) %s; nothing is done to the new one", o.Spec.VM, o.Status.VMUID, what))
+		return true, res, recs, err
+	case err != nil:
+		return true, ctrl.Result{}, nil, err
+	}
+	return false, ctrl.Result{}, nil, nil
 }
 
 // vmi reads the VM's instance; nil when it has none.
@@ -439,10 +481,8 @@ func since(o *nwv1.VMOperationRequest, now time.Time) time.Duration {
 // stopVM halts the VM and waits for its instance to go.
 func (r *Reconciler) stopVM(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
 	vm, err := r.vm(ctx, o)
-	if apierrors.IsNotFound(err) {
-		return r.end(o, now, nwv1.VMOperationFailed, "VirtualMachine "+o.Spec.VM+" was deleted before it was stopped: nothing else was done")
-	} else if err != nil {
-		return ctrl.Result{}, nil, err
+	if gone, res, recs, err := r.vmGone(o, now, err, "before it was stopped: nothing else was done"); gone {
+		return res, recs, err
 	}
 	if err := r.patchRunStrategy(ctx, vm, virtv1.RunStrategyHalted); err != nil {
 		return ctrl.Result{}, nil, fmt.Errorf("stopping VirtualMachine %s: %w", vm.Name, err)
@@ -453,7 +493,7 @@ func (r *Reconciler) stopVM(ctx context.Context, o *nwv1.VMOperationRequest, now
 	}
 	if vmi != nil {
 		if since(o, now) > vmDeadline {
-			return r.giveBack(ctx, o, vm, now, fmt.Sprintf("its VirtualMachineInstance was still %s %s after it was stopped", vmi.Status.Phase, vmDeadline))
+			return r.giveBack(o, fmt.Sprintf("its VirtualMachineInstance was still %s %s after it was stopped", vmi.Status.Phase, vmDeadline))
 		}
 		o.Status.Message = fmt.Sprintf("stopping VirtualMachine %s (run strategy Halted; it was %s): its instance is %s", vm.Name, o.Status.RunStrategy, vmi.Status.Phase)
 		return ctrl.Result{RequeueAfter: runPoll}, nil, nil
@@ -464,28 +504,41 @@ func (r *Reconciler) stopVM(ctx context.Context, o *nwv1.VMOperationRequest, now
 	return r.next(o, nwv1.StepStartVM, fmt.Sprintf("VirtualMachine %s stopped; starting it again (run strategy %s)", vm.Name, o.Status.RunStrategy))
 }
 
-// giveBack ends a request that could not go on after it stopped the VM: the VM gets its run
-// strategy back, and the request fails saying so.
-func (r *Reconciler) giveBack(ctx context.Context, o *nwv1.VMOperationRequest, vm *virtv1.VirtualMachine, now time.Time, why string) (ctrl.Result, []audit.Record, error) {
+// giveBack moves a request that cannot go on after it stopped the VM to its GiveBack step,
+// with why: the step is stored before the run strategy is given back (giveBackStep), so a
+// retry never stops the VM again, nor takes its own start for someone else's.
+func (r *Reconciler) giveBack(o *nwv1.VMOperationRequest, why string) (ctrl.Result, []audit.Record, error) {
+	return r.next(o, nwv1.StepGiveBack, text.Shorten(why, 1500))
+}
+
+// giveBackStep gives the VM its run strategy back and fails the request, saying why and what
+// state the VM is in.
+func (r *Reconciler) giveBackStep(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
+	why := o.Status.Message
+	vm, err := r.vm(ctx, o)
+	if gone, res, recs, err := r.vmGone(o, now, err, "while it was stopped ("+why+")"); gone {
+		return res, recs, err
+	}
 	if err := r.patchRunStrategy(ctx, vm, virtv1.VirtualMachineRunStrategy(o.Status.RunStrategy)); err != nil {
 		return ctrl.Result{}, nil, fmt.Errorf("giving VirtualMachine %s its run strategy %s back: %w", vm.Name, o.Status.RunStrategy, err)
 	}
-	return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("%s: VirtualMachine %s has its run strategy %s back, on the disks it had", why, vm.Name, o.Status.RunStrategy))
+	disks := "on the disks it had: nothing was restored"
+	if o.Status.Restore != "" {
+		disks = "on the volumes VirtualMachineRestore " + o.Status.Restore + " left it (look at the restore's status and the VM's volumes)"
+	}
+	if o.Spec.Operation == nwv1.VMRestart {
+		disks = "on its disks"
+	}
+	return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("%s: VirtualMachine %s has its run strategy %s back, %s", why, vm.Name, o.Status.RunStrategy, disks))
 }
 
-// restore makes the VirtualMachineRestore and waits for KubeVirt to complete it.
+// restore makes the VirtualMachineRestore and waits for KubeVirt to complete it. Before it
+// makes it, the snapshot is judged again; an object of the restore's name that is not the
+// restore this request makes (someone else made it with the request's labels) fails it.
 func (r *Reconciler) restore(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
 	vm, err := r.vm(ctx, o)
-	if apierrors.IsNotFound(err) {
-		return r.end(o, now, nwv1.VMOperationFailed, "VirtualMachine "+o.Spec.VM+" was deleted while it was stopped for its restore: nothing was restored")
-	} else if err != nil {
-		return ctrl.Result{}, nil, err
-	}
-	if vmi, err := r.vmi(ctx, o); err != nil {
-		return ctrl.Result{}, nil, err
-	} else if vmi != nil && o.Status.Restore == "" {
-		// Someone started it since it stopped: not restored under a running guest.
-		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachine %s was started again (its instance is %s) before the restore was made: nothing was restored, and its run strategy is as whoever started it left it", vm.Name, vmi.Status.Phase))
+	if gone, res, recs, err := r.vmGone(o, now, err, "while it was stopped for its restore: nothing was restored"); gone {
+		return res, recs, err
 	}
 	rs := &snapv1.VirtualMachineRestore{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: children.Name(o.Name, "restore")},
@@ -495,19 +548,46 @@ func (r *Reconciler) restore(ctx context.Context, o *nwv1.VMOperationRequest, no
 			TargetReadinessPolicy:      ptr.To(snapv1.VirtualMachineRestoreFailImmediate),
 		},
 	}
+	want := rs.Spec
+	if o.Status.Restore == "" {
+		existing := &snapv1.VirtualMachineRestore{}
+		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rs), existing)
+		switch {
+		case apierrors.IsNotFound(err):
+			if vmi, err := r.vmi(ctx, o); err != nil {
+				return ctrl.Result{}, nil, err
+			} else if vmi != nil {
+				// Someone started it since it stopped: not restored under a running guest.
+				return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachine %s was started again (its instance is %s) before the restore was made: nothing was restored, and its run strategy is as whoever started it left it", vm.Name, vmi.Status.Phase))
+			}
+			if _, _, err := selfservice.Subject(ctx, r.APIReader, o, now); err != nil {
+				var refusal selfservice.Refusal
+				if errors.As(err, &refusal) {
+					return r.giveBack(o, "the snapshot is no longer one to restore from: "+refusal.Message)
+				}
+				return ctrl.Result{}, nil, err
+			}
+		case err != nil:
+			return ctrl.Result{}, nil, err
+		}
+	}
 	if err := children.Ensure(ctx, r.Client, r.APIReader, owner(o), "VirtualMachineRestore", rs); err != nil {
 		var notOurs children.NotOursError
 		if errors.As(err, &notOurs) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			return r.giveBack(ctx, o, vm, now, "the VirtualMachineRestore could not be made: "+err.Error())
+			return r.giveBack(o, "the VirtualMachineRestore could not be made: "+err.Error())
 		}
 		return ctrl.Result{}, nil, err
+	}
+	if !sameRestore(rs.Spec, want) {
+		return r.giveBack(o, fmt.Sprintf("VirtualMachineRestore %s exists with this request's labels but is not the restore it makes (target %s, snapshot %s, readiness %s, patches or overrides set): someone else made it; the request does not use it",
+			rs.Name, rs.Spec.Target.Name, rs.Spec.VirtualMachineSnapshotName, ptr.Deref(rs.Spec.TargetReadinessPolicy, "")))
 	}
 	o.Status.Restore = rs.Name
 	if rs.Status != nil && ptr.Deref(rs.Status.Complete, false) {
 		return r.next(o, nwv1.StepStartVM, fmt.Sprintf("VirtualMachine %s restored from %s (VirtualMachineRestore %s); starting it again (run strategy %s)", vm.Name, o.Spec.Params.Snapshot, rs.Name, o.Status.RunStrategy))
 	}
 	if c := restoreCondition(rs, snapv1.ConditionFailure); c != nil {
-		return r.giveBack(ctx, o, vm, now, fmt.Sprintf("KubeVirt failed VirtualMachineRestore %s: %s", rs.Name, c.Reason))
+		return r.giveBack(o, fmt.Sprintf("KubeVirt failed VirtualMachineRestore %s: %s", rs.Name, c.Reason))
 	}
 	if since(o, now) > restoreLimit {
 		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachineRestore %s has not completed in %s: VirtualMachine %s is left stopped (run strategy Halted; it was %s) while KubeVirt goes on with it; look at the restore, then start the VM", rs.Name, restoreLimit, vm.Name, o.Status.RunStrategy))
@@ -518,6 +598,16 @@ func (r *Reconciler) restore(ctx context.Context, o *nwv1.VMOperationRequest, no
 	}
 	o.Status.Message = fmt.Sprintf("restoring VirtualMachine %s from %s: VirtualMachineRestore %s: %s", vm.Name, o.Spec.Params.Snapshot, rs.Name, progress)
 	return ctrl.Result{RequeueAfter: runPoll}, nil, nil
+}
+
+// sameRestore reports whether a stored restore's spec is the one the request makes: its
+// target, snapshot and readiness policy, and nothing more (no patches, overrides, in-place).
+func sameRestore(got, want snapv1.VirtualMachineRestoreSpec) bool {
+	return ptr.Deref(got.Target.APIGroup, "") == ptr.Deref(want.Target.APIGroup, "") && got.Target.Kind == want.Target.Kind && got.Target.Name == want.Target.Name &&
+		got.VirtualMachineSnapshotName == want.VirtualMachineSnapshotName &&
+		ptr.Deref(got.TargetReadinessPolicy, "") == snapv1.VirtualMachineRestoreFailImmediate &&
+		len(got.Patches) == 0 && len(got.VolumeRestoreOverrides) == 0 &&
+		(got.VolumeRestorePolicy == nil || *got.VolumeRestorePolicy != snapv1.VolumeRestorePolicyInPlace)
 }
 
 func restoreCondition(rs *snapv1.VirtualMachineRestore, t snapv1.ConditionType) *snapv1.Condition {
@@ -536,10 +626,8 @@ func restoreCondition(rs *snapv1.VirtualMachineRestore, t snapv1.ConditionType) 
 // run.
 func (r *Reconciler) startVM(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
 	vm, err := r.vm(ctx, o)
-	if apierrors.IsNotFound(err) {
-		return r.end(o, now, nwv1.VMOperationFailed, "VirtualMachine "+o.Spec.VM+" was deleted while it was stopped")
-	} else if err != nil {
-		return ctrl.Result{}, nil, err
+	if gone, res, recs, err := r.vmGone(o, now, err, "while it was stopped"); gone {
+		return res, recs, err
 	}
 	strategy := virtv1.VirtualMachineRunStrategy(o.Status.RunStrategy)
 	if err := r.patchRunStrategy(ctx, vm, strategy); err != nil {
@@ -570,10 +658,10 @@ func (r *Reconciler) startVM(ctx context.Context, o *nwv1.VMOperationRequest, no
 // VMSnapshotPolicy that selects the VM (vmsnapshot.JudgeStored).
 func (r *Reconciler) snapshot(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
 	vm, err := r.vm(ctx, o)
-	if apierrors.IsNotFound(err) && o.Status.Snapshot == "" {
-		return r.end(o, now, nwv1.VMOperationFailed, "VirtualMachine "+o.Spec.VM+" was deleted before it was snapshotted: nothing was done")
-	} else if err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, nil, err
+	if o.Status.Snapshot == "" || !apierrors.IsNotFound(err) {
+		if gone, res, recs, err := r.vmGone(o, now, err, "before it was snapshotted: nothing was done"); gone {
+			return res, recs, err
+		}
 	}
 	snap := &snapv1.VirtualMachineSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: children.Name(o.Name, "snapshot")}}
 	if o.Status.Snapshot == "" {
@@ -596,12 +684,22 @@ func (r *Reconciler) snapshot(ctx context.Context, o *nwv1.VMOperationRequest, n
 			FailureDeadline: &metav1.Duration{Duration: deadline},
 		}
 	}
-	if err := children.Ensure(ctx, r.Client, r.APIReader, owner(o), "VirtualMachineSnapshot", snap); err != nil {
+	if o.Status.Snapshot != "" {
+		// Made: read it, never make it again (someone deleted it, say).
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(snap), snap); apierrors.IsNotFound(err) {
+			return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachineSnapshot %s was deleted before it was judged; nothing else was done to the VM", snap.Name))
+		} else if err != nil {
+			return ctrl.Result{}, nil, err
+		}
+	} else if err := children.Ensure(ctx, r.Client, r.APIReader, owner(o), "VirtualMachineSnapshot", snap); err != nil {
 		var notOurs children.NotOursError
 		if errors.As(err, &notOurs) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
 			return r.end(o, now, nwv1.VMOperationFailed, "the VirtualMachineSnapshot could not be made: "+err.Error()+"; nothing was done to the VM")
 		}
 		return ctrl.Result{}, nil, err
+	}
+	if src := snap.Spec.Source; src.Kind != "VirtualMachine" || src.Name != o.Spec.VM || ptr.Deref(src.APIGroup, "") != virtv1.GroupVersion.Group {
+		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachineSnapshot %s exists with this request's labels but is of %s %s: someone else made it; the request does not use it, and did nothing to the VM", snap.Name, src.Kind, src.Name))
 	}
 	o.Status.Snapshot = snap.Name
 	m, policy, err := vmsnapshot.JudgeStored(ctx, r.APIReader, snap, now)
@@ -617,6 +715,9 @@ func (r *Reconciler) snapshot(ctx context.Context, o *nwv1.VMOperationRequest, n
 		return r.end(o, now, nwv1.VMOperationSucceeded, fmt.Sprintf("VirtualMachineSnapshot %s of %s is good by %s (%s)", snap.Name, o.Spec.VM, by, m.Reason))
 	case vmsnapshot.Failed:
 		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachineSnapshot %s of %s failed by %s (%s); it is kept for a look, and the VM was not otherwise touched", snap.Name, o.Spec.VM, by, m.Reason))
+	}
+	if m.Stuck {
+		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VirtualMachineSnapshot %s of %s is Succeeded by KubeVirt but not good by %s %s past its failure deadline (%s); it is kept for a look", snap.Name, o.Spec.VM, by, vmsnapshot.PastDeadline, m.Reason))
 	}
 	o.Status.Message = fmt.Sprintf("snapshotting %s: VirtualMachineSnapshot %s is %s (%s)", o.Spec.VM, snap.Name, m.State, m.Reason)
 	return ctrl.Result{RequeueAfter: runPoll}, nil, nil
@@ -643,6 +744,8 @@ func stepText(o *nwv1.VMOperationRequest) string {
 		return "snapshotting VirtualMachine " + o.Spec.VM
 	case nwv1.VMRestore:
 		return fmt.Sprintf("stopping VirtualMachine %s (run strategy %s) to restore it from %s", o.Spec.VM, o.Status.RunStrategy, o.Spec.Params.Snapshot)
+	case nwv1.VMMigrateVolume:
+		return fmt.Sprintf("moving volume %s of VirtualMachine %s to StorageClass %s", o.Spec.Params.Volume, o.Spec.VM, o.Spec.Params.StorageClass)
 	}
 	return fmt.Sprintf("stopping VirtualMachine %s (run strategy %s) to start it again", o.Spec.VM, o.Status.RunStrategy)
 }
@@ -665,4 +768,88 @@ func (r *Reconciler) record(o *nwv1.VMOperationRequest, from, to, reason, msg st
 		details[i].Value = audit.Shorten(details[i].Value, 1024)
 	}
 	return audit.Transition(subject, r.Actor, AuditAction, from, to, reason, audit.Shorten(msg, 4096), "", at, details...)
+}
+
+// migrate makes the VMVolumeMigration and follows it to its end: Hot where the source's
+// backend can clone within its CSI driver, else Cold. The migration's own admission checks
+// it (a refusal fails the request: nothing was done) and its own controller runs it, stopping
+// and rolling back as it does.
+func (r *Reconciler) migrate(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
+	m := &nwv1.VMVolumeMigration{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: children.Name(o.Name, "migration")}}
+	if o.Status.Migration != "" {
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), m); apierrors.IsNotFound(err) {
+			return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VMVolumeMigration %s was deleted before it ended; its deletion rolled it back", m.Name))
+		} else if err != nil {
+			return ctrl.Result{}, nil, err
+		}
+	} else {
+		vm, err := r.vm(ctx, o)
+		if gone, res, recs, err := r.vmGone(o, now, err, "before its volume was moved: nothing was done"); gone {
+			return res, recs, err
+		}
+		mode, err := r.migrationMode(ctx, o, vm)
+		if err != nil {
+			return ctrl.Result{}, nil, err
+		}
+		m.Spec = nwv1.VMVolumeMigrationSpec{VMName: o.Spec.VM, VolumeName: o.Spec.Params.Volume, Mode: mode,
+			Target: nwv1.MigrationTarget{StorageClassName: o.Spec.Params.StorageClass}}
+		if err := children.Ensure(ctx, r.Client, r.APIReader, owner(o), "VMVolumeMigration", m); err != nil {
+			var notOurs children.NotOursError
+			if errors.As(err, &notOurs) || apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+				return r.end(o, now, nwv1.VMOperationFailed, "the VMVolumeMigration could not be made: "+err.Error()+"; nothing was done to the VM")
+			}
+			return ctrl.Result{}, nil, err
+		}
+		if m.Spec.VMName != o.Spec.VM || m.Spec.VolumeName != o.Spec.Params.Volume || m.Spec.Target.StorageClassName != o.Spec.Params.StorageClass {
+			return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VMVolumeMigration %s exists with this request's labels but moves volume %s of %s to %s: someone else made it; the request does not use it, and did nothing", m.Name, m.Spec.VolumeName, m.Spec.VMName, m.Spec.Target.StorageClassName))
+		}
+	}
+	o.Status.Migration = m.Name
+	msg := ""
+	if c := meta.FindStatusCondition(m.Status.Conditions, nwv1.ConditionSucceeded); c != nil {
+		msg = c.Message
+	}
+	switch m.Status.Phase {
+	case nwv1.WorkflowSucceeded:
+		return r.end(o, now, nwv1.VMOperationSucceeded, fmt.Sprintf("volume %s of VirtualMachine %s moved to StorageClass %s (VMVolumeMigration %s, %s): %s", o.Spec.Params.Volume, o.Spec.VM, o.Spec.Params.StorageClass, m.Name, m.Spec.Mode, msg))
+	case nwv1.WorkflowRolledBack:
+		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VMVolumeMigration %s rolled back: VirtualMachine %s is on its old volume, as before: %s", m.Name, o.Spec.VM, msg))
+	case nwv1.WorkflowFailed:
+		return r.end(o, now, nwv1.VMOperationFailed, fmt.Sprintf("VMVolumeMigration %s failed and could not roll back; its status says what state the VM is in: %s", m.Name, msg))
+	}
+	o.Status.Message = fmt.Sprintf("moving volume %s of VirtualMachine %s to StorageClass %s: VMVolumeMigration %s is %s", o.Spec.Params.Volume, o.Spec.VM, o.Spec.Params.StorageClass, m.Name, orPending(m.Status.Phase))
+	return ctrl.Result{RequeueAfter: runPoll}, nil, nil
+}
+
+func orPending(p nwv1.WorkflowPhase) string {
+	if p == "" {
+		return string(nwv1.WorkflowPending)
+	}
+	return string(p)
+}
+
+// migrationMode is Hot when the source claim's backend can clone and the target class is of
+// the same CSI driver, else Cold: the most the backend allows, never refused for the mode.
+func (r *Reconciler) migrationMode(ctx context.Context, o *nwv1.VMOperationRequest, vm *virtv1.VirtualMachine) (nwv1.MigrationMode, error) {
+	vol := migration.VolumeOf(vm, o.Spec.Params.Volume)
+	if vol == nil {
+		return nwv1.MigrationCold, nil
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: migration.ClaimOf(vol.VolumeSource)}, pvc); err != nil {
+		return nwv1.MigrationCold, client.IgnoreNotFound(err)
+	}
+	src, dst := &storagev1.StorageClass{}, &storagev1.StorageClass{}
+	if pvc.Spec.StorageClassName == nil {
+		return nwv1.MigrationCold, nil
+	}
+	for name, c := range map[string]*storagev1.StorageClass{*pvc.Spec.StorageClassName: src, o.Spec.Params.StorageClass: dst} {
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, c); err != nil {
+			return nwv1.MigrationCold, client.IgnoreNotFound(err)
+		}
+	}
+	if storage.ForProvisioner(src.Provisioner).SupportsClone() && src.Provisioner == dst.Provisioner {
+		return nwv1.MigrationHot, nil
+	}
+	return nwv1.MigrationCold, nil
 }

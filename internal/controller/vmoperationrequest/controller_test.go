@@ -326,9 +326,9 @@ func TestTheRateHoldsASnapshotBack(t *testing.T) {
 }
 
 // TestARequesterWhoLostTheRightIsRefused: the controller asks the API server again before it
-// acts. A request admitted while its requester had edit in the namespace, and waiting for an
-// approval, is refused once the requester's RoleBinding is gone, naming the check that was
-// denied; nothing is done.
+// acts. A request admitted while its requester had edit in the namespace waits for an
+// approval; her RoleBinding is deleted, and an administrator approves: the request is refused,
+// naming the check that was denied, and nothing is done to the VM.
 func TestARequesterWhoLostTheRightIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -344,14 +344,16 @@ func TestARequesterWhoLostTheRightIsRefused(t *testing.T) {
 	}
 	o.startOperator()
 	o.request("restart", nwv1.VMRestart, "web", "")
-	st := o.until("restart", blockedBy("awaiting an administrator's approval"))
-	if !strings.HasPrefix(testenv.ConditionText(st.Conditions, nwv1.ConditionAuthorized), "True Allowed") {
-		t.Errorf("waiting: %s", testenv.ConditionText(st.Conditions, nwv1.ConditionAuthorized))
-	}
+	r := &nwv1.VMOperationRequest{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: "restart"}}
+	o.until("restart", blockedBy("awaiting an administrator's approval"))
 	if err := env.Client.Delete(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: "edit-" + o.user}}); err != nil {
 		t.Fatal(err)
 	}
-	st = o.until("restart", phase(nwv1.VMOperationRefused))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"Restart",%q:"admin"}}}`, nwv1.AnnotationApprove, nwv1.AnnotationApprovedBy)
+	if err := env.Client.Patch(ctx, r, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+	st := o.until("restart", phase(nwv1.VMOperationRefused))
 	if !strings.Contains(st.Message, o.user+" may no longer Restart on VirtualMachine web: the API server denied update virtualmachines/restart.subresources.kubevirt.io web in "+o.ns) ||
 		!strings.HasPrefix(testenv.ConditionText(st.Conditions, nwv1.ConditionAuthorized), "False Denied") {
 		t.Errorf("refused: %q, %s", st.Message, testenv.ConditionText(st.Conditions, nwv1.ConditionAuthorized))

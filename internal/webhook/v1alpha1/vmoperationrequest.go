@@ -27,8 +27,9 @@ import (
 //
 //   - spec.requester is that user: a request that names someone else (a forgery, or a
 //     mutating webhook that ran after ours) is refused;
-//   - the SelfServicePolicy offers the operation in the namespace, and the namespace has fewer
-//     than its maxQueued unfinished requests of the operation;
+//   - the SelfServicePolicy offers the operation in the namespace (and, for a MigrateVolume,
+//     the StorageClass), and the namespace has fewer than its maxQueued unfinished requests of
+//     the operation;
 //   - the API server says, by SubjectAccessReview, that the requester may do the native verb
 //     (create virtualmachinesnapshots, say) and Nodewright's (create
 //     vmoperationrequests/<operation>). Both answers are recorded in the audit trail. They
@@ -140,6 +141,9 @@ func (v *vmOperationRequests) create(ctx context.Context, r *nwv1.VMOperationReq
 	rules, why := selfservice.Offered(policy, r.Spec.Operation, r.Namespace, ns.Labels)
 	if rules == nil {
 		return nil, field.Forbidden(field.NewPath("spec", "operation"), why)
+	}
+	if why := selfservice.Permits(rules, r); why != "" {
+		return nil, fmt.Errorf("%s", why)
 	}
 	checks, err := selfservice.Checks(r.Spec.Operation, r.Namespace, r.Spec.VM)
 	if err != nil {

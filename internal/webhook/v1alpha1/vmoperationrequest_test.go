@@ -30,8 +30,12 @@ import (
 
 var selfServiceOnce sync.Once
 
+// movedClass is the one StorageClass the package's policy lets a volume be moved to.
+const movedClass = "ss-moved"
+
 // selfService creates the package's SelfServicePolicy once: SnapshotNow and Restore
-// automatic, Restart approved by an administrator and at most one queued per namespace.
+// automatic, Restart approved by an administrator and at most one queued per namespace,
+// MigrateVolume to movedClass only.
 func selfService(t *testing.T) {
 	t.Helper()
 	selfServiceOnce.Do(func() {
@@ -39,6 +43,7 @@ func selfService(t *testing.T) {
 			Operations: []nwv1.SelfServiceOperation{
 				{Operation: nwv1.VMSnapshotNow}, {Operation: nwv1.VMRestore},
 				{Operation: nwv1.VMRestart, Approval: nwv1.ApprovalManual, MaxQueued: 1},
+				{Operation: nwv1.VMMigrateVolume, StorageClasses: []string{movedClass}},
 			}}}
 		if err := env.Client.Create(context.Background(), p); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
@@ -61,6 +66,12 @@ func vmRequest(ns, name string, op nwv1.VMOperation, vm, snapshot string) *nwv1.
 		Spec: nwv1.VMOperationRequestSpec{Operation: op, VM: vm, Params: nwv1.VMOperationParams{Snapshot: snapshot}, Reason: "before the upgrade"}}
 }
 
+func moveRequest(ns, name, vm, volume, class string) *nwv1.VMOperationRequest {
+	r := vmRequest(ns, name, nwv1.VMMigrateVolume, vm, "")
+	r.Spec.Params = nwv1.VMOperationParams{Volume: volume, StorageClass: class}
+	return r
+}
+
 // waitRequest waits until the request is in phase p.
 func waitRequest(t *testing.T, ns, name string, p nwv1.VMOperationPhase) *nwv1.VMOperationRequest {
 	t.Helper()
@@ -78,9 +89,10 @@ func waitRequest(t *testing.T, ns, name string, p nwv1.VMOperationPhase) *nwv1.V
 }
 
 // TestAVMOwnerSnapshotsAndRestoresTheirVM: alice, with edit in her namespace (the chart's
-// roles aggregated into it), snapshots her VM and restores it from the snapshot, through the
-// webhook and the operator, on the local site's KubeVirt: the restored claim holds the bytes
-// the snapshot took. The webhook wrote her as the requester, and the audit trail holds both
+// roles aggregated into it), snapshots her VM, restores it from the snapshot, and moves its
+// volume to the StorageClass the policy allows, through the webhook and the operator, on the
+// local site's KubeVirt and CSI: the restored claim holds the bytes the snapshot took, and so
+// does the moved one. The webhook wrote her as the requester, and the audit trail holds the
 // access checks the API server answered for her.
 func TestAVMOwnerSnapshotsAndRestoresTheirVM(t *testing.T) {
 	t.Parallel()
@@ -90,18 +102,24 @@ func TestAVMOwnerSnapshotsAndRestoresTheirVM(t *testing.T) {
 	ns := env.Namespace(t)
 	alice := "alice-" + ns
 	c := clientOf(t, env.VMOwner(t, ns, alice))
-	driver := "ss-" + ns[strings.LastIndex(ns, "-")+1:] + ".csi.example.com"
-	for _, o := range []client.Object{
-		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: ns}, Provisioner: driver,
-			ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)},
-		&snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: ns}, Driver: driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete},
-	} {
-		if err := env.Client.Create(ctx, o); err != nil {
-			t.Fatal(err)
+	// Two drivers of a Ceph RBD backend (RWX block, snapshots, clones within one driver): the
+	// move between them is Cold, the most the backend allows across drivers.
+	sfx := ns[strings.LastIndex(ns, "-")+1:]
+	driver, movedDriver := "ssa-"+sfx+".rbd.csi.ceph.com", "ssb-"+sfx+".rbd.csi.ceph.com"
+	for _, c := range []struct{ class, driver string }{{ns, driver}, {movedClass, movedDriver}} {
+		for _, o := range []client.Object{
+			&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: c.class}, Provisioner: c.driver,
+				ReclaimPolicy: ptr.To(corev1.PersistentVolumeReclaimDelete), VolumeBindingMode: ptr.To(storagev1.VolumeBindingImmediate)},
+			&snapshotv1.VolumeSnapshotClass{ObjectMeta: metav1.ObjectMeta{Name: c.class + "-snap", Annotations: map[string]string{"snapshot.storage.kubernetes.io/is-default-class": "true"}},
+				Driver: c.driver, DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete},
+		} {
+			if err := env.Client.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
 		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
 	}
-	s := site.Start(t, env.Config, site.Options{Dir: t.TempDir(), Drivers: []string{driver}, CopyBinary: site.BuildCopy(t),
+	s := site.Start(t, env.Config, site.Options{Dir: t.TempDir(), Drivers: []string{driver, movedDriver}, CopyBinary: site.BuildCopy(t),
 		NodeName: "site-" + ns, Namespaces: []string{ns}, GuestAgent: func(*virtv1.VirtualMachineInstance) bool { return true }})
 	taken := s.RunningVM(t, env.Client, ns, "web", ns, 4<<20)
 
@@ -136,7 +154,22 @@ func TestAVMOwnerSnapshotsAndRestoresTheirVM(t *testing.T) {
 	if got, err := s.ReadVolume(ctx, ns, claim); err != nil || !bytes.Equal(got, taken) {
 		t.Errorf("the restored claim %s does not hold the bytes the snapshot took (%v); the request says %q", claim, err, back.Status.Message)
 	}
-	for _, name := range []string{"snap", "back"} {
+	if err := c.Create(ctx, moveRequest(ns, "move", "web", "root", movedClass)); err != nil {
+		t.Fatal(err)
+	}
+	moved := waitRequest(t, ns, "move", nwv1.VMOperationSucceeded)
+	m := &nwv1.VMVolumeMigration{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: moved.Status.Migration}, m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Spec.Mode != nwv1.MigrationCold || m.Spec.Target.StorageClassName != movedClass || m.Labels[nwv1.LabelVMOperationRequest] != "move" {
+		t.Errorf("the migration: %+v %+v", m.Labels, m.Spec)
+	}
+	site.WaitVMRunsOn(t, env.Client, ns, "web", m.Status.TargetPVCName)
+	if got, err := s.ReadVolume(ctx, ns, m.Status.TargetPVCName); err != nil || !bytes.Equal(got, taken) {
+		t.Errorf("the moved claim %s does not hold the restored bytes (%v)", m.Status.TargetPVCName, err)
+	}
+	for _, name := range []string{"snap", "back", "move"} {
 		var authorized []string
 		for _, rec := range trailRecords(t, ns, name) {
 			if rec.To == webhookv1alpha1.Authorized && rec.Actor == alice {
@@ -147,7 +180,7 @@ func TestAVMOwnerSnapshotsAndRestoresTheirVM(t *testing.T) {
 				}
 			}
 		}
-		if len(authorized) != 2 || !strings.Contains(authorized[0], ": allowed") || !strings.Contains(authorized[1], "vmoperationrequests/") {
+		if len(authorized) < 2 || !strings.Contains(authorized[0], ": allowed") || !strings.Contains(authorized[len(authorized)-1], "vmoperationrequests/") {
 			t.Errorf("the trail's access checks of %s: %q", name, authorized)
 		}
 	}
@@ -198,6 +231,11 @@ func TestWhatAVMOwnerIsRefused(t *testing.T) {
 	forged := vmRequest(ns, "forged", nwv1.VMSnapshotNow, "web", "")
 	forged.Spec.Requester = &nwv1.RequestUser{Username: "admin", Groups: []string{"system:masters"}}
 	refused(t, c.Create(ctx, forged), "spec.requester: Invalid value: \"admin\": is written by Nodewright's admission webhook: the user who creates the request, "+alice)
+	// Her own name, with a group she is not in: refused too.
+	forged.Spec.Requester = &nwv1.RequestUser{Username: alice, Groups: []string{"system:masters", "system:authenticated"}}
+	refused(t, c.Create(ctx, forged), "spec.requester: Invalid value: \""+alice+"\": is written by Nodewright's admission webhook")
+	refused(t, c.Create(ctx, moveRequest(ns, "move-elsewhere", "web", "root", "elsewhere")),
+		"spec.params.storageClass: elsewhere is not a StorageClass SelfServicePolicy default lets a volume be moved to (spec.operations[MigrateVolume].storageClasses: "+movedClass+")")
 	self := vmRequest(ns, "self-approved", nwv1.VMRestart, "web", "")
 	self.Annotations = map[string]string{nwv1.AnnotationApprove: "Restart"}
 	refused(t, c.Create(ctx, self), "a request is approved by an administrator once it is made, never by the request itself")

@@ -25,8 +25,10 @@ import (
 // One of a snapshot a VMSnapshotPolicy made is refused unless its target is the VM the
 // snapshot is of (by the UID KubeVirt wrote), stopped, it makes new claims and leaves the
 // old ones, it fails rather than waits or stops the VM (targetReadinessPolicy FailImmediate,
-// the default given), and the policy judges the snapshot good. Only creation is admitted
-// here: KubeVirt's own updates of the restore are not held up.
+// the default given), and the policy judges the snapshot good. So is a restore with a
+// VMOperationRequest's labels (the operator's, for a Restore request; the snapshot is judged
+// by its policy's rules or the defaults). Only creation is admitted here: KubeVirt's own
+// updates of the restore are not held up.
 
 // +kubebuilder:webhook:path=/mutate-snapshot-kubevirt-io-v1beta1-virtualmachinerestore,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=snapshot.kubevirt.io,resources=virtualmachinerestores,verbs=create,versions=v1beta1,name=mvirtualmachinerestore-v1beta1.nodewright.spectrocloud.com,admissionReviewVersions=v1,reinvocationPolicy=IfNeeded
 // +kubebuilder:webhook:path=/validate-snapshot-kubevirt-io-v1beta1-virtualmachinerestore,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups=snapshot.kubevirt.io,resources=virtualmachinerestores,verbs=create,versions=v1beta1,name=vvirtualmachinerestore-v1beta1.nodewright.spectrocloud.com,admissionReviewVersions=v1
@@ -70,7 +72,7 @@ func (r *restores) defaults(ctx context.Context, rs *snapv1.VirtualMachineRestor
 		return nil, nil
 	}
 	snap, err := r.snapshot(ctx, rs)
-	if err != nil || snap == nil || !fromAPolicy(snap) {
+	if err != nil || snap == nil || (!fromAPolicy(snap) && !byARequest(rs)) {
 		return nil, err
 	}
 	v := string(snapv1.VirtualMachineRestoreFailImmediate)
@@ -87,10 +89,13 @@ func (r *restores) create(ctx context.Context, rs *snapv1.VirtualMachineRestore)
 		return nil, field.Invalid(snapPath, rs.Spec.VirtualMachineSnapshotName, fmt.Sprintf("no VirtualMachineSnapshot of that name in namespace %s: "+
 			"a restore names a snapshot that exists", rs.Namespace))
 	}
-	if !fromAPolicy(snap) {
-		return nil, nil // not a policy's snapshot: recorded, KubeVirt's rules alone
+	if !fromAPolicy(snap) && !byARequest(rs) {
+		return nil, nil // not a policy's snapshot, nor a request's restore: recorded, KubeVirt's rules alone
 	}
-	by := madeBy(snap)
+	by := "no VMSnapshotPolicy; restored by a VMOperationRequest"
+	if fromAPolicy(snap) {
+		by = madeBy(snap)
+	}
 	// The VM is the snapshot's source, which KubeVirt does not let change, never its labels.
 	src := snap.Spec.Source
 	if ptr.Deref(src.APIGroup, "") != virtv1.GroupVersion.Group || src.Kind != "VirtualMachine" || src.Name == "" {
@@ -132,6 +137,15 @@ func (r *restores) create(ctx context.Context, rs *snapv1.VirtualMachineRestore)
 		return nil, field.Invalid(snapPath, snap.Name, fmt.Sprintf("%s %s, not Good (%s): only a good snapshot is restored", judged, m.State, m.Reason))
 	}
 	return nil, nil
+}
+
+// byARequest reports whether rs carries a VMOperationRequest's labels: the operator's restores
+// (the chart's nodewright-operator-vm-restores policy holds it to them), and any other that
+// claims to be one, held to the same checks as a policy's snapshot's.
+func byARequest(rs *snapv1.VirtualMachineRestore) bool {
+	_, uid := rs.Labels[nwv1.LabelVMOperationRequestUID]
+	_, name := rs.Labels[nwv1.LabelVMOperationRequest]
+	return uid || name
 }
 
 // madeBy names the policy that made snap for a message: by its label, else by its UID.
