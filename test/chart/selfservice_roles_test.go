@@ -108,7 +108,7 @@ func wantView() []string {
 // not run: the labels are checked here.
 func TestSelfServiceRoles(t *testing.T) {
 	// The default: every operation (TestSelfServiceSchema checks the API has no other).
-	allOps := []string{"SnapshotNow", "Restore", "Restart"}
+	allOps := []string{"SnapshotNow", "Restore", "Restart", "MigrateVolume"}
 	for _, tc := range []struct {
 		name string
 		args []string
