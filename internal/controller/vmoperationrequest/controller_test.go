@@ -361,9 +361,10 @@ func TestARequesterWhoLostTheRightIsRefused(t *testing.T) {
 }
 
 // TestTheOperatorKilledMidRestore: the owner snapshots their VM, writes more, and restores it
-// from the snapshot. The operator is killed right after it stopped the VM; a new one finishes
-// the restore: the VM runs again, on a claim holding the bytes the snapshot took, while the
-// old claim keeps what was written since, and the request never ran a step twice.
+// from the snapshot. The operator is killed right after it stopped the VM, and the next one
+// right after it made the VirtualMachineRestore, before the request's status said so; a third
+// finishes the restore: the VM runs again, on a claim holding the bytes the snapshot took,
+// while the old claim keeps what was written since, from the one restore made.
 func TestTheOperatorKilledMidRestore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -389,6 +390,16 @@ func TestTheOperatorKilledMidRestore(t *testing.T) {
 	vm := &virtv1.VirtualMachine{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: o.ns, Name: "app"}, vm); err != nil || ptr.Deref(vm.Spec.RunStrategy, "") != virtv1.RunStrategyHalted {
 		t.Fatalf("killed after the VM was stopped, it is %v (%v)", vm.Spec.RunStrategy, err)
+	}
+	k = testenv.NewCrash(func(w testenv.Write) bool {
+		_, isRestore := w.Object.(*snapv1.VirtualMachineRestore)
+		return isRestore
+	})
+	env.RunUntilCrash(t, k, o.cacheOptions(), func(_ context.Context, mgr manager.Manager, c client.Client, r client.Reader) error {
+		return o.reconciler(c, r, mgr).SetupWithManager(mgr)
+	})
+	if r := (&nwv1.VMOperationRequest{}); env.Client.Get(ctx, client.ObjectKey{Namespace: o.ns, Name: "back"}, r) != nil || r.Status.Restore != "" || r.Status.Step != nwv1.StepRestoreVM {
+		t.Fatalf("killed after the restore was made, the request says step %q, restore %q", r.Status.Step, r.Status.Restore)
 	}
 	o.startOperator()
 	st = o.until("back", phase(nwv1.VMOperationSucceeded))
