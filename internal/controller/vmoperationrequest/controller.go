@@ -24,7 +24,6 @@ import (
 	"strings"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -38,11 +37,9 @@ import (
 	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -117,21 +114,17 @@ type Reconciler struct {
 	Clock         clock.PassiveClock
 }
 
-// SetupWithManager registers the controller. A change of the SelfServicePolicy or of the
-// cluster-wide claim looks at every unfinished request again.
+// SetupWithManager registers the controller. A change of the SelfServicePolicy looks at every
+// unfinished request again. The cluster-wide claim is not watched (that needs list and watch
+// of Leases in its namespace, which a role granted only with the agents has): a waiting
+// request reads it again at least every waitPoll.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
-	everyRequest := handler.EnqueueRequestsFromMapFunc(r.unfinished)
-	b := ctrl.NewControllerManagedBy(mgr).Named("vmoperationrequest").For(&nwv1.VMOperationRequest{}).
-		Watches(&nwv1.SelfServicePolicy{}, everyRequest)
-	if r.LockNamespace != "" {
-		b = b.Watches(&coordinationv1.Lease{}, everyRequest, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return o.GetNamespace() == r.LockNamespace && o.GetName() == engine.LockName
-		})))
-	}
-	return b.Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).Named("vmoperationrequest").For(&nwv1.VMOperationRequest{}).
+		Watches(&nwv1.SelfServicePolicy{}, handler.EnqueueRequestsFromMapFunc(r.unfinished)).
+		Complete(r)
 }
 
 // unfinished are the requests that have not ended.
