@@ -500,10 +500,22 @@ func TestPostBootHealthWaitsForNamedUnits(t *testing.T) {
 		}
 		return ""
 	})
-	// Past the deadline, the agent reports k3s no more (its report wakes the policy).
-	c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
+	// The agent reports k3s no more. The policy names it before the deadline, so that no
+	// reconcile woken by something else times the boot out on the report before this one.
 	c.reportUnits("bu-1", "bu-1-boot-1", active, healthyDRBD(), []nwv1.SystemdUnitStatus{app("failed", "failed")})
 	want := "unit k3s.service is not reported by the agent; unit edge-app.service is failed/failed"
+	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
+		if h := health(p, "bu-1"); h == nil || h.Failing != want || h.TimedOutAt != nil {
+			return fmt.Sprintf("bu-1's health %+v; want it failing with %q, not yet timed out", h, want)
+		}
+		return ""
+	})
+	// Past the deadline, the agent's next report wakes the policy. It carries a unit the
+	// policy does not name, so that it differs from the last (a heartbeat within the same
+	// second would not).
+	c.clock.SetTime(c.clock.Now().Add(16 * time.Minute))
+	other := nwv1.SystemdUnitStatus{Name: "chronyd.service", LoadState: "loaded", ActiveState: "active", SubState: "running"}
+	c.reportUnits("bu-1", "bu-1-boot-1", active, healthyDRBD(), []nwv1.SystemdUnitStatus{app("failed", "failed"), other})
 	policy(t, func(p *nwv1.BootRecoveryPolicy) string {
 		h := health(p, "bu-1")
 		if h == nil || h.TimedOutAt == nil || p.Status.Unhealthy != "bu-1" || !strings.Contains(testenv.ConditionText(p.Status.Conditions, nwv1.ConditionPostBootHealthy), want) {
