@@ -1,0 +1,175 @@
+// Package fleetsim plays many member clusters in one process, for the fleet hub's
+// benchmarks: a real kube-apiserver costs about 270 MiB, so 3,500 members cannot each have
+// one. Each virtual member is its own HTTPS endpoint on 127.0.0.1 and serves only what the
+// hub reads of a member (health, version, discovery, and get, list and watch of the
+// Nodewright kinds, the checkpoint ConfigMap and the operator Deployment) with the semantics
+// of a kube-apiserver: one resourceVersion counter per member, a bounded event history,
+// bookmarks, 410 Gone, pagination, selectors, bearer tokens. Fault hooks make members stop,
+// freeze, slow down, revoke the hub's credential, or change all at once.
+//
+// It does not import the fleet package, so that the fleet package's own tests may use it.
+package fleetsim
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// Options configure the simulator.
+type Options struct {
+	// Members is how many members to play; each is its own endpoint.
+	Members int
+	// Namespace is the Nodewright namespace on each member; default "nodewright-system".
+	Namespace string
+	// KubernetesVersion is each member's /version gitVersion; default "v1.34.2". A member's
+	// own can be changed with Member.SetKubernetesVersion.
+	KubernetesVersion string
+	// Workflows is how many BondModeFlipPlans and how many ReplicationUpgrades each member
+	// holds; default 0.
+	Workflows int
+	// AgentStatuses is how many NodewrightAgentStatuses, each with a Kairos boot, each
+	// member holds; default 0.
+	AgentStatuses int
+	// History is how many events each member keeps for watches and continue tokens to
+	// resume from, as a kube-apiserver's watch cache and etcd's compaction do; default 256.
+	History int
+	// BookmarkInterval is how often an open watch that allows bookmarks gets one; default
+	// 30s. The kube-apiserver sends one about every minute, and 2 s before the watch's
+	// timeout, which the simulator does as well.
+	BookmarkInterval time.Duration
+}
+
+func (o *Options) defaults() error {
+	if o.Members <= 0 {
+		return fmt.Errorf("options.Members is %d: at least one member is needed", o.Members)
+	}
+	if o.Namespace == "" {
+		o.Namespace = "nodewright-system"
+	}
+	if o.KubernetesVersion == "" {
+		o.KubernetesVersion = "v1.34.2"
+	}
+	if o.History <= 0 {
+		o.History = 256
+	}
+	if o.BookmarkInterval <= 0 {
+		o.BookmarkInterval = 30 * time.Second
+	}
+	if o.Workflows < 0 || o.AgentStatuses < 0 {
+		return fmt.Errorf("options.Workflows (%d) and options.AgentStatuses (%d) must not be negative", o.Workflows, o.AgentStatuses)
+	}
+	if _, _, err := parseGitVersion(o.KubernetesVersion); err != nil {
+		return fmt.Errorf("options.KubernetesVersion: %w", err)
+	}
+	return nil
+}
+
+// Sim is the running simulator.
+type Sim struct {
+	opts     Options
+	caPEM    []byte
+	tls      *tls.Config
+	members  []*Member
+	requests atomic.Int64
+
+	closeOnce sync.Once
+	// ctx ends when the simulator closes: pending bursts stop then.
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+// Start starts every member, listening when it returns, and stops them when ctx ends or
+// Close is called.
+func Start(ctx context.Context, o Options) (*Sim, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	caPEM, cert, err := newServingCert()
+	if err != nil {
+		return nil, fmt.Errorf("making the serving certificate: %w", err)
+	}
+	s := &Sim{opts: o, caPEM: caPEM}
+	s.tls = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	checkpoint, err := checkpointLine(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("making the checkpoint line: %w", err)
+	}
+	s.ctx, s.stop = context.WithCancel(ctx)
+	for i := range o.Members {
+		m, err := newMember(s, fmt.Sprintf("m-%04d", i+1))
+		if err == nil {
+			err = m.seed(checkpoint)
+		}
+		if err == nil {
+			err = m.listen(0)
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("starting member %d of %d: %w", i+1, o.Members, err)
+		}
+		s.members = append(s.members, m)
+	}
+	go func() {
+		<-s.ctx.Done()
+		s.Close()
+	}()
+	return s, nil
+}
+
+// Close stops every member; open watches end.
+func (s *Sim) Close() {
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			s.stop()
+		}
+		for _, m := range s.members {
+			m.close()
+		}
+	})
+}
+
+// CA is the PEM of the CA that signed every member's serving certificate.
+func (s *Sim) CA() []byte { return append([]byte(nil), s.caPEM...) }
+
+// Members are the members, in name order.
+func (s *Sim) Members() []*Member { return append([]*Member(nil), s.members...) }
+
+// Requests counts the requests the members received so far, answered or not.
+func (s *Sim) Requests() int64 { return s.requests.Load() }
+
+// Burst changes each member's NodewrightCluster once with fn, the changes spread evenly over
+// within; it returns at once. A change that fails (a member's cluster removed) is skipped.
+func (s *Sim) Burst(members []*Member, within time.Duration, fn func(*nwv1.NodewrightCluster)) {
+	if len(members) == 0 {
+		return
+	}
+	members = append([]*Member(nil), members...)
+	go func() {
+		start := time.Now()
+		for i, m := range members {
+			// Each change at its own time from the start, so that slow writes do not stretch
+			// the burst.
+			at := start.Add(within * time.Duration(i) / time.Duration(len(members)))
+			if wait := time.Until(at); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-s.ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+			_ = m.UpdateCluster(fn)
+		}
+	}()
+}
+
+// errClosed is what a write to a member of a closed simulator returns.
+var errClosed = errors.New("the simulator is closed")

@@ -1,0 +1,327 @@
+package fleetsim
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+)
+
+// Member is one simulated member cluster: its own endpoint, bearer token, objects and
+// faults.
+type Member struct {
+	sim   *Sim
+	name  string
+	store *store
+
+	mu      sync.Mutex
+	port    int
+	server  *http.Server
+	token   string
+	version string
+	// thawed is nil unless the member is frozen; then it is closed by Thaw.
+	thawed chan struct{}
+	slow   time.Duration
+	closed bool
+}
+
+var errNotFound = errors.New("not found")
+
+// scheme encodes the typed objects Put is given.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := nwv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+func newMember(s *Sim, name string) (*Member, error) {
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	return &Member{sim: s, name: name, store: newStore(s.opts.History), token: token, version: s.opts.KubernetesVersion}, nil
+}
+
+func newToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// Name is the member's name: m-0001, m-0002, ...
+func (m *Member) Name() string { return m.name }
+
+// Server is the member's API server URL.
+func (m *Member) Server() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprintf("https://127.0.0.1:%d", m.port)
+}
+
+// Token is the bearer token the member accepts now.
+func (m *Member) Token() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.token
+}
+
+// Kubeconfig is a kubeconfig for the member as the hub accepts one: the server, the CA
+// inline and the token inline; no exec plugin, no file.
+func (m *Member) Kubeconfig() ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[m.name] = &clientcmdapi.Cluster{Server: m.Server(), CertificateAuthorityData: m.sim.CA()}
+	kc.AuthInfos[m.name] = &clientcmdapi.AuthInfo{Token: m.Token()}
+	kc.Contexts[m.name] = &clientcmdapi.Context{Cluster: m.name, AuthInfo: m.name}
+	kc.CurrentContext = m.name
+	return clientcmd.Write(*kc)
+}
+
+// SetKubernetesVersion changes the gitVersion the member's /version answers, e.g. "v1.33.1".
+func (m *Member) SetKubernetesVersion(v string) error {
+	if _, _, err := parseGitVersion(v); err != nil {
+		return fmt.Errorf("member %s: %w", m.name, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.version = v
+	return nil
+}
+
+// listen starts serving on the port, a random one when 0.
+func (m *Member) listen(port int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errClosed
+	}
+	if m.server != nil {
+		return nil
+	}
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return fmt.Errorf("member %s: listening: %w", m.name, err)
+	}
+	m.port = l.Addr().(*net.TCPAddr).Port
+	// One server per member, so that Stop closes this member's connections only. ServeTLS
+	// turns HTTP/2 on, as a kube-apiserver has it.
+	srv := &http.Server{Handler: m, TLSConfig: m.sim.tls, ReadHeaderTimeout: time.Minute}
+	m.server = srv
+	go func() { _ = srv.ServeTLS(l, "", "") }()
+	return nil
+}
+
+// Stop closes the member's listener and every open connection: new connections are
+// refused until Resume.
+func (m *Member) Stop() {
+	m.mu.Lock()
+	srv := m.server
+	m.server = nil
+	m.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+// Resume listens again on the member's port.
+func (m *Member) Resume() error {
+	m.mu.Lock()
+	port := m.port
+	m.mu.Unlock()
+	return m.listen(port)
+}
+
+func (m *Member) close() {
+	m.Thaw()
+	m.Stop()
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+}
+
+// Freeze makes the member accept connections and requests but answer none: new requests
+// hang and open watches deliver nothing, until Thaw.
+func (m *Member) Freeze() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.thawed == nil {
+		m.thawed = make(chan struct{})
+	}
+}
+
+// Thaw undoes Freeze: the held requests are answered and the held events delivered.
+func (m *Member) Thaw() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.thawed != nil {
+		close(m.thawed)
+		m.thawed = nil
+	}
+}
+
+// Slow delays every answer by d; 0 undoes it. Events of watches already open are not
+// delayed.
+func (m *Member) Slow(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.slow = max(d, 0)
+}
+
+// Revoke makes the member refuse its current token (401) and returns the new token it
+// accepts. Watches already open go on, as on a kube-apiserver, which authenticates a request
+// when it starts.
+func (m *Member) Revoke() string {
+	token, err := newToken()
+	if err != nil {
+		panic(fmt.Sprintf("reading random bytes: %v", err)) // crypto/rand does not fail on Linux
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.token = token
+	return token
+}
+
+// waitThawed waits while the member is frozen; false if ctx ended first.
+func (m *Member) waitThawed(ctx context.Context) bool {
+	m.mu.Lock()
+	thawed := m.thawed
+	m.mu.Unlock()
+	if thawed == nil {
+		return true
+	}
+	select {
+	case <-thawed:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Put creates the object or replaces it, as a write to the member's API server would:
+// the member's resourceVersion is bumped and watches see ADDED or MODIFIED. A new object gets
+// a UID and a creation time; a replaced one keeps them, and its generation, unless obj
+// sets them. obj's kind must be one the member serves.
+func (m *Member) Put(obj client.Object) error {
+	obj = obj.DeepCopyObject().(client.Object) // the caller's object is not changed
+	res, err := m.resourceOf(obj)
+	if err != nil {
+		return err
+	}
+	if err := checkScope(res, obj); err != nil {
+		return fmt.Errorf("member %s: %w", m.name, err)
+	}
+	return m.store.write(res, obj.GetNamespace(), obj.GetName(), false, func(rv uint64, prev *object) (*object, error) {
+		if prev != nil {
+			var old metav1.PartialObjectMetadata
+			if err := json.Unmarshal(prev.json, &old); err != nil {
+				return nil, err
+			}
+			if obj.GetUID() == "" {
+				obj.SetUID(old.UID)
+			}
+			if created := obj.GetCreationTimestamp(); created.IsZero() {
+				obj.SetCreationTimestamp(old.CreationTimestamp)
+			}
+			if obj.GetGeneration() == 0 {
+				obj.SetGeneration(old.Generation)
+			}
+		}
+		if obj.GetUID() == "" {
+			obj.SetUID(uuid.NewUUID())
+		}
+		if created := obj.GetCreationTimestamp(); created.IsZero() {
+			obj.SetCreationTimestamp(metav1.Now().Rfc3339Copy())
+		}
+		if obj.GetGeneration() == 0 {
+			obj.SetGeneration(1)
+		}
+		obj.SetResourceVersion(fmt.Sprint(rv))
+		obj.SetManagedFields(nil)
+		data, err := json.Marshal(obj)
+		if err != nil {
+			return nil, fmt.Errorf("member %s: encoding %s %q: %w", m.name, res.kind, obj.GetName(), err)
+		}
+		return &object{res: res, ns: obj.GetNamespace(), name: obj.GetName(), labels: obj.GetLabels(), rv: rv, json: data}, nil
+	})
+}
+
+// Remove deletes the object of obj's kind, namespace and name: watches see DELETED.
+func (m *Member) Remove(obj client.Object) error {
+	res, err := m.resourceOf(obj)
+	if err != nil {
+		return err
+	}
+	return m.store.write(res, obj.GetNamespace(), obj.GetName(), true, func(rv uint64, prev *object) (*object, error) {
+		data, err := withVersion(prev.json, rv)
+		if err != nil {
+			return nil, fmt.Errorf("member %s: %w", m.name, err)
+		}
+		return &object{res: res, ns: prev.ns, name: prev.name, labels: prev.labels, rv: rv, json: data}, nil
+	})
+}
+
+// UpdateCluster changes the NodewrightCluster "nodewright" with fn, as its status writer
+// would: its resourceVersion is bumped and watches see MODIFIED.
+func (m *Member) UpdateCluster(fn func(*nwv1.NodewrightCluster)) error {
+	res := resourceOfKind(nwv1.GroupVersion.WithKind("NodewrightCluster"))
+	o := m.store.get(res, "", clusterName)
+	if o == nil {
+		return fmt.Errorf("member %s: the NodewrightCluster %q: %w", m.name, clusterName, errNotFound)
+	}
+	var nwc nwv1.NodewrightCluster
+	if err := json.Unmarshal(o.json, &nwc); err != nil {
+		return fmt.Errorf("member %s: decoding the NodewrightCluster: %w", m.name, err)
+	}
+	fn(&nwc)
+	nwc.Name, nwc.Namespace = clusterName, ""
+	return m.Put(&nwc)
+}
+
+// resourceOf is the served resource of obj's kind, which it also sets on obj.
+func (m *Member) resourceOf(obj client.Object) (*resource, error) {
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return nil, fmt.Errorf("member %s: %w", m.name, err)
+	}
+	res := resourceOfKind(gvk)
+	if res == nil {
+		return nil, fmt.Errorf("member %s: %s is not a kind the simulator serves", m.name, gvk)
+	}
+	obj.GetObjectKind().SetGroupVersionKind(gvk)
+	return res, nil
+}
+
+func checkScope(res *resource, obj client.Object) error {
+	switch {
+	case obj.GetName() == "":
+		return fmt.Errorf("%s: metadata.name is required", res.kind)
+	case res.namespaced && obj.GetNamespace() == "":
+		return fmt.Errorf("%s %q: metadata.namespace is required: the kind is namespaced", res.kind, obj.GetName())
+	case !res.namespaced && obj.GetNamespace() != "":
+		return fmt.Errorf("%s %q: metadata.namespace must be empty: the kind is cluster-scoped", res.kind, obj.GetName())
+	}
+	return nil
+}
