@@ -58,8 +58,12 @@ func CountStates(items []fleetv1alpha1.NodewrightClusterSummary) States {
 }
 
 // String is the states in one line: "3500 members: 3480 reachable, 20 unreachable, 12
-// degraded, 5 running a workflow"; a state no member is in is left out, but for degraded.
-func (st States) String() string {
+// degraded, 5 running a workflow"; a state no member is in is left out, but for reachable and
+// degraded.
+func (st States) String() string { return st.Of(st.Members) }
+
+// Of is String for members a filter kept of total: "12 of 3500 members: ...".
+func (st States) Of(total int) string {
 	parts := []string{}
 	add := func(n int, what string, always bool) {
 		if n > 0 || always {
@@ -73,8 +77,11 @@ func (st States) String() string {
 	add(st.Workflow, "running a workflow", false)
 	add(st.CheckpointMismatch, "checkpoint mismatch", false)
 	noun := "members"
-	if st.Members == 1 {
+	if total == 1 {
 		noun = "member"
+	}
+	if total != st.Members {
+		return fmt.Sprintf("%d of %d %s: %s", st.Members, total, noun, strings.Join(parts, ", "))
 	}
 	return fmt.Sprintf("%d %s: %s", st.Members, noun, strings.Join(parts, ", "))
 }

@@ -1,7 +1,9 @@
 package fleetview
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +54,9 @@ func TestCountStates(t *testing.T) {
 		}
 		if got.String() != c.line {
 			t.Errorf("%s: %q, want %q", c.name, got.String(), c.line)
+		}
+		if of, want := got.Of(3500), fmt.Sprintf("%d of 3500 members: ", got.Members); !strings.HasPrefix(of, want) || of[len(want):] != c.line[strings.Index(c.line, ": ")+2:] {
+			t.Errorf("%s: of 3500: %q", c.name, of)
 		}
 	}
 }
