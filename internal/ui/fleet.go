@@ -30,6 +30,13 @@ type memberView struct {
 	FellBack string `json:"fellBack"`
 	Context  string `json:"context"`
 	Command  string `json:"command"`
+	// Kubernetes and Nodewright are the versions as the page counts them, "-" when none is
+	// reported; Images the OS images the member's listed Kairos nodes boot.
+	Kubernetes string   `json:"kubernetes"`
+	Nodewright string   `json:"nodewright"`
+	Images     []string `json:"images"`
+	// Search is what the page's search looks in (fleetview.SearchText).
+	Search string `json:"search"`
 }
 
 // shownMember is a summary with its view.
@@ -43,10 +50,15 @@ func encodeMember(o client.Object) any {
 	s.ManagedFields = nil
 	v := memberView{Why: fleetview.Why(s), Reachable: string(fleetview.Reachable(s)), Nodes: fleetview.Nodes(s),
 		Profile: fleetview.Profile(s), Checkpoint: fleetview.Checkpoint(s), FellBack: fleetview.MemberFellBack(s),
-		Context: fleetview.Context(s), Command: fleetview.Command(s)}
+		Context: fleetview.Context(s), Command: fleetview.Command(s),
+		Kubernetes: fleetview.KubernetesVersion(s), Nodewright: fleetview.NodewrightVersion(s), Images: fleetview.BootedImages(s),
+		Search: fleetview.SearchText(s)}
 	v.Degraded = len(v.Why) > 0
 	if v.Why == nil {
 		v.Why = []string{}
+	}
+	if v.Images == nil {
+		v.Images = []string{}
 	}
 	return shownMember{NodewrightClusterSummary: s, View: v}
 }
