@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,8 @@ type Member struct {
 	thawed chan struct{}
 	slow   time.Duration
 	closed bool
+	// reserved is the socket that holds the port while the member is stopped; -1 if none.
+	reserved int
 }
 
 var errNotFound = errors.New("not found")
@@ -61,7 +64,7 @@ func newMember(s *Sim, name string) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Member{sim: s, name: name, store: newStore(s.opts.History), token: token, version: s.opts.KubernetesVersion}, nil
+	return &Member{sim: s, name: name, store: newStore(s.opts.History), token: token, version: s.opts.KubernetesVersion, reserved: -1}, nil
 }
 
 func newToken() (string, error) {
@@ -121,6 +124,10 @@ func (m *Member) listen(port int) error {
 	if m.server != nil {
 		return nil
 	}
+	if m.reserved >= 0 {
+		_ = syscall.Close(m.reserved)
+		m.reserved = -1
+	}
 	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return fmt.Errorf("member %s: listening: %w", m.name, err)
@@ -138,11 +145,17 @@ func (m *Member) listen(port int) error {
 // refused until Resume.
 func (m *Member) Stop() {
 	m.mu.Lock()
-	srv := m.server
+	defer m.mu.Unlock()
+	if m.server == nil {
+		return
+	}
+	_ = m.server.Close()
 	m.server = nil
-	m.mu.Unlock()
-	if srv != nil {
-		_ = srv.Close()
+	if !m.closed {
+		// Best effort: without it the port may be taken before Resume, which then fails.
+		if fd, err := reservePort(m.port); err == nil {
+			m.reserved = fd
+		}
 	}
 }
 
@@ -156,10 +169,14 @@ func (m *Member) Resume() error {
 
 func (m *Member) close() {
 	m.Thaw()
-	m.Stop()
 	m.mu.Lock()
 	m.closed = true
+	if m.reserved >= 0 {
+		_ = syscall.Close(m.reserved)
+		m.reserved = -1
+	}
 	m.mu.Unlock()
+	m.Stop()
 }
 
 // Freeze makes the member accept connections and requests but answer none: new requests

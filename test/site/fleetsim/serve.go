@@ -65,16 +65,17 @@ func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, groupList())
 		}
 	case strings.HasPrefix(path, "/api/"):
-		m.serveGroupVersion(w, r, schema.GroupVersion{Version: "v1"}, strings.TrimPrefix(path, "/api/"))
+		version, rest, _ := strings.Cut(strings.TrimPrefix(path, "/api/"), "/")
+		m.serveGroupVersion(w, r, schema.GroupVersion{Version: version}, rest)
 	case strings.HasPrefix(path, "/apis/"):
 		parts := strings.SplitN(strings.TrimPrefix(path, "/apis/"), "/", 3)
 		if len(parts) == 1 {
 			m.serveGroup(w, r, parts[0])
 			return
 		}
-		rest := parts[1]
+		rest := ""
 		if len(parts) == 3 {
-			rest += "/" + parts[2]
+			rest = parts[2]
 		}
 		m.serveGroupVersion(w, r, schema.GroupVersion{Group: parts[0], Version: parts[1]}, rest)
 	default:
