@@ -41,8 +41,7 @@ type Options struct {
 	// resume from, as a kube-apiserver's watch cache and etcd's compaction do; default 256.
 	History int
 	// BookmarkInterval is how often an open watch that allows bookmarks gets one; default
-	// 30s. The kube-apiserver sends one about every minute, and 2 s before the watch's
-	// timeout, which the simulator does as well.
+	// 30s. The kube-apiserver's watch cache sends one about every minute.
 	BookmarkInterval time.Duration
 }
 

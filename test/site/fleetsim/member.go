@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -135,7 +137,8 @@ func (m *Member) listen(port int) error {
 	m.port = l.Addr().(*net.TCPAddr).Port
 	// One server per member, so that Stop closes this member's connections only. ServeTLS
 	// turns HTTP/2 on, as a kube-apiserver has it.
-	srv := &http.Server{Handler: m, TLSConfig: m.sim.tls, ReadHeaderTimeout: time.Minute}
+	// Its log is dropped: a client that hangs up mid-handshake is a fault being played.
+	srv := &http.Server{Handler: m, TLSConfig: m.sim.tls, ReadHeaderTimeout: time.Minute, ErrorLog: log.New(io.Discard, "", 0)}
 	m.server = srv
 	go func() { _ = srv.ServeTLS(l, "", "") }()
 	return nil
@@ -272,7 +275,7 @@ func (m *Member) Put(obj client.Object) error {
 		if created := obj.GetCreationTimestamp(); created.IsZero() {
 			obj.SetCreationTimestamp(metav1.Now().Rfc3339Copy())
 		}
-		if obj.GetGeneration() == 0 {
+		if obj.GetGeneration() == 0 && !res.noGeneration {
 			obj.SetGeneration(1)
 		}
 		obj.SetResourceVersion(fmt.Sprint(rv))

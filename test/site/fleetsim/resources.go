@@ -19,6 +19,8 @@ type resource struct {
 	verbs []string
 	// subresources are the resource's discovery entries besides its own.
 	subresources []metav1.APIResource
+	// noGeneration says the kind has no metadata.generation (a ConfigMap, which has no spec).
+	noGeneration bool
 }
 
 const nodewrightGroup = "nodewright.spectrocloud.com"
@@ -41,16 +43,16 @@ func crd(plural, singular, kind string, shortNames ...string) *resource {
 // served are the kinds a member serves: what the hub reads, and nothing else.
 var served = []*resource{
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true,
-		singular: "configmap", shortNames: []string{"cm"}, verbs: builtinVerbs},
+		singular: "configmap", shortNames: []string{"cm"}, verbs: builtinVerbs, noGeneration: true},
 	{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, kind: "Deployment", namespaced: true,
 		singular: "deployment", shortNames: []string{"deploy"}, categories: []string{"all"}, verbs: builtinVerbs,
 		subresources: []metav1.APIResource{
 			{Name: "deployments/scale", Namespaced: true, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: statusVerbs},
 			{Name: "deployments/status", Namespaced: true, Kind: "Deployment", Verbs: statusVerbs}}},
-	crd("nodewrightclusters", "nodewrightcluster", "NodewrightCluster", "nwc"),
 	crd("bondmodeflipplans", "bondmodeflipplan", "BondModeFlipPlan", "bmfp", "bondflip"),
-	crd("replicationupgrades", "replicationupgrade", "ReplicationUpgrade", "rupg", "replup"),
 	crd("nodewrightagentstatuses", "nodewrightagentstatus", "NodewrightAgentStatus", "nwa"),
+	crd("nodewrightclusters", "nodewrightcluster", "NodewrightCluster", "nwc"),
+	crd("replicationupgrades", "replicationupgrade", "ReplicationUpgrade", "rupg", "replup"),
 }
 
 // resourceFor is the served resource of the group, version and plural name; nil if none.

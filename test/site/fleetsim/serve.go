@@ -276,13 +276,19 @@ func notAcceptable() error {
 		Reason: metav1.StatusReasonNotAcceptable, Message: "only the following media types are accepted: application/json"}}
 }
 
-// metadataOf is the object's PartialObjectMetadata, encoded.
-func metadataOf(o *object) ([]byte, error) {
+// metadataOf is the object's PartialObjectMetadata, encoded. A list's items carry no kind
+// and apiVersion, as the API server encodes them.
+func metadataOf(o *object, listItem bool) ([]byte, error) {
 	var doc struct {
 		Metadata json.RawMessage `json:"metadata"`
 	}
 	if err := json.Unmarshal(o.json, &doc); err != nil {
 		return nil, err
+	}
+	if listItem {
+		return json.Marshal(struct {
+			Metadata json.RawMessage `json:"metadata"`
+		}{doc.Metadata})
 	}
 	return json.Marshal(struct {
 		Kind       string          `json:"kind"`
@@ -293,7 +299,7 @@ func metadataOf(o *object) ([]byte, error) {
 
 func encodeAs(o *object, f format) ([]byte, error) {
 	if f == metadataOnly {
-		return metadataOf(o)
+		return metadataOf(o, false)
 	}
 	return o.json, nil
 }
@@ -424,10 +430,12 @@ func (m *Member) serveList(w http.ResponseWriter, r *http.Request, req request) 
 			}
 			break
 		}
-		data, err := encodeAs(o, f)
-		if err != nil {
-			writeStatus(w, apierrors.NewInternalError(err))
-			return
+		data := o.json
+		if f == metadataOnly {
+			if data, err = metadataOf(o, true); err != nil {
+				writeStatus(w, apierrors.NewInternalError(err))
+				return
+			}
 		}
 		items = append(items, data)
 		lastKey = o.key()

@@ -202,16 +202,8 @@ func (s *watchStream) run() {
 	}
 }
 
-// nextBookmark is when the next bookmark is due: every BookmarkInterval, and 2 s before the
-// watch ends, as the API server's watch cache sends them, so that a client can resume from
-// a recent version.
-func (s *watchStream) nextBookmark() time.Duration {
-	d := s.m.sim.opts.BookmarkInterval
-	if before := time.Until(s.wr.deadline.Add(-2 * time.Second)); before > 0 && before < d {
-		d = before
-	}
-	return d
-}
+// nextBookmark is when the next bookmark is due: every BookmarkInterval.
+func (s *watchStream) nextBookmark() time.Duration { return s.m.sim.opts.BookmarkInterval }
 
 // deliver sends the event as the watch sees it: with a selector, an object that starts
 // matching is ADDED and one that stops matching is DELETED.
