@@ -127,8 +127,7 @@ func equalBoots(a, b BootsSeen) bool { return equality.Semantic.DeepEqual(a, b) 
 type bootReader = memberReader[BootsSeen]
 
 func newBootReader(wake chan<- event.TypedGenericEvent[string]) *bootReader {
-	return &memberReader[BootsSeen]{what: "boots", resources: []schema.GroupVersionResource{agentStatuses}, read: readBoots, equal: equalBoots,
-		wake: wake, members: map[string]*memberRead[BootsSeen]{}}
+	return newMemberReader("boots", []schema.GroupVersionResource{agentStatuses}, readBoots, equalBoots, wake)
 }
 
 // whyUnreadable is the summary's boots.unreadable for a read of the member's nodes that failed.

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"sync"
@@ -39,18 +40,34 @@ var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 *
 //
 // A watch alone cannot tell: an informer whose API server vanished retries quietly, and a
 // watch over a link that silently drops packets sees nothing for minutes.
+//
+// One goroutine schedules every member's checks, the earliest due first; each check runs in
+// a goroutine of its own while it lasts, so that members that do not answer (each holding
+// its check for the timeout) delay no other's. A member at rest costs no goroutine.
 type Checker struct {
 	opts   HealthOptions
 	events chan event.TypedGenericEvent[string]
 	// stopped is closed when the hub stops: a member's last event is not sent then.
 	stopped chan struct{}
+	// kick wakes the scheduler when a check became due sooner than it sleeps.
+	kick chan struct{}
 
 	mu      sync.Mutex
 	members map[string]*memberHealth
+	due     dueHeap
 }
 
 type memberHealth struct {
-	health Health
+	name     string
+	ctx      context.Context
+	dc       *discovery.DiscoveryClient
+	health   Health
+	failures int
+	// next is when the next check is due; index is its place in the heap, -1 while a check
+	// runs or after the member was disengaged.
+	next  time.Time
+	index int
+	gone  bool
 }
 
 // NewChecker returns a Checker; the manager must Add it to engage it with each member.
@@ -64,7 +81,8 @@ func NewChecker(opts HealthOptions) *Checker {
 	if opts.FailureThreshold <= 0 {
 		opts.FailureThreshold = DefaultHealthOptions.FailureThreshold
 	}
-	return &Checker{opts: opts, events: make(chan event.TypedGenericEvent[string], 64), stopped: make(chan struct{}), members: map[string]*memberHealth{}}
+	return &Checker{opts: opts, events: make(chan event.TypedGenericEvent[string], 64), stopped: make(chan struct{}),
+		kick: make(chan struct{}, 1), members: map[string]*memberHealth{}}
 }
 
 // Events carries the name of each member whose health changed.
@@ -80,11 +98,31 @@ func (c *Checker) Health(member string) Health {
 	return Health{}
 }
 
-// Start waits for the manager to stop; the checks run per engagement.
+// Start runs the checks that are due until the manager stops.
 func (c *Checker) Start(ctx context.Context) error {
-	<-ctx.Done()
-	close(c.stopped)
-	return nil
+	defer close(c.stopped)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		c.mu.Lock()
+		now := time.Now()
+		for len(c.due) > 0 && !c.due[0].next.After(now) {
+			m := heap.Pop(&c.due).(*memberHealth)
+			go c.run(m)
+		}
+		wait := time.Hour
+		if len(c.due) > 0 {
+			wait = c.due[0].next.Sub(now)
+		}
+		c.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.kick:
+		case <-timer.C:
+		}
+	}
 }
 
 // Engage checks the member until ctx ends (the member is removed or its credentials
@@ -95,18 +133,18 @@ func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) e
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
-	m := &memberHealth{}
+	m := &memberHealth{name: name, ctx: ctx, dc: dc, next: time.Now(), index: -1}
 	c.mu.Lock()
 	c.members[name] = m
+	heap.Push(&c.due, m)
 	c.mu.Unlock()
-	go c.run(ctx, name, m, dc)
-	return nil
-}
-
-func (c *Checker) run(ctx context.Context, name string, m *memberHealth, dc *discovery.DiscoveryClient) {
-	log := ctrllog.FromContext(ctx).WithValues("member", name)
-	defer func() {
+	c.wake()
+	context.AfterFunc(ctx, func() {
 		c.mu.Lock()
+		m.gone = true
+		if m.index >= 0 {
+			heap.Remove(&c.due, m.index)
+		}
 		last := c.members[name] == m // a newer engagement replaced it otherwise
 		if last {
 			delete(c.members, name)
@@ -120,44 +158,77 @@ func (c *Checker) run(ctx context.Context, name string, m *memberHealth, dc *dis
 			case <-c.stopped:
 			}
 		}
-	}()
-	failures := 0
-	ticker := time.NewTicker(c.opts.Interval)
-	defer ticker.Stop()
-	for {
-		h := c.check(ctx, dc, m)
-		if h.Reachable {
-			failures = 0
-		} else {
-			failures++
-		}
-		c.mu.Lock()
-		prev := m.health
-		if h.Reachable || failures >= c.opts.FailureThreshold || !prev.Known {
-			if !h.Reachable && !prev.Known && failures < c.opts.FailureThreshold {
-				h = Health{} // not known until the threshold is reached
-			}
-			if h.KubernetesVersion == "" {
-				h.KubernetesVersion = prev.KubernetesVersion
-			}
-			m.health = h
-		}
-		changed := m.health != prev
+	})
+	return nil
+}
+
+func (c *Checker) wake() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run checks the member once, says so if its health changed, and schedules its next check
+// one interval after this one began.
+func (c *Checker) run(m *memberHealth) {
+	start := time.Now()
+	h := c.check(m.ctx, m.dc, m)
+	c.mu.Lock()
+	if m.gone {
 		c.mu.Unlock()
-		if changed {
-			log.V(1).Info("Member health changed", "reachable", h.Reachable, "reason", h.Reason)
-			select {
-			case c.events <- event.TypedGenericEvent[string]{Object: name}:
-			case <-ctx.Done():
-				return
-			}
+		return
+	}
+	if h.Reachable {
+		m.failures = 0
+	} else {
+		m.failures++
+	}
+	prev := m.health
+	if h.Reachable || m.failures >= c.opts.FailureThreshold || !prev.Known {
+		if !h.Reachable && !prev.Known && m.failures < c.opts.FailureThreshold {
+			h = Health{} // not known until the threshold is reached
 		}
+		if h.KubernetesVersion == "" {
+			h.KubernetesVersion = prev.KubernetesVersion
+		}
+		m.health = h
+	}
+	changed := m.health != prev
+	m.next = start.Add(c.opts.Interval)
+	heap.Push(&c.due, m)
+	c.mu.Unlock()
+	c.wake()
+	if changed {
+		ctrllog.FromContext(m.ctx).V(1).Info("Member health changed", "member", m.name, "reachable", h.Reachable, "reason", h.Reason)
 		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
+		case c.events <- event.TypedGenericEvent[string]{Object: m.name}:
+		case <-m.ctx.Done():
 		}
 	}
+}
+
+// dueHeap orders the members by their next check.
+type dueHeap []*memberHealth
+
+func (h dueHeap) Len() int           { return len(h) }
+func (h dueHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h dueHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *dueHeap) Push(x any) {
+	m := x.(*memberHealth)
+	m.index = len(*h)
+	*h = append(*h, m)
+}
+func (h *dueHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	m.index = -1
+	return m
 }
 
 // check asks the member's /readyz, and its version until it was read once.

@@ -7,9 +7,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -61,22 +59,11 @@ func Scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// memberClusterOptions confine each member's cache to what the hub reads, which is all the
-// read-only ClusterRole and Role of the member chart (fleet.hubReader) allow: the Nodewright
-// kinds, and in the Nodewright namespace only the checkpoint ConfigMap and the operator's
-// Deployment. Those two are listed and watched by name (a metadata.name field selector), which
-// is what lets the Role grant them by name.
-func memberClusterOptions(scheme *runtime.Scheme, memberNamespace string) []cluster.Option {
-	named := func(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
-	return []cluster.Option{func(o *cluster.Options) {
-		o.Scheme = scheme
-		o.Cache.ByObject = map[client.Object]cache.ByObject{
-			// The singleton alone, whatever else a member's CRD lets it hold.
-			&nodewrightv1alpha1.NodewrightCluster{}: {Field: named(clusterName)},
-			&corev1.ConfigMap{}:                     {Namespaces: map[string]cache.Config{memberNamespace: {}}, Field: named(CheckpointConfigMap)},
-			&appsv1.Deployment{}:                    {Namespaces: map[string]cache.Config{memberNamespace: {}}, Field: named(OperatorDeployment)},
-		}
-	}}
+// memberClusterOptions are each member's cluster's: the hub's scheme. The hub starts no
+// member cache: its own watches (objectWatcher, workflowReader, bootReader) keep what it
+// reads of a member.
+func memberClusterOptions(scheme *runtime.Scheme) []cluster.Option {
+	return []cluster.Option{func(o *cluster.Options) { o.Scheme = scheme }}
 }
 
 // New builds the hub: a multicluster-runtime manager whose members come from the kubeconfig
@@ -104,7 +91,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 		&clusterinventoryv1alpha1.ClusterProfile{}: {Namespaces: map[string]cache.Config{opts.ClusterProfileNamespace: {}}},
 	}
 	wake := make(chan event.TypedGenericEvent[string], 64)
-	registry := newMembers(memberClusterOptions(scheme, opts.MemberNamespace), wake)
+	registry := newMembers(memberClusterOptions(scheme), wake)
 	mgr, err := mcmanager.New(cfg, registry, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the hub manager: %w", err)
@@ -153,6 +140,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 	if err := mgr.Add(checker); err != nil {
 		return nil, err
 	}
+	objects := newObjectWatcher(opts.MemberNamespace, wake)
+	if err := mgr.Add(objects); err != nil {
+		return nil, err
+	}
 	workflows := newWorkflowReader(wake)
 	if err := mgr.Add(workflows); err != nil {
 		return nil, err
@@ -161,7 +152,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 	if err := mgr.Add(boots); err != nil {
 		return nil, err
 	}
-	summaries := &SummaryReconciler{Boots: boots, Manager: mgr, Hub: local.GetClient(), Checker: checker,
+	summaries := &SummaryReconciler{Objects: objects, Boots: boots, Manager: mgr, Hub: local.GetClient(), Checker: checker,
 		KubeconfigNamespace: opts.Namespace, MemberNamespace: opts.MemberNamespace, Witness: opts.Witness,
 		InventoryNamespace: opts.ClusterProfileNamespace, Members: registry, Workflows: workflows, Wake: wake}
 	if err := summaries.SetupWithManager(mgr); err != nil {

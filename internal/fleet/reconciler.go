@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,23 +13,18 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
-	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
-	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
-	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
-	"github.com/spectrocloud/nodewright/internal/operator"
 )
 
 // The member objects the hub reads besides the NodewrightCluster and the workflows, all in
@@ -56,6 +49,8 @@ type SummaryReconciler struct {
 	InventoryNamespace string
 	// Members say why a registration was refused.
 	Members *members
+	// Objects are the members' NodewrightCluster, checkpoint and operator version.
+	Objects *objectWatcher
 	// Workflows are the members' workflows as the hub keeps them.
 	Workflows *workflowReader
 	// Boots are the members' nodes' boots as the hub keeps them.
@@ -68,14 +63,10 @@ type SummaryReconciler struct {
 	Witness WitnessOptions
 }
 
-// SetupWithManager watches every member's Nodewright objects and the members' health.
+// SetupWithManager wakes a member's summary on each change the hub's watches and health
+// checks of the member see. It is a controller of the hub's own cluster: it engages nothing
+// on the members (objectWatcher, workflowReader, bootReader and Checker do).
 func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
-	toCluster := mchandler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: clusterName}}}
-	})
-	inNamespace := func(name string) mcbuilder.WatchesOption {
-		return mcbuilder.WithPredicates(namedIn(r.MemberNamespace, name))
-	}
 	toMember := handler.TypedFuncs[string, mcreconcile.Request]{
 		GenericFunc: func(_ context.Context, e eventString, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
 			q.Add(mcreconcile.Request{ClusterName: e.Object, Request: reconcile.Request{NamespacedName: types.NamespacedName{Name: clusterName}}})
@@ -83,15 +74,9 @@ func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	}
 	health := crsource.TypedChannel(r.Checker.Events(), toMember)
 	wake := crsource.TypedChannel(r.Wake, toMember)
-	return mcbuilder.ControllerManagedBy(mgr).Named("nodewrightclustersummary").
-		// multicluster-runtime's builder does not pass the manager's SkipNameValidation on.
+	return builder.TypedControllerManagedBy[mcreconcile.Request](mgr.GetLocalManager()).Named("nodewrightclustersummary").
 		// Several workers: one member slow to answer delays no other's summary.
-		WithOptions(controller.TypedOptions[mcreconcile.Request]{SkipNameValidation: mgr.GetControllerOptions().SkipNameValidation,
-			MaxConcurrentReconciles: summaryWorkers}).
-		For(&nodewrightv1alpha1.NodewrightCluster{}, mcbuilder.WithEngageWithLocalCluster(false)).
-		// The workflows are not watched here: a watch caches every object (workflowReader).
-		Watches(&corev1.ConfigMap{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false), inNamespace(CheckpointConfigMap)).
-		Watches(&appsv1.Deployment{}, toCluster, mcbuilder.WithEngageWithLocalCluster(false), inNamespace(OperatorDeployment)).
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: summaryWorkers}).
 		WatchesRawSource(health).
 		WatchesRawSource(wake).
 		Complete(r)
@@ -106,7 +91,7 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	cl, err := r.Manager.GetCluster(ctx, req.ClusterName)
+	_, err := r.Manager.GetCluster(ctx, req.ClusterName)
 	if errors.Is(err, multicluster.ErrClusterNotFound) {
 		// A provider lists a member only once it is engaged, after the first events of its
 		// watches: retry while the registration exists. A member engaged before and no longer
@@ -127,13 +112,14 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// A member whose objects cannot be listed (its role does not grant them) never fills its
-	// cache, and a read from it would wait for ever: bounded, it fails and is retried.
-	readCtx, cancel := context.WithTimeout(ctx, memberReadTimeout)
-	observed, err := r.observe(readCtx, cl)
-	cancel()
-	if err != nil {
+	// A member whose objects cannot be listed (its role does not grant them) has its summary
+	// retried, the error said, until they can.
+	observed, listed, err := r.Objects.Observed(req.ClusterName)
+	switch {
+	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", req.ClusterName, err)
+	case !listed:
+		return ctrl.Result{}, nil // the first list of each object wakes the summary
 	}
 	workflows, read, err := r.Workflows.Seen(req.ClusterName)
 	switch {
@@ -163,9 +149,6 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	}
 	return ctrl.Result{RequeueAfter: recheck}, nil
 }
-
-// memberReadTimeout bounds the reads of a member's objects from its cache.
-const memberReadTimeout = 30 * time.Second
 
 // notEngaged marks an existing summary not reachable: the hub holds no connection to the
 // member.
@@ -234,40 +217,4 @@ func (r *SummaryReconciler) summary(ctx context.Context, reg fleetv1alpha1.Regis
 	return &s, nil
 }
 
-// observe reads the member's objects from its cache.
-func (r *SummaryReconciler) observe(ctx context.Context, cl cluster.Cluster) (Observed, error) {
-	var o Observed
-	c := cl.GetClient()
-	var nwc nodewrightv1alpha1.NodewrightCluster
-	switch err := c.Get(ctx, types.NamespacedName{Name: clusterName}, &nwc); {
-	case err == nil:
-		o.Cluster = &nwc
-	case !apierrors.IsNotFound(err):
-		return o, err
-	}
-	var cm corev1.ConfigMap
-	switch err := c.Get(ctx, types.NamespacedName{Namespace: r.MemberNamespace, Name: CheckpointConfigMap}, &cm); {
-	case err == nil:
-		line, ok := cm.Data[operator.CheckpointKey]
-		o.Published = Published{Found: ok && line != "", Line: line, Witnessed: cm.Data[operator.WitnessedKey]}
-	case !apierrors.IsNotFound(err):
-		return o, err
-	}
-	var dep appsv1.Deployment
-	switch err := c.Get(ctx, types.NamespacedName{Namespace: r.MemberNamespace, Name: OperatorDeployment}, &dep); {
-	case err == nil:
-		o.NodewrightVersion = dep.Labels[versionLabel]
-	case !apierrors.IsNotFound(err):
-		return o, err
-	}
-	return o, nil
-}
-
 type eventString = event.TypedGenericEvent[string]
-
-// namedIn lets through the one object namespace/name.
-func namedIn(namespace, name string) predicate.Predicate {
-	return predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetNamespace() == namespace && o.GetName() == name
-	})
-}

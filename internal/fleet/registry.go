@@ -92,13 +92,9 @@ func (m *members) engage(ctx context.Context, name string, cfg *rest.Config) err
 		}
 	}
 	m.mu.Unlock()
-	// The member lives as long as the hub, not this one reconcile.
+	// The member lives as long as the hub, not this one reconcile. Its cluster is not
+	// started: the hub keeps no cache of a member.
 	clusterCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		if err := cl.Start(clusterCtx); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "The member's cluster stopped", "member", name)
-		}
-	}()
 	if err := m.mgr.Engage(clusterCtx, name, cl); err != nil {
 		cancel()
 		return err

@@ -2,16 +2,16 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -135,6 +135,10 @@ func readWorkflows(ctx context.Context, c client.Reader) (WorkflowsSeen, error) 
 
 // memberReader keeps what read finds of each engaged member, read again whenever an object
 // of its resources changes on the member, and wakes the member's summary when it changed.
+// Its reads are done by a few workers for every member, from a queue: a member whose
+// objects changed is queued once however many changes it had meanwhile, and no sooner than
+// minWorkflowRead, or as long as its last read took, after its last read began. A member at
+// rest costs no goroutine but its watches'.
 type memberReader[T any] struct {
 	// what is what it reads, for the log.
 	what      string
@@ -142,21 +146,35 @@ type memberReader[T any] struct {
 	read      func(ctx context.Context, c client.Reader) (T, error)
 	equal     func(a, b T) bool
 	wake      chan<- event.TypedGenericEvent[string]
+	queue     workqueue.TypedDelayingInterface[string]
 
 	mu      sync.Mutex
 	members map[string]*memberRead[T]
 }
 
+// readWorkers is how many reads of members' objects one reader does at once.
+const readWorkers = 8
+
 // workflowReader keeps WorkflowsSeen for each engaged member.
 type workflowReader = memberReader[WorkflowsSeen]
 
 type memberRead[T any] struct {
-	dirty chan struct{}
+	ctx    context.Context
+	reader client.Reader
 	// ok is false until a read succeeded; seen is the last that did. err is the last read's
 	// error, nil once one succeeds again.
 	ok   bool
 	seen T
 	err  error
+	// next is the earliest time of the next read; retry backs off failed reads.
+	next  time.Time
+	retry *backoff
+}
+
+func newMemberReader[T any](what string, resources []schema.GroupVersionResource, read func(context.Context, client.Reader) (T, error),
+	equal func(a, b T) bool, wake chan<- event.TypedGenericEvent[string]) *memberReader[T] {
+	return &memberReader[T]{what: what, resources: resources, read: read, equal: equal, wake: wake, members: map[string]*memberRead[T]{},
+		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{Name: ""})}
 }
 
 func newWorkflowReader(wake chan<- event.TypedGenericEvent[string]) *workflowReader {
@@ -164,14 +182,25 @@ func newWorkflowReader(wake chan<- event.TypedGenericEvent[string]) *workflowRea
 	for _, k := range workflowKinds {
 		resources = append(resources, k.Resource)
 	}
-	return &memberReader[WorkflowsSeen]{what: "workflows", resources: resources, read: readWorkflows, equal: equalSeen,
-		wake: wake, members: map[string]*memberRead[WorkflowsSeen]{}}
+	return newMemberReader("workflows", resources, readWorkflows, equalSeen, wake)
 }
 
-func (m *memberRead[T]) changed() {
-	select {
-	case m.dirty <- struct{}{}:
-	default: // a read is due already
+// changed queues a read of the member, at its earliest.
+func (r *memberReader[T]) changed(member string) {
+	r.mu.Lock()
+	m := r.members[member]
+	var wait time.Duration
+	if m != nil {
+		wait = time.Until(m.next)
+	}
+	r.mu.Unlock()
+	if m == nil {
+		return
+	}
+	if wait > 0 {
+		r.queue.AddAfter(member, wait)
+	} else {
+		r.queue.Add(member)
 	}
 }
 
@@ -192,74 +221,93 @@ func (r *memberReader[T]) Seen(member string) (seen T, ok bool, err error) {
 	return m.seen, true, nil
 }
 
-// Start waits for the manager to stop; the reads run per engagement.
+// Start reads the queued members until the manager stops.
 func (r *memberReader[T]) Start(ctx context.Context) error {
-	<-ctx.Done()
+	context.AfterFunc(ctx, r.queue.ShutDown)
+	var wg sync.WaitGroup
+	for range readWorkers {
+		wg.Go(func() {
+			for {
+				name, shutdown := r.queue.Get()
+				if shutdown {
+					return
+				}
+				r.readOne(name)
+				r.queue.Done(name)
+			}
+		})
+	}
+	wg.Wait()
 	return nil
 }
 
 // Engage reads the member until ctx ends (the member is removed or engaged anew).
 func (r *memberReader[T]) Engage(ctx context.Context, name string, cl cluster.Cluster) error {
-	mc, err := metadata.NewForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
+	rc, err := memberREST(cl)
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
-	m := &memberRead[T]{dirty: make(chan struct{}, 1)}
-	m.changed()
-	r.mu.Lock()
-	r.members[name] = m
-	r.mu.Unlock()
+	r.engage(ctx, name, cl.GetAPIReader())
 	for _, res := range r.resources {
-		go watchChanges(ctx, mc.Resource(res), m.changed)
+		go watchChanges(ctx, rc, res, func() { r.changed(name) })
 	}
-	go r.run(ctx, name, m, cl.GetAPIReader())
 	return nil
 }
 
-func (r *memberReader[T]) run(ctx context.Context, name string, m *memberRead[T], c client.Reader) {
-	defer func() {
+// engage keeps the member's reads until ctx ends, read by reader.
+func (r *memberReader[T]) engage(ctx context.Context, name string, reader client.Reader) *memberRead[T] {
+	m := &memberRead[T]{ctx: ctx, reader: reader, retry: newBackoff()}
+	r.mu.Lock()
+	r.members[name] = m
+	r.mu.Unlock()
+	context.AfterFunc(ctx, func() {
 		r.mu.Lock()
 		if r.members[name] == m {
 			delete(r.members, name)
 		}
 		r.mu.Unlock()
-	}()
-	retry := newBackoff()
-	for {
+	})
+	r.changed(name)
+	return m
+}
+
+// readOne reads the member, if it is still engaged and its next read is due.
+func (r *memberReader[T]) readOne(name string) {
+	r.mu.Lock()
+	m := r.members[name]
+	r.mu.Unlock()
+	if m == nil || m.ctx.Err() != nil {
+		return
+	}
+	if wait := time.Until(m.next); wait > 0 {
+		r.queue.AddAfter(name, wait)
+		return
+	}
+	start := time.Now()
+	seen, err := r.read(m.ctx, m.reader)
+	if m.ctx.Err() != nil {
+		return
+	}
+	wait := max(minWorkflowRead, time.Since(start))
+	r.mu.Lock()
+	changed := fmt.Sprint(err) != fmt.Sprint(m.err) || (err == nil && (!m.ok || !r.equal(seen, m.seen)))
+	if err == nil {
+		m.ok, m.seen = true, seen
+		m.retry.reset()
+	} else {
+		wait = max(wait, m.retry.next())
+	}
+	m.err = err
+	m.next = start.Add(wait)
+	r.mu.Unlock()
+	if err != nil {
+		ctrllog.FromContext(m.ctx).V(1).Info("Reading the member failed", "member", name, "what", r.what, "error", err.Error())
+		r.queue.AddAfter(name, time.Until(m.next)) // read again after the wait, changes or not
+	}
+	if changed {
 		select {
-		case <-ctx.Done():
-			return
-		case <-m.dirty:
-		}
-		start := time.Now()
-		seen, err := r.read(ctx, c)
-		if ctx.Err() != nil {
-			return
-		}
-		r.mu.Lock()
-		changed := fmt.Sprint(err) != fmt.Sprint(m.err) || (err == nil && (!m.ok || !r.equal(seen, m.seen)))
-		if err == nil {
-			m.ok, m.seen = true, seen
-		}
-		m.err = err
-		r.mu.Unlock()
-		if changed {
-			select {
-			case r.wake <- event.TypedGenericEvent[string]{Object: name}:
-			case <-ctx.Done():
-				return
-			}
-		}
-		wait := max(minWorkflowRead, time.Since(start))
-		if err != nil {
-			ctrllog.FromContext(ctx).V(1).Info("Reading the member failed", "member", name, "what", r.what, "error", err.Error())
-			wait = max(wait, retry.next())
-			m.changed() // read again after the wait, changes or not
-		} else {
-			retry.reset()
-		}
-		if !sleep(ctx, wait) {
-			return
+		case r.wake <- event.TypedGenericEvent[string]{Object: name}:
+		case <-m.ctx.Done():
 		}
 	}
 }
@@ -279,62 +327,14 @@ func equalSeen(a, b WorkflowsSeen) bool {
 // watchChanges calls changed for every change of the resource's objects, until ctx ends. It
 // watches metadata only and keeps nothing of what it sees but the resource version to
 // resume from; it lists (one object) only to get a version to start from, again when the
-// watch cannot resume.
-func watchChanges(ctx context.Context, r metadata.ResourceInterface, changed func()) {
-	retry := newBackoff()
-	for ctx.Err() == nil {
-		list, err := r.List(ctx, metav1.ListOptions{Limit: 1})
-		if err != nil {
-			// Not served (an older member), not allowed, not answering: try again later.
-			if !sleep(ctx, retry.next()) {
-				return
-			}
-			continue
-		}
-		changed() // whatever happened before this version
-		version := list.ResourceVersion
-		for ctx.Err() == nil && version != "" {
-			start := time.Now()
-			version = watchFrom(ctx, r, version, changed)
-			// A watch that ended at once is retried later: a member that closes its watches
-			// as soon as they open must not keep the hub busy. Events are not lost meanwhile:
-			// the next watch resumes from the version.
-			if version != "" && time.Since(start) > 10*time.Second {
-				retry.reset()
-			} else if !sleep(ctx, retry.next()) {
-				return
-			}
-		}
-	}
-}
-
-// watchFrom watches from version until the watch ends, and returns the version to resume
-// from; "" when it cannot resume (the version is too old, or the watch failed).
-func watchFrom(ctx context.Context, r metadata.ResourceInterface, version string, changed func()) string {
-	w, err := r.Watch(ctx, metav1.ListOptions{ResourceVersion: version, AllowWatchBookmarks: true})
-	if err != nil {
-		return ""
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return version
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return version
-			}
-			switch ev.Type {
-			case watch.Error:
-				return ""
-			case watch.Added, watch.Modified, watch.Deleted:
-				changed()
-			}
-			if o, ok := ev.Object.(metav1.Object); ok && o.GetResourceVersion() != "" {
-				version = o.GetResourceVersion()
-			}
-		}
-	}
+// watch cannot resume. A resource the member does not serve, or does not let the hub list,
+// is tried again later.
+func watchChanges(ctx context.Context, rc rest.Interface, gvr schema.GroupVersionResource, changed func()) {
+	r := resource{path: "/apis/" + gvr.GroupVersion().String() + "/" + gvr.Resource, metadataOnly: true}
+	r.follow(ctx, rc, 1,
+		func(*listed) error { changed(); return nil }, // whatever happened before this version
+		func(string, json.RawMessage) error { changed(); return nil },
+		func(error) {})
 }
 
 // backoff is the wait before retrying a failed read or watch: 1s, doubling to 2 minutes.

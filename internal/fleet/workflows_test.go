@@ -193,26 +193,21 @@ func TestWorkflowsKeptWhenAReadFails(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m := &memberRead[WorkflowsSeen]{dirty: make(chan struct{}, 1)}
-	r.members["m"] = m
-	go r.run(ctx, "m", m, &failingAfter{})
-	m.changed()
+	go func() { _ = r.Start(ctx) }()
+	r.engage(ctx, "m", &failingAfter{})
 	<-wake
 	seen, ok, err := r.Seen("m")
 	if !ok || err != nil || seen.Unfinished != 1 || seen.Listed[0].Name != "f" {
 		t.Fatalf("after the first read: %+v, %v, %v", seen, ok, err)
 	}
-	m.changed()
+	r.changed("m")
 	<-wake
 	seen, ok, err = r.Seen("m")
 	if !ok || err != nil || seen.Unfinished != 1 || seen.Listed[0].Name != "f" {
 		t.Fatalf("after a failed read: %+v, %v, %v; want the first read's", seen, ok, err)
 	}
 	// Before any read succeeded, the failure is the answer.
-	m2 := &memberRead[WorkflowsSeen]{dirty: make(chan struct{}, 1)}
-	r.members["m2"] = m2
-	go r.run(ctx, "m2", m2, &failingAfter{lists: len(workflowKinds)})
-	m2.changed()
+	r.engage(ctx, "m2", &failingAfter{lists: len(workflowKinds)})
 	<-wake
 	if _, ok, err := r.Seen("m2"); ok || err == nil {
 		t.Fatalf("a member never read: ok %v, error %v; want the error", ok, err)

@@ -1,0 +1,202 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/operator"
+)
+
+// objectWatcher keeps, for each engaged member, the three objects its summary shows whole:
+// its NodewrightCluster `nodewright`, the checkpoint ConfigMap and the operator Deployment's
+// version label. Each is watched by name (a metadata.name field selector, which is what lets
+// the member's Role grant the two in its namespace by name), one goroutine each, and kept as
+// the summary needs it: the ConfigMap's two keys, the Deployment's label.
+type objectWatcher struct {
+	memberNamespace string
+	wake            chan<- event.TypedGenericEvent[string]
+
+	mu      sync.Mutex
+	members map[string]*memberObjects
+}
+
+// The objects, by their index in memberObjects.listed.
+const (
+	objCluster = iota
+	objCheckpoint
+	objDeployment
+	objCount
+)
+
+type memberObjects struct {
+	// listed says which objects were listed once; err is the last failed list of one not
+	// yet listed.
+	listed   [objCount]bool
+	err      error
+	observed Observed
+}
+
+func newObjectWatcher(memberNamespace string, wake chan<- event.TypedGenericEvent[string]) *objectWatcher {
+	return &objectWatcher{memberNamespace: memberNamespace, wake: wake, members: map[string]*memberObjects{}}
+}
+
+// Start waits for the manager to stop; the watches run per engagement.
+func (w *objectWatcher) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Observed is what the member's objects say, once each was listed: ok is false until then,
+// and err is the last failed list meanwhile.
+func (w *objectWatcher) Observed(member string) (o Observed, ok bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.members[member]
+	if m == nil {
+		return o, false, nil
+	}
+	for _, l := range m.listed {
+		if !l {
+			return o, false, m.err
+		}
+	}
+	return m.observed, true, nil
+}
+
+// Engage watches the member's objects until ctx ends (the member is removed or engaged anew).
+func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Cluster) error {
+	rc, err := memberREST(cl)
+	if err != nil {
+		return fmt.Errorf("member %s: %w", name, err)
+	}
+	m := &memberObjects{}
+	w.mu.Lock()
+	w.members[name] = m
+	w.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		w.mu.Lock()
+		if w.members[name] == m {
+			delete(w.members, name)
+		}
+		w.mu.Unlock()
+	})
+	named := func(n string) string { return "metadata.name=" + n }
+	ns := "/namespaces/" + w.memberNamespace
+	watches := []struct {
+		index int
+		res   resource
+		set   func(o *Observed, raw json.RawMessage) error
+	}{
+		{objCluster, resource{path: "/apis/" + nodewrightv1alpha1.GroupVersion.String() + "/nodewrightclusters", fieldSelector: named(clusterName)},
+			func(o *Observed, raw json.RawMessage) error {
+				o.Cluster = nil
+				if raw == nil {
+					return nil
+				}
+				var c nodewrightv1alpha1.NodewrightCluster
+				if err := json.Unmarshal(raw, &c); err != nil {
+					return fmt.Errorf("the member's NodewrightCluster: %w", err)
+				}
+				o.Cluster = &c
+				return nil
+			}},
+		{objCheckpoint, resource{path: "/api/v1" + ns + "/configmaps", fieldSelector: named(CheckpointConfigMap)},
+			func(o *Observed, raw json.RawMessage) error {
+				o.Published = Published{}
+				if raw == nil {
+					return nil
+				}
+				var cm corev1.ConfigMap
+				if err := json.Unmarshal(raw, &cm); err != nil {
+					return fmt.Errorf("the member's checkpoint ConfigMap: %w", err)
+				}
+				line, found := cm.Data[operator.CheckpointKey]
+				o.Published = Published{Found: found && line != "", Line: line, Witnessed: cm.Data[operator.WitnessedKey]}
+				return nil
+			}},
+		{objDeployment, resource{path: "/apis/apps/v1" + ns + "/deployments", fieldSelector: named(OperatorDeployment)},
+			func(o *Observed, raw json.RawMessage) error {
+				o.NodewrightVersion = ""
+				if raw == nil {
+					return nil
+				}
+				var d appsv1.Deployment
+				if err := json.Unmarshal(raw, &d); err != nil {
+					return fmt.Errorf("the member's operator Deployment: %w", err)
+				}
+				o.NodewrightVersion = d.Labels[versionLabel]
+				return nil
+			}},
+	}
+	for _, x := range watches {
+		// set applies one object (nil: none) and wakes the summary when what it shows changed.
+		set := func(raw json.RawMessage) error {
+			w.mu.Lock()
+			before := m.observed
+			err := x.set(&m.observed, raw)
+			first := !m.listed[x.index]
+			m.listed[x.index] = true
+			changed := first || !equality.Semantic.DeepEqual(before, m.observed)
+			w.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			if changed {
+				select {
+				case w.wake <- event.TypedGenericEvent[string]{Object: name}:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}
+		onList := func(l *listed) error {
+			var raw json.RawMessage
+			if len(l.Items) > 0 {
+				raw = l.Items[0]
+			}
+			return set(raw)
+		}
+		onEvent := func(kind string, raw json.RawMessage) error {
+			if kind == "DELETED" {
+				return set(nil)
+			}
+			return set(raw)
+		}
+		onError := func(err error) {
+			if apierrors.IsNotFound(err) {
+				// Not served (an older member, its CRD missing): it has none.
+				_ = set(nil)
+				return
+			}
+			w.mu.Lock()
+			if !m.listed[x.index] {
+				m.err = err
+			}
+			w.mu.Unlock()
+		}
+		go x.res.follow(ctx, rc, 0, onList, onEvent, onError)
+	}
+	return nil
+}
+
+// memberREST is a REST client of the member's API server, with the member's own HTTP client
+// (which follows no redirect, newMemberCluster).
+func memberREST(cl cluster.Cluster) (rest.Interface, error) {
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
+	if err != nil {
+		return nil, err
+	}
+	return dc.RESTClient(), nil
+}
