@@ -21,8 +21,10 @@ import (
 
 func main() {
 	opts := fleet.Options{Health: fleet.DefaultHealthOptions}
-	var providerFile, metricsAddr, probeAddr string
+	var providerFile, metricsAddr, probeAddr, pprofAddr string
 	var leaderElect bool
+	var qps float64
+	var burst int
 	flag.StringVar(&opts.Namespace, "namespace", "nodewright-fleet", "The hub's namespace: its kubeconfig Secrets (label sigs.k8s.io/multicluster-runtime-kubeconfig=true, key kubeconfig) and the Secret Reader's token Secrets.")
 	flag.StringVar(&opts.ClusterProfileNamespace, "clusterprofile-namespace", "", "The namespace of the ClusterProfiles to engage (the cluster inventory); required. The Secret Reader's Secret of the ClusterProfile <namespace>/<name> is <--namespace>/<namespace>.<name>.")
 	flag.BoolVar(&opts.Access.AllowInsecure, strings.TrimPrefix(fleet.InsecureFlag, "--"), false, "Accept insecure-skip-tls-verify in kubeconfig Secrets and ClusterProfiles: a member's credential then goes to whoever answers at its server's address.")
@@ -34,6 +36,11 @@ func main() {
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The metrics endpoint's address; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The health probes' address.")
 	flag.BoolVar(&leaderElect, "leader-elect", true, "Elect one active hub through a Lease.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "The address of Go's profiles (net/http/pprof), such as localhost:6060; 0 disables them.")
+	// A summary is written twice when the hub first sees its member (created, then its
+	// status): thousands of members at start-up need more than client-go's 5 a second.
+	flag.Float64Var(&qps, "kube-api-qps", 200, "Requests a second the hub sends its own API server, at most (summaries, Events, its Lease).")
+	flag.IntVar(&burst, "kube-api-burst", 400, "Requests the hub may send its own API server in a burst above --kube-api-qps.")
 	flag.Func("audit-witness-public-key", "A witness's public key (PEM, from nodewright-audit keygen; the receiver's serve --witness-key): the hub then records only audit checkpoints a witness countersigned. Repeat for each receiver.", func(path string) error {
 		keys, err := audit.ReadPublicKeys([]string{path})
 		opts.Witness.Keys = append(opts.Witness.Keys, keys...)
@@ -60,6 +67,7 @@ func main() {
 	opts.Manager = manager.Options{
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "nodewright-fleet",
 		LeaderElectionNamespace: opts.Namespace,
@@ -69,6 +77,7 @@ func main() {
 		log.Error(err, "Cannot reach the hub: no usable kubeconfig")
 		os.Exit(1)
 	}
+	cfg.QPS, cfg.Burst = float32(qps), burst
 	ctx := ctrl.SetupSignalHandler()
 	mgr, err := fleet.New(ctx, cfg, opts)
 	if err != nil {
