@@ -39,8 +39,8 @@ func main() {
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "The address of Go's profiles (net/http/pprof), such as localhost:6060; 0 disables them.")
 	// A summary is written twice when the hub first sees its member (created, then its
 	// status): thousands of members at start-up need more than client-go's 5 a second.
-	flag.Float64Var(&qps, "kube-api-qps", 200, "Requests a second the hub sends its own API server, at most (summaries, Events, its Lease).")
-	flag.IntVar(&burst, "kube-api-burst", 400, "Requests the hub may send its own API server in a burst above --kube-api-qps.")
+	flag.Float64Var(&qps, "kube-api-qps", 500, "Requests a second the hub sends its own API server, at most (summaries, Events, its Lease).")
+	flag.IntVar(&burst, "kube-api-burst", 1000, "Requests the hub may send its own API server in a burst above --kube-api-qps.")
 	flag.Func("audit-witness-public-key", "A witness's public key (PEM, from nodewright-audit keygen; the receiver's serve --witness-key): the hub then records only audit checkpoints a witness countersigned. Repeat for each receiver.", func(path string) error {
 		keys, err := audit.ReadPublicKeys([]string{path})
 		opts.Witness.Keys = append(opts.Witness.Keys, keys...)

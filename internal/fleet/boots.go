@@ -127,7 +127,11 @@ func equalBoots(a, b BootsSeen) bool { return equality.Semantic.DeepEqual(a, b) 
 type bootReader = memberReader[BootsSeen]
 
 func newBootReader(wake chan<- event.TypedGenericEvent[string]) *bootReader {
-	return newMemberReader("boots", []schema.GroupVersionResource{agentStatuses}, readBoots, equalBoots, wake)
+	r := newMemberReader("boots", []schema.GroupVersionResource{agentStatuses}, readBoots, equalBoots, wake)
+	// A node's boot changes when it boots; its NodewrightAgentStatus changes far more often
+	// (its DRBD resources, its heartbeat): polled with the health checks, not watched.
+	r.polled = true
+	return r
 }
 
 // whyUnreadable is the summary's boots.unreadable for a read of the member's nodes that failed.

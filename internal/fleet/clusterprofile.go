@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -79,6 +80,8 @@ func (p *clusterProfiles) SetupWithManager(mgr manager.Manager) error {
 	inventory := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == p.opts.Namespace })
 	tokenSecret := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == p.opts.ConsumerNamespace })
 	return ctrl.NewControllerManagedBy(mgr).Named("clusterprofile-members").
+		// Engaging a member builds its client: thousands at start-up, several at once.
+		WithOptions(controller.Options{MaxConcurrentReconciles: registrationWorkers}).
 		For(&clusterinventoryv1alpha1.ClusterProfile{}, builder.WithPredicates(inventory)).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(p.profileOf), builder.WithPredicates(tokenSecret)).
 		Complete(p)

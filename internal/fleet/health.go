@@ -3,12 +3,14 @@ package fleet
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/discovery"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -45,8 +47,12 @@ var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 *
 // a goroutine of its own while it lasts, so that members that do not answer (each holding
 // its check for the timeout) delay no other's. A member at rest costs no goroutine.
 type Checker struct {
-	opts   HealthOptions
-	events chan event.TypedGenericEvent[string]
+	opts HealthOptions
+	// pollers read what the hub does not watch, on every pollEvery-th check that the member
+	// answered (the first among them).
+	pollers   []poller
+	pollEvery int
+	events    chan event.TypedGenericEvent[string]
 	// stopped is closed when the hub stops: a member's last event is not sent then.
 	stopped chan struct{}
 	// kick wakes the scheduler when a check became due sooner than it sleeps.
@@ -60,9 +66,11 @@ type Checker struct {
 type memberHealth struct {
 	name     string
 	ctx      context.Context
-	dc       *discovery.DiscoveryClient
+	rc       rest.Interface
 	health   Health
 	failures int
+	// answered counts the checks the member answered.
+	answered int
 	// next is when the next check is due; index is its place in the heap, -1 while a check
 	// runs or after the member was disengaged.
 	next  time.Time
@@ -70,8 +78,18 @@ type memberHealth struct {
 	gone  bool
 }
 
+// poller reads something of a member that the hub does not watch; it says whether what the
+// member's summary shows changed.
+type poller interface {
+	Poll(ctx context.Context, member string, rc rest.Interface) bool
+}
+
+// pollInterval is how often the pollers read each member: what they read changes seldom (a
+// Nodewright upgrade, a node's boot).
+const pollInterval = 30 * time.Second
+
 // NewChecker returns a Checker; the manager must Add it to engage it with each member.
-func NewChecker(opts HealthOptions) *Checker {
+func NewChecker(opts HealthOptions, pollers ...poller) *Checker {
 	if opts.Interval <= 0 {
 		opts.Interval = DefaultHealthOptions.Interval
 	}
@@ -82,7 +100,8 @@ func NewChecker(opts HealthOptions) *Checker {
 		opts.FailureThreshold = DefaultHealthOptions.FailureThreshold
 	}
 	return &Checker{opts: opts, events: make(chan event.TypedGenericEvent[string], 64), stopped: make(chan struct{}),
-		kick: make(chan struct{}, 1), members: map[string]*memberHealth{}}
+		kick: make(chan struct{}, 1), members: map[string]*memberHealth{},
+		pollers: pollers, pollEvery: max(1, int(pollInterval/opts.Interval))}
 }
 
 // Events carries the name of each member whose health changed.
@@ -129,11 +148,11 @@ func (c *Checker) Start(ctx context.Context) error {
 // rotated, which engages it anew).
 func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) error {
 	// The member's own HTTP client, which follows no redirect (newMemberCluster).
-	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
+	rc, err := memberREST(cl)
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
-	m := &memberHealth{name: name, ctx: ctx, dc: dc, next: time.Now(), index: -1}
+	m := &memberHealth{name: name, ctx: ctx, rc: rc, next: time.Now(), index: -1}
 	c.mu.Lock()
 	c.members[name] = m
 	heap.Push(&c.due, m)
@@ -169,11 +188,11 @@ func (c *Checker) wake() {
 	}
 }
 
-// run checks the member once, says so if its health changed, and schedules its next check
-// one interval after this one began.
+// run checks the member once, polls it when its turn came, says so if its health or what
+// the pollers read changed, and schedules its next check one interval after this one began.
 func (c *Checker) run(m *memberHealth) {
 	start := time.Now()
-	h := c.check(m.ctx, m.dc, m)
+	h := c.check(m.ctx, m)
 	c.mu.Lock()
 	if m.gone {
 		c.mu.Unlock()
@@ -195,8 +214,25 @@ func (c *Checker) run(m *memberHealth) {
 		m.health = h
 	}
 	changed := m.health != prev
-	m.next = start.Add(c.opts.Interval)
-	heap.Push(&c.due, m)
+	poll := h.Reachable && m.answered%c.pollEvery == 0
+	if h.Reachable {
+		m.answered++
+	}
+	c.mu.Unlock()
+	if poll {
+		for _, p := range c.pollers {
+			ctx, cancel := context.WithTimeout(m.ctx, c.opts.Timeout)
+			if p.Poll(ctx, m.name, m.rc) {
+				changed = true
+			}
+			cancel()
+		}
+	}
+	c.mu.Lock()
+	if !m.gone {
+		m.next = start.Add(c.opts.Interval)
+		heap.Push(&c.due, m)
+	}
 	c.mu.Unlock()
 	c.wake()
 	if changed {
@@ -232,10 +268,10 @@ func (h *dueHeap) Pop() any {
 }
 
 // check asks the member's /readyz, and its version until it was read once.
-func (c *Checker) check(ctx context.Context, dc *discovery.DiscoveryClient, m *memberHealth) Health {
+func (c *Checker) check(ctx context.Context, m *memberHealth) Health {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	err := dc.RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+	err := m.rc.Get().AbsPath("/readyz").Do(ctx).Error()
 	switch {
 	case apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err):
 		return Health{Known: true, Reason: fleetv1alpha1.ReasonUnauthorized, Message: "The member refuses the hub's credentials: " + err.Error()}
@@ -244,10 +280,11 @@ func (c *Checker) check(ctx context.Context, dc *discovery.DiscoveryClient, m *m
 	}
 	h := Health{Known: true, Reachable: true, Reason: fleetv1alpha1.ReasonAnswering, Message: "The member's API server answers"}
 	c.mu.Lock()
-	version := m.health.KubernetesVersion
+	known := m.health.KubernetesVersion
 	c.mu.Unlock()
-	if version == "" {
-		if v, err := dc.ServerVersion(); err == nil {
+	if known == "" {
+		var v version.Info
+		if raw, err := m.rc.Get().AbsPath("/version").Do(ctx).Raw(); err == nil && json.Unmarshal(raw, &v) == nil {
 			h.KubernetesVersion = v.GitVersion
 		}
 	}

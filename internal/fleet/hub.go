@@ -136,10 +136,6 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 	}); err != nil {
 		return nil, err
 	}
-	checker := NewChecker(opts.Health)
-	if err := mgr.Add(checker); err != nil {
-		return nil, err
-	}
 	objects := newObjectWatcher(opts.MemberNamespace, wake)
 	if err := mgr.Add(objects); err != nil {
 		return nil, err
@@ -150,6 +146,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 	}
 	boots := newBootReader(wake)
 	if err := mgr.Add(boots); err != nil {
+		return nil, err
+	}
+	checker := NewChecker(opts.Health, objects, boots)
+	if err := mgr.Add(checker); err != nil {
 		return nil, err
 	}
 	summaries := &SummaryReconciler{Objects: objects, Boots: boots, Manager: mgr, Hub: local.GetClient(), Checker: checker,

@@ -8,6 +8,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -40,6 +41,8 @@ func (k *kubeconfigSecrets) SetupWithManager(mgr manager.Manager) error {
 	// longer a registration, and its member must go.
 	inNamespace := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetNamespace() == k.namespace })
 	return ctrl.NewControllerManagedBy(mgr).Named("kubeconfig-members").
+		// Engaging a member builds its client: thousands at start-up, several at once.
+		WithOptions(controller.Options{MaxConcurrentReconciles: registrationWorkers}).
 		For(&corev1.Secret{}, builder.WithPredicates(inNamespace)).
 		Complete(k)
 }

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"sync"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/discovery"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -21,9 +20,12 @@ import (
 
 // objectWatcher keeps, for each engaged member, the three objects its summary shows whole:
 // its NodewrightCluster `nodewright`, the checkpoint ConfigMap and the operator Deployment's
-// version label. Each is watched by name (a metadata.name field selector, which is what lets
-// the member's Role grant the two in its namespace by name), one goroutine each, and kept as
-// the summary needs it: the ConfigMap's two keys, the Deployment's label.
+// version label. The first two are watched by name (a metadata.name field selector, which is
+// what lets the member's Role grant the ConfigMap in its namespace by name), and kept as the
+// summary needs them: the ConfigMap's two keys. The Deployment's label changes when the
+// member's Nodewright is upgraded, and is read with the health checks (Poll, every
+// pollInterval): a watch costs two goroutines for as long as it lasts (the hub's and
+// HTTP/2's), and a member may cost the hub ten.
 type objectWatcher struct {
 	memberNamespace string
 	wake            chan<- event.TypedGenericEvent[string]
@@ -46,6 +48,8 @@ type memberObjects struct {
 	listed   [objCount]bool
 	err      error
 	observed Observed
+	// deployment is the operator Deployment's path.
+	deployment string
 }
 
 func newObjectWatcher(memberNamespace string, wake chan<- event.TypedGenericEvent[string]) *objectWatcher {
@@ -94,6 +98,9 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 	})
 	named := func(n string) string { return "metadata.name=" + n }
 	ns := "/namespaces/" + w.memberNamespace
+	w.mu.Lock()
+	m.deployment = "/apis/apps/v1" + ns + "/deployments/" + OperatorDeployment
+	w.mu.Unlock()
 	watches := []struct {
 		index int
 		res   resource
@@ -124,19 +131,6 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 				}
 				line, found := cm.Data[operator.CheckpointKey]
 				o.Published = Published{Found: found && line != "", Line: line, Witnessed: cm.Data[operator.WitnessedKey]}
-				return nil
-			}},
-		{objDeployment, resource{path: "/apis/apps/v1" + ns + "/deployments", fieldSelector: named(OperatorDeployment)},
-			func(o *Observed, raw json.RawMessage) error {
-				o.NodewrightVersion = ""
-				if raw == nil {
-					return nil
-				}
-				var d appsv1.Deployment
-				if err := json.Unmarshal(raw, &d); err != nil {
-					return fmt.Errorf("the member's operator Deployment: %w", err)
-				}
-				o.NodewrightVersion = d.Labels[versionLabel]
 				return nil
 			}},
 	}
@@ -191,12 +185,35 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 	return nil
 }
 
-// memberREST is a REST client of the member's API server, with the member's own HTTP client
-// (which follows no redirect, newMemberCluster).
-func memberREST(cl cluster.Cluster) (rest.Interface, error) {
-	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
-	if err != nil {
-		return nil, err
+// Poll reads the operator Deployment's version label (its metadata alone), and says whether
+// what the summary shows changed.
+func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface) bool {
+	w.mu.Lock()
+	m := w.members[name]
+	w.mu.Unlock()
+	if m == nil {
+		return false
 	}
-	return dc.RESTClient(), nil
+	var d metav1.PartialObjectMetadata
+	raw, err := rc.Get().AbsPath(m.deployment).SetHeader("Accept", acceptMetadata).Do(ctx).Raw()
+	if err == nil {
+		err = json.Unmarshal(raw, &d)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		d = metav1.PartialObjectMetadata{}
+	case err != nil:
+		w.mu.Lock()
+		if !m.listed[objDeployment] {
+			m.err = err
+		}
+		w.mu.Unlock()
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	changed := !m.listed[objDeployment] || m.observed.NodewrightVersion != d.Labels[versionLabel]
+	m.observed.NodewrightVersion = d.Labels[versionLabel]
+	m.listed[objDeployment] = true
+	return changed
 }

@@ -82,8 +82,12 @@ func (r *SummaryReconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		Complete(r)
 }
 
-// summaryWorkers is how many summaries are worked on at once.
-const summaryWorkers = 8
+// summaryWorkers is how many summaries are worked on at once: a burst of changes across
+// thousands of members is as many status writes to the hub's API server.
+const summaryWorkers = 32
+
+// registrationWorkers is how many registrations are engaged at once.
+const registrationWorkers = 8
 
 // Reconcile writes the member's summary when what the hub sees of it changed.
 func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,13 +96,22 @@ func (m *members) engage(ctx context.Context, name string, cfg *rest.Config) err
 	// The member lives as long as the hub, not this one reconcile. Its cluster is not
 	// started: the hub keeps no cache of a member.
 	clusterCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Listed before its watches and checks begin: their first findings wake the summary,
+	// which must then find the member engaged (else its reconcile fails, and is retried
+	// at the rate failures are, which thousands of members at start-up would wait on).
+	e := &engaged{cluster: cl, cancel: cancel, hash: hash}
+	m.mu.Lock()
+	m.engaged[name] = e
+	m.mu.Unlock()
 	if err := m.mgr.Engage(clusterCtx, name, cl); err != nil {
+		m.mu.Lock()
+		if m.engaged[name] == e {
+			delete(m.engaged, name)
+		}
+		m.mu.Unlock()
 		cancel()
 		return err
 	}
-	m.mu.Lock()
-	m.engaged[name] = &engaged{cluster: cl, cancel: cancel, hash: hash}
-	m.mu.Unlock()
 	if wasRefused {
 		m.notify(ctx, name)
 	}
@@ -202,6 +212,10 @@ func (m *members) IndexField(ctx context.Context, obj client.Object, field strin
 // client-go adds the credential to every request it sends, a redirected one too, so a
 // member (or whatever answers at its address) could otherwise have the hub send the
 // member's credential, and requests, to any address it names.
+//
+// The cluster is never started: the hub keeps no cache of a member. What reads the member
+// (objectWatcher, workflowReader, bootReader, Checker) shares its one REST client
+// (memberREST).
 func newMemberCluster(cfg *rest.Config, opts []cluster.Option) (cluster.Cluster, error) {
 	cfg = memberConfig(cfg)
 	hc, err := rest.HTTPClientFor(cfg)
@@ -211,7 +225,33 @@ func newMemberCluster(cfg *rest.Config, opts []cluster.Option) (cluster.Cluster,
 	hc.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
 		return fmt.Errorf("the member's API server redirects to %s: the hub follows no redirect", req.URL.Redacted())
 	}
-	return cluster.New(cfg, append(opts, func(o *cluster.Options) { o.HTTPClient = hc })...)
+	cl, err := cluster.New(cfg, append(opts, func(o *cluster.Options) { o.HTTPClient = hc })...)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	return &memberCluster{Cluster: cl, rest: dc.RESTClient()}, nil
+}
+
+// memberCluster is a member's cluster with the REST client the hub reads it with.
+type memberCluster struct {
+	cluster.Cluster
+	rest rest.Interface
+}
+
+// memberREST is the member's REST client, with the member's own HTTP client.
+func memberREST(cl cluster.Cluster) (rest.Interface, error) {
+	if m, ok := cl.(*memberCluster); ok {
+		return m.rest, nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cl.GetConfig(), cl.GetHTTPClient())
+	if err != nil {
+		return nil, err
+	}
+	return dc.RESTClient(), nil
 }
 
 // configHash tells two accesses apart: a new one re-engages the member.

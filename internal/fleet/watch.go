@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
 
 // The hub's watches of a member are its own, not client-go informers: an informer costs
@@ -188,4 +192,49 @@ func (r resource) follow(ctx context.Context, rc rest.Interface, listLimit int, 
 			}
 		}
 	}
+}
+
+// restReader lists the member's workflows and NodewrightAgentStatuses for the readers
+// (readWorkflows, readBoots) straight from its API server, a page at a time, with the
+// member's REST client: no RESTMapper, no discovery, no typed client per member.
+type restReader struct {
+	rc rest.Interface
+}
+
+var _ client.Reader = restReader{}
+
+// Get is not how the hub reads a member's workflows or nodes.
+func (r restReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	return fmt.Errorf("the hub does not get %T %s from a member", obj, key)
+}
+
+// listPaths are the collections restReader lists, by the type of the list.
+var listPaths = map[reflect.Type]string{
+	reflect.TypeFor[*nodewrightv1alpha1.BondModeFlipPlanList]():      "/apis/" + nodewrightv1alpha1.GroupVersion.String() + "/bondmodeflipplans",
+	reflect.TypeFor[*nodewrightv1alpha1.ReplicationUpgradeList]():    "/apis/" + nodewrightv1alpha1.GroupVersion.String() + "/replicationupgrades",
+	reflect.TypeFor[*nodewrightv1alpha1.NodewrightAgentStatusList](): "/apis/" + nodewrightv1alpha1.GroupVersion.String() + "/nodewrightagentstatuses",
+}
+
+// List lists one page into list: the options' limit and continuation alone apply.
+func (r restReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	path, ok := listPaths[reflect.TypeOf(list)]
+	if !ok {
+		return fmt.Errorf("the hub does not list %T from a member", list)
+	}
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	req := r.rc.Get().AbsPath(path).SetHeader("Accept", acceptJSON)
+	if o.Limit > 0 {
+		req.Param("limit", strconv.FormatInt(o.Limit, 10))
+	}
+	if o.Continue != "" {
+		req.Param("continue", o.Continue)
+	}
+	raw, err := req.Do(ctx).Raw()
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, list); err != nil {
+		return fmt.Errorf("listing %s: %w", path, err)
+	}
+	return nil
 }

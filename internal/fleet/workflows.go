@@ -2,13 +2,16 @@ package fleet
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
@@ -147,6 +150,9 @@ type memberReader[T any] struct {
 	equal     func(a, b T) bool
 	wake      chan<- event.TypedGenericEvent[string]
 	queue     workqueue.TypedDelayingInterface[string]
+	// polled readers watch nothing: the health checks call Poll, which lists the resources'
+	// metadata and queues a read when any object's version changed.
+	polled bool
 
 	mu      sync.Mutex
 	members map[string]*memberRead[T]
@@ -169,6 +175,8 @@ type memberRead[T any] struct {
 	// next is the earliest time of the next read; retry backs off failed reads.
 	next  time.Time
 	retry *backoff
+	// versions are the names and versions of the objects the last Poll listed.
+	versions string
 }
 
 func newMemberReader[T any](what string, resources []schema.GroupVersionResource, read func(context.Context, client.Reader) (T, error),
@@ -247,12 +255,70 @@ func (r *memberReader[T]) Engage(ctx context.Context, name string, cl cluster.Cl
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
-	r.engage(ctx, name, cl.GetAPIReader())
+	r.engage(ctx, name, restReader{rc: rc})
+	if r.polled {
+		return nil
+	}
 	for _, res := range r.resources {
 		go watchChanges(ctx, rc, res, func() { r.changed(name) })
 	}
 	return nil
 }
+
+// Poll lists the metadata of the member's objects, a page of pollPageSize at a time, and
+// queues a read when their names or versions differ from the last Poll's. It never says the
+// summary changed: the read does.
+func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interface) bool {
+	if !r.polled {
+		return false
+	}
+	r.mu.Lock()
+	m := r.members[name]
+	r.mu.Unlock()
+	if m == nil {
+		return false
+	}
+	h := sha256.New()
+	for _, res := range r.resources {
+		path := "/apis/" + res.GroupVersion().String() + "/" + res.Resource
+		next := ""
+		for {
+			req := rc.Get().AbsPath(path).SetHeader("Accept", acceptMetadataList).Param("limit", strconv.Itoa(pollPageSize))
+			if next != "" {
+				req.Param("continue", next)
+			}
+			var l metav1.PartialObjectMetadataList
+			raw, err := req.Do(ctx).Raw()
+			if err == nil {
+				err = json.Unmarshal(raw, &l)
+			}
+			if err != nil {
+				// Not served, not allowed, not answering, or the continuation expired: the read
+				// says why (queued, it fails or finds what changed).
+				r.changed(name)
+				return false
+			}
+			for _, o := range l.Items {
+				fmt.Fprintf(h, "%s/%s@%s\n", o.Namespace, o.Name, o.ResourceVersion)
+			}
+			if next = l.Continue; next == "" {
+				break
+			}
+		}
+	}
+	versions := string(h.Sum(nil))
+	r.mu.Lock()
+	changed := m.versions != versions
+	m.versions = versions
+	r.mu.Unlock()
+	if changed {
+		r.changed(name)
+	}
+	return false
+}
+
+// pollPageSize is how many objects' metadata one page of a Poll holds.
+const pollPageSize = 250
 
 // engage keeps the member's reads until ctx ends, read by reader.
 func (r *memberReader[T]) engage(ctx context.Context, name string, reader client.Reader) *memberRead[T] {
