@@ -69,8 +69,11 @@ type memberHealth struct {
 	rc       rest.Interface
 	health   Health
 	failures int
-	// answered counts the checks the member answered.
-	answered int
+	// answers counts the checks the member answered; polling is set while it is polled.
+	answers int
+	polling bool
+	// answered says the member answered (its connection is up), once it did.
+	answered func()
 	// next is when the next check is due; index is its place in the heap, -1 while a check
 	// runs or after the member was disengaged.
 	next  time.Time
@@ -152,7 +155,7 @@ func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) e
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
-	m := &memberHealth{name: name, ctx: ctx, rc: rc, next: time.Now(), index: -1}
+	m := &memberHealth{name: name, ctx: ctx, rc: rc, next: time.Now(), index: -1, answered: func() { markAnswered(cl) }}
 	c.mu.Lock()
 	c.members[name] = m
 	heap.Push(&c.due, m)
@@ -193,6 +196,9 @@ func (c *Checker) wake() {
 func (c *Checker) run(m *memberHealth) {
 	start := time.Now()
 	h := c.check(m.ctx, m)
+	if h.Reachable || h.Reason == fleetv1alpha1.ReasonUnauthorized {
+		m.answered() // the member's connection is up: its watches and reads may begin
+	}
 	c.mu.Lock()
 	if m.gone {
 		c.mu.Unlock()
@@ -214,33 +220,49 @@ func (c *Checker) run(m *memberHealth) {
 		m.health = h
 	}
 	changed := m.health != prev
-	poll := h.Reachable && m.answered%c.pollEvery == 0
+	// Polled in a goroutine of its own: a member that stops answering while it is polled
+	// must not hold back its next check. One poll at a time.
+	poll := h.Reachable && m.answers%c.pollEvery == 0 && !m.polling
 	if h.Reachable {
-		m.answered++
+		m.answers++
 	}
-	c.mu.Unlock()
-	if poll {
-		for _, p := range c.pollers {
-			ctx, cancel := context.WithTimeout(m.ctx, c.opts.Timeout)
-			if p.Poll(ctx, m.name, m.rc) {
-				changed = true
-			}
-			cancel()
-		}
-	}
-	c.mu.Lock()
-	if !m.gone {
-		m.next = start.Add(c.opts.Interval)
-		heap.Push(&c.due, m)
-	}
+	m.polling = m.polling || poll
+	m.next = start.Add(c.opts.Interval)
+	heap.Push(&c.due, m)
 	c.mu.Unlock()
 	c.wake()
+	if poll {
+		go c.poll(m)
+	}
 	if changed {
 		ctrllog.FromContext(m.ctx).V(1).Info("Member health changed", "member", m.name, "reachable", h.Reachable, "reason", h.Reason)
-		select {
-		case c.events <- event.TypedGenericEvent[string]{Object: m.name}:
-		case <-m.ctx.Done():
+		c.tell(m)
+	}
+}
+
+// poll runs the pollers on the member, and says so if what they read changed.
+func (c *Checker) poll(m *memberHealth) {
+	changed := false
+	for _, p := range c.pollers {
+		ctx, cancel := context.WithTimeout(m.ctx, c.opts.Timeout)
+		if p.Poll(ctx, m.name, m.rc) {
+			changed = true
 		}
+		cancel()
+	}
+	c.mu.Lock()
+	m.polling = false
+	c.mu.Unlock()
+	if changed {
+		c.tell(m)
+	}
+}
+
+// tell sends the member's name to the summaries.
+func (c *Checker) tell(m *memberHealth) {
+	select {
+	case c.events <- event.TypedGenericEvent[string]{Object: m.name}:
+	case <-m.ctx.Done():
 	}
 }
 

@@ -85,6 +85,7 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
+	gate := answeredGate(cl)
 	m := &memberObjects{}
 	w.mu.Lock()
 	w.members[name] = m
@@ -180,7 +181,11 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 			}
 			w.mu.Unlock()
 		}
-		go x.res.follow(ctx, rc, 0, onList, onEvent, onError)
+		go func() {
+			if waitAnswered(ctx, gate) {
+				x.res.follow(ctx, rc, 0, onList, onEvent, onError)
+			}
+		}()
 	}
 	return nil
 }

@@ -11,9 +11,13 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -213,9 +217,11 @@ func (m *members) IndexField(ctx context.Context, obj client.Object, field strin
 // member (or whatever answers at its address) could otherwise have the hub send the
 // member's credential, and requests, to any address it names.
 //
-// The cluster is never started: the hub keeps no cache of a member. What reads the member
-// (objectWatcher, workflowReader, bootReader, Checker) shares its one REST client
-// (memberREST).
+// The hub keeps no cache of a member and reads it with its one REST client (memberREST):
+// what reads the member (objectWatcher, workflowReader, bootReader, Checker) needs its
+// configuration, its HTTP client and that REST client alone. controller-runtime's cluster,
+// with its clients, codecs and RESTMapper, costs milliseconds of CPU to build: thousands of
+// members at start-up would wait on it. It is built only if something asks for it.
 func newMemberCluster(cfg *rest.Config, opts []cluster.Option) (cluster.Cluster, error) {
 	cfg = memberConfig(cfg)
 	hc, err := rest.HTTPClientFor(cfg)
@@ -225,21 +231,98 @@ func newMemberCluster(cfg *rest.Config, opts []cluster.Option) (cluster.Cluster,
 	hc.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
 		return fmt.Errorf("the member's API server redirects to %s: the hub follows no redirect", req.URL.Redacted())
 	}
-	cl, err := cluster.New(cfg, append(opts, func(o *cluster.Options) { o.HTTPClient = hc })...)
-	if err != nil {
-		return nil, err
-	}
 	dc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err
 	}
-	return &memberCluster{Cluster: cl, rest: dc.RESTClient()}, nil
+	var o cluster.Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &memberCluster{config: cfg, http: hc, scheme: o.Scheme, options: opts, rest: dc.RESTClient(), answered: make(chan struct{})}, nil
 }
 
-// memberCluster is a member's cluster with the REST client the hub reads it with.
+// memberCluster is a member's cluster as the hub reads it: its configuration, its HTTP
+// client and one REST client. The rest of cluster.Cluster (a cached client, a RESTMapper,
+// an event recorder) is controller-runtime's cluster, built on first use.
 type memberCluster struct {
-	cluster.Cluster
-	rest rest.Interface
+	config  *rest.Config
+	http    *http.Client
+	scheme  *runtime.Scheme
+	options []cluster.Option
+	rest    rest.Interface
+	// answered is closed when the member first answered the hub's health check: its
+	// connection is up. The watches and reads wait for it, so that they share that one
+	// connection: started at once on a new member, each would open a TLS connection of its
+	// own (HTTP/2 keeps the first and closes the others), and each handshake costs the hub
+	// a millisecond of CPU, thousands of members at start-up.
+	answered     chan struct{}
+	answeredOnce sync.Once
+
+	once sync.Once
+	full cluster.Cluster
+}
+
+// answeredGate is closed once the member answered a health check; a cluster that is not a
+// member's is answered.
+func answeredGate(cl cluster.Cluster) <-chan struct{} {
+	if m, ok := cl.(*memberCluster); ok {
+		return m.answered
+	}
+	closed := make(chan struct{})
+	close(closed)
+	return closed
+}
+
+// markAnswered says the member answered a health check.
+func markAnswered(cl cluster.Cluster) {
+	if m, ok := cl.(*memberCluster); ok {
+		m.answeredOnce.Do(func() { close(m.answered) })
+	}
+}
+
+// waitAnswered waits until the member answered a health check; false if ctx ended first.
+func waitAnswered(ctx context.Context, gate <-chan struct{}) bool {
+	select {
+	case <-gate:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+var _ cluster.Cluster = &memberCluster{}
+
+func (m *memberCluster) GetHTTPClient() *http.Client { return m.http }
+func (m *memberCluster) GetConfig() *rest.Config     { return m.config }
+func (m *memberCluster) GetScheme() *runtime.Scheme  { return m.scheme }
+
+// Start starts nothing: the hub starts no cache of a member.
+func (m *memberCluster) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// cluster is controller-runtime's cluster of the member, built once. Building it fails
+// only on a configuration rest.HTTPClientFor already took.
+func (m *memberCluster) cluster() cluster.Cluster {
+	m.once.Do(func() {
+		full, err := cluster.New(m.config, append(m.options, func(o *cluster.Options) { o.HTTPClient = m.http })...)
+		if err != nil {
+			panic(fmt.Sprintf("building the member's cluster from a configuration already checked: %v", err))
+		}
+		m.full = full
+	})
+	return m.full
+}
+
+func (m *memberCluster) GetCache() cache.Cache                { return m.cluster().GetCache() }
+func (m *memberCluster) GetClient() client.Client             { return m.cluster().GetClient() }
+func (m *memberCluster) GetFieldIndexer() client.FieldIndexer { return m.cluster().GetFieldIndexer() }
+func (m *memberCluster) GetRESTMapper() meta.RESTMapper       { return m.cluster().GetRESTMapper() }
+func (m *memberCluster) GetAPIReader() client.Reader          { return m.cluster().GetAPIReader() }
+func (m *memberCluster) GetEventRecorderFor(name string) record.EventRecorder {
+	return m.cluster().GetEventRecorderFor(name)
 }
 
 // memberREST is the member's REST client, with the member's own HTTP client.

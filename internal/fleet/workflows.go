@@ -255,12 +255,17 @@ func (r *memberReader[T]) Engage(ctx context.Context, name string, cl cluster.Cl
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
-	r.engage(ctx, name, restReader{rc: rc})
+	r.engage(ctx, name, restReader{rc: rc}, answeredGate(cl))
 	if r.polled {
 		return nil
 	}
+	gate := answeredGate(cl)
 	for _, res := range r.resources {
-		go watchChanges(ctx, rc, res, func() { r.changed(name) })
+		go func() {
+			if waitAnswered(ctx, gate) {
+				watchChanges(ctx, rc, res, func() { r.changed(name) })
+			}
+		}()
 	}
 	return nil
 }
@@ -320,8 +325,9 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 // pollPageSize is how many objects' metadata one page of a Poll holds.
 const pollPageSize = 250
 
-// engage keeps the member's reads until ctx ends, read by reader.
-func (r *memberReader[T]) engage(ctx context.Context, name string, reader client.Reader) *memberRead[T] {
+// engage keeps the member's reads until ctx ends, read by reader; the first once gate is
+// closed.
+func (r *memberReader[T]) engage(ctx context.Context, name string, reader client.Reader, gate <-chan struct{}) *memberRead[T] {
 	m := &memberRead[T]{ctx: ctx, reader: reader, retry: newBackoff()}
 	r.mu.Lock()
 	r.members[name] = m
@@ -333,7 +339,11 @@ func (r *memberReader[T]) engage(ctx context.Context, name string, reader client
 		}
 		r.mu.Unlock()
 	})
-	r.changed(name)
+	go func() {
+		if waitAnswered(ctx, gate) {
+			r.changed(name)
+		}
+	}()
 	return m
 }
 

@@ -194,7 +194,7 @@ func TestWorkflowsKeptWhenAReadFails(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = r.Start(ctx) }()
-	r.engage(ctx, "m", &failingAfter{})
+	r.engage(ctx, "m", &failingAfter{}, answered())
 	<-wake
 	seen, ok, err := r.Seen("m")
 	if !ok || err != nil || seen.Unfinished != 1 || seen.Listed[0].Name != "f" {
@@ -207,9 +207,16 @@ func TestWorkflowsKeptWhenAReadFails(t *testing.T) {
 		t.Fatalf("after a failed read: %+v, %v, %v; want the first read's", seen, ok, err)
 	}
 	// Before any read succeeded, the failure is the answer.
-	r.engage(ctx, "m2", &failingAfter{lists: len(workflowKinds)})
+	r.engage(ctx, "m2", &failingAfter{lists: len(workflowKinds)}, answered())
 	<-wake
 	if _, ok, err := r.Seen("m2"); ok || err == nil {
 		t.Fatalf("a member never read: ok %v, error %v; want the error", ok, err)
 	}
+}
+
+// answered is the gate of a member that answered.
+func answered() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
 }
