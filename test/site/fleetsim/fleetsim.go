@@ -7,6 +7,22 @@
 // bookmarks, 410 Gone, pagination, selectors, bearer tokens. Fault hooks make members stop,
 // freeze, slow down, revoke the hub's credential, or change all at once.
 //
+// Where it differs from a kube-apiserver (the faithfulness test, compare_test.go, checks the
+// rest against a real one):
+//   - JSON only (a request accepting protobuf alone gets 406); legacy discovery, even when
+//     the aggregated one is asked for; /apis lists only apps and the Nodewright group.
+//   - Lists return the latest state whatever their resourceVersion; a continue token's page
+//     shows the objects after its key as they are now, not as they were at its version.
+//   - Field selectors on metadata.name and metadata.namespace only.
+//   - Put does no defaulting, no validation, no managedFields, and never bumps generation.
+//   - No anonymous access (/readyz without a token is 401); any write is a 403.
+//   - One event history per member for all kinds: a busy kind can push a quiet kind's watch
+//     into 410 sooner than a real server would. A watch from a future version gets 504 after
+//     3 s. Bookmarks every BookmarkInterval.
+//   - Freeze still completes the TLS handshake; Slow delays the start of each request, not
+//     the events of open watches; Revoke leaves open watches running, as a real server does.
+//   - sendInitialEvents is answered but untested (client-go's reflectors do not ask for it).
+//
 // It does not import the fleet package, so that the fleet package's own tests may use it.
 package fleetsim
 
