@@ -24,28 +24,19 @@ type point struct {
 	heap       int64
 	goroutines int64
 	sockets    int
-	// memberCPU is every member API server's CPU together, % of one core; memberRSS the
-	// mean resident set of one.
-	memberCPU float64
-	memberRSS int64
+	// requests is how many requests a second the members answered (the simulator's count).
+	requests float64
 }
 
-// atRest measures the hub (and the members, for scale) over window, sampling the hub's
-// resident set each second.
-func atRest(ctx context.Context, hub *benchproc.Process, metrics string, members []*member, window time.Duration) (point, error) {
-	p := point{members: len(members)}
+// atRest measures the hub over window, sampling its resident set each second; requests
+// counts the members' answers.
+func atRest(ctx context.Context, hub *benchproc.Process, metrics string, members int, requests func() int64, window time.Duration) (point, error) {
+	p := point{members: members}
 	cpu0, err := hub.CPUTime()
 	if err != nil {
 		return p, err
 	}
-	var memberCPU0 time.Duration
-	for _, m := range members {
-		c, err := m.proc.CPUTime()
-		if err != nil {
-			return p, err
-		}
-		memberCPU0 += c
-	}
+	requests0 := requests()
 	start := time.Now()
 	var sum int64
 	n := int64(0)
@@ -65,28 +56,11 @@ func atRest(ctx context.Context, hub *benchproc.Process, metrics string, members
 	if err != nil {
 		return p, err
 	}
-	var memberCPU1 time.Duration
-	var memberRSS int64
-	for _, m := range members {
-		c, err := m.proc.CPUTime()
-		if err != nil {
-			return p, err
-		}
-		memberCPU1 += c
-		anon, file, err := m.proc.RSSParts()
-		if err != nil {
-			return p, err
-		}
-		memberRSS += anon + file
-	}
+	p.requests = float64(requests()-requests0) / wall.Seconds()
 	p.cpu = benchproc.Percent(cpu1-cpu0, wall)
 	p.rss = sum / n
 	if p.peak, err = hub.PeakRSS(); err != nil {
 		return p, err
-	}
-	if len(members) > 0 {
-		p.memberCPU = benchproc.Percent(memberCPU1-memberCPU0, wall)
-		p.memberRSS = memberRSS / int64(len(members))
 	}
 	m, err := scrape(ctx, metrics, "go_memstats_heap_inuse_bytes", "go_goroutines")
 	if err != nil {
@@ -142,13 +116,3 @@ func sockets(pid int) (int, error) {
 	}
 	return n, nil
 }
-
-// linear is a + b×members through two points.
-type linear struct{ fixed, perMember float64 }
-
-func fit(x1, x2 int, y1, y2 float64) linear {
-	b := (y2 - y1) / float64(x2-x1)
-	return linear{fixed: y1 - b*float64(x1), perMember: b}
-}
-
-func (l linear) at(members int) float64 { return l.fixed + l.perMember*float64(members) }

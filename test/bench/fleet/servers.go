@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -53,21 +52,17 @@ func (p *procs) killAll() {
 	p.list = nil
 }
 
-// pki is one CA for every API server of the run: one serving certificate for 127.0.0.1,
-// client certificates for the benchmark (system:masters) and for the hub's read-only user,
-// and the service-account key.
+// pki is the CA of the hub's API server: its serving certificate for 127.0.0.1, the
+// benchmark's client certificate (system:masters), which the hub uses too, and the
+// service-account key.
 type pki struct {
 	caPEM                    []byte
 	servingCert, servingKey  string
 	clientCA, serviceAccount string
 	adminCert, adminKey      []byte
-	hubUserCert, hubUserKey  []byte
-	hubUser                  string
 	caCert                   *x509.Certificate
 	caKey                    *ecdsa.PrivateKey
 }
-
-const hubUser = "nodewright-fleet-hub"
 
 func newPKI(dir string) (*pki, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -85,7 +80,7 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pki{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), caCert: caCert, caKey: caKey, hubUser: hubUser,
+	p := &pki{caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), caCert: caCert, caKey: caKey,
 		servingCert: filepath.Join(dir, "serving.crt"), servingKey: filepath.Join(dir, "serving.key"),
 		clientCA: filepath.Join(dir, "ca.crt"), serviceAccount: filepath.Join(dir, "sa.key")}
 	if err := os.WriteFile(p.clientCA, p.caPEM, 0o600); err != nil {
@@ -122,9 +117,6 @@ func newPKI(dir string) (*pki, error) {
 	if p.adminCert, p.adminKey, err = client(3, "bench-admin", "system:masters"); err != nil {
 		return nil, err
 	}
-	if p.hubUserCert, p.hubUserKey, err = client(4, hubUser); err != nil {
-		return nil, err
-	}
 	return p, nil
 }
 
@@ -146,9 +138,8 @@ func (p *pki) sign(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
 }
 
-// startEtcd runs etcd on free ports. --unsafe-no-fsync: the fifty members share one etcd
-// and one disk here, where each would have its own; their fsyncs in one queue would measure
-// this machine's disk, not the hub.
+// startEtcd runs etcd on free ports. --unsafe-no-fsync: the hub's thousands of summary
+// writes at start-up would otherwise measure this machine's shared disk, not the hub.
 func startEtcd(ps *procs, binary, dir string) (string, error) {
 	client, err := benchproc.FreePort()
 	if err != nil {
@@ -191,11 +182,6 @@ type apiServer struct {
 	host  string
 	admin *rest.Config
 }
-
-// memberFlags keep each member small (see the package comment): no watch cache, no
-// priority and fairness, no endpoint reconciler, no profiling.
-var memberFlags = []string{"--watch-cache=false", "--enable-priority-and-fairness=false",
-	"--endpoint-reconciler-type=none", "--profiling=false"}
 
 // startAPIServer starts a kube-apiserver and waits until it is ready.
 func startAPIServer(ctx context.Context, ps *procs, binary, dir, name, etcd string, p *pki, extra ...string) (*apiServer, error) {
@@ -246,16 +232,6 @@ func (s *apiServer) waitReady(ctx context.Context, patience time.Duration, log s
 		time.Sleep(200 * time.Millisecond)
 	}
 }
-
-// kill ends the API server at once, as a crash or a lost machine would.
-func (s *apiServer) kill() {
-	_ = s.proc.Cmd.Process.Kill()
-	_ = s.proc.Cmd.Wait()
-}
-
-// freeze stops the API server's process (SIGSTOP): its port still takes connections and
-// nothing answers, as over a link that drops packets.
-func (s *apiServer) freeze() error { return s.proc.Cmd.Process.Signal(syscall.SIGSTOP) }
 
 // kubeconfig reaches the API server with the given client certificate.
 func (s *apiServer) kubeconfig(p *pki, cert, key []byte) ([]byte, error) {

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	"github.com/spectrocloud/nodewright/test/bench/benchproc"
+	"github.com/spectrocloud/nodewright/test/site/fleetsim"
 )
 
 // summaries watches the hub's summaries as a user of the hub would: the latest of each, and
@@ -73,6 +75,13 @@ func (s *summaries) expect(k marker) {
 	s.pending[k] = time.Now()
 }
 
+// reset forgets the changes expected and seen so far.
+func (s *summaries) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending, s.seen = map[marker]time.Time{}, map[marker]time.Duration{}
+}
+
 // results are the latencies seen, and how many changes never showed.
 func (s *summaries) results() (seen []time.Duration, missing int) {
 	s.mu.Lock()
@@ -120,12 +129,33 @@ func (s *summaries) waitUntil(ctx context.Context, names []string, patience time
 	}
 }
 
+// progress prints, every period until ctx ends, how many of the names' summaries have
+// settled, and the hub's CPU over the period.
+func (s *summaries) progress(ctx context.Context, names []string, hub *benchproc.Process, period time.Duration) {
+	start := time.Now()
+	cpu0, _ := hub.CPUTime()
+	for sleep(ctx, period) == nil {
+		n := 0
+		s.mu.Lock()
+		for _, name := range names {
+			if sum, ok := s.latest[name]; ok && settled(sum) == "" {
+				n++
+			}
+		}
+		s.mu.Unlock()
+		cpu1, _ := hub.CPUTime()
+		fmt.Printf("    %3.0fs: %4d of %d summaries settled; the hub used %.0f %% of a core\n",
+			time.Since(start).Seconds(), n, len(names), benchproc.Percent(cpu1-cpu0, period))
+		cpu0 = cpu1
+	}
+}
+
 // settled is a summary that shows all the member's objects and a reachable member.
 func settled(s *fleetv1alpha1.NodewrightClusterSummary) string {
 	switch {
 	case !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionReachable):
 		return "not Reachable"
-	case s.Status.Phase != "MultiNode" || s.Status.NodewrightVersion != nodewrightVer || s.Status.KubernetesVersion == "":
+	case s.Status.Phase != "MultiNode" || s.Status.NodewrightVersion != fleetsim.NodewrightVersion || s.Status.KubernetesVersion == "":
 		return fmt.Sprintf("phase %q, versions %q %q", s.Status.Phase, s.Status.NodewrightVersion, s.Status.KubernetesVersion)
 	case !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionCheckpointConsistent):
 		return "checkpoint not recorded"
