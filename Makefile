@@ -61,7 +61,7 @@ test-stress: control-plane $(COSIGN) $(HELM) chromium drbd-utils grub-common ipr
 	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/stress-test.sh $(PKGS)
 
 .PHONY: bench
-bench: ## Run the benchmarks (copy, bridge, audit, migration, agent, checkpoint, flip, deadpeer, upgrade, osupgrade, fleet, snapshot) and print each figure against its baseline or target.
+bench: ## Run the benchmarks (copy, bridge, audit, migration, agent, checkpoint, flip, deadpeer, upgrade, osupgrade, fleet, fleetpage, snapshot) and print each figure against its baseline or target.
 	hack/bench.sh
 
 ##@ Development

@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -157,8 +158,12 @@ func TestFleetPageAt3500(t *testing.T) {
 	}
 	t.Logf("BENCH fleet page, %d summaries: drawn %s after navigation (target %s, %.2fx; first load, the UI listing them too: %s); a render drawing every row %.1f ms, one keeping them %.1f ms",
 		fleetSize, again.Round(time.Millisecond), fleetRenderTarget, float64(again)/float64(fleetRenderTarget), first.Round(time.Millisecond), rerender, update)
-	if again > fleetRenderBound {
-		t.Errorf("the fleet page drew %d summaries %s after its navigation; bound %s (target %s)", fleetSize, again, fleetRenderBound, fleetRenderTarget)
+	bound := fleetRenderBound
+	if os.Getenv("NODEWRIGHT_BENCH_FLEET_PAGE") != "" {
+		bound = fleetRenderTarget // make bench fleetpage: the target itself
+	}
+	if again > bound {
+		t.Errorf("the fleet page drew %d summaries %s after its navigation; bound %s (target %s)", fleetSize, again, bound, fleetRenderTarget)
 	}
 
 	// The counts at the top, each as fleetview counts it.
