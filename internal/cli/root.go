@@ -26,7 +26,8 @@ import (
 const rootHelp = `kubectl nodewright shows and drives Nodewright, the operator of small edge storage
 clusters: the cluster's health rolled up from the legacy DaemonSet, VM volume migrations,
 bond-mode flips, replication upgrades and OS upgrades (os) and the approval of their steps, the Kairos
-nodes' boots (boot), the VM snapshots of snapshot policies (snapshot), the events, the audit
+nodes' boots (boot), the VM snapshots of snapshot policies (snapshot), VM owners' requests
+for an operation on their VM (request), the events, the audit
 trail and signed EdgeProfiles; against a fleet hub, its member clusters (fleet).
 
 It reads the same kubeconfig, context and namespace flags as kubectl (--kubeconfig,
@@ -37,12 +38,14 @@ Exit codes, the same for every command:
   1  the operation failed or was refused (the API server's refusal is printed as the
      admission webhook wrote it; approve: nothing to approve, or no right to), or a check
      found a problem (audit verify, profile verify),
-     or a migration, flip, upgrade or OS version policy waited on ended Failed or RolledBack, or the folder
+     or a migration, flip, upgrade or OS version policy waited on ended Failed or RolledBack, or a
+     request waited on ended Failed or Refused, or the folder
      audit tail reads cannot be read
   2  usage error: an unknown command or flag, a wrong number of arguments, a bad value,
      an unreadable file
   3  migrate --wait / migrate watch --wait / flip --wait / flip watch --wait /
-     upgrade --wait / upgrade watch --wait / os plan --wait / os watch --wait: the wait ended before the workflow finished
+     upgrade --wait / upgrade watch --wait / os plan --wait / os watch --wait /
+     request ... --wait / request watch --wait: the wait ended before the workflow finished
      (--timeout passed, or it was interrupted)`
 
 const rootExamples = `  # The cluster's phase and why, its nodes, profile and recent warnings
@@ -61,6 +64,9 @@ const rootExamples = `  # The cluster's phase and why, its nodes, profile and re
 
   # Each VM's snapshots in namespace apps, good, failed or in progress, and why
   kubectl nodewright snapshot list -n apps
+
+  # As a VM's owner, ask for a snapshot of it now, and follow the request
+  kubectl nodewright request snapshot web --reason "before the upgrade" -n apps --wait
 
   # Approve the step a Manual bond-mode flip waits on
   kubectl nodewright approve bondmodeflipplan/to-lacp
@@ -164,6 +170,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newOSCommand,
 		newBootCommand,
 		newSnapshotCommand,
+		newRequestCommand,
 		newApproveCommand,
 		newEventsCommand,
 		newFleetCommand,
