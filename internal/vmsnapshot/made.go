@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -25,6 +26,22 @@ type Made struct {
 	// content not ready, or not read). It is never failed for that: retention keeps it, and
 	// no run waits for it.
 	Stuck bool
+}
+
+// ClaimVolumes are the names of vm's volumes on claims (a PersistentVolumeClaim or a
+// DataVolume), in its template's order: those a good snapshot of it must include. Whoever makes
+// a snapshot lists them in its AnnotationSnapshotVolumes, which Judged checks.
+func ClaimVolumes(vm *virtv1.VirtualMachine) []string {
+	if vm == nil || vm.Spec.Template == nil {
+		return nil
+	}
+	var out []string
+	for _, v := range vm.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.DataVolume != nil {
+			out = append(out, v.Name)
+		}
+	}
+	return out
 }
 
 // Judged judges s, a snapshot a policy made, at now: Judge with its content (nil when none is

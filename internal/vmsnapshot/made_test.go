@@ -1,12 +1,14 @@
 package vmsnapshot
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -56,5 +58,36 @@ func TestJudgedAppliesTheFailureDeadline(t *testing.T) {
 				t.Errorf("deadline %s, want %s", m.Deadline, c.deadline)
 			}
 		})
+	}
+}
+
+// ClaimVolumes lists the volumes on a PersistentVolumeClaim or a DataVolume, in order, and no
+// other kind; a VM without a template has none.
+func TestClaimVolumesAreTheVolumesOnClaims(t *testing.T) {
+	withVolumes := func(volumes ...virtv1.Volume) *virtv1.VirtualMachine {
+		return &virtv1.VirtualMachine{Spec: virtv1.VirtualMachineSpec{Template: &virtv1.VirtualMachineInstanceTemplateSpec{
+			Spec: virtv1.VirtualMachineInstanceSpec{Volumes: volumes}}}}
+	}
+	claim := func(name string) virtv1.Volume {
+		return virtv1.Volume{Name: name, VolumeSource: virtv1.VolumeSource{PersistentVolumeClaim: &virtv1.PersistentVolumeClaimVolumeSource{}}}
+	}
+	dataVolume := func(name string) virtv1.Volume {
+		return virtv1.Volume{Name: name, VolumeSource: virtv1.VolumeSource{DataVolume: &virtv1.DataVolumeSource{Name: name}}}
+	}
+	for _, tc := range []struct {
+		name string
+		vm   *virtv1.VirtualMachine
+		want []string
+	}{
+		{"no VM", nil, nil},
+		{"no template", &virtv1.VirtualMachine{}, nil},
+		{"no claims", withVolumes(virtv1.Volume{Name: "boot", VolumeSource: virtv1.VolumeSource{ContainerDisk: &virtv1.ContainerDiskSource{}}}), nil},
+		{"claims among others", withVolumes(dataVolume("root"),
+			virtv1.Volume{Name: "init", VolumeSource: virtv1.VolumeSource{CloudInitNoCloud: &virtv1.CloudInitNoCloudSource{}}},
+			claim("data")), []string{"root", "data"}},
+	} {
+		if got := ClaimVolumes(tc.vm); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -670,7 +670,7 @@ func (r *Reconciler) snapshot(ctx context.Context, o *nwv1.VMOperationRequest, n
 		snap.Annotations = map[string]string{
 			nwv1.AnnotationSnapshotStarted: now.UTC().Format(time.RFC3339),
 			nwv1.AnnotationSnapshotVMUID:   string(vm.UID),
-			nwv1.AnnotationSnapshotVolumes: strings.Join(claimVolumes(vm), ","),
+			nwv1.AnnotationSnapshotVolumes: strings.Join(vmsnapshot.ClaimVolumes(vm), ","),
 		}
 		snap.Spec = snapv1.VirtualMachineSnapshotSpec{
 			Source:          corev1.TypedLocalObjectReference{APIGroup: ptr.To(virtv1.GroupVersion.Group), Kind: "VirtualMachine", Name: vm.Name},
@@ -714,20 +714,6 @@ func (r *Reconciler) snapshot(ctx context.Context, o *nwv1.VMOperationRequest, n
 	}
 	o.Status.Message = fmt.Sprintf("snapshotting %s: VirtualMachineSnapshot %s is %s (%s)", o.Spec.VM, snap.Name, m.State, m.Reason)
 	return ctrl.Result{RequeueAfter: runPoll}, nil, nil
-}
-
-// claimVolumes are the VM's volumes on claims: those a good snapshot must hold.
-func claimVolumes(vm *virtv1.VirtualMachine) []string {
-	var out []string
-	if vm == nil || vm.Spec.Template == nil {
-		return nil
-	}
-	for _, v := range vm.Spec.Template.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil || v.DataVolume != nil {
-			out = append(out, v.Name)
-		}
-	}
-	return out
 }
 
 // stepText says what a request's first step does.

@@ -655,14 +655,6 @@ func SnapshotName(policy, vm string, t time.Time) string {
 
 // snapshotOf is the snapshot of vm for the run scheduled at t.
 func (w *run) snapshotOf(vm *virtv1.VirtualMachine, t time.Time) *snapv1.VirtualMachineSnapshot {
-	var volumes []string
-	if tmpl := vm.Spec.Template; tmpl != nil {
-		for _, v := range tmpl.Spec.Volumes {
-			if v.PersistentVolumeClaim != nil || v.DataVolume != nil {
-				volumes = append(volumes, v.Name)
-			}
-		}
-	}
 	return &snapv1.VirtualMachineSnapshot{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: w.p.Namespace, Name: SnapshotName(w.p.Name, vm.Name, t),
@@ -672,7 +664,7 @@ func (w *run) snapshotOf(vm *virtv1.VirtualMachine, t time.Time) *snapv1.Virtual
 				nwv1.AnnotationSnapshotScheduled: t.UTC().Format(time.RFC3339),
 				nwv1.AnnotationSnapshotStarted:   w.now.UTC().Format(time.RFC3339),
 				nwv1.AnnotationSnapshotVMUID:     string(vm.UID),
-				nwv1.AnnotationSnapshotVolumes:   strings.Join(volumes, ","),
+				nwv1.AnnotationSnapshotVolumes:   strings.Join(vmsnapshot.ClaimVolumes(vm), ","),
 			},
 		},
 		Spec: snapv1.VirtualMachineSnapshotSpec{
