@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
@@ -72,6 +73,8 @@ type owner struct {
 	// lock is the namespace of the test's own cluster-wide claim: the tests run in parallel.
 	lock string
 	site *site.Site
+	// clock is the controllers' when set (onFakeClock), else the real one.
+	clock *clocktesting.FakePassiveClock
 }
 
 func newOwner(t *testing.T) *owner {
@@ -132,7 +135,11 @@ func (o *owner) cacheOptions() cache.Options {
 }
 
 func (o *owner) reconciler(c client.Client, r client.Reader, mgr manager.Manager) *vmoperationrequest.Reconciler {
-	return &vmoperationrequest.Reconciler{Client: c, APIReader: r, Recorder: mgr.GetEventRecorderFor("vmoperationrequest-test"), LockNamespace: o.lock}
+	rec := &vmoperationrequest.Reconciler{Client: c, APIReader: r, Recorder: mgr.GetEventRecorderFor("vmoperationrequest-test"), LockNamespace: o.lock}
+	if o.clock != nil {
+		rec.Clock = o.clock
+	}
+	return rec
 }
 
 // startOperator runs the controller as the operator, until the test ends or it is stopped.
@@ -364,7 +371,7 @@ func TestARequesterWhoLostTheRightIsRefused(t *testing.T) {
 // from the snapshot. The operator is killed right after it stopped the VM, and the next one
 // right after it made the VirtualMachineRestore, before the request's status said so; a third
 // finishes the restore: the VM runs again, on a claim holding the bytes the snapshot took,
-// while the old claim keeps what was written since, from the one restore made.
+// while the old claim keeps what was written since, from the restore made before the kill.
 func TestTheOperatorKilledMidRestore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -401,6 +408,10 @@ func TestTheOperatorKilledMidRestore(t *testing.T) {
 	if r := (&nwv1.VMOperationRequest{}); env.Client.Get(ctx, client.ObjectKey{Namespace: o.ns, Name: "back"}, r) != nil || r.Status.Restore != "" || r.Status.Step != nwv1.StepRestoreVM {
 		t.Fatalf("killed after the restore was made, the request says step %q, restore %q", r.Status.Step, r.Status.Restore)
 	}
+	var made snapv1.VirtualMachineRestoreList
+	if err := env.Client.List(ctx, &made, client.InNamespace(o.ns), client.MatchingLabels{nwv1.LabelVMOperationRequest: "back"}); err != nil || len(made.Items) != 1 {
+		t.Fatalf("killed after the restore was made, the request's restores: %d (%v), want 1", len(made.Items), err)
+	}
 	o.startOperator()
 	st = o.until("back", phase(nwv1.VMOperationSucceeded))
 	if st.RunStrategy != string(virtv1.RunStrategyAlways) || st.Restore == "" {
@@ -422,8 +433,11 @@ func TestTheOperatorKilledMidRestore(t *testing.T) {
 	if got, err := o.site.ReadVolume(ctx, o.ns, "app-root"); err != nil || !bytes.Equal(got, written) {
 		t.Errorf("the old claim does not hold what was written since (%v)", err)
 	}
+	// The restore made before the kill is the one that restored: not deleted and made again,
+	// nor a second made under another name.
 	var restores snapv1.VirtualMachineRestoreList
-	if err := env.Client.List(ctx, &restores, client.InNamespace(o.ns)); err != nil || len(restores.Items) != 1 {
-		t.Errorf("restores: %d (%v), want 1", len(restores.Items), err)
+	if err := env.Client.List(ctx, &restores, client.InNamespace(o.ns), client.MatchingLabels{nwv1.LabelVMOperationRequest: "back"}); err != nil ||
+		len(restores.Items) != 1 || restores.Items[0].UID != made.Items[0].UID || st.Restore != made.Items[0].Name {
+		t.Errorf("the request's restores: %d (%v), want the one made before the kill, %s (UID %s), as status.restore %q", len(restores.Items), err, made.Items[0].Name, made.Items[0].UID, st.Restore)
 	}
 }
