@@ -9,12 +9,14 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -49,6 +51,23 @@ func readyz(ctx context.Context, cfg *rest.Config) error {
 	}
 	_, err = cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 	return err
+}
+
+// h2Conn is an HTTP/2 connection to the member of its own, to send PINGs on.
+func h2Conn(t *testing.T, s *Sim, m *Member) *http2.ClientConn {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(s.CA())
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(m.Server(), "https://"), &tls.Config{RootCAs: roots, NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	cc, err := (&http2.Transport{}).NewClientConn(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cc
 }
 
 func TestFaults(t *testing.T) {
@@ -114,6 +133,41 @@ func TestFaults(t *testing.T) {
 			}
 		case <-time.After(time.Minute):
 			t.Fatal("after the thaw the watch delivered nothing")
+		}
+	})
+
+	t.Run("a frozen member answers PINGs; a cut one answers nothing until mended", func(t *testing.T) {
+		cc := h2Conn(t, s, m)
+		ping := func() error {
+			short, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			return cc.Ping(short)
+		}
+		if err := ping(); err != nil {
+			t.Fatalf("a PING to a running member: %v", err)
+		}
+		m.Freeze()
+		err := ping()
+		m.Thaw()
+		if err != nil {
+			t.Fatalf("a PING to a frozen member: %v, want its answer (its API server hangs, its link works)", err)
+		}
+		m.Cut()
+		if err := ping(); err == nil {
+			t.Fatal("a PING to a cut member was answered")
+		}
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		err = readyz(short, cfg)
+		cancel()
+		if err == nil || short.Err() == nil {
+			t.Fatalf("a cut member's /readyz with a 1 s timeout = %v, want the timeout", err)
+		}
+		m.Mend()
+		if err := ping(); err != nil {
+			t.Fatalf("a PING to a mended member: %v", err)
+		}
+		if err := readyz(ctx, cfg); err != nil {
+			t.Fatalf("a mended member's /readyz: %v", err)
 		}
 	})
 

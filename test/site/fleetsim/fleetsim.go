@@ -5,7 +5,8 @@
 // Nodewright kinds, the checkpoint ConfigMap and the operator Deployment) with the semantics
 // of a kube-apiserver: one resourceVersion counter per member, a bounded event history,
 // bookmarks, 410 Gone, pagination, selectors, bearer tokens. Fault hooks make members stop,
-// freeze, slow down, revoke the hub's credential, or change all at once.
+// freeze (the API server hangs), lose their link (Cut), slow down, revoke the hub's
+// credential, or change all at once.
 //
 // Where it differs from a kube-apiserver (the faithfulness test, compare_test.go, checks the
 // rest against a real one):
@@ -19,7 +20,8 @@
 //   - One event history per member for all kinds: a busy kind can push a quiet kind's watch
 //     into 410 sooner than a real server would. A watch from a future version gets 504 after
 //     3 s. Bookmarks every BookmarkInterval.
-//   - Freeze still completes the TLS handshake; Slow delays the start of each request, not
+//   - Freeze still completes the TLS handshake and answers HTTP/2 PINGs; Cut holds the bytes
+//     of the member's connections in the process, not in the network; Slow delays the start of each request, not
 //     the events of open watches; Revoke leaves open watches running, as a real server does.
 //   - sendInitialEvents is answered but untested (client-go's reflectors do not ask for it).
 //

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,8 @@ type Member struct {
 	sim   *Sim
 	name  string
 	store *store
+	// readyz counts the /readyz requests the member received.
+	readyz atomic.Int64
 
 	mu      sync.Mutex
 	port    int
@@ -45,6 +48,12 @@ type Member struct {
 	closed bool
 	// reserved is the socket that holds the port while the member is stopped; -1 if none.
 	reserved int
+
+	// linkMu guards mended apart from mu: Stop closes connections under mu, and a
+	// connection's close writes.
+	linkMu sync.Mutex
+	// mended is nil unless the member's link is cut; then it is closed by Mend.
+	mended chan struct{}
 }
 
 var errNotFound = errors.New("not found")
@@ -76,6 +85,9 @@ func newToken() (string, error) {
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
+
+// Readyz counts the /readyz requests the member received so far, answered or not.
+func (m *Member) Readyz() int64 { return m.readyz.Load() }
 
 // Name is the member's name: m-0001, m-0002, ...
 func (m *Member) Name() string { return m.name }
@@ -140,13 +152,14 @@ func (m *Member) listen(port int) error {
 	// Its log is dropped: a client that hangs up mid-handshake is a fault being played.
 	srv := &http.Server{Handler: m, TLSConfig: m.sim.tls, ReadHeaderTimeout: time.Minute, ErrorLog: log.New(io.Discard, "", 0)}
 	m.server = srv
-	go func() { _ = srv.ServeTLS(l, "", "") }()
+	go func() { _ = srv.ServeTLS(&linkListener{Listener: l, m: m}, "", "") }()
 	return nil
 }
 
 // Stop closes the member's listener and every open connection: new connections are
 // refused until Resume.
 func (m *Member) Stop() {
+	m.Mend() // a connection's close writes TLS's close_notify, which a cut link would hold
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.server == nil {
@@ -172,6 +185,7 @@ func (m *Member) Resume() error {
 
 func (m *Member) close() {
 	m.Thaw()
+	m.Mend()
 	m.mu.Lock()
 	m.closed = true
 	if m.reserved >= 0 {
@@ -200,6 +214,70 @@ func (m *Member) Thaw() {
 		close(m.thawed)
 		m.thawed = nil
 	}
+}
+
+// Cut plays a link that drops every packet: each of the member's connections, and those it
+// accepts, send nothing and deliver nothing (HTTP/2 PINGs go unanswered too), until Mend,
+// when what was held goes through, as TCP's retransmissions would deliver it. A new
+// connection completes its TCP handshake (the kernel answers it) but not its TLS one.
+// Freeze, by contrast, plays an API server that hangs behind a link that works.
+func (m *Member) Cut() {
+	m.linkMu.Lock()
+	defer m.linkMu.Unlock()
+	if m.mended == nil {
+		m.mended = make(chan struct{})
+	}
+}
+
+// Mend undoes Cut.
+func (m *Member) Mend() {
+	m.linkMu.Lock()
+	defer m.linkMu.Unlock()
+	if m.mended != nil {
+		close(m.mended)
+		m.mended = nil
+	}
+}
+
+// waitLinked waits while the member's link is cut.
+func (m *Member) waitLinked() {
+	m.linkMu.Lock()
+	mended := m.mended
+	m.linkMu.Unlock()
+	if mended != nil {
+		<-mended
+	}
+}
+
+// linkListener accepts the member's connections as linkConns.
+type linkListener struct {
+	net.Listener
+	m *Member
+}
+
+func (l *linkListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &linkConn{Conn: c, m: l.m}, nil
+}
+
+// linkConn holds what it reads and what it writes while the member's link is cut.
+type linkConn struct {
+	net.Conn
+	m *Member
+}
+
+func (c *linkConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.m.waitLinked()
+	return n, err
+}
+
+func (c *linkConn) Write(p []byte) (int, error) {
+	c.m.waitLinked()
+	return c.Conn.Write(p)
 }
 
 // Slow delays every answer by d; 0 undoes it. Events of watches already open are not

@@ -23,6 +23,9 @@ import (
 // ServeHTTP answers one request to the member, as its kube-apiserver would.
 func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.sim.requests.Add(1)
+	if strings.TrimSuffix(r.URL.Path, "/") == "/readyz" {
+		m.readyz.Add(1)
+	}
 	if !m.waitThawed(r.Context()) {
 		return
 	}
