@@ -19,23 +19,52 @@ import (
 )
 
 // HealthOptions bound how fast the hub notices a member that stopped answering: Reachable
-// turns False at most FailureThreshold × (Interval + Timeout) after the member's last answer
-// (20s with the defaults), and True again at the first answer after that.
+// turns False at most FailureThreshold × (Interval + Timeout) after the member was last
+// heard (20s with the defaults), and True again at the first answer after that. A member
+// whose link is up but whose API server stopped answering requests is noticed within
+// ReadyInterval more.
 type HealthOptions struct {
 	// Interval between two checks of one member.
 	Interval time.Duration
-	// Timeout of one check.
+	// Timeout of one check, and of one HTTP/2 PING.
 	Timeout time.Duration
 	// FailureThreshold is how many checks in a row must fail before Reachable turns False,
 	// so that one slow answer on a busy link does not flap it.
 	FailureThreshold int
+	// ReadyInterval is how often a member that is heard is asked /readyz all the same: that
+	// its API server answers requests, and still takes the hub's credentials.
+	ReadyInterval time.Duration
 }
 
 // DefaultHealthOptions are the hub's defaults.
-var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 * time.Second, FailureThreshold: 2}
+var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 * time.Second, FailureThreshold: 2, ReadyInterval: time.Minute}
+
+// withDefaults fills what is unset: ReadyInterval as 12 intervals.
+func (o HealthOptions) withDefaults() HealthOptions {
+	if o.Interval <= 0 {
+		o.Interval = DefaultHealthOptions.Interval
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultHealthOptions.Timeout
+	}
+	if o.FailureThreshold <= 0 {
+		o.FailureThreshold = DefaultHealthOptions.FailureThreshold
+	}
+	if o.ReadyInterval <= 0 {
+		o.ReadyInterval = 12 * o.Interval
+	}
+	return o
+}
 
 // Checker checks each engaged member's API server: GET /readyz with the hub's credentials,
-// which answers 401 to a credential the member no longer accepts. It reads no object: the
+// which answers 401 to a credential the member no longer accepts. A member heard within the
+// last interval and timeout (a PING answered on its connection, which its transport sends
+// after an interval of silence, or its watches' traffic: memberTransport) has answered, and
+// is asked /readyz only every ReadyInterval: a request costs the hub ten times what a PING
+// does, and thousands of members would keep it busy. A member that answered and was not
+// heard for that long left a PING unanswered: that counts as one failed check, and /readyz
+// is asked at once. So a link that drops everything is found within FailureThreshold ×
+// (Interval + Timeout) of the member's last word, as when every check was a /readyz. It reads no object: the
 // summary's content comes from watches only. A change of a member's health is sent on
 // Events, which the summary controller watches. It also reads the member's Kubernetes
 // version, once per engagement.
@@ -74,6 +103,10 @@ type memberHealth struct {
 	polling bool
 	// answered says the member answered (its connection is up), once it did.
 	answered func()
+	// heard is when bytes last arrived from the member; asked is when it last answered
+	// /readyz.
+	heard *heard
+	asked time.Time
 	// next is when the next check is due; index is its place in the heap, -1 while a check
 	// runs or after the member was disengaged.
 	next  time.Time
@@ -93,15 +126,7 @@ const pollInterval = 30 * time.Second
 
 // NewChecker returns a Checker; the manager must Add it to engage it with each member.
 func NewChecker(opts HealthOptions, pollers ...poller) *Checker {
-	if opts.Interval <= 0 {
-		opts.Interval = DefaultHealthOptions.Interval
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultHealthOptions.Timeout
-	}
-	if opts.FailureThreshold <= 0 {
-		opts.FailureThreshold = DefaultHealthOptions.FailureThreshold
-	}
+	opts = opts.withDefaults()
 	return &Checker{opts: opts, events: make(chan event.TypedGenericEvent[string], 64), stopped: make(chan struct{}),
 		kick: make(chan struct{}, 1), members: map[string]*memberHealth{},
 		pollers: pollers, pollEvery: max(1, int(pollInterval/opts.Interval))}
@@ -155,7 +180,7 @@ func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) e
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
-	m := &memberHealth{name: name, ctx: ctx, rc: rc, next: time.Now(), index: -1, answered: func() { markAnswered(cl) }}
+	m := &memberHealth{name: name, ctx: ctx, rc: rc, next: time.Now(), index: -1, answered: func() { markAnswered(cl) }, heard: heardOf(cl)}
 	c.mu.Lock()
 	c.members[name] = m
 	heap.Push(&c.due, m)
@@ -195,7 +220,21 @@ func (c *Checker) wake() {
 // the pollers read changed, and schedules its next check one interval after this one began.
 func (c *Checker) run(m *memberHealth) {
 	start := time.Now()
-	h := c.check(m.ctx, m)
+	c.mu.Lock()
+	reachable := m.health.Reachable && m.failures == 0
+	heard := m.heard.since(start.Add(-(c.opts.Interval + c.opts.Timeout)))
+	ask := !reachable || !heard || start.Sub(m.asked) >= c.opts.ReadyInterval
+	if reachable && !heard && m.heard != nil {
+		// Silent for an interval and a timeout: the PING its connection got after an
+		// interval of silence went unanswered for a timeout. That is one failed check;
+		// /readyz is the next.
+		m.failures++
+	}
+	c.mu.Unlock()
+	h := answering
+	if ask {
+		h = c.check(m.ctx, m)
+	}
 	if h.Reachable || h.Reason == fleetv1alpha1.ReasonUnauthorized {
 		m.answered() // the member's connection is up: its watches and reads may begin
 	}
@@ -206,6 +245,9 @@ func (c *Checker) run(m *memberHealth) {
 	}
 	if h.Reachable {
 		m.failures = 0
+		if ask {
+			m.asked = start
+		}
 	} else {
 		m.failures++
 	}
@@ -289,6 +331,9 @@ func (h *dueHeap) Pop() any {
 	return m
 }
 
+// answering is the health of a member that answers.
+var answering = Health{Known: true, Reachable: true, Reason: fleetv1alpha1.ReasonAnswering, Message: "The member's API server answers"}
+
 // check asks the member's /readyz, and its version until it was read once.
 func (c *Checker) check(ctx context.Context, m *memberHealth) Health {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
@@ -300,7 +345,7 @@ func (c *Checker) check(ctx context.Context, m *memberHealth) Health {
 	case err != nil:
 		return Health{Known: true, Reason: fleetv1alpha1.ReasonNotAnswering, Message: "The member's API server does not answer: " + err.Error()}
 	}
-	h := Health{Known: true, Reachable: true, Reason: fleetv1alpha1.ReasonAnswering, Message: "The member's API server answers"}
+	h := answering
 	c.mu.Lock()
 	known := m.health.KubernetesVersion
 	c.mu.Unlock()

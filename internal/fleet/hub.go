@@ -91,7 +91,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (mcmanager.Manager
 		&clusterinventoryv1alpha1.ClusterProfile{}: {Namespaces: map[string]cache.Config{opts.ClusterProfileNamespace: {}}},
 	}
 	wake := make(chan event.TypedGenericEvent[string], 64)
-	registry := newMembers(memberClusterOptions(scheme), wake)
+	registry := newMembers(memberClusterOptions(scheme), opts.Health, wake)
 	mgr, err := mcmanager.New(cfg, registry, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("creating the hub manager: %w", err)

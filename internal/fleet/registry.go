@@ -35,6 +35,8 @@ type members struct {
 	mgr mcmanager.Manager
 	// clusterOptions configure each member's cluster (its cache and scheme).
 	clusterOptions []cluster.Option
+	// health sets how often each member's connections are pinged (memberTransport).
+	health HealthOptions
 	// wake carries the name of a member whose refusal changed, to its summary.
 	wake chan<- event.TypedGenericEvent[string]
 
@@ -63,8 +65,8 @@ type indexer struct {
 
 var _ multicluster.Provider = &members{}
 
-func newMembers(clusterOptions []cluster.Option, wake chan<- event.TypedGenericEvent[string]) *members {
-	return &members{clusterOptions: clusterOptions, wake: wake, engaged: map[string]*engaged{}, refused: map[string]refusal{}}
+func newMembers(clusterOptions []cluster.Option, health HealthOptions, wake chan<- event.TypedGenericEvent[string]) *members {
+	return &members{clusterOptions: clusterOptions, health: health.withDefaults(), wake: wake, engaged: map[string]*engaged{}, refused: map[string]refusal{}}
 }
 
 // engage engages the member with cfg, which checkConfig accepted, unless it is engaged with
@@ -85,7 +87,7 @@ func (m *members) engage(ctx context.Context, name string, cfg *rest.Config) err
 		return nil
 	}
 	m.disengage(name)
-	cl, err := newMemberCluster(cfg, m.clusterOptions)
+	cl, err := newMemberCluster(cfg, m.health, m.clusterOptions)
 	if err != nil {
 		return fmt.Errorf("member %s: %w", name, err)
 	}
@@ -222,9 +224,16 @@ func (m *members) IndexField(ctx context.Context, obj client.Object, field strin
 // configuration, its HTTP client and that REST client alone. controller-runtime's cluster,
 // with its clients, codecs and RESTMapper, costs milliseconds of CPU to build: thousands of
 // members at start-up would wait on it. It is built only if something asks for it.
-func newMemberCluster(cfg *rest.Config, opts []cluster.Option) (cluster.Cluster, error) {
+//
+// Its transport pings each connection that is silent for a health interval, and records
+// when the member was last heard (memberTransport): the Checker's evidence.
+func newMemberCluster(cfg *rest.Config, health HealthOptions, opts []cluster.Option) (cluster.Cluster, error) {
 	cfg = memberConfig(cfg)
-	hc, err := rest.HTTPClientFor(cfg)
+	tcfg, heard, err := memberTransport(cfg, health.Interval, health.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	hc, err := rest.HTTPClientFor(tcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +248,7 @@ func newMemberCluster(cfg *rest.Config, opts []cluster.Option) (cluster.Cluster,
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &memberCluster{config: cfg, http: hc, scheme: o.Scheme, options: opts, rest: dc.RESTClient(), answered: make(chan struct{})}, nil
+	return &memberCluster{config: cfg, http: hc, scheme: o.Scheme, options: opts, rest: dc.RESTClient(), heard: heard, answered: make(chan struct{})}, nil
 }
 
 // memberCluster is a member's cluster as the hub reads it: its configuration, its HTTP
@@ -251,6 +260,8 @@ type memberCluster struct {
 	scheme  *runtime.Scheme
 	options []cluster.Option
 	rest    rest.Interface
+	// heard is when bytes last arrived from the member.
+	heard *heard
 	// answered is closed when the member first answered the hub's health check: its
 	// connection is up. The watches and reads wait for it, so that they share that one
 	// connection: started at once on a new member, each would open a TLS connection of its
@@ -272,6 +283,14 @@ func answeredGate(cl cluster.Cluster) <-chan struct{} {
 	closed := make(chan struct{})
 	close(closed)
 	return closed
+}
+
+// heardOf is when the member was last heard; nil for a cluster that is not a member's.
+func heardOf(cl cluster.Cluster) *heard {
+	if m, ok := cl.(*memberCluster); ok {
+		return m.heard
+	}
+	return nil
 }
 
 // markAnswered says the member answered a health check.

@@ -1,0 +1,95 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	"github.com/spectrocloud/nodewright/test/site/fleetsim"
+)
+
+// startSimulated plays n members (test/site/fleetsim) and registers each on the hub by a
+// kubeconfig Secret of the member's name. Their watches get no bookmarks: at rest, only
+// the hub's PINGs are answered on their connections.
+func startSimulated(t *testing.T, hub *apiServer, n int) []*fleetsim.Member {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sim, err := fleetsim.Start(ctx, fleetsim.Options{Members: n, BookmarkInterval: time.Hour})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); sim.Close() })
+	for _, m := range sim.Members() {
+		kc, err := m.Kubeconfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		createKubeconfigSecret(t, hub, m.Name(), kc)
+	}
+	return sim.Members()
+}
+
+// reachableAs checks a summary's Reachable condition.
+func reachableAs(want metav1.ConditionStatus, reason string) func(*fleetv1alpha1.NodewrightClusterSummary) string {
+	return func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+		c := meta.FindStatusCondition(s.Status.Conditions, fleetv1alpha1.ConditionReachable)
+		if c == nil || c.Status != want || c.Reason != reason {
+			return fmt.Sprintf("Reachable %+v; want %s %s", c, want, reason)
+		}
+		return ""
+	}
+}
+
+// TestAMemberHeardIsNotAskedReadyz: a member whose connection answers the hub's HTTP/2 PINGs
+// has answered; the hub asks its /readyz only every ReadyInterval (here an hour), where it
+// asked at every check. A member whose link is cut (nothing it sends arrives, its PINGs
+// go unanswered) is marked NotAnswering all the same, while the other stays Answering; it
+// is Answering again once its link is mended.
+func TestAMemberHeardIsNotAskedReadyz(t *testing.T) {
+	hub, _ := startFleetWith(t, 0, func(o *Options) {
+		o.Health = HealthOptions{Interval: time.Second, Timeout: 2 * time.Second, FailureThreshold: 2, ReadyInterval: time.Hour}
+	})
+	members := startSimulated(t, hub, 2)
+	cut, other := members[0], members[1]
+	for _, m := range members {
+		waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
+	}
+
+	// Ten checks of each member; before PINGs each was a /readyz. A check finds a member
+	// unheard only if nothing arrived in the interval and timeout before it (a PING goes
+	// after an interval of silence): on a busy machine that may happen now and then.
+	before := []int64{cut.Readyz(), other.Readyz()}
+	time.Sleep(10 * time.Second) // the one wait that proves an absence
+	for i, m := range members {
+		if asked := m.Readyz() - before[i]; asked > 3 {
+			t.Errorf("%s was asked /readyz %d times in 10 checks while its connection answered PINGs; want at most 3", m.Name(), asked)
+		}
+	}
+
+	cut.Cut()
+	waitSummary(t, hub.Client, cut.Name(), reachableAs(metav1.ConditionFalse, fleetv1alpha1.ReasonNotAnswering))
+	waitSummary(t, hub.Client, other.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
+	cut.Mend()
+	waitSummary(t, hub.Client, cut.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
+}
+
+// TestAHungMemberIsFoundByReadyz: a member whose API server hangs behind a working link
+// (its PINGs answered, its requests not) is marked NotAnswering by the /readyz the hub asks
+// every ReadyInterval, and Answering again once it answers.
+func TestAHungMemberIsFoundByReadyz(t *testing.T) {
+	hub, _ := startFleetWith(t, 0, func(o *Options) {
+		o.Health = HealthOptions{Interval: 300 * time.Millisecond, Timeout: 2 * time.Second, FailureThreshold: 2, ReadyInterval: 2 * time.Second}
+	})
+	m := startSimulated(t, hub, 1)[0]
+	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
+	m.Freeze()
+	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionFalse, fleetv1alpha1.ReasonNotAnswering))
+	m.Thaw()
+	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
+}

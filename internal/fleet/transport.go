@@ -1,0 +1,80 @@
+package fleet
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// memberTransport is the HTTP transport of one member, as client-go would build it (its
+// dialer, TLS handshake timeout, idle connections and HTTP/2), with two differences:
+//
+//   - It sends an HTTP/2 PING on a connection that received nothing for ping, and closes it
+//     when the PING is not answered within pingTimeout (client-go: 30 s and 15 s, set for a
+//     whole process by environment variables). A member's watches then fail at once rather
+//     than wait on a dead link.
+//   - It records, in heard, when bytes last arrived from the member on any of its
+//     connections: a PING's answer, a watch's event or bookmark, any answer. The health
+//     checks take that as the member's answer, and ask /readyz only now and then (Checker).
+//
+// A member reached over HTTP/1.1 gets no PING: only its watches' traffic is heard, and the
+// checks ask /readyz when that is not enough.
+//
+// The returned configuration carries the transport in place of its TLS options, which the
+// transport holds; client-go adds the credentials, as it does to a transport it built.
+func memberTransport(cfg *rest.Config, ping, pingTimeout time.Duration) (*rest.Config, *heard, error) {
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := &heard{}
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         h.dial(dialer.DialContext),
+		TLSClientConfig:     tlsConfig,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: 25,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   true,
+		HTTP2:               &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: pingTimeout},
+	}
+	out := rest.CopyConfig(cfg)
+	out.TLSClientConfig = rest.TLSClientConfig{}
+	out.Transport = t
+	return out, h, nil
+}
+
+// heard is when bytes last arrived from a member, in Unix nanoseconds; 0 before any did.
+type heard struct{ at atomic.Int64 }
+
+// since says whether bytes arrived from the member at t or later.
+func (h *heard) since(t time.Time) bool { return h != nil && h.at.Load() >= t.UnixNano() }
+
+func (h *heard) dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &heardConn{Conn: c, heard: h}, nil
+	}
+}
+
+// heardConn records in heard each read that brought bytes.
+type heardConn struct {
+	net.Conn
+	heard *heard
+}
+
+func (c *heardConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.heard.at.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
