@@ -18,7 +18,6 @@ package vmoperationrequest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,7 +29,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -48,6 +46,7 @@ import (
 	"github.com/spectrocloud/nodewright/internal/selfservice"
 	"github.com/spectrocloud/nodewright/internal/storage"
 	"github.com/spectrocloud/nodewright/internal/text"
+	"github.com/spectrocloud/nodewright/internal/vmrun"
 	"github.com/spectrocloud/nodewright/internal/vmsnapshot"
 	"github.com/spectrocloud/nodewright/internal/workflow/children"
 	"github.com/spectrocloud/nodewright/internal/workflow/engine"
@@ -407,17 +406,20 @@ func owner(o *nwv1.VMOperationRequest) children.Owner {
 	return children.Owner{Name: o.Name, NameLabel: nwv1.LabelVMOperationRequest, UID: o.UID, UIDLabel: nwv1.LabelVMOperationRequestUID, Noun: "VMOperationRequest"}
 }
 
-// patchRunStrategy sets the VM's run strategy, dropping spec.running (KubeVirt takes one or
-// the other); a VM that has it already is left alone.
-func (r *Reconciler) patchRunStrategy(ctx context.Context, vm *virtv1.VirtualMachine, strategy virtv1.VirtualMachineRunStrategy) error {
-	if vm.Spec.Running == nil && ptr.Deref(vm.Spec.RunStrategy, "") == strategy {
+// patchVM patches the VM with change (vmrun.Stop or vmrun.GiveBack: the field its owner uses
+// is kept) when it changes the spec, failing on a conflict with a concurrent writer rather
+// than overwriting it.
+func (r *Reconciler) patchVM(ctx context.Context, vm *virtv1.VirtualMachine, change func(*virtv1.VirtualMachine) bool) error {
+	base := vm.DeepCopy()
+	if !change(vm) {
 		return nil
 	}
-	body, err := json.Marshal(map[string]any{"spec": map[string]any{"runStrategy": strategy, "running": nil}})
-	if err != nil {
-		return err
-	}
-	return r.Client.Patch(ctx, vm, client.RawPatch(types.MergePatchType, body))
+	return r.Client.Patch(ctx, vm, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// giveBackTo is the change that gives a VM strategy back.
+func giveBackTo(strategy virtv1.VirtualMachineRunStrategy) func(*virtv1.VirtualMachine) bool {
+	return func(vm *virtv1.VirtualMachine) bool { return vmrun.GiveBack(vm, strategy) }
 }
 
 // errReplaced: the VM of the request's name is not the one it started on.
@@ -477,7 +479,7 @@ func (r *Reconciler) stopVM(ctx context.Context, o *nwv1.VMOperationRequest, now
 	if gone, res, recs, err := r.vmGone(o, now, err, "before it was stopped: nothing else was done"); gone {
 		return res, recs, err
 	}
-	if err := r.patchRunStrategy(ctx, vm, virtv1.RunStrategyHalted); err != nil {
+	if err := r.patchVM(ctx, vm, vmrun.Stop); err != nil {
 		return ctrl.Result{}, nil, fmt.Errorf("stopping VirtualMachine %s: %w", vm.Name, err)
 	}
 	vmi, err := r.vmi(ctx, o)
@@ -512,7 +514,7 @@ func (r *Reconciler) giveBackStep(ctx context.Context, o *nwv1.VMOperationReques
 	if gone, res, recs, err := r.vmGone(o, now, err, "while it was stopped ("+why+")"); gone {
 		return res, recs, err
 	}
-	if err := r.patchRunStrategy(ctx, vm, virtv1.VirtualMachineRunStrategy(o.Status.RunStrategy)); err != nil {
+	if err := r.patchVM(ctx, vm, giveBackTo(virtv1.VirtualMachineRunStrategy(o.Status.RunStrategy))); err != nil {
 		return ctrl.Result{}, nil, fmt.Errorf("giving VirtualMachine %s its run strategy %s back: %w", vm.Name, o.Status.RunStrategy, err)
 	}
 	disks := "on the disks it had: nothing was restored"
@@ -623,7 +625,7 @@ func (r *Reconciler) startVM(ctx context.Context, o *nwv1.VMOperationRequest, no
 		return res, recs, err
 	}
 	strategy := virtv1.VirtualMachineRunStrategy(o.Status.RunStrategy)
-	if err := r.patchRunStrategy(ctx, vm, strategy); err != nil {
+	if err := r.patchVM(ctx, vm, giveBackTo(strategy)); err != nil {
 		return ctrl.Result{}, nil, fmt.Errorf("giving VirtualMachine %s its run strategy %s back: %w", vm.Name, strategy, err)
 	}
 	if o.Spec.Operation == nwv1.VMRestore {

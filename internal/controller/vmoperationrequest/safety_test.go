@@ -93,8 +93,8 @@ func (o *owner) stopping(vm string, p virtv1.VirtualMachineInstancePhase) func(n
 		if st.Phase != nwv1.VMOperationRunning || st.Step != nwv1.StepStopVM || !strings.HasSuffix(st.Message, "its instance is "+string(p)) {
 			return "not waiting at StopVM for an instance " + string(p) + " to go"
 		}
-		if s := o.vm(vm).Spec.RunStrategy; ptr.Deref(s, "") != virtv1.RunStrategyHalted {
-			return fmt.Sprintf("the VM's run strategy is %v, not Halted", s)
+		if s, err := o.vm(vm).RunStrategy(); s != virtv1.RunStrategyHalted {
+			return fmt.Sprintf("the VM's run strategy is %s (%v), not Halted", s, err)
 		}
 		return ""
 	}
@@ -159,6 +159,38 @@ func TestADeletedRunningRequestEndsFirst(t *testing.T) {
 		"VirtualMachine web restarted: a new instance runs on node-"+o.ns)
 	if s := o.vm("web").Spec.RunStrategy; ptr.Deref(s, "") != virtv1.RunStrategyAlways {
 		t.Errorf("after the request, the VM's run strategy is %v, want Always", s)
+	}
+}
+
+// TestARestartKeepsTheFieldItsOwnerUses: a VM that says it runs with spec.running, not a run
+// strategy, is stopped and started again in that field.
+func TestARestartKeepsTheFieldItsOwnerUses(t *testing.T) {
+	t.Parallel()
+	o := newOwner(t)
+	vm := &virtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Namespace: o.ns, Name: "old"},
+		Spec: virtv1.VirtualMachineSpec{Running: ptr.To(true), Template: &virtv1.VirtualMachineInstanceTemplateSpec{}}}
+	if err := env.Client.Create(context.Background(), vm); err != nil {
+		t.Fatal(err)
+	}
+	o.playedInstance("old")
+	o.startOperator()
+	o.request("restart", nwv1.VMRestart, "old", "")
+	o.approve("restart", nwv1.VMRestart)
+	o.until("restart", o.stopping("old", virtv1.Running))
+	if spec := o.vm("old").Spec; spec.RunStrategy != nil || spec.Running == nil || *spec.Running {
+		t.Errorf("stopped, the VM says run strategy %v, running %v; want no run strategy, running false", spec.RunStrategy, spec.Running)
+	}
+	o.deleteInstance("old")
+	o.until("restart", func(st nwv1.VMOperationRequestStatus) string {
+		if st.Step != nwv1.StepStartVM || st.RunStrategy != string(virtv1.RunStrategyAlways) {
+			return "not at StartVM, to give back Always"
+		}
+		return ""
+	})
+	o.playedInstance("old")
+	o.until("restart", phase(nwv1.VMOperationSucceeded))
+	if spec := o.vm("old").Spec; spec.RunStrategy != nil || spec.Running == nil || !*spec.Running {
+		t.Errorf("started again, the VM says run strategy %v, running %v; want no run strategy, running true", spec.RunStrategy, spec.Running)
 	}
 }
 

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"k8s.io/utils/ptr"
 	virtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/migration"
+	"github.com/spectrocloud/nodewright/internal/vmrun"
 )
 
 // vmRecord is the record a migration keeps on its VM (migration.VMRecord).
@@ -65,24 +65,21 @@ func stopVM(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine) err
 	if !wantsRunning(vm) {
 		return nil
 	}
-	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) {
-		if vm.Spec.Running != nil {
-			vm.Spec.Running = ptr.To(false)
-			return
-		}
-		vm.Spec.RunStrategy = ptr.To(virtv1.RunStrategyHalted)
-	})
+	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { vmrun.Stop(vm) })
 }
 
-// restoreRunStrategy puts the VM's run strategy back as the record has it.
+// restoreRunStrategy gives the VM back the run strategy the record has, in the field the VM's
+// owner uses (stopVM kept it).
 func restoreRunStrategy(ctx context.Context, c client.Client, vm *virtv1.VirtualMachine, rec *vmRecord) error {
-	if ptr.Equal(vm.Spec.RunStrategy, rec.RunStrategy) && ptr.Equal(vm.Spec.Running, rec.Running) {
+	was := &virtv1.VirtualMachine{Spec: virtv1.VirtualMachineSpec{RunStrategy: rec.RunStrategy, Running: rec.Running}}
+	strategy, err := was.RunStrategy()
+	if err != nil {
+		return fmt.Errorf("the migration's record on VirtualMachine %s: %w", vm.Name, err)
+	}
+	if !vmrun.GiveBack(vm.DeepCopy(), strategy) {
 		return nil
 	}
-	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) {
-		vm.Spec.RunStrategy = rec.RunStrategy
-		vm.Spec.Running = rec.Running
-	})
+	return patchVM(ctx, c, vm, func(vm *virtv1.VirtualMachine) { vmrun.GiveBack(vm, strategy) })
 }
 
 // pointVolume sets the named volume's source.
