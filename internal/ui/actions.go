@@ -50,16 +50,8 @@ type actionResult struct {
 // field by field.
 func (s *server) createMigration(w http.ResponseWriter, r *http.Request) {
 	var req migrationRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, actionResult{Errors: []fieldError{{Message: "the form could not be read: " + err.Error()}}})
-		return
-	}
-	ns := strings.TrimSpace(req.Namespace)
-	if s.opts.Namespace != "" {
-		ns = s.opts.Namespace
-	}
-	if ns == "" {
-		writeJSON(w, http.StatusUnprocessableEntity, actionResult{Errors: []fieldError{{Field: "metadata.namespace", Message: "metadata.namespace: name the namespace of the VM"}}})
+	ns, ok := s.readForm(w, r, 64<<10, &req, &req.Namespace)
+	if !ok {
 		return
 	}
 	mode := nwv1.MigrationCold
@@ -82,6 +74,26 @@ func (s *server) createMigration(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, actionResult{Namespace: m.Namespace, Name: m.Name, Warnings: warnings.list()})
+}
+
+// readForm reads the page's form, of at most limit bytes, into form, and returns the namespace
+// of the object it asks for: the one the UI is bound to, else the form's namespace, which
+// points into form. A form that cannot be read, or names no namespace, is answered here, and
+// ok is false.
+func (s *server) readForm(w http.ResponseWriter, r *http.Request, limit int64, form any, namespace *string) (ns string, ok bool) {
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit)).Decode(form); err != nil {
+		writeJSON(w, http.StatusBadRequest, actionResult{Errors: []fieldError{{Message: "the form could not be read: " + err.Error()}}})
+		return "", false
+	}
+	ns = strings.TrimSpace(*namespace)
+	if s.opts.Namespace != "" {
+		ns = s.opts.Namespace
+	}
+	if ns == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, actionResult{Errors: []fieldError{{Field: "metadata.namespace", Message: "metadata.namespace: name the namespace of the VM"}}})
+		return "", false
+	}
+	return ns, true
 }
 
 // deleteMigration cancels a migration by deleting it, as the user; with ?uid= only that

@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -138,16 +137,8 @@ type vmOperationForm struct {
 // the form in the API server's words.
 func (s *server) createVMOperation(w http.ResponseWriter, r *http.Request) {
 	var req vmOperationForm
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, actionResult{Errors: []fieldError{{Message: "the form could not be read: " + err.Error()}}})
-		return
-	}
-	ns := strings.TrimSpace(req.Namespace)
-	if s.opts.Namespace != "" {
-		ns = s.opts.Namespace
-	}
-	if ns == "" {
-		writeJSON(w, http.StatusUnprocessableEntity, actionResult{Errors: []fieldError{{Field: "metadata.namespace", Message: "metadata.namespace: name the namespace of the VM"}}})
+	ns, ok := s.readForm(w, r, 16<<10, &req, &req.Namespace)
+	if !ok {
 		return
 	}
 	op := &nwv1.VMOperationRequest{
