@@ -476,7 +476,8 @@ func since(o *nwv1.VMOperationRequest, now time.Time) time.Duration {
 // stopVM halts the VM and waits for its instance to go.
 func (r *Reconciler) stopVM(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
 	vm, err := r.vm(ctx, o)
-	if gone, res, recs, err := r.vmGone(o, now, err, "before it was stopped: nothing else was done"); gone {
+	// This step runs until the instance is gone: the VM may have been set Halted already.
+	if gone, res, recs, err := r.vmGone(o, now, err, "while it was being stopped: nothing else was done"); gone {
 		return res, recs, err
 	}
 	if err := r.patchVM(ctx, vm, vmrun.Stop); err != nil {
@@ -654,7 +655,11 @@ func (r *Reconciler) startVM(ctx context.Context, o *nwv1.VMOperationRequest, no
 func (r *Reconciler) snapshot(ctx context.Context, o *nwv1.VMOperationRequest, now time.Time) (ctrl.Result, []audit.Record, error) {
 	vm, err := r.vm(ctx, o)
 	if o.Status.Snapshot == "" || !apierrors.IsNotFound(err) {
-		if gone, res, recs, err := r.vmGone(o, now, err, "before it was snapshotted: nothing was done"); gone {
+		what := "before it was snapshotted: nothing was done"
+		if o.Status.Snapshot != "" {
+			what = fmt.Sprintf("after VirtualMachineSnapshot %s was made, which is kept: nothing else was done", o.Status.Snapshot)
+		}
+		if gone, res, recs, err := r.vmGone(o, now, err, what); gone {
 			return res, recs, err
 		}
 	}

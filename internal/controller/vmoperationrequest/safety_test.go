@@ -223,7 +223,7 @@ func TestAVMMadeAgainUnderItsNameFailsTheRequest(t *testing.T) {
 	o.startOperator()
 
 	st := o.until("restart", phase(nwv1.VMOperationFailed))
-	if want := fmt.Sprintf("VirtualMachine web was deleted and made again (it was UID %s)", old.UID); !strings.Contains(st.Message, want) ||
+	if want := fmt.Sprintf("VirtualMachine web was deleted and made again (it was UID %s) while it was being stopped", old.UID); !strings.Contains(st.Message, want) ||
 		!strings.Contains(st.Message, "nothing is done to the new one") || st.VMUID != string(old.UID) {
 		t.Errorf("failed: %q (VM UID %s), want it to say %q", st.Message, st.VMUID, want)
 	}
