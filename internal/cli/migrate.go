@@ -135,7 +135,7 @@ func buildMigration(o *migrateOptions, args []string, namespace string) (*nwv1.V
 		return nil, usageErrorf("--access-mode %q: want ReadWriteMany (RWX) or ReadWriteOnce (RWO)", o.accessMode)
 	}
 	if m.Name == "" {
-		m.Name = defaultMigrationName(vm, volume)
+		m.Name = generatedName(vm, volume)
 	}
 	if errs := validation.IsDNS1123Subdomain(m.Name); len(errs) > 0 {
 		return nil, usageErrorf("--name %q: %s", m.Name, strings.Join(errs, "; "))
@@ -143,11 +143,12 @@ func buildMigration(o *migrateOptions, args []string, namespace string) (*nwv1.V
 	return m, nil
 }
 
-// defaultMigrationName is VM-VOLUME- and five random characters, shortened to 63 characters so
-// that the names of the migration's children stay readable.
-func defaultMigrationName(vm, volume string) string {
+// generatedName is VM-PART- and five random characters (VM-VOLUME- for a migration, VM-WORD-
+// for a request), shortened to 63 characters so that the names of what the object makes
+// (<name>-snapshot, a migration's children) stay readable.
+func generatedName(vm, part string) string {
 	const maxName, suffix = 63, 6
-	prefix := strings.ToLower(vm + "-" + volume)
+	prefix := strings.ToLower(vm + "-" + part)
 	if len(prefix) > maxName-suffix {
 		prefix = strings.TrimRight(prefix[:maxName-suffix], "-.")
 	}

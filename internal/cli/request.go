@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
 	virtv1 "kubevirt.io/api/core/v1"
 	snapv1 "kubevirt.io/api/snapshot/v1beta1"
@@ -228,23 +227,12 @@ func buildRequest(op requestOperation, o *requestOptions, args []string, namespa
 		Spec:       nwv1.VMOperationRequestSpec{Operation: op.op, VM: args[0], Params: params, Reason: o.reason},
 	}
 	if r.Name == "" {
-		r.Name = defaultRequestName(args[0], op.word)
+		r.Name = generatedName(args[0], op.word)
 	}
 	if errs := validation.IsDNS1123Subdomain(r.Name); len(errs) > 0 {
 		return nil, usageErrorf("--name %q: %s", r.Name, strings.Join(errs, "; "))
 	}
 	return r, nil
-}
-
-// defaultRequestName is VM-WORD- and five random characters, shortened to 63 characters so
-// that the names of what the request makes (<request>-snapshot) stay readable.
-func defaultRequestName(vm, word string) string {
-	const maxName, suffix = 63, 6
-	prefix := strings.ToLower(vm + "-" + word)
-	if len(prefix) > maxName-suffix {
-		prefix = strings.TrimRight(prefix[:maxName-suffix], "-.")
-	}
-	return prefix + "-" + utilrand.String(suffix-1)
 }
 
 // describeRequest is one line saying what a request asks, and who asked when the webhook
