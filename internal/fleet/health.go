@@ -60,14 +60,15 @@ func (o HealthOptions) withDefaults() HealthOptions {
 // which answers 401 to a credential the member no longer accepts. A member heard within the
 // last interval and timeout (a PING answered on its connection, which its transport sends
 // after an interval of silence, or its watches' traffic: memberTransport) has answered, and
-// is asked /readyz only every ReadyInterval: a request costs the hub ten times what a PING
+// is asked /readyz only every ReadyInterval: a request costs the hub many times what a PING
 // does, and thousands of members would keep it busy. A member that answered and was not
 // heard for that long left a PING unanswered: that counts as one failed check, and /readyz
 // is asked at once. So a link that drops everything is found within FailureThreshold ×
-// (Interval + Timeout) of the member's last word, as when every check was a /readyz. It reads no object: the
-// summary's content comes from watches only. A change of a member's health is sent on
-// Events, which the summary controller watches. It also reads the member's Kubernetes
-// version, once per engagement.
+// (Interval + Timeout) of the member's last word, as when every check was a /readyz.
+//
+// It reads no object: the summary's content comes from watches only. A change of a
+// member's health is sent on Events, which the summary controller watches. It also reads
+// the member's Kubernetes version, once per engagement.
 //
 // A watch alone cannot tell: an informer whose API server vanished retries quietly, and a
 // watch over a link that silently drops packets sees nothing for minutes.
