@@ -65,7 +65,9 @@ func (h *heard) dial(dial func(ctx context.Context, network, addr string) (net.C
 	}
 }
 
-// heardConn records in heard each read that brought bytes.
+// heardConn records in heard each read that brought bytes, and forgets when the member was
+// heard once a read fails (the member closed the connection, or the hub did, after a PING
+// went unanswered): the next check asks /readyz rather than wait for the silence to last.
 type heardConn struct {
 	net.Conn
 	heard *heard
@@ -73,7 +75,10 @@ type heardConn struct {
 
 func (c *heardConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 {
+	switch {
+	case err != nil:
+		c.heard.at.Store(0)
+	case n > 0:
 		c.heard.at.Store(time.Now().UnixNano())
 	}
 	return n, err
