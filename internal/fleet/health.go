@@ -34,12 +34,23 @@ type HealthOptions struct {
 	// ReadyInterval is how often a member that is heard is asked /readyz all the same: that
 	// its API server answers requests, and still takes the hub's credentials.
 	ReadyInterval time.Duration
+	// PollInterval is how often what the hub does not watch is read: the operator
+	// Deployment's version and the nodes' boots. Both change seldom (an upgrade, a boot),
+	// and each read is a request to every member.
+	PollInterval time.Duration
 }
 
 // DefaultHealthOptions are the hub's defaults.
-var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 * time.Second, FailureThreshold: 2, ReadyInterval: time.Minute}
+var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 * time.Second, FailureThreshold: 2,
+	ReadyInterval: time.Minute, PollInterval: time.Minute}
 
-// withDefaults fills what is unset: ReadyInterval as 12 intervals.
+// pingAfter is how long a member's connection may be silent before its transport sends a
+// PING: within the interval and timeout after which a silent member counts as a failed
+// check, with half a timeout left for the answer. A PING costs the hub little, but thousands
+// of members send many.
+func (o HealthOptions) pingAfter() time.Duration { return o.Interval + o.Timeout/2 }
+
+// withDefaults fills what is unset: ReadyInterval and PollInterval as 12 intervals.
 func (o HealthOptions) withDefaults() HealthOptions {
 	if o.Interval <= 0 {
 		o.Interval = DefaultHealthOptions.Interval
@@ -53,13 +64,17 @@ func (o HealthOptions) withDefaults() HealthOptions {
 	if o.ReadyInterval <= 0 {
 		o.ReadyInterval = 12 * o.Interval
 	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 12 * o.Interval
+	}
 	return o
 }
 
 // Checker checks each engaged member's API server: GET /readyz with the hub's credentials,
 // which answers 401 to a credential the member no longer accepts. A member heard within the
 // last interval and timeout (a PING answered on its connection, which its transport sends
-// after an interval of silence, or its watches' traffic: memberTransport) has answered, and
+// after an interval and half a timeout of silence, or its watches' traffic: memberTransport)
+// has answered, and
 // is asked /readyz only every ReadyInterval: a request costs the hub many times what a PING
 // does, and thousands of members would keep it busy. A member that answered and was not
 // heard for that long left a PING unanswered: that counts as one failed check, and /readyz
@@ -68,7 +83,8 @@ func (o HealthOptions) withDefaults() HealthOptions {
 //
 // It reads no object: the summary's content comes from watches only. A change of a
 // member's health is sent on Events, which the summary controller watches. It also reads
-// the member's Kubernetes version, once per engagement.
+// the member's Kubernetes version, once per engagement, and runs the pollers (what the hub
+// does not watch) every PollInterval.
 //
 // A watch alone cannot tell: an informer whose API server vanished retries quietly, and a
 // watch over a link that silently drops packets sees nothing for minutes.
@@ -99,9 +115,11 @@ type memberHealth struct {
 	rc       rest.Interface
 	health   Health
 	failures int
-	// answers counts the checks the member answered; polling is set while it is polled.
+	// answers counts the checks the member answered; polling is set while it is polled,
+	// polled once every poller read it.
 	answers int
 	polling bool
+	polled  bool
 	// answered says the member answered (its connection is up), once it did.
 	answered func()
 	// heard is when bytes last arrived from the member; asked is when it last answered
@@ -116,21 +134,18 @@ type memberHealth struct {
 }
 
 // poller reads something of a member that the hub does not watch; it says whether what the
-// member's summary shows changed.
+// member's summary shows changed, and whether it read the member (it was engaged, and
+// answered).
 type poller interface {
-	Poll(ctx context.Context, member string, rc rest.Interface) bool
+	Poll(ctx context.Context, member string, rc rest.Interface) (changed, read bool)
 }
-
-// pollInterval is how often the pollers read each member: what they read changes seldom (a
-// Nodewright upgrade, a node's boot).
-const pollInterval = 30 * time.Second
 
 // NewChecker returns a Checker; the manager must Add it to engage it with each member.
 func NewChecker(opts HealthOptions, pollers ...poller) *Checker {
 	opts = opts.withDefaults()
 	return &Checker{opts: opts, events: make(chan event.TypedGenericEvent[string], 64), stopped: make(chan struct{}),
 		kick: make(chan struct{}, 1), members: map[string]*memberHealth{},
-		pollers: pollers, pollEvery: max(1, int(pollInterval/opts.Interval))}
+		pollers: pollers, pollEvery: max(1, int(opts.PollInterval/opts.Interval))}
 }
 
 // Events carries the name of each member whose health changed.
@@ -154,15 +169,29 @@ func (c *Checker) Start(ctx context.Context) error {
 	for {
 		c.mu.Lock()
 		now := time.Now()
+		var heard []*memberHealth
 		for len(c.due) > 0 && !c.due[0].next.After(now) {
 			m := heap.Pop(&c.due).(*memberHealth)
-			go c.run(m)
+			if c.begin(m, now) {
+				go c.run(m, now)
+			} else {
+				heard = append(heard, m)
+			}
 		}
 		wait := time.Hour
 		if len(c.due) > 0 {
 			wait = c.due[0].next.Sub(now)
 		}
 		c.mu.Unlock()
+		// A check that asks nothing ends here, without a goroutine: most checks, at rest.
+		for _, m := range heard {
+			if c.finish(m, now, false, answering) {
+				go c.tell(m)
+			}
+		}
+		if len(heard) > 0 {
+			continue // what is due now that time passed
+		}
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
@@ -217,36 +246,43 @@ func (c *Checker) wake() {
 	}
 }
 
-// run checks the member once, polls it when its turn came, says so if its health or what
-// the pollers read changed, and schedules its next check one interval after this one began.
-func (c *Checker) run(m *memberHealth) {
-	start := time.Now()
-	c.mu.Lock()
+// begin starts a check of the member at start, with c.mu held: it says whether the check
+// asks /readyz. A member heard within the last interval and timeout, and asked within the
+// ready interval, is not asked: its check makes no request.
+func (c *Checker) begin(m *memberHealth, start time.Time) (ask bool) {
 	reachable := m.health.Reachable && m.failures == 0
 	heard := m.heard.since(start.Add(-(c.opts.Interval + c.opts.Timeout)))
-	ask := !reachable || !heard || start.Sub(m.asked) >= c.opts.ReadyInterval
 	if reachable && !heard && m.heard != nil {
 		// Silent for an interval and a timeout: the PING its connection got after an
-		// interval of silence went unanswered for a timeout. That is one failed check;
+		// interval and half a timeout of silence went unanswered. That is one failed check;
 		// /readyz is the next.
 		m.failures++
 	}
-	c.mu.Unlock()
-	h := answering
-	if ask {
-		h = c.check(m.ctx, m)
+	return !reachable || !heard || start.Sub(m.asked) >= c.opts.ReadyInterval
+}
+
+// run asks the member /readyz, then ends the check (finish).
+func (c *Checker) run(m *memberHealth, start time.Time) {
+	if c.finish(m, start, true, c.check(m.ctx, m)) {
+		c.tell(m)
 	}
+}
+
+// finish ends a check of the member that began at start and found h: it polls the member
+// when its turn came, schedules its next check one interval after this one began, and says
+// whether the member's health changed (the caller tells the summaries).
+func (c *Checker) finish(m *memberHealth, start time.Time, asked bool, h Health) (changed bool) {
 	if h.Reachable || h.Reason == fleetv1alpha1.ReasonUnauthorized {
 		m.answered() // the member's connection is up: its watches and reads may begin
 	}
 	c.mu.Lock()
 	if m.gone {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	if h.Reachable {
 		m.failures = 0
-		if ask {
+		if asked {
 			m.asked = start
 		}
 	} else {
@@ -262,10 +298,11 @@ func (c *Checker) run(m *memberHealth) {
 		}
 		m.health = h
 	}
-	changed := m.health != prev
+	changed = m.health != prev
 	// Polled in a goroutine of its own: a member that stops answering while it is polled
-	// must not hold back its next check. One poll at a time.
-	poll := h.Reachable && m.answers%c.pollEvery == 0 && !m.polling
+	// must not hold back its next check. One poll at a time; until one read everything,
+	// at every check, and then every PollInterval.
+	poll := h.Reachable && !m.polling && (!m.polled || m.answers%c.pollEvery == 0)
 	if h.Reachable {
 		m.answers++
 	}
@@ -279,22 +316,23 @@ func (c *Checker) run(m *memberHealth) {
 	}
 	if changed {
 		ctrllog.FromContext(m.ctx).V(1).Info("Member health changed", "member", m.name, "reachable", h.Reachable, "reason", h.Reason)
-		c.tell(m)
 	}
+	return changed
 }
 
-// poll runs the pollers on the member, and says so if what they read changed.
+// poll runs the pollers on the member, and says so if what they read changed. The member
+// counts as polled once every poller read it.
 func (c *Checker) poll(m *memberHealth) {
-	changed := false
+	changed, read := false, true
 	for _, p := range c.pollers {
 		ctx, cancel := context.WithTimeout(m.ctx, c.opts.Timeout)
-		if p.Poll(ctx, m.name, m.rc) {
-			changed = true
-		}
+		pc, pr := p.Poll(ctx, m.name, m.rc)
+		changed, read = changed || pc, read && pr
 		cancel()
 	}
 	c.mu.Lock()
 	m.polling = false
+	m.polled = m.polled || read
 	c.mu.Unlock()
 	if changed {
 		c.tell(m)

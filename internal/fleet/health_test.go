@@ -3,13 +3,17 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site/fleetsim"
 )
 
@@ -92,4 +96,71 @@ func TestAHungMemberIsFoundByReadyz(t *testing.T) {
 	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionFalse, fleetv1alpha1.ReasonNotAnswering))
 	m.Thaw()
 	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
+}
+
+// countingPoller says it read the member from its fail-th poll on.
+type countingPoller struct {
+	mu    sync.Mutex
+	polls int
+	fail  int
+}
+
+func (p *countingPoller) Poll(context.Context, string, rest.Interface) (changed, read bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.polls++
+	return false, p.polls > p.fail
+}
+
+func (p *countingPoller) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.polls
+}
+
+// TestAPollThatDidNotReadIsRetriedAtTheNextCheck: what the hub polls (a member's Deployment
+// version, its nodes' boots) is polled at every check until a poll read it, then every
+// PollInterval (here an hour): a member whose first poll came too early, or timed out in a
+// crowded start-up, does not wait a whole PollInterval for its summary.
+func TestAPollThatDidNotReadIsRetriedAtTheNextCheck(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sim, err := fleetsim.Start(ctx, fleetsim.Options{Members: 1, BookmarkInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	kc, err := sim.Members()[0].Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := HealthOptions{Interval: 100 * time.Millisecond, Timeout: 5 * time.Second, FailureThreshold: 2, PollInterval: time.Hour}
+	cl, err := newMemberCluster(cfg, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingPoller{fail: 3}
+	c := NewChecker(opts, p)
+	go func() { _ = c.Start(ctx) }()
+	go func() { // the summaries' end of the events
+		for range c.Events() {
+		}
+	}()
+	if err := c.Engage(ctx, "m", cl); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, func() string {
+		if n := p.count(); n < 4 {
+			return fmt.Sprintf("polled %d times; want 4: three that did not read, then one that did", n)
+		}
+		return ""
+	})
+	time.Sleep(2 * time.Second) // twenty checks: the one wait that proves an absence
+	if n := p.count(); n != 4 {
+		t.Errorf("polled %d times; want 4, then none until the poll interval (an hour) passed", n)
+	}
 }

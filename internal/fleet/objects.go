@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -24,7 +25,7 @@ import (
 // what lets the member's Role grant the ConfigMap in its namespace by name), and kept as the
 // summary needs them: the ConfigMap's two keys. The Deployment's label changes when the
 // member's Nodewright is upgraded, and is read with the health checks (Poll, every
-// pollInterval): a watch costs two goroutines for as long as it lasts (the hub's and
+// HealthOptions.PollInterval): a watch costs two goroutines for as long as it lasts (the hub's and
 // HTTP/2's), and a member may cost the hub ten.
 type objectWatcher struct {
 	memberNamespace string
@@ -192,12 +193,12 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 
 // Poll reads the operator Deployment's version label (its metadata alone), and says whether
 // what the summary shows changed.
-func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface) bool {
+func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface) (changed, read bool) {
 	w.mu.Lock()
 	m := w.members[name]
 	w.mu.Unlock()
 	if m == nil {
-		return false
+		return false, false
 	}
 	var d metav1.PartialObjectMetadata
 	raw, err := rc.Get().AbsPath(m.deployment).SetHeader("Accept", acceptMetadata).Do(ctx).Raw()
@@ -213,12 +214,15 @@ func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface
 			m.err = err
 		}
 		w.mu.Unlock()
-		return false
+		// The member answered (not allowed, say): polled again with every PollInterval.
+		// It did not (timed out, say): at its next check.
+		var answered apierrors.APIStatus
+		return false, errors.As(err, &answered)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	changed := !m.listed[objDeployment] || m.observed.NodewrightVersion != d.Labels[versionLabel]
+	changed = !m.listed[objDeployment] || m.observed.NodewrightVersion != d.Labels[versionLabel]
 	m.observed.NodewrightVersion = d.Labels[versionLabel]
 	m.listed[objDeployment] = true
-	return changed
+	return changed, true
 }

@@ -225,11 +225,13 @@ func (m *members) IndexField(ctx context.Context, obj client.Object, field strin
 // with its clients, codecs and RESTMapper, costs milliseconds of CPU to build: thousands of
 // members at start-up would wait on it. It is built only if something asks for it.
 //
-// Its transport pings each connection that is silent for a health interval, and records
-// when the member was last heard (memberTransport): the Checker's evidence.
+// Its transport pings each connection that is silent for a health interval and half a
+// timeout, and records when the member was last heard (memberTransport): the Checker's
+// evidence.
 func newMemberCluster(cfg *rest.Config, health HealthOptions, opts []cluster.Option) (cluster.Cluster, error) {
 	cfg = memberConfig(cfg)
-	tcfg, heard, err := memberTransport(cfg, health.Interval, health.Timeout)
+	health = health.withDefaults()
+	tcfg, heard, err := memberTransport(cfg, health.pingAfter(), health.Timeout)
 	if err != nil {
 		return nil, err
 	}

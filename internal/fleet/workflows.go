@@ -273,15 +273,15 @@ func (r *memberReader[T]) Engage(ctx context.Context, name string, cl cluster.Cl
 // Poll lists the metadata of the member's objects, a page of pollPageSize at a time, and
 // queues a read when their names or versions differ from the last Poll's. It never says the
 // summary changed: the read does.
-func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interface) bool {
+func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interface) (changed, read bool) {
 	if !r.polled {
-		return false
+		return false, true // it reads what it watches
 	}
 	r.mu.Lock()
 	m := r.members[name]
 	r.mu.Unlock()
 	if m == nil {
-		return false
+		return false, false
 	}
 	h := sha256.New()
 	for _, res := range r.resources {
@@ -301,7 +301,7 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 				// Not served, not allowed, not answering, or the continuation expired: the read
 				// says why (queued, it fails or finds what changed).
 				r.changed(name)
-				return false
+				return false, true
 			}
 			for _, o := range l.Items {
 				fmt.Fprintf(h, "%s/%s@%s\n", o.Namespace, o.Name, o.ResourceVersion)
@@ -313,13 +313,13 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 	}
 	versions := string(h.Sum(nil))
 	r.mu.Lock()
-	changed := m.versions != versions
+	queued := m.versions != versions
 	m.versions = versions
 	r.mu.Unlock()
-	if changed {
+	if queued {
 		r.changed(name)
 	}
-	return false
+	return false, true
 }
 
 // pollPageSize is how many objects' metadata one page of a Poll holds.

@@ -236,11 +236,11 @@ func TestFleetDeploymentArgs(t *testing.T) {
 		want []string
 	}{
 		{"defaults", nil, []string{"--namespace=" + fleetNS, "--clusterprofile-namespace=" + fleetNS, "--member-namespace=nodewright-system",
-			"--health-interval=5s", "--health-timeout=5s", "--health-failure-threshold=2", "--health-ready-interval=1m", "--leader-elect=true",
+			"--health-interval=5s", "--health-timeout=5s", "--health-failure-threshold=2", "--health-ready-interval=1m", "--health-poll-interval=1m", "--leader-elect=true",
 			"--health-probe-bind-address=:8081", "--metrics-bind-address=:8080", "--zap-log-level=info", "--audit-witness-grace=10m"}},
 		{"all-on", append([]string{"--set", "metrics.enabled=false", "--set", "memberNamespace=nw", "--set", "health.interval=1m"}, fleetAllOn...),
 			[]string{"--namespace=" + fleetNS, "--clusterprofile-namespace=" + inventoryNS, "--member-namespace=nw",
-				"--health-interval=1m", "--health-timeout=5s", "--health-failure-threshold=2", "--health-ready-interval=1m", "--leader-elect=true",
+				"--health-interval=1m", "--health-timeout=5s", "--health-failure-threshold=2", "--health-ready-interval=1m", "--health-poll-interval=1m", "--leader-elect=true",
 				"--health-probe-bind-address=:8081", "--metrics-bind-address=0", "--zap-log-level=info", "--allow-insecure-skip-tls-verify",
 				"--audit-witness-public-key=/etc/nodewright-fleet/witness-keys/receiver.pub", "--audit-witness-grace=10m"}},
 	} {
