@@ -21,7 +21,7 @@
 //     BENCH_FLEET_FROZEN members whose API server hangs behind a working link, against
 //     theirs: the ready interval more.
 //
-// BENCH_FLEET_MEMBERS (3500), BENCH_FLEET_WINDOW (45s), BENCH_FLEET_CHANGES (400),
+// BENCH_FLEET_MEMBERS (3500), BENCH_FLEET_WINDOW (1m: a whole period of the /readyz and the reads), BENCH_FLEET_CHANGES (400),
 // BENCH_FLEET_BURST (1000), BENCH_FLEET_UNREACHABLE (500), BENCH_FLEET_FROZEN (50), BENCH_FLEET_WORKFLOWS (2),
 // BENCH_FLEET_NODES (3) change a run.
 package main
@@ -87,7 +87,7 @@ type settings struct {
 }
 
 func readSettings() (settings, error) {
-	s := settings{members: 3500, changes: 400, burst: 1000, unreachable: 500, frozen: 50, workflows: 2, nodes: 3, window: 45 * time.Second}
+	s := settings{members: 3500, changes: 400, burst: 1000, unreachable: 500, frozen: 50, workflows: 2, nodes: 3, window: time.Minute}
 	for _, v := range []struct {
 		env string
 		n   *int
@@ -177,8 +177,8 @@ func run() error {
 	fmt.Printf("fleet hub on one machine (%s): %d members played by test/site/fleetsim in the benchmark's process (started in %s),\n",
 		time.Now().UTC().Format(time.RFC3339), cfg.members, time.Since(t0).Round(10*time.Millisecond))
 	fmt.Printf("  each with its NodewrightCluster, checkpoint, operator Deployment, %d workflows of each kind and %d Kairos nodes;\n", cfg.workflows, cfg.nodes)
-	fmt.Printf("  health checks every %s (a PING on an idle connection every %s; /readyz every %s), timeout %s, threshold %d; bookmarks every minute; CPU %% of one core and RSS the mean over a %s window at rest\n",
-		health.Interval, health.Interval/2, health.ReadyInterval, health.Timeout, health.FailureThreshold, cfg.window)
+	fmt.Printf("  health checks every %s (a PING on a connection silent for %s; /readyz every %s), timeout %s, threshold %d; the Deployment and the nodes read every %s; bookmarks every minute; CPU %% of one core and RSS the mean over a %s window at rest\n",
+		health.Interval, health.Interval+health.Timeout/2, health.ReadyInterval, health.Timeout, health.FailureThreshold, health.PollInterval, cfg.window)
 	if err := <-built; err != nil {
 		return err
 	}
@@ -208,6 +208,10 @@ func run() error {
 	names := make([]string, len(members))
 	for i, m := range members {
 		names[i] = m.Name()
+	}
+	startRequests, err := l.hubServer.summaryRequests(ctx)
+	if err != nil {
+		return err
 	}
 	if hub, err = l.startHub("hub"); err != nil {
 		return err
@@ -239,8 +243,13 @@ func run() error {
 	}
 	fmt.Printf("  start-up: the hub started to every one of the %d summaries written (Reachable, phase, versions, checkpoint): %s, peak RSS %.0f MiB\n",
 		len(members), startup.Round(100*time.Millisecond), benchproc.MiB(peakAtStart))
+	startedRequests, err := l.hubServer.summaryRequests(ctx)
+	if err != nil {
+		return err
+	}
+	printRequests("during the start-up", startRequests, startedRequests, len(members))
 	benchproc.Verdict(fmt.Sprintf("start-up ≤ %s (%s, %.2f× the target)", startupTarget, startup.Round(100*time.Millisecond), ratio(startup, startupTarget)), startup <= startupTarget)
-	if err := l.top(ctx, l.hubBinary, filepath.Join(l.dir, "startup.pprof"), "cpu in its first 20 s", "-cum", "-nodecount=30"); err != nil {
+	if err := l.top(ctx, l.hubBinary, filepath.Join(l.dir, "startup.pprof"), "the hub's cpu in its first 20 s", "-cum", "-nodecount=30"); err != nil {
 		return err
 	}
 
@@ -262,7 +271,7 @@ func run() error {
 	if err := latency(ctx, c, members, cfg.changes); err != nil {
 		return err
 	}
-	if err := burst(ctx, c, hub.proc, l.hubServer.proc, members, cfg.burst); err != nil {
+	if err := l.burst(ctx, c, hub.proc, members, cfg.burst); err != nil {
 		return err
 	}
 	cut := members[len(members)-cfg.unreachable:]
@@ -326,7 +335,7 @@ func (l *lab) startHub(name string) (*hubProcess, error) {
 	cmd := exec.Command(l.hubBinary, "--kubeconfig", path, "--namespace", hubNamespace, "--clusterprofile-namespace", hubNamespace, "--leader-elect=false",
 		"--metrics-bind-address", "127.0.0.1:"+metricsPort, "--pprof-bind-address", "127.0.0.1:"+pprofPort, "--health-probe-bind-address", "0")
 	h := &hubProcess{metrics: "http://127.0.0.1:" + metricsPort + "/metrics", pprof: "http://127.0.0.1:" + pprofPort + "/debug/pprof/", started: time.Now()}
-	logPath := filepath.Join(l.dir, name+".log")
+	logPath := filepath.Join(l.dir, "fleet-"+name+".log") // hub.log is the hub cluster API server's
 	if h.proc, err = benchproc.Start(cmd, logPath); err != nil {
 		return nil, err
 	}
@@ -385,7 +394,7 @@ func (l *lab) profiles(ctx context.Context, hub *hubProcess) error {
 		if err := download(ctx, p.url, path); err != nil {
 			return fmt.Errorf("the hub's %s profile: %w", p.name, err)
 		}
-		if err := l.top(ctx, l.hubBinary, path, p.name+" at rest", p.args...); err != nil {
+		if err := l.top(ctx, l.hubBinary, path, "the hub's "+p.name+" at rest", p.args...); err != nil {
 			return err
 		}
 	}
@@ -398,7 +407,7 @@ func (l *lab) top(ctx context.Context, binary, path, what string, args ...string
 	if err != nil {
 		return fmt.Errorf("go tool pprof: %w: %s", err, out)
 	}
-	fmt.Printf("  where the hub's %s goes (go tool pprof -top %s):\n", what, strings.Join(args, " "))
+	fmt.Printf("  where %s goes (go tool pprof -top %s):\n", what, strings.Join(args, " "))
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if strings.HasPrefix(line, "File:") || strings.HasPrefix(line, "Build ID:") || strings.HasPrefix(line, "Type:") || strings.HasPrefix(line, "Time:") {
 			continue
@@ -505,9 +514,19 @@ func latency(ctx context.Context, c *changer, members []*fleetsim.Member, change
 	return nil
 }
 
-// burst has n members change within one second, and prints how long each took to show.
-func burst(ctx context.Context, c *changer, hub, hubServer *benchproc.Process, members []*fleetsim.Member, n int) error {
+// burst has n members change within one second, and prints how long each took to show,
+// what the hub's API server answered on the summaries meanwhile, and where its CPU went in
+// the burst's first 10 s.
+func (l *lab) burst(ctx context.Context, c *changer, hub *benchproc.Process, members []*fleetsim.Member, n int) error {
+	hubServer := l.hubServer.proc
 	c.reset()
+	requests0, err := l.hubServer.summaryRequests(ctx)
+	if err != nil {
+		return err
+	}
+	profilePath := filepath.Join(l.dir, "hub-apiserver.pprof")
+	profiled := make(chan error, 1)
+	go func() { profiled <- l.hubServerProfile(ctx, 10, profilePath) }()
 	cpu0, err := hub.CPUTime()
 	if err != nil {
 		return err
@@ -542,6 +561,17 @@ func burst(ctx context.Context, c *changer, hub, hubServer *benchproc.Process, m
 	}
 	fmt.Printf("    from the burst's start until every change showed (%s): the hub used %.0f %% of a core, the hub's API server %.0f %%\n",
 		time.Since(start).Round(100*time.Millisecond), benchproc.Percent(cpu1-cpu0, time.Since(start)), benchproc.Percent(serverCPU1-serverCPU0, time.Since(start)))
+	requests1, err := l.hubServer.summaryRequests(ctx)
+	if err != nil {
+		return err
+	}
+	printRequests("from the burst's start", requests0, requests1, n)
+	if err := <-profiled; err != nil {
+		return err
+	}
+	if err := l.top(ctx, filepath.Join(l.bin, "kube-apiserver"), profilePath, "the hub's API server's cpu in the burst's first 10 s", "-cum", "-nodecount=30"); err != nil {
+		return err
+	}
 	benchproc.Verdict(fmt.Sprintf("burst p99 ≤ %s (%s, %.2f× the target)", burstLatencyTarget, show(p99), ratio(p99, burstLatencyTarget)), p99 <= burstLatencyTarget)
 	return nil
 }
