@@ -74,9 +74,8 @@ func (o HealthOptions) withDefaults() HealthOptions {
 // which answers 401 to a credential the member no longer accepts. A member heard within the
 // last interval and timeout (a PING answered on its connection, which its transport sends
 // after an interval and half a timeout of silence, or its watches' traffic: memberTransport)
-// has answered, and
-// is asked /readyz only every ReadyInterval: a request costs the hub many times what a PING
-// does, and thousands of members would keep it busy. A member that answered and was not
+// has answered, and is asked /readyz only every ReadyInterval: a request costs the hub many
+// times what a PING does, and thousands of members would keep it busy. A member that answered and was not
 // heard for that long left a PING unanswered: that counts as one failed check, and /readyz
 // is asked at once. So a link that drops everything is found within FailureThreshold ×
 // (Interval + Timeout) of the member's last word, as when every check was a /readyz.
