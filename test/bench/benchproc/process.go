@@ -38,12 +38,26 @@ func Start(cmd *exec.Cmd, logPath string) (*Process, error) {
 
 // FreePort is a TCP port free on 127.0.0.1 a moment ago.
 func FreePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		return "", err
 	}
-	defer func() { _ = l.Close() }()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port), nil
+	return ports[0], nil
+}
+
+// FreePorts are n distinct TCP ports free on 127.0.0.1 a moment ago: each is held until all
+// are found, so that two calls of FreePort cannot hand out one port twice.
+func FreePorts(n int) ([]string, error) {
+	var ports []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = l.Close() }()
+		ports = append(ports, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
+	}
+	return ports, nil
 }
 
 // Stop stops the process (SIGTERM, then SIGKILL after 20s) and waits for it.

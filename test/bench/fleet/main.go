@@ -23,7 +23,7 @@
 //
 // BENCH_FLEET_MEMBERS (3500), BENCH_FLEET_WINDOW (1m: a whole period of the /readyz and the reads), BENCH_FLEET_CHANGES (400),
 // BENCH_FLEET_BURST (1000), BENCH_FLEET_UNREACHABLE (500), BENCH_FLEET_FROZEN (50), BENCH_FLEET_WORKFLOWS (2),
-// BENCH_FLEET_NODES (3) change a run.
+// BENCH_FLEET_NODES (3) change a run; BENCH_FLEET_KEEP=1 keeps its folder (profiles, logs).
 package main
 
 import (
@@ -149,7 +149,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
+	// BENCH_FLEET_KEEP=1 keeps the folder: the profiles, the hub's binary and the logs.
+	if os.Getenv("BENCH_FLEET_KEEP") == "" {
+		defer func() { _ = os.RemoveAll(dir) }()
+	} else {
+		defer fmt.Printf("kept %s (BENCH_FLEET_KEEP)\n", dir)
+	}
 	l := &lab{dir: dir, bin: filepath.Join(root, "bin", "k8s", version), root: root, ps: &procs{}, hubBinary: filepath.Join(dir, "nodewright-fleet")}
 	// Every process ends on every way out; the temporary folder goes after them.
 	defer l.ps.killAll()
@@ -324,14 +329,11 @@ func (l *lab) startHub(name string) (*hubProcess, error) {
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
 		return nil, err
 	}
-	metricsPort, err := benchproc.FreePort()
+	ports, err := benchproc.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	pprofPort, err := benchproc.FreePort()
-	if err != nil {
-		return nil, err
-	}
+	metricsPort, pprofPort := ports[0], ports[1]
 	cmd := exec.Command(l.hubBinary, "--kubeconfig", path, "--namespace", hubNamespace, "--clusterprofile-namespace", hubNamespace, "--leader-elect=false",
 		"--metrics-bind-address", "127.0.0.1:"+metricsPort, "--pprof-bind-address", "127.0.0.1:"+pprofPort, "--health-probe-bind-address", "0")
 	h := &hubProcess{metrics: "http://127.0.0.1:" + metricsPort + "/metrics", pprof: "http://127.0.0.1:" + pprofPort + "/debug/pprof/", started: time.Now()}

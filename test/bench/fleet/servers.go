@@ -141,14 +141,11 @@ func (p *pki) sign(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
 // startEtcd runs etcd on free ports. --unsafe-no-fsync: the hub's thousands of summary
 // writes at start-up would otherwise measure this machine's shared disk, not the hub.
 func startEtcd(ps *procs, binary, dir string) (string, error) {
-	client, err := benchproc.FreePort()
+	ports, err := benchproc.FreePorts(2)
 	if err != nil {
 		return "", err
 	}
-	peer, err := benchproc.FreePort()
-	if err != nil {
-		return "", err
-	}
+	client, peer := ports[0], ports[1]
 	url := "http://127.0.0.1:" + client
 	p, err := benchproc.Start(exec.Command(binary, "--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", url, "--advertise-client-urls", url,

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -130,24 +134,46 @@ func (s *summaries) waitUntil(ctx context.Context, names []string, patience time
 }
 
 // progress prints, every period until ctx ends, how many of the names' summaries have
-// settled, and the hub's CPU over the period.
+// settled, what the others lack (the most common first), and the hub's CPU over the period.
 func (s *summaries) progress(ctx context.Context, names []string, hub *benchproc.Process, period time.Duration) {
 	start := time.Now()
 	cpu0, _ := hub.CPUTime()
 	for sleep(ctx, period) == nil {
 		n := 0
+		lacking := map[string]int{}
 		s.mu.Lock()
 		for _, name := range names {
-			if sum, ok := s.latest[name]; ok && settled(sum) == "" {
+			why := "no summary"
+			if sum, ok := s.latest[name]; ok {
+				why = settled(sum)
+			}
+			if why == "" {
 				n++
+			} else {
+				lacking[why]++
 			}
 		}
 		s.mu.Unlock()
 		cpu1, _ := hub.CPUTime()
-		fmt.Printf("    %3.0fs: %4d of %d summaries settled; the hub used %.0f %% of a core\n",
-			time.Since(start).Seconds(), n, len(names), benchproc.Percent(cpu1-cpu0, period))
+		fmt.Printf("    %3.0fs: %4d of %d summaries settled; the hub used %.0f %% of a core%s\n",
+			time.Since(start).Seconds(), n, len(names), benchproc.Percent(cpu1-cpu0, period), showLacking(lacking))
 		cpu0 = cpu1
 	}
+}
+
+// showLacking says what the summaries not settled lack, the three most common.
+func showLacking(lacking map[string]int) string {
+	whys := slices.Collect(maps.Keys(lacking))
+	slices.SortFunc(whys, func(a, b string) int { return cmp.Or(lacking[b]-lacking[a], strings.Compare(a, b)) })
+	out := ""
+	for i, why := range whys {
+		if i == 3 {
+			out += fmt.Sprintf(", %d other", len(whys)-3)
+			break
+		}
+		out += fmt.Sprintf("; %d: %s", lacking[why], why)
+	}
+	return out
 }
 
 // settled is a summary that shows all the member's objects and a reachable member.
