@@ -1,28 +1,38 @@
 // Package fleetsim plays many member clusters in one process, for the fleet hub's
-// benchmarks: a real kube-apiserver costs about 270 MiB, so 3,500 members cannot each have
-// one. Each virtual member is its own HTTPS endpoint on 127.0.0.1 and serves only what the
-// hub reads of a member (health, version, discovery, and get, list and watch of the
-// Nodewright kinds, the checkpoint ConfigMap and the operator Deployment) with the semantics
-// of a kube-apiserver: one resourceVersion counter per member, a bounded event history,
-// bookmarks, 410 Gone, pagination, selectors, bearer tokens. Fault hooks make members stop,
-// freeze (the API server hangs), lose their link (Cut), slow down, revoke the hub's
-// credential, or change all at once.
+// benchmarks and tests: a real kube-apiserver costs about 270 MiB, so 3,500 members cannot
+// each have one. Each virtual member is its own HTTPS endpoint on 127.0.0.1 and serves what
+// the hub reads of a member (health, version, discovery, and get, list and watch of the
+// Nodewright kinds, the checkpoint ConfigMap and the operator Deployment), and its
+// CustomResourceDefinitions, with the semantics of a kube-apiserver: one resourceVersion
+// counter per member, a bounded event history, bookmarks, 410 Gone, pagination, selectors,
+// bearer tokens. The hub's tokens read; the member's administrator (Admin) also writes, as a
+// test or the member's operator does. Fault hooks make members stop, freeze (the API server
+// hangs), lose their link (Cut), slow down, revoke the hub's credential, or change all at
+// once.
 //
-// Where it differs from a kube-apiserver (the faithfulness test, compare_test.go, checks the
+// Where it differs from a kube-apiserver (the faithfulness test, fleetsim_test.go, checks the
 // rest against a real one):
-//   - JSON only (a request accepting protobuf alone gets 406); legacy discovery, even when
-//     the aggregated one is asked for; /apis lists only apps and the Nodewright group.
+//   - JSON only (a request accepting protobuf alone gets 406, a protobuf body 415); legacy
+//     discovery, even when the aggregated one is asked for; /apis lists only apps,
+//     apiextensions and the Nodewright group.
 //   - Lists return the latest state whatever their resourceVersion; a continue token's page
 //     shows the objects after its key as they are now, not as they were at its version.
 //   - Field selectors on metadata.name and metadata.namespace only.
-//   - Put does no defaulting, no validation, no managedFields, and never bumps generation.
-//   - No anonymous access (/readyz without a token is 401); any write is a 403.
+//   - No defaulting, no validation (a CustomResourceDefinition is an object like any other),
+//     no managedFields, no namespaces (an object's namespace need not exist). Put never bumps
+//     the generation; an administrator's update of the spec does.
+//   - No anonymous access (/readyz without a token is 401); any write with the hub's token is
+//     a 403, and no RBAC otherwise: the hub's tokens read everything served. The
+//     administrator creates, updates (the object or its status), merge-patches, applies (a
+//     server-side apply taken as a merge patch: no field ownership) and deletes; no JSON
+//     patch, no deletecollection, no dry run (write.go). No client certificates.
 //   - One event history per member for all kinds: a busy kind can push a quiet kind's watch
 //     into 410 sooner than a real server would. A watch from a future version gets 504 after
 //     3 s. Bookmarks every BookmarkInterval.
 //   - Freeze still completes the TLS handshake and answers HTTP/2 PINGs; Cut holds the bytes
-//     of the member's connections in the process, not in the network; Slow delays the start of each request, not
-//     the events of open watches; Revoke leaves open watches running, as a real server does.
+//     of the member's connections in the process, not in the network; Slow delays the start
+//     of each request, not the events of open watches; Revoke and RevokeToken leave open
+//     watches running, as a real server does.
 //   - sendInitialEvents is answered but untested (client-go's reflectors do not ask for it).
 //
 // It does not import the fleet package, so that the fleet package's own tests may use it.
@@ -36,6 +46,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 )
@@ -61,6 +73,13 @@ type Options struct {
 	// BookmarkInterval is how often an open watch that allows bookmarks gets one; default
 	// 30s. The kube-apiserver's watch cache sends one about every minute.
 	BookmarkInterval time.Duration
+	// Empty members hold no NodewrightCluster, checkpoint, operator Deployment, workflows
+	// or agent statuses until written (Put, or a write with Admin): for tests that write
+	// what they need, as on a fresh API server.
+	Empty bool
+	// Objects are written to every member after the rest: CustomResourceDefinitions, say,
+	// which a member holds as objects (it validates nothing by them).
+	Objects []client.Object
 }
 
 func (o *Options) defaults() error {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/metadata"
@@ -154,6 +155,68 @@ func sides(t *testing.T) (real, sim *side, member *Member) {
 	return real, sim, member
 }
 
+// administratorWrites makes the writes a member's administrator (its operator, a test) makes
+// and says what each came to: the objects as stored (normalized) and the errors' reasons.
+func administratorWrites(ctx context.Context, t *testing.T, c client.Client) []any {
+	t.Helper()
+	var out []any
+	stored := func(name string) {
+		t.Helper()
+		var f nwv1.BondModeFlipPlan
+		err := c.Get(ctx, client.ObjectKey{Name: name}, &f)
+		if err != nil {
+			out = append(out, apierrors.ReasonForError(err))
+			return
+		}
+		f.TypeMeta = metav1.TypeMeta{}
+		out = append(out, normalized(&f))
+	}
+	reason := func(err error) { out = append(out, string(apierrors.ReasonForError(err))) }
+	plan := func() *nwv1.BondModeFlipPlan {
+		return &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "written", Labels: map[string]string{"a": "1"}},
+			// What the real server defaults, given: the simulator does not default.
+			Spec: nwv1.BondModeFlipPlanSpec{TargetMode: nwv1.BondMode8023AD, NodeOrder: []string{"node-1"}, VMProtection: nwv1.VMProtectionLiveMigrate,
+				ConnectivityTimeout: metav1.Duration{Duration: time.Minute}, Approval: "Automatic"},
+			Status: nwv1.BondModeFlipPlanStatus{WorkflowStatus: nwv1.WorkflowStatus{Phase: nwv1.WorkflowRunning}}}
+	}
+	// A create drops the status; a second create is refused.
+	f := plan()
+	reason(c.Create(ctx, f))
+	stored("written")
+	reason(c.Create(ctx, plan()))
+	// An update from a stale version is refused; one from the stored version changes the spec
+	// (the generation with it) and not the status.
+	stale := plan()
+	stale.ResourceVersion = "1"
+	reason(c.Update(ctx, stale))
+	f.Spec.NodeOrder = []string{"node-1", "node-2"}
+	f.Status.Phase = nwv1.WorkflowFailed
+	reason(c.Update(ctx, f))
+	stored("written")
+	// The status alone: the generation stays.
+	f.Status.Phase = nwv1.WorkflowSucceeded
+	f.Spec.NodeOrder = []string{"node-3"}
+	reason(c.Status().Update(ctx, f))
+	stored("written")
+	// Merge patches of the object and of its status; a label alone keeps the generation.
+	reason(c.Patch(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "written"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"a":null,"b":"2"}}}`))))
+	reason(c.Status().Patch(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "written"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"Failed"}}`))))
+	stored("written")
+	reason(c.Patch(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "absent"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"b":"2"}}}`))))
+	// A server-side apply creates an object that is missing.
+	applied := []byte(`{"apiVersion":"nodewright.spectrocloud.com/v1alpha1","kind":"BondModeFlipPlan","metadata":{"name":"applied"},"spec":{"targetMode":"802.3ad","vmProtection":"LiveMigrate","connectivityTimeout":"60s","approval":"Automatic"}}`)
+	reason(c.Patch(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "applied"}}, client.RawPatch(types.ApplyPatchType, applied), client.FieldOwner("test")))
+	stored("applied")
+	// Deleted, it is gone; deleted again, it is not found.
+	reason(c.Delete(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "written"}}))
+	stored("written")
+	reason(c.Delete(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "written"}}))
+	return out
+}
+
 func TestTheSimulatorSpellsTheHubsNames(t *testing.T) {
 	t.Parallel()
 	if checkpointKey != operator.CheckpointKey {
@@ -165,7 +228,7 @@ func TestTheSimulatorSpellsTheHubsNames(t *testing.T) {
 // a simulated member holding the same objects, and compares what comes back.
 func TestFaithfulToARealAPIServer(t *testing.T) {
 	t.Parallel()
-	real, sim, _ := sides(t)
+	real, sim, member := sides(t)
 	both := []*side{real, sim}
 	ctx := context.Background()
 
@@ -211,6 +274,24 @@ func TestFaithfulToARealAPIServer(t *testing.T) {
 			sort.Slice(rs, func(i, j int) bool { return rs[i].Name < rs[j].Name })
 		}
 		same(t, "discovery", got["real"], got["sim"])
+	})
+
+	t.Run("the administrator's writes", func(t *testing.T) {
+		t.Parallel()
+		admin, err := client.New(member.Admin(), client.Options{Scheme: scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [2][]any
+		for i, c := range []client.Client{real.client, admin} {
+			got[i] = administratorWrites(ctx, t, c)
+		}
+		same(t, "the administrator's writes", got[0], got[1])
+		// The hub's token writes nothing.
+		err = sim.client.Create(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "by-the-hub"}})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("a create with the hub's token: %v; want Forbidden", err)
+		}
 	})
 
 	t.Run("version and readyz", func(t *testing.T) {

@@ -16,10 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,13 +36,17 @@ type Member struct {
 	sim   *Sim
 	name  string
 	store *store
-	// readyz counts the /readyz requests the member received.
-	readyz atomic.Int64
+	// requests and readyz count the requests the member received, and the /readyz among them.
+	requests, readyz atomic.Int64
 
-	mu      sync.Mutex
-	port    int
-	server  *http.Server
-	token   string
+	mu     sync.Mutex
+	port   int
+	server *http.Server
+	token  string
+	// issued are the other tokens of the hub the member accepts, by the name they are bound
+	// to (IssueToken); admin is the token of its administrator, who may write (Admin).
+	issued  map[string]string
+	admin   string
 	version string
 	// thawed is nil unless the member is frozen; then it is closed by Thaw.
 	thawed chan struct{}
@@ -67,6 +73,9 @@ var scheme = func() *runtime.Scheme {
 	if err := nwv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
 	return s
 }()
 
@@ -75,7 +84,20 @@ func newMember(s *Sim, name string) (*Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Member{sim: s, name: name, store: newStore(s.opts.History), token: token, version: s.opts.KubernetesVersion, reserved: -1}, nil
+	admin, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	return &Member{sim: s, name: name, store: newStore(s.opts.History), token: token, admin: admin, issued: map[string]string{},
+		version: s.opts.KubernetesVersion, reserved: -1}, nil
+}
+
+func mustToken() string {
+	token, err := newToken()
+	if err != nil {
+		panic(fmt.Sprintf("reading random bytes: %v", err)) // crypto/rand does not fail on Linux
+	}
+	return token
 }
 
 func newToken() (string, error) {
@@ -88,6 +110,17 @@ func newToken() (string, error) {
 
 // Readyz counts the /readyz requests the member received so far, answered or not.
 func (m *Member) Readyz() int64 { return m.readyz.Load() }
+
+// Held is the size of the member's objects as stored (their JSON), in bytes: what a test
+// that measures its own process's heap, the simulator in it, leaves out.
+func (m *Member) Held() int64 {
+	m.store.mu.Lock()
+	defer m.store.mu.Unlock()
+	return m.store.held
+}
+
+// Requests counts the requests the member received so far, answered or not.
+func (m *Member) Requests() int64 { return m.requests.Load() }
 
 // Name is the member's name: m-0001, m-0002, ...
 func (m *Member) Name() string { return m.name }
@@ -104,6 +137,36 @@ func (m *Member) Token() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.token
+}
+
+// IssueToken returns a new token of the hub that the member accepts, as well as Token, until
+// RevokeToken(boundTo): as a ServiceAccount token bound to an object is, until the object is
+// deleted. A second token bound to the same name replaces the first.
+func (m *Member) IssueToken(boundTo string) string {
+	token := mustToken()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.issued[boundTo] = token
+	return token
+}
+
+// RevokeToken makes the member refuse the token bound to the name (401). Watches already open
+// go on, as on a kube-apiserver.
+func (m *Member) RevokeToken(boundTo string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.issued, boundTo)
+}
+
+// Admin is a client configuration of the member's administrator, as a system:masters
+// credential is: it may also write the kinds the member serves (create, update, patch,
+// delete), as the member's operator and its users do. It sends JSON: the simulator reads no
+// protobuf.
+func (m *Member) Admin() *rest.Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", m.port), BearerToken: m.admin,
+		TLSClientConfig: rest.TLSClientConfig{CAData: m.sim.CA()}, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
 }
 
 // Kubeconfig is a kubeconfig for the member as the hub accepts one: the server, the CA
@@ -292,10 +355,7 @@ func (m *Member) Slow(d time.Duration) {
 // accepts. Watches already open go on, as on a kube-apiserver, which authenticates a request
 // when it starts.
 func (m *Member) Revoke() string {
-	token, err := newToken()
-	if err != nil {
-		panic(fmt.Sprintf("reading random bytes: %v", err)) // crypto/rand does not fail on Linux
-	}
+	token := mustToken()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.token = token

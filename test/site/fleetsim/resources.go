@@ -40,7 +40,7 @@ func crd(plural, singular, kind string, shortNames ...string) *resource {
 		subresources: []metav1.APIResource{{Name: plural + "/status", Kind: kind, Verbs: statusVerbs}}}
 }
 
-// served are the kinds a member serves: what the hub reads, and nothing else.
+// served are the kinds a member serves: what the hub reads, and the CustomResourceDefinitions.
 var served = []*resource{
 	{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, kind: "ConfigMap", namespaced: true,
 		singular: "configmap", shortNames: []string{"cm"}, verbs: builtinVerbs, noGeneration: true},
@@ -49,6 +49,11 @@ var served = []*resource{
 		subresources: []metav1.APIResource{
 			{Name: "deployments/scale", Namespaced: true, Group: "autoscaling", Version: "v1", Kind: "Scale", Verbs: statusVerbs},
 			{Name: "deployments/status", Namespaced: true, Kind: "Deployment", Verbs: statusVerbs}}},
+	// The hub does not read CustomResourceDefinitions; a member's administrator does.
+	{gvr: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+		kind: "CustomResourceDefinition", singular: "customresourcedefinition", shortNames: []string{"crd", "crds"},
+		categories: []string{"api-extensions"}, verbs: builtinVerbs,
+		subresources: []metav1.APIResource{{Name: "customresourcedefinitions/status", Kind: "CustomResourceDefinition", Verbs: statusVerbs}}},
 	crd("bondmodeflipplans", "bondmodeflipplan", "BondModeFlipPlan", "bmfp", "bondflip"),
 	crd("nodewrightagentstatuses", "nodewrightagentstatus", "NodewrightAgentStatus", "nwa"),
 	crd("nodewrightclusters", "nodewrightcluster", "NodewrightCluster", "nwc"),

@@ -115,7 +115,11 @@ func SeedObjects(namespace, checkpoint string, workflows, agentStatuses int) []c
 // seed writes the objects a real member holds.
 func (m *Member) seed(checkpoint string) error {
 	o := m.sim.opts
-	for _, obj := range SeedObjects(o.Namespace, checkpoint, o.Workflows, o.AgentStatuses) {
+	var objs []client.Object
+	if !o.Empty {
+		objs = SeedObjects(o.Namespace, checkpoint, o.Workflows, o.AgentStatuses)
+	}
+	for _, obj := range append(objs, o.Objects...) {
 		if err := m.Put(obj); err != nil {
 			return err
 		}

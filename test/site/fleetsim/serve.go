@@ -23,6 +23,7 @@ import (
 // ServeHTTP answers one request to the member, as its kube-apiserver would.
 func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.sim.requests.Add(1)
+	m.requests.Add(1)
 	if strings.TrimSuffix(r.URL.Path, "/") == "/readyz" {
 		m.readyz.Add(1)
 	}
@@ -30,7 +31,8 @@ func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.mu.Lock()
-	slow, token := m.slow, m.token
+	slow := m.slow
+	who := m.authenticate(r)
 	m.mu.Unlock()
 	if slow > 0 {
 		t := time.NewTimer(slow)
@@ -41,7 +43,7 @@ func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		}
 	}
-	if !authenticated(r, token) {
+	if who == nobody {
 		writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))
 		return
 	}
@@ -69,7 +71,7 @@ func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case strings.HasPrefix(path, "/api/"):
 		version, rest, _ := strings.Cut(strings.TrimPrefix(path, "/api/"), "/")
-		m.serveGroupVersion(w, r, schema.GroupVersion{Version: version}, rest)
+		m.serveGroupVersion(w, r, who, schema.GroupVersion{Version: version}, rest)
 	case strings.HasPrefix(path, "/apis/"):
 		parts := strings.SplitN(strings.TrimPrefix(path, "/apis/"), "/", 3)
 		if len(parts) == 1 {
@@ -80,17 +82,45 @@ func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(parts) == 3 {
 			rest = parts[2]
 		}
-		m.serveGroupVersion(w, r, schema.GroupVersion{Group: parts[0], Version: parts[1]}, rest)
+		m.serveGroupVersion(w, r, who, schema.GroupVersion{Group: parts[0], Version: parts[1]}, rest)
 	default:
 		writeStatus(w, notFound())
 	}
 }
 
-// authenticated says the request carries the member's bearer token. Anything else is 401,
-// as on an API server without anonymous access.
-func authenticated(r *http.Request, token string) bool {
+// caller is who a request comes from.
+type caller int
+
+const (
+	// nobody: no token the member accepts (401, as on an API server without anonymous
+	// access).
+	nobody caller = iota
+	// hub: a token of the hub, which reads (Token, IssueToken).
+	hub
+	// admin: the member's administrator, who may also write (Admin).
+	admin
+)
+
+// authenticate says who the request's bearer token is, with m.mu held.
+func (m *Member) authenticate(r *http.Request) caller {
 	given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(given)), []byte(token)) == 1
+	if !ok {
+		return nobody
+	}
+	given = strings.TrimSpace(given)
+	is := func(token string) bool { return subtle.ConstantTimeCompare([]byte(given), []byte(token)) == 1 }
+	if is(m.admin) {
+		return admin
+	}
+	if is(m.token) {
+		return hub
+	}
+	for _, token := range m.issued {
+		if is(token) {
+			return hub
+		}
+	}
+	return nobody
 }
 
 // readOnly answers 405 to anything but a read of a non-resource path.
@@ -153,7 +183,7 @@ type request struct {
 }
 
 // serveGroupVersion answers the group version's discovery document and its resources.
-func (m *Member) serveGroupVersion(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion, rest string) {
+func (m *Member) serveGroupVersion(w http.ResponseWriter, r *http.Request, who caller, gv schema.GroupVersion, rest string) {
 	served := false
 	for _, v := range groupVersions() {
 		served = served || v == gv
@@ -174,7 +204,11 @@ func (m *Member) serveGroupVersion(w http.ResponseWriter, r *http.Request, gv sc
 		return
 	}
 	if r.Method != http.MethodGet {
-		writeStatus(w, forbidden(req, r))
+		if who != admin {
+			writeStatus(w, forbidden(req, r))
+			return
+		}
+		m.serveWrite(w, r, req)
 		return
 	}
 	q := r.URL.Query()

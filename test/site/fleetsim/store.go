@@ -56,6 +56,8 @@ type store struct {
 	limit     int
 	// changed is closed, and replaced, by every write: open watches wait on it.
 	changed chan struct{}
+	// held is the size of the objects' JSON, in bytes.
+	held int64
 }
 
 func newStore(limit int) *store {
@@ -87,11 +89,14 @@ func (s *store) write(res *resource, ns, name string, remove bool, encode func(r
 	case remove:
 		ev.typ = watch.Deleted
 		delete(byKey, key)
+		s.held -= int64(len(prev.json))
 	case prev != nil:
 		ev.typ = watch.Modified
 		byKey[key] = obj
+		s.held += int64(len(obj.json) - len(prev.json))
 	default:
 		byKey[key] = obj
+		s.held += int64(len(obj.json))
 	}
 	s.history = append(s.history, ev)
 	if over := len(s.history) - s.limit; over > 0 {
