@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -32,7 +33,8 @@ type HealthOptions struct {
 	// so that one slow answer on a busy link does not flap it.
 	FailureThreshold int
 	// ReadyInterval is how often a member that is heard is asked /readyz all the same: that
-	// its API server answers requests, and still takes the hub's credentials.
+	// its API server answers requests, and still takes the hub's credentials. A poll
+	// answered (PollInterval) counts as asked.
 	ReadyInterval time.Duration
 	// PollInterval is how often what the hub does not watch is read: the operator
 	// Deployment's version and the nodes' boots. Both change seldom (an upgrade, a boot),
@@ -75,7 +77,10 @@ func (o HealthOptions) withDefaults() HealthOptions {
 // last interval and timeout (a PING answered on its connection, which its transport sends
 // after an interval and half a timeout of silence, or its watches' traffic: memberTransport)
 // has answered, and is asked /readyz only every ReadyInterval: a request costs the hub many
-// times what a PING does, and thousands of members would keep it busy. A member that answered and was not
+// times what a PING does, and thousands of members would keep it busy. When its poll is due
+// (below), the poll's requests are the check's in place of /readyz: their answers say the
+// member's API server answers, as /readyz would, and a member at rest makes one request a
+// PollInterval rather than two. A member that answered and was not
 // heard for that long left a PING unanswered: that counts as one failed check, and /readyz
 // is asked at once. So a link that drops everything is found within FailureThreshold ×
 // (Interval + Timeout) of the member's last word, as when every check was a /readyz.
@@ -119,6 +124,8 @@ type memberHealth struct {
 	answers int
 	polling bool
 	polled  bool
+	// versioned is set once the member answered /version (its version, or an error).
+	versioned bool
 	// answered says the member answered (its connection is up), once it did.
 	answered func()
 	// heard is when bytes last arrived from the member; asked is when it last answered
@@ -132,11 +139,24 @@ type memberHealth struct {
 	gone  bool
 }
 
-// poller reads something of a member that the hub does not watch; it says whether what the
-// member's summary shows changed, and whether it read the member (it was engaged, and
-// answered).
+// poller reads something of a member that the hub does not watch.
 type poller interface {
-	Poll(ctx context.Context, member string, rc rest.Interface) (changed, read bool)
+	Poll(ctx context.Context, member string, rc rest.Interface) pollResult
+}
+
+// pollResult is what a poll of a member found.
+type pollResult struct {
+	// changed: what the member's summary shows changed.
+	changed bool
+	// read: the poll is done until the next PollInterval: it read the member (which
+	// answered, perhaps with an error), or has nothing to ask. Otherwise it is tried again
+	// at the next check (it was not engaged yet, or got no answer).
+	read bool
+	// answered: the member's API server answered a request of the poll (perhaps with an
+	// error, in err).
+	answered bool
+	// err is the first request's error: the API server's (answered) or why no answer came.
+	err error
 }
 
 // NewChecker returns a Checker; the manager must Add it to engage it with each member.
@@ -171,8 +191,8 @@ func (c *Checker) Start(ctx context.Context) error {
 		var heard []*memberHealth
 		for len(c.due) > 0 && !c.due[0].next.After(now) {
 			m := heap.Pop(&c.due).(*memberHealth)
-			if c.begin(m, now) {
-				go c.run(m, now)
+			if kind := c.begin(m, now); kind != askNothing {
+				go c.run(m, now, kind)
 			} else {
 				heard = append(heard, m)
 			}
@@ -184,7 +204,7 @@ func (c *Checker) Start(ctx context.Context) error {
 		c.mu.Unlock()
 		// A check that asks nothing ends here, without a goroutine: most checks, at rest.
 		for _, m := range heard {
-			if c.finish(m, now, false, answering) {
+			if c.finish(m, now, askNothing, answering) {
 				go c.tell(m)
 			}
 		}
@@ -245,32 +265,94 @@ func (c *Checker) wake() {
 	}
 }
 
-// begin starts a check of the member at start, with c.mu held: it says whether the check
-// asks /readyz. A member heard within the last interval and timeout, and asked within the
-// ready interval, is not asked: its check makes no request.
-func (c *Checker) begin(m *memberHealth, start time.Time) (ask bool) {
+// checkKind is what a check asks the member.
+type checkKind int
+
+const (
+	// askNothing: the member was heard within the last interval and timeout, and asked
+	// within the ready interval (or polled): the check makes no request.
+	askNothing checkKind = iota
+	// askReadyz: the check asks /readyz.
+	askReadyz
+	// askPolls: the member's poll is due; its requests are the check's.
+	askPolls
+)
+
+// begin starts a check of the member at start, with c.mu held, and says what it asks.
+func (c *Checker) begin(m *memberHealth, start time.Time) checkKind {
 	reachable := m.health.Reachable && m.failures == 0
 	heard := m.heard.since(start.Add(-(c.opts.Interval + c.opts.Timeout)))
-	if reachable && !heard && m.heard != nil {
+	switch {
+	case reachable && !heard && m.heard != nil:
 		// Silent for an interval and a timeout: the PING its connection got after an
 		// interval and half a timeout of silence went unanswered. That is one failed check;
 		// /readyz is the next.
 		m.failures++
+		return askReadyz
+	case !reachable || !heard, !m.versioned:
+		// Suspect, or its version not read yet (the first /version timed out in a crowded
+		// start-up, say): asked at once rather than a ready interval later.
+		return askReadyz
+	case m.polled && !m.polling && m.answers%c.pollEvery == 0:
+		m.polling = true
+		return askPolls
+	case start.Sub(m.asked) >= c.opts.ReadyInterval:
+		return askReadyz
 	}
-	return !reachable || !heard || start.Sub(m.asked) >= c.opts.ReadyInterval
+	return askNothing
 }
 
-// run asks the member /readyz, then ends the check (finish).
-func (c *Checker) run(m *memberHealth, start time.Time) {
-	if c.finish(m, start, true, c.check(m.ctx, m)) {
+// run asks the member what the check asks, then ends the check (finish).
+func (c *Checker) run(m *memberHealth, start time.Time, kind checkKind) {
+	var h Health
+	changed := false
+	if kind == askPolls {
+		changed, h = c.pollAsCheck(m)
+	} else {
+		h = c.check(m.ctx, m)
+	}
+	if c.finish(m, start, kind, h) || changed {
 		c.tell(m)
 	}
+}
+
+// pollAsCheck polls the member and finds its health in the polls' answers: an answer, even
+// an error of the API server, says that it answers; no answer, that it does not. It asks
+// /readyz when the polls cannot tell: they asked nothing, or the member refused the hub's
+// credentials (which /readyz tells apart from a role that does not allow the poll).
+func (c *Checker) pollAsCheck(m *memberHealth) (changed bool, h Health) {
+	read, answered := true, false
+	var noAnswer, refused error
+	for _, p := range c.pollers {
+		ctx, cancel := context.WithTimeout(m.ctx, c.opts.Timeout)
+		r := p.Poll(ctx, m.name, m.rc)
+		cancel()
+		changed, read, answered = changed || r.changed, read && r.read, answered || r.answered
+		if r.err != nil && !r.answered {
+			noAnswer = r.err
+			break
+		}
+		if apierrors.IsUnauthorized(r.err) || apierrors.IsForbidden(r.err) {
+			refused = r.err
+		}
+	}
+	c.mu.Lock()
+	m.polling = false
+	m.polled = m.polled || read
+	c.mu.Unlock()
+	switch {
+	case noAnswer != nil:
+		return changed, notAnswering(noAnswer)
+	case refused != nil || !answered:
+		return changed, c.check(m.ctx, m)
+	}
+	return changed, c.withVersion(m.ctx, m, answering)
 }
 
 // finish ends a check of the member that began at start and found h: it polls the member
 // when its turn came, schedules its next check one interval after this one began, and says
 // whether the member's health changed (the caller tells the summaries).
-func (c *Checker) finish(m *memberHealth, start time.Time, asked bool, h Health) (changed bool) {
+func (c *Checker) finish(m *memberHealth, start time.Time, kind checkKind, h Health) (changed bool) {
 	if h.Reachable || h.Reason == fleetv1alpha1.ReasonUnauthorized {
 		m.answered() // the member's connection is up: its watches and reads may begin
 	}
@@ -281,7 +363,7 @@ func (c *Checker) finish(m *memberHealth, start time.Time, asked bool, h Health)
 	}
 	if h.Reachable {
 		m.failures = 0
-		if asked {
+		if kind != askNothing {
 			m.asked = start
 		}
 	} else {
@@ -298,10 +380,11 @@ func (c *Checker) finish(m *memberHealth, start time.Time, asked bool, h Health)
 		m.health = h
 	}
 	changed = m.health != prev
-	// Polled in a goroutine of its own: a member that stops answering while it is polled
-	// must not hold back its next check. One poll at a time; until one read everything,
-	// at every check, and then every PollInterval.
-	poll := h.Reachable && !m.polling && (!m.polled || m.answers%c.pollEvery == 0)
+	// Until a poll read everything, the member is polled at every check it answered; then
+	// every PollInterval, as its check when it was heard (begin). Otherwise in a goroutine
+	// of its own: a member that stops answering while it is polled must not hold back its
+	// next check. One poll at a time.
+	poll := kind != askPolls && h.Reachable && !m.polling && (!m.polled || m.answers%c.pollEvery == 0)
 	if h.Reachable {
 		m.answers++
 	}
@@ -325,8 +408,8 @@ func (c *Checker) poll(m *memberHealth) {
 	changed, read := false, true
 	for _, p := range c.pollers {
 		ctx, cancel := context.WithTimeout(m.ctx, c.opts.Timeout)
-		pc, pr := p.Poll(ctx, m.name, m.rc)
-		changed, read = changed || pc, read && pr
+		r := p.Poll(ctx, m.name, m.rc)
+		changed, read = changed || r.changed, read && r.read
 		cancel()
 	}
 	c.mu.Lock()
@@ -381,17 +464,38 @@ func (c *Checker) check(ctx context.Context, m *memberHealth) Health {
 	case apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err):
 		return Health{Known: true, Reason: fleetv1alpha1.ReasonUnauthorized, Message: "The member refuses the hub's credentials: " + err.Error()}
 	case err != nil:
-		return Health{Known: true, Reason: fleetv1alpha1.ReasonNotAnswering, Message: "The member's API server does not answer: " + err.Error()}
+		return notAnswering(err)
 	}
-	h := answering
+	return c.withVersion(ctx, m, answering)
+}
+
+// notAnswering is the health of a member whose API server gave no answer.
+func notAnswering(err error) Health {
+	return Health{Known: true, Reason: fleetv1alpha1.ReasonNotAnswering, Message: "The member's API server does not answer: " + err.Error()}
+}
+
+// withVersion is h with the member's Kubernetes version, read until the member answered
+// /version once.
+func (c *Checker) withVersion(ctx context.Context, m *memberHealth, h Health) Health {
 	c.mu.Lock()
-	known := m.health.KubernetesVersion
+	versioned := m.versioned
 	c.mu.Unlock()
-	if known == "" {
-		var v version.Info
-		if raw, err := m.rc.Get().AbsPath("/version").Do(ctx).Raw(); err == nil && json.Unmarshal(raw, &v) == nil {
-			h.KubernetesVersion = v.GitVersion
-		}
+	if versioned {
+		return h
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	raw, err := m.rc.Get().AbsPath("/version").Do(ctx).Raw()
+	var status apierrors.APIStatus
+	if err != nil && !errors.As(err, &status) {
+		return h // no answer: asked again at the next check
+	}
+	var v version.Info
+	if err == nil && json.Unmarshal(raw, &v) == nil {
+		h.KubernetesVersion = v.GitVersion
+	}
+	c.mu.Lock()
+	m.versioned = true
+	c.mu.Unlock()
 	return h
 }

@@ -98,6 +98,33 @@ func TestAHungMemberIsFoundByReadyz(t *testing.T) {
 	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
 }
 
+// TestAPollStandsForReadyz: a heard member whose poll is due is not asked /readyz at that
+// check: the poll's answers say that its API server answers. With polls as often as the
+// ready interval, a member at rest is asked /readyz no more, only polled; a member whose API
+// server hangs is still found, by its poll.
+func TestAPollStandsForReadyz(t *testing.T) {
+	hub, _ := startFleetWith(t, 0, func(o *Options) {
+		o.Health = HealthOptions{Interval: 300 * time.Millisecond, Timeout: 2 * time.Second, FailureThreshold: 2,
+			ReadyInterval: 2 * time.Second, PollInterval: 1500 * time.Millisecond}
+	})
+	m := startSimulated(t, hub, 1)[0]
+	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
+	readyz := m.Readyz()
+	others := m.Requests() - readyz
+	time.Sleep(8 * time.Second) // four ready intervals: the one wait that proves an absence
+	if asked := m.Readyz() - readyz; asked > 1 {
+		t.Errorf("the member was asked /readyz %d times in four ready intervals while it was polled every 1.5s; want at most 1", asked)
+	}
+	// A poll is two requests: the Deployment's metadata and the nodes'.
+	if n := m.Requests() - m.Readyz() - others; n < 6 {
+		t.Errorf("the member got %d requests other than /readyz in 8s; want at least 6: a poll of two every 1.5s", n)
+	}
+	m.Freeze()
+	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionFalse, fleetv1alpha1.ReasonNotAnswering))
+	m.Thaw()
+	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
+}
+
 // countingPoller says it read the member from its fail-th poll on.
 type countingPoller struct {
 	mu    sync.Mutex
@@ -105,11 +132,11 @@ type countingPoller struct {
 	fail  int
 }
 
-func (p *countingPoller) Poll(context.Context, string, rest.Interface) (changed, read bool) {
+func (p *countingPoller) Poll(context.Context, string, rest.Interface) pollResult {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.polls++
-	return false, p.polls > p.fail
+	return pollResult{read: p.polls > p.fail}
 }
 
 func (p *countingPoller) count() int {

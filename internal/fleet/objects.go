@@ -193,15 +193,17 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 
 // Poll reads the operator Deployment's version label (its metadata alone), and says whether
 // what the summary shows changed.
-func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface) (changed, read bool) {
+func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface) pollResult {
 	w.mu.Lock()
 	m := w.members[name]
 	w.mu.Unlock()
 	if m == nil {
-		return false, false
+		return pollResult{}
 	}
 	var d metav1.PartialObjectMetadata
 	raw, err := rc.Get().AbsPath(m.deployment).SetHeader("Accept", acceptMetadata).Do(ctx).Raw()
+	var status apierrors.APIStatus
+	answered := err == nil || errors.As(err, &status)
 	if err == nil {
 		err = json.Unmarshal(raw, &d)
 	}
@@ -216,13 +218,12 @@ func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface
 		w.mu.Unlock()
 		// The member answered (not allowed, say): polled again with every PollInterval.
 		// It did not (timed out, say): at its next check.
-		var answered apierrors.APIStatus
-		return false, errors.As(err, &answered)
+		return pollResult{read: answered, answered: answered, err: err}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	changed = !m.listed[objDeployment] || m.observed.NodewrightVersion != d.Labels[versionLabel]
+	changed := !m.listed[objDeployment] || m.observed.NodewrightVersion != d.Labels[versionLabel]
 	m.observed.NodewrightVersion = d.Labels[versionLabel]
 	m.listed[objDeployment] = true
-	return changed, true
+	return pollResult{changed: changed, read: true, answered: true}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -273,15 +274,15 @@ func (r *memberReader[T]) Engage(ctx context.Context, name string, cl cluster.Cl
 // Poll lists the metadata of the member's objects, a page of pollPageSize at a time, and
 // queues a read when their names or versions differ from the last Poll's. It never says the
 // summary changed: the read does.
-func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interface) (changed, read bool) {
+func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interface) pollResult {
 	if !r.polled {
-		return false, true // it reads what it watches
+		return pollResult{read: true} // it reads what it watches
 	}
 	r.mu.Lock()
 	m := r.members[name]
 	r.mu.Unlock()
 	if m == nil {
-		return false, false
+		return pollResult{}
 	}
 	h := sha256.New()
 	for _, res := range r.resources {
@@ -294,14 +295,17 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 			}
 			var l metav1.PartialObjectMetadataList
 			raw, err := req.Do(ctx).Raw()
+			var status apierrors.APIStatus
+			answered := err == nil || errors.As(err, &status)
 			if err == nil {
 				err = json.Unmarshal(raw, &l)
 			}
 			if err != nil {
 				// Not served, not allowed, not answering, or the continuation expired: the read
-				// says why (queued, it fails or finds what changed).
+				// says why (queued, it fails or finds what changed). A member that did not
+				// answer is polled again at its next check.
 				r.changed(name)
-				return false, true
+				return pollResult{read: answered, answered: answered, err: err}
 			}
 			for _, o := range l.Items {
 				fmt.Fprintf(h, "%s/%s@%s\n", o.Namespace, o.Name, o.ResourceVersion)
@@ -319,7 +323,7 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 	if queued {
 		r.changed(name)
 	}
-	return false, true
+	return pollResult{read: true, answered: true}
 }
 
 // pollPageSize is how many objects' metadata one page of a Poll holds.
