@@ -293,7 +293,7 @@ func (c *Checker) begin(m *memberHealth, start time.Time) checkKind {
 		// Suspect, or its version not read yet (the first /version timed out in a crowded
 		// start-up, say): asked at once rather than a ready interval later.
 		return askReadyz
-	case m.polled && !m.polling && m.answers%c.pollEvery == 0:
+	case len(c.pollers) > 0 && m.polled && !m.polling && m.answers%c.pollEvery == 0:
 		m.polling = true
 		return askPolls
 	case start.Sub(m.asked) >= c.opts.ReadyInterval:

@@ -191,3 +191,55 @@ func TestAPollThatDidNotReadIsRetriedAtTheNextCheck(t *testing.T) {
 		t.Errorf("polled %d times; want 4, then none until the poll interval (an hour) passed", n)
 	}
 }
+
+// TestAVersionNotAnsweredIsAskedAgainAtTheNextCheck: a member whose first /version timed out
+// (as in a crowded start-up) is asked it again at its next check, not a ready interval (here
+// an hour) later, though it answered /readyz and its connection answers PINGs.
+func TestAVersionNotAnsweredIsAskedAgainAtTheNextCheck(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sim, err := fleetsim.Start(ctx, fleetsim.Options{Members: 1, Empty: true, BookmarkInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	m := sim.Members()[0]
+	kc, err := m.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first check asks /readyz, then /version, within one timeout: each answered after
+	// 0.7s, the second times out.
+	opts := HealthOptions{Interval: 100 * time.Millisecond, Timeout: time.Second, FailureThreshold: 2, ReadyInterval: time.Hour, PollInterval: time.Hour}
+	cl, err := newMemberCluster(cfg, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Slow(700 * time.Millisecond)
+	c := NewChecker(opts)
+	go func() { _ = c.Start(ctx) }()
+	go func() { // the summaries' end of the events
+		for range c.Events() {
+		}
+	}()
+	if err := c.Engage(ctx, "m", cl); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, func() string {
+		if n := m.Requests(); n < 2 {
+			return fmt.Sprintf("%d requests; want /readyz and /version", n)
+		}
+		return ""
+	})
+	m.Slow(0)
+	testenv.Eventually(t, patience, func() string {
+		if h := c.Health("m"); !h.Reachable || h.KubernetesVersion == "" {
+			return fmt.Sprintf("health %+v after %d requests, %d of them /readyz", h, m.Requests(), m.Readyz())
+		}
+		return ""
+	})
+}
