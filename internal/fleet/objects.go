@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -200,7 +199,12 @@ func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface
 	if m == nil {
 		return pollResult{}
 	}
-	var d metav1.PartialObjectMetadata
+	// Only the labels are decoded: a real Deployment's metadata carries its managed fields.
+	var d struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+	}
 	raw, err := rc.Get().AbsPath(m.deployment).SetHeader("Accept", acceptMetadata).Do(ctx).Raw()
 	var status apierrors.APIStatus
 	answered := err == nil || errors.As(err, &status)
@@ -209,7 +213,7 @@ func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		d = metav1.PartialObjectMetadata{}
+		d.Metadata.Labels = nil
 	case err != nil:
 		w.mu.Lock()
 		if !m.listed[objDeployment] {
@@ -222,8 +226,8 @@ func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	changed := !m.listed[objDeployment] || m.observed.NodewrightVersion != d.Labels[versionLabel]
-	m.observed.NodewrightVersion = d.Labels[versionLabel]
+	changed := !m.listed[objDeployment] || m.observed.NodewrightVersion != d.Metadata.Labels[versionLabel]
+	m.observed.NodewrightVersion = d.Metadata.Labels[versionLabel]
 	m.listed[objDeployment] = true
 	return pollResult{changed: changed, read: true, answered: true}
 }

@@ -12,7 +12,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
@@ -293,7 +292,7 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 			if next != "" {
 				req.Param("continue", next)
 			}
-			var l metav1.PartialObjectMetadataList
+			var l metadataPage
 			raw, err := req.Do(ctx).Raw()
 			var status apierrors.APIStatus
 			answered := err == nil || errors.As(err, &status)
@@ -308,9 +307,9 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 				return pollResult{read: answered, answered: answered, err: err}
 			}
 			for _, o := range l.Items {
-				fmt.Fprintf(h, "%s/%s@%s\n", o.Namespace, o.Name, o.ResourceVersion)
+				fmt.Fprintf(h, "%s/%s@%s\n", o.Metadata.Namespace, o.Metadata.Name, o.Metadata.ResourceVersion)
 			}
-			if next = l.Continue; next == "" {
+			if next = l.Metadata.Continue; next == "" {
 				break
 			}
 		}
@@ -324,6 +323,21 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 		r.changed(name)
 	}
 	return pollResult{read: true, answered: true}
+}
+
+// metadataPage is what a Poll decodes of a page of metadata: the objects' keys and versions,
+// and the continue token; not their labels, annotations and managed fields.
+type metadataPage struct {
+	Metadata struct {
+		Continue string `json:"continue"`
+	} `json:"metadata"`
+	Items []struct {
+		Metadata struct {
+			Namespace       string `json:"namespace"`
+			Name            string `json:"name"`
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	} `json:"items"`
 }
 
 // pollPageSize is how many objects' metadata one page of a Poll holds.
