@@ -54,6 +54,7 @@ demo-fleet-down: ## Stop the fleet demo and every process it started.
 .PHONY: test
 test: control-plane $(COSIGN) $(HELM) chromium drbd-utils grub-common iproute2 ## Run the unit, integration (real API server), browser and end-to-end tests.
 	go test $(GO_TEST_FLAGS) ./...
+	NODEWRIGHT_FLEET_MEMBERS=simulator go test $(GO_TEST_FLAGS) ./internal/fleet
 
 # PKGS narrows it, e.g. `make test-stress PKGS=./internal/ui/...`; see docs/development.md.
 .PHONY: test-stress

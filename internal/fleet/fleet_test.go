@@ -120,10 +120,7 @@ func startFleetWith(t *testing.T, members int, configure func(*Options)) (*apiSe
 	root, bin := assets(t)
 	etcd := startEtcd(t, bin)
 	hub := startAPIServer(t, bin, etcd, "/hub", filepath.Join(root, "config", "crd", "fleet"), clusterProfileCRDs(t))
-	var ms []*apiServer
-	for i := range members {
-		ms = append(ms, startAPIServer(t, bin, etcd, fmt.Sprintf("/m%d", i+1), filepath.Join(root, "config", "crd", "bases")))
-	}
+	ms := startMembers(t, root, bin, etcd, members)
 	ctx := context.Background()
 	for _, ns := range []string{hubNS, inventoryNS} {
 		if err := hub.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {

@@ -22,13 +22,7 @@ import (
 // the hub's PINGs are answered on their connections.
 func startSimulated(t *testing.T, hub *apiServer, n int) []*fleetsim.Member {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	sim, err := fleetsim.Start(ctx, fleetsim.Options{Members: n, BookmarkInterval: time.Hour})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); sim.Close() })
+	sim := simulate(t, fleetsim.Options{Members: n, BookmarkInterval: time.Hour})
 	for _, m := range sim.Members() {
 		kc, err := m.Kubeconfig()
 		if err != nil {

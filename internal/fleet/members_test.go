@@ -3,9 +3,11 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,17 +24,120 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/spectrocloud/nodewright/internal/testenv"
+	"github.com/spectrocloud/nodewright/test/site/fleetsim"
 )
 
 // apiServer is one kube-apiserver of the test, on the shared etcd under its own prefix. It
-// keeps its certificates and port across a restart, as a real member does.
+// keeps its certificates and port across a restart, as a real member does. A member may be
+// played by the member simulator instead (simulatedMembers).
 type apiServer struct {
 	server *envtest.APIServer
-	// Admin is a system:masters client certificate.
+	// sim is the simulated member, when it plays this one.
+	sim *fleetsim.Member
+	// Admin is a system:masters client certificate, or the simulated member's administrator.
 	Admin  *rest.Config
 	Client client.Client
 	// hubReader is set once the chart's read-only roles for the hub are installed.
 	hubReader bool
+}
+
+// realMembersOnly skips a test of what the member's API server does itself (its RBAC, its
+// client certificates), which the simulator does not play.
+func realMembersOnly(t *testing.T, why string) {
+	t.Helper()
+	if simulatedMembers() {
+		t.Skip(why + ", which the member simulator does not play: this test runs against real members only")
+	}
+}
+
+// simulations are the simulators running (simulatedMembers): a test measuring its process's
+// heap leaves out what their members hold (liveHeap).
+var simulations struct {
+	mu   sync.Mutex
+	sims map[*fleetsim.Sim]bool
+}
+
+// simulate starts a simulator until the test ends.
+func simulate(t *testing.T, o fleetsim.Options) *fleetsim.Sim {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	sim, err := fleetsim.Start(ctx, o)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	simulations.mu.Lock()
+	if simulations.sims == nil {
+		simulations.sims = map[*fleetsim.Sim]bool{}
+	}
+	simulations.sims[sim] = true
+	simulations.mu.Unlock()
+	t.Cleanup(func() {
+		cancel()
+		sim.Close()
+		simulations.mu.Lock()
+		delete(simulations.sims, sim)
+		simulations.mu.Unlock()
+	})
+	return sim
+}
+
+// simulatedHeld is the size of what the running simulators' members hold, in bytes.
+func simulatedHeld() int64 {
+	simulations.mu.Lock()
+	defer simulations.mu.Unlock()
+	var n int64
+	for sim := range simulations.sims {
+		for _, m := range sim.Members() {
+			n += m.Held()
+		}
+	}
+	return n
+}
+
+// simulatedMembers says the members are played by the member simulator
+// (test/site/fleetsim), not real kube-apiservers: NODEWRIGHT_FLEET_MEMBERS=simulator. The
+// suite runs both ways (make test), which shows the simulator faithful to what the hub
+// needs of a member. The hub's own API server is a real one either way.
+func simulatedMembers() bool { return os.Getenv("NODEWRIGHT_FLEET_MEMBERS") == "simulator" }
+
+// startMembers starts n members: real kube-apiservers on the shared etcd with the Nodewright
+// CRDs, or simulated members (simulatedMembers) holding nothing but the CRDs, as objects.
+func startMembers(t *testing.T, root, bin string, etcd *envtest.Etcd, n int) []*apiServer {
+	t.Helper()
+	crds := filepath.Join(root, "config", "crd", "bases")
+	var ms []*apiServer
+	if !simulatedMembers() {
+		for i := range n {
+			ms = append(ms, startAPIServer(t, bin, etcd, fmt.Sprintf("/m%d", i+1), crds))
+		}
+		return ms
+	}
+	if n == 0 {
+		return nil
+	}
+	read := &envtest.CRDInstallOptions{Paths: []string{crds}, ErrorIfPathMissing: true}
+	if err := envtest.ReadCRDFiles(read); err != nil {
+		t.Fatal(err)
+	}
+	var objs []client.Object
+	for _, crd := range read.CRDs {
+		objs = append(objs, crd)
+	}
+	sim := simulate(t, fleetsim.Options{Members: n, Namespace: memberNS, Empty: true, Objects: objs})
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range sim.Members() {
+		admin := m.Admin()
+		c, err := client.New(admin, client.Options{Scheme: scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, &apiServer{sim: m, Admin: admin, Client: c})
+	}
+	return ms
 }
 
 func startEtcd(t *testing.T, assets string) *envtest.Etcd {
@@ -86,6 +191,10 @@ func startAPIServer(t *testing.T, assets string, etcd *envtest.Etcd, prefix stri
 // stop stops the API server; start starts it again on the same port and certificates.
 func (a *apiServer) stop(t *testing.T) {
 	t.Helper()
+	if a.sim != nil {
+		a.sim.Stop()
+		return
+	}
 	if err := a.server.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +202,12 @@ func (a *apiServer) stop(t *testing.T) {
 
 func (a *apiServer) start(t *testing.T) {
 	t.Helper()
+	if a.sim != nil {
+		if err := a.sim.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if err := a.server.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +241,9 @@ func hubReader(t *testing.T) []testenv.ChartObject {
 // chart's read-only roles for the hub, once.
 func (a *apiServer) installHubReader(t *testing.T) {
 	t.Helper()
+	if a.sim != nil {
+		return // the simulator lets the hub's tokens read all it serves, in any namespace
+	}
 	if a.hubReader {
 		return
 	}
@@ -147,6 +265,9 @@ func (a *apiServer) installHubReader(t *testing.T) {
 // it creates: deleting the Secret revokes the token.
 func (a *apiServer) hubToken(t *testing.T, boundTo string) string {
 	t.Helper()
+	if a.sim != nil {
+		return a.sim.IssueToken(boundTo)
+	}
 	a.installHubReader(t)
 	ctx := context.Background()
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: memberNS, Name: boundTo}}
@@ -182,7 +303,9 @@ func (a *apiServer) hubCertificate(t *testing.T) *rest.Config {
 func (a *apiServer) revokeToken(t *testing.T, boundTo, token string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := a.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: memberNS, Name: boundTo}}); err != nil {
+	if a.sim != nil {
+		a.sim.RevokeToken(boundTo)
+	} else if err := a.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: memberNS, Name: boundTo}}); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: a.Admin.Host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: a.Admin.CAData}})

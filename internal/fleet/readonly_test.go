@@ -33,6 +33,7 @@ import (
 // resource the roles let it read (and their status), on Secrets, Nodes, NodeOperations, other
 // ConfigMaps, Pods and RBAC, and impersonation.
 func TestHubReadOnly(t *testing.T) {
+	realMembersOnly(t, "the member chart's roles for the hub are the member API server's RBAC, and the hub's certificate its client CA's")
 	hub, members := startFleet(t, 1)
 	m := members[0]
 	ctx := context.Background()
