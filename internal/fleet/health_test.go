@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
@@ -139,6 +140,21 @@ func (p *countingPoller) count() int {
 	return p.polls
 }
 
+// checkOne runs a Checker with the pollers on the member cl, named "m", until ctx ends.
+func checkOne(ctx context.Context, t *testing.T, cl cluster.Cluster, opts HealthOptions, pollers ...poller) *Checker {
+	t.Helper()
+	c := NewChecker(opts, pollers...)
+	go func() { _ = c.Start(ctx) }()
+	go func() { // the summaries' end of the events
+		for range c.Events() {
+		}
+	}()
+	if err := c.Engage(ctx, "m", cl); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestAPollThatDidNotReadIsRetriedAtTheNextCheck: what the hub polls (a member's Deployment
 // version, its nodes' boots) is polled at every check until a poll read it, then every
 // PollInterval (here an hour): a member whose first poll came too early, or timed out in a
@@ -165,15 +181,7 @@ func TestAPollThatDidNotReadIsRetriedAtTheNextCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &countingPoller{fail: 3}
-	c := NewChecker(opts, p)
-	go func() { _ = c.Start(ctx) }()
-	go func() { // the summaries' end of the events
-		for range c.Events() {
-		}
-	}()
-	if err := c.Engage(ctx, "m", cl); err != nil {
-		t.Fatal(err)
-	}
+	checkOne(ctx, t, cl, opts, p)
 	testenv.Eventually(t, patience, func() string {
 		if n := p.count(); n < 4 {
 			return fmt.Sprintf("polled %d times; want 4: three that did not read, then one that did", n)
@@ -214,15 +222,7 @@ func TestAVersionNotAnsweredIsAskedAgainAtTheNextCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Slow(700 * time.Millisecond)
-	c := NewChecker(opts)
-	go func() { _ = c.Start(ctx) }()
-	go func() { // the summaries' end of the events
-		for range c.Events() {
-		}
-	}()
-	if err := c.Engage(ctx, "m", cl); err != nil {
-		t.Fatal(err)
-	}
+	c := checkOne(ctx, t, cl, opts)
 	testenv.Eventually(t, patience, func() string {
 		if n := m.Requests(); n < 2 {
 			return fmt.Sprintf("%d requests; want /readyz and /version", n)
