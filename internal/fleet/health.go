@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -78,9 +79,9 @@ func (o HealthOptions) withDefaults() HealthOptions {
 // after an interval and half a timeout of silence, or its watches' traffic: memberTransport)
 // has answered, and is asked /readyz only every ReadyInterval: a request costs the hub many
 // times what a PING does, and thousands of members would keep it busy. When its poll is due
-// (below), the poll's requests are the check's in place of /readyz: their answers say the
-// member's API server answers, as /readyz would, and a member at rest makes one request a
-// PollInterval rather than two. A member that answered and was not
+// (below), the poll's requests are the check's in place of /readyz: their definite answers
+// say the member's API server answers, as /readyz would (pollAsCheck), and a member at rest
+// is polled every PollInterval (two requests) rather than polled and asked /readyz. A member that answered and was not
 // heard for that long left a PING unanswered: that counts as one failed check, and /readyz
 // is asked at once. So a link that drops everything is found within FailureThreshold ×
 // (Interval + Timeout) of the member's last word, as when every check was a /readyz.
@@ -153,7 +154,7 @@ type pollResult struct {
 	// at the next check (it was not engaged yet, or got no answer).
 	read bool
 	// answered: the member's API server answered a request of the poll (perhaps with an
-	// error, in err).
+	// error, in err, or with one of its later requests unanswered).
 	answered bool
 	// err is the first request's error: the API server's (answered) or why no answer came.
 	err error
@@ -316,24 +317,31 @@ func (c *Checker) run(m *memberHealth, start time.Time, kind checkKind) {
 	}
 }
 
-// pollAsCheck polls the member and finds its health in the polls' answers: an answer, even
-// an error of the API server, says that it answers; no answer, that it does not. It asks
-// /readyz when the polls cannot tell: they asked nothing, or the member refused the hub's
-// credentials (which /readyz tells apart from a role that does not allow the poll).
+// pollAsCheck polls the member and finds its health in the polls' answers: a definite answer
+// (a success, or an error of the API server such as NotFound) says that it answers; no answer
+// to its first request, that it does not. It asks /readyz when the polls cannot tell: they
+// asked nothing; the member refused the hub's credentials (which /readyz tells apart from a
+// role that does not allow the poll); it answered 429 or 5xx (a proxy whose cluster is gone,
+// an API server whose storage is); or a request timed out after others were answered (a slow
+// link, a long list).
 func (c *Checker) pollAsCheck(m *memberHealth) (changed bool, h Health) {
 	read, answered := true, false
-	var noAnswer, refused error
+	var noAnswer, unsure error
 	for _, p := range c.pollers {
 		ctx, cancel := context.WithTimeout(m.ctx, c.opts.Timeout)
 		r := p.Poll(ctx, m.name, m.rc)
 		cancel()
-		changed, read, answered = changed || r.changed, read && r.read, answered || r.answered
-		if r.err != nil && !r.answered {
+		changed, read = changed || r.changed, read && r.read
+		switch {
+		case r.err == nil:
+		case !r.answered && !answered:
 			noAnswer = r.err
-			break
+		case !definite(r.err):
+			unsure = r.err
 		}
-		if apierrors.IsUnauthorized(r.err) || apierrors.IsForbidden(r.err) {
-			refused = r.err
+		answered = answered || r.answered
+		if noAnswer != nil {
+			break // a frozen member holds each request for the timeout
 		}
 	}
 	c.mu.Lock()
@@ -343,10 +351,21 @@ func (c *Checker) pollAsCheck(m *memberHealth) (changed bool, h Health) {
 	switch {
 	case noAnswer != nil:
 		return changed, notAnswering(noAnswer)
-	case refused != nil || !answered:
+	case unsure != nil || !answered:
 		return changed, c.check(m.ctx, m)
 	}
 	return changed, c.withVersion(m.ctx, m, answering)
+}
+
+// definite says the error is a definite answer of the member's API server about the request:
+// a 4xx but for 401, 403 and 429.
+func definite(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	return code >= 400 && code < 500 && code != http.StatusUnauthorized && code != http.StatusForbidden && code != http.StatusTooManyRequests
 }
 
 // finish ends a check of the member that began at start and found h: it polls the member
@@ -486,9 +505,8 @@ func (c *Checker) withVersion(ctx context.Context, m *memberHealth, h Health) He
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	raw, err := m.rc.Get().AbsPath("/version").Do(ctx).Raw()
-	var status apierrors.APIStatus
-	if err != nil && !errors.As(err, &status) {
-		return h // no answer: asked again at the next check
+	if err != nil && !definite(err) {
+		return h // no answer, or not a definite one (a 5xx, say): asked again at the next check
 	}
 	var v version.Info
 	if err == nil && json.Unmarshal(raw, &v) == nil {

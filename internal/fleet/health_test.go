@@ -2,13 +2,16 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -80,10 +83,12 @@ func TestAMemberHeardIsNotAskedReadyz(t *testing.T) {
 
 // TestAHungMemberIsFoundByReadyz: a member whose API server hangs behind a working link
 // (its PINGs answered, its requests not) is marked NotAnswering by the /readyz the hub asks
-// every ReadyInterval, and Answering again once it answers.
+// every ReadyInterval (its poll, which would find it too, an hour apart), and Answering again
+// once it answers.
 func TestAHungMemberIsFoundByReadyz(t *testing.T) {
 	hub, _ := startFleetWith(t, 0, func(o *Options) {
-		o.Health = HealthOptions{Interval: 300 * time.Millisecond, Timeout: 2 * time.Second, FailureThreshold: 2, ReadyInterval: 2 * time.Second}
+		o.Health = HealthOptions{Interval: 300 * time.Millisecond, Timeout: 2 * time.Second, FailureThreshold: 2, ReadyInterval: 2 * time.Second,
+			PollInterval: time.Hour}
 	})
 	m := startSimulated(t, hub, 1)[0]
 	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
@@ -236,4 +241,76 @@ func TestAVersionNotAnsweredIsAskedAgainAtTheNextCheck(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// fixedPoller finds what it is told.
+type fixedPoller struct{ r pollResult }
+
+func (p fixedPoller) Poll(context.Context, string, rest.Interface) pollResult { return p.r }
+
+// TestWhatAPollSaysOfAMember: a poll standing for /readyz says the member answers when it got
+// a definite answer (an error such as NotFound included); that it does not when its first
+// request got no answer; and asks /readyz when it cannot tell: a 5xx or 429 (a proxy whose
+// cluster is gone), a refused credential, a timeout after other answers, nothing asked.
+func TestWhatAPollSaysOfAMember(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sim, err := fleetsim.Start(ctx, fleetsim.Options{Members: 1, Empty: true, BookmarkInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sim.Close()
+	member := sim.Members()[0]
+	kc, err := member.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := HealthOptions{Interval: time.Second, Timeout: 5 * time.Second, FailureThreshold: 2}
+	cl, err := newMemberCluster(cfg, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := memberREST(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gr := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	timeout := context.DeadlineExceeded
+	for _, c := range []struct {
+		name   string
+		polls  []pollResult
+		reason string
+		readyz bool
+	}{
+		{"read", []pollResult{{read: true, answered: true}, {read: true, answered: true}}, fleetv1alpha1.ReasonAnswering, false},
+		{"not found", []pollResult{{read: true, answered: true, err: apierrors.NewNotFound(gr, "x")}, {read: true, answered: true}}, fleetv1alpha1.ReasonAnswering, false},
+		{"no answer", []pollResult{{err: timeout}, {read: true, answered: true}}, fleetv1alpha1.ReasonNotAnswering, false},
+		{"503", []pollResult{{read: true, answered: true, err: apierrors.NewServiceUnavailable("no cluster")}}, fleetv1alpha1.ReasonAnswering, true},
+		{"429", []pollResult{{read: true, answered: true, err: apierrors.NewTooManyRequests("later", 1)}}, fleetv1alpha1.ReasonAnswering, true},
+		{"forbidden", []pollResult{{read: true, answered: true, err: apierrors.NewForbidden(gr, "x", errors.New("no"))}}, fleetv1alpha1.ReasonAnswering, true},
+		{"a timeout after an answer", []pollResult{{read: true, answered: true}, {err: timeout}}, fleetv1alpha1.ReasonAnswering, true},
+		{"nothing asked", []pollResult{{read: true}, {}}, fleetv1alpha1.ReasonAnswering, true},
+	} {
+		var pollers []poller
+		for _, r := range c.polls {
+			pollers = append(pollers, fixedPoller{r})
+		}
+		checker := NewChecker(opts, pollers...)
+		m := &memberHealth{name: "m", ctx: ctx, rc: rc, polling: true}
+		before := member.Readyz()
+		_, h := checker.pollAsCheck(m)
+		if h.Reason != c.reason || h.Reachable != (c.reason == fleetv1alpha1.ReasonAnswering) {
+			t.Errorf("%s: health %+v; want %s", c.name, h, c.reason)
+		}
+		if asked := member.Readyz() > before; asked != c.readyz {
+			t.Errorf("%s: /readyz asked: %v; want %v", c.name, asked, c.readyz)
+		}
+		if m.polling {
+			t.Errorf("%s: still polling", c.name)
+		}
+	}
 }

@@ -284,6 +284,7 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 		return pollResult{}
 	}
 	h := sha256.New()
+	answered := false // a request of this poll was answered
 	for _, res := range r.resources {
 		path := "/apis/" + res.GroupVersion().String() + "/" + res.Resource
 		next := ""
@@ -295,7 +296,7 @@ func (r *memberReader[T]) Poll(ctx context.Context, name string, rc rest.Interfa
 			var l metadataPage
 			raw, err := req.Do(ctx).Raw()
 			var status apierrors.APIStatus
-			answered := err == nil || errors.As(err, &status)
+			answered = answered || err == nil || errors.As(err, &status)
 			if err == nil {
 				err = json.Unmarshal(raw, &l)
 			}
