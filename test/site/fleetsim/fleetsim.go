@@ -20,12 +20,13 @@
 //   - Field selectors on metadata.name and metadata.namespace only.
 //   - No defaulting, no validation (a CustomResourceDefinition is an object like any other),
 //     no managedFields, no namespaces (an object's namespace need not exist). Put never bumps
-//     the generation; an administrator's update of the spec does.
+//     the generation; an administrator's write does, as a kube-apiserver's would.
 //   - No anonymous access (/readyz without a token is 401); any write with the hub's token is
 //     a 403, and no RBAC otherwise: the hub's tokens read everything served. The
 //     administrator creates, updates (the object or its status), merge-patches, applies (a
-//     server-side apply taken as a merge patch: no field ownership) and deletes; no JSON
-//     patch, no deletecollection, no dry run (write.go). No client certificates.
+//     server-side apply taken as a merge patch: no field ownership) and deletes (at once: no
+//     finalizers, no preconditions); no JSON patch, no deletecollection, no dry run
+//     (write.go). No client certificates.
 //   - One event history per member for all kinds: a busy kind can push a quiet kind's watch
 //     into 410 sooner than a real server would. A watch from a future version gets 504 after
 //     3 s. Bookmarks every BookmarkInterval.

@@ -198,6 +198,19 @@ func administratorWrites(ctx context.Context, t *testing.T, c client.Client) []a
 	f.Spec.NodeOrder = []string{"node-3"}
 	reason(c.Status().Update(ctx, f))
 	stored("written")
+	// An update naming no resourceVersion is refused, a custom resource's; one that changes
+	// nothing keeps the resourceVersion.
+	reason(c.Update(ctx, plan()))
+	var now nwv1.BondModeFlipPlan
+	if err := c.Get(ctx, client.ObjectKey{Name: "written"}, &now); err != nil {
+		t.Fatal(err)
+	}
+	again := now.DeepCopy()
+	reason(c.Update(ctx, again))
+	out = append(out, again.ResourceVersion == now.ResourceVersion)
+	// A merge patch from a stale version is refused.
+	reason(c.Patch(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "written"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"resourceVersion":"1","labels":{"c":"3"}}}`))))
 	// Merge patches of the object and of its status; a label alone keeps the generation.
 	reason(c.Patch(ctx, &nwv1.BondModeFlipPlan{ObjectMeta: metav1.ObjectMeta{Name: "written"}},
 		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"a":null,"b":"2"}}}`))))

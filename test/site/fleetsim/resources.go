@@ -21,6 +21,12 @@ type resource struct {
 	subresources []metav1.APIResource
 	// noGeneration says the kind has no metadata.generation (a ConfigMap, which has no spec).
 	noGeneration bool
+	// custom says the kind is a custom resource: an update must name a resourceVersion, and
+	// any change but to its metadata and status bumps its generation (a built-in kind's
+	// spec alone does).
+	custom bool
+	// conditional says an update must name a resourceVersion (a CustomResourceDefinition).
+	conditional bool
 }
 
 const nodewrightGroup = "nodewright.spectrocloud.com"
@@ -36,7 +42,7 @@ var (
 // defines each of those the hub reads.
 func crd(plural, singular, kind string, shortNames ...string) *resource {
 	return &resource{gvr: schema.GroupVersionResource{Group: nodewrightGroup, Version: "v1alpha1", Resource: plural},
-		kind: kind, singular: singular, shortNames: shortNames, categories: []string{"nodewright"}, verbs: crdVerbs,
+		kind: kind, singular: singular, shortNames: shortNames, categories: []string{"nodewright"}, verbs: crdVerbs, custom: true, conditional: true,
 		subresources: []metav1.APIResource{{Name: plural + "/status", Kind: kind, Verbs: statusVerbs}}}
 }
 
@@ -52,7 +58,7 @@ var served = []*resource{
 	// The hub does not read CustomResourceDefinitions; a member's administrator does.
 	{gvr: schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
 		kind: "CustomResourceDefinition", singular: "customresourcedefinition", shortNames: []string{"crd", "crds"},
-		categories: []string{"api-extensions"}, verbs: builtinVerbs,
+		categories: []string{"api-extensions"}, verbs: builtinVerbs, conditional: true,
 		subresources: []metav1.APIResource{{Name: "customresourcedefinitions/status", Kind: "CustomResourceDefinition", Verbs: statusVerbs}}},
 	crd("bondmodeflipplans", "bondmodeflipplan", "BondModeFlipPlan", "bmfp", "bondflip"),
 	crd("nodewrightagentstatuses", "nodewrightagentstatus", "NodewrightAgentStatus", "nwa"),

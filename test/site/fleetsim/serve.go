@@ -22,6 +22,12 @@ import (
 
 // ServeHTTP answers one request to the member, as its kube-apiserver would.
 func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The delay is taken as the request arrives: a request counted is slowed, or not, by
+	// what was set before it was counted.
+	m.mu.Lock()
+	slow := m.slow
+	who := m.authenticate(r)
+	m.mu.Unlock()
 	m.sim.requests.Add(1)
 	m.requests.Add(1)
 	if strings.TrimSuffix(r.URL.Path, "/") == "/readyz" {
@@ -30,10 +36,6 @@ func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !m.waitThawed(r.Context()) {
 		return
 	}
-	m.mu.Lock()
-	slow := m.slow
-	who := m.authenticate(r)
-	m.mu.Unlock()
 	if slow > 0 {
 		t := time.NewTimer(slow)
 		select {

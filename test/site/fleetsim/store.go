@@ -65,7 +65,8 @@ func newStore(limit int) *store {
 }
 
 // write stores the object that encode makes at the next resourceVersion, or removes it when
-// remove is set, and records the event. encode gets the version to put in the object.
+// remove is set, and records the event. encode gets the version to put in the object; it
+// returns prev when nothing changed, which writes nothing.
 func (s *store) write(res *resource, ns, name string, remove bool, encode func(rv uint64, prev *object) (*object, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -82,6 +83,9 @@ func (s *store) write(res *resource, ns, name string, remove bool, encode func(r
 	obj, err := encode(s.rv+1, prev)
 	if err != nil {
 		return err
+	}
+	if obj == prev && !remove {
+		return nil // nothing changed: no new version, no event
 	}
 	s.rv++
 	ev := event{typ: watch.Added, obj: obj, prev: prev}

@@ -27,15 +27,18 @@ const maxBody = 3 << 20
 // of JSON bodies, and patch, as a kube-apiserver does for these kinds:
 //   - a create fails with AlreadyExists, an update or delete of a missing object NotFound;
 //   - an update naming a resourceVersion other than the stored one fails with Conflict; one
-//     naming none is unconditional;
+//     naming none is Invalid for a custom resource or a CustomResourceDefinition, and
+//     unconditional for the built-in kinds; a merge patch naming one is its precondition;
+//   - a write that changes nothing writes nothing: no new resourceVersion, no watch event;
 //   - for a kind with a status subresource, a create drops the status, an update keeps the
 //     stored status and a status update changes the status alone;
-//   - the UID and creation time are kept; the generation starts at 1 and is bumped by an
-//     update that changes the spec (a CustomResourceDefinition's, or any object's), not the
-//     status or metadata.
+//   - the UID and creation time are kept; the generation starts at 1 and is bumped by a
+//     change of a custom resource outside its metadata and status, or of a built-in kind's
+//     (or a CustomResourceDefinition's) spec.
 //
 // A PATCH is a JSON merge patch or a server-side apply, both applied as a merge patch (patch).
-// No deletecollection, no dry run, no defaulting, no validation beyond the kind, name and
+// A DELETE removes the object at once: no finalizers, no preconditions, no propagation. No
+// deletecollection, no dry run, no defaulting, no validation beyond the kind, name and
 // namespace: the simulator stores what it is given.
 func (m *Member) serveWrite(w http.ResponseWriter, r *http.Request, req request) {
 	var (
@@ -158,9 +161,12 @@ func (m *Member) update(r *http.Request, req request) (*object, error) {
 		return nil, err
 	}
 	return m.change(req, nil, func(old *unstructured.Unstructured, rv string) (*unstructured.Unstructured, error) {
-		if v := u.GetResourceVersion(); v != "" && v != rv {
-			return nil, apierrors.NewConflict(req.res.gvr.GroupResource(), u.GetName(),
-				errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+		v := u.GetResourceVersion()
+		if v == "" && req.res.conditional {
+			return nil, invalid(req.res, u.GetName(), field.Invalid(field.NewPath("metadata", "resourceVersion"), 0, "must be specified for an update"))
+		}
+		if v != "" && v != rv {
+			return nil, conflict(req.res, u.GetName())
 		}
 		return u, nil
 	})
@@ -214,7 +220,13 @@ func (m *Member) change(req request, create func() (*unstructured.Unstructured, 
 		out.SetUID(old.GetUID())
 		out.SetCreationTimestamp(old.GetCreationTimestamp())
 		out.SetGeneration(old.GetGeneration())
-		if !status && !req.res.noGeneration && !reflect.DeepEqual(old.Object["spec"], out.Object["spec"]) {
+		out.SetResourceVersion(old.GetResourceVersion())
+		out.SetManagedFields(nil)
+		if reflect.DeepEqual(old.Object, out.Object) {
+			stored = prev
+			return prev, nil // no change: no new version, as etcd is not written
+		}
+		if !status && !req.res.noGeneration && generationChanges(req.res, old, out) {
 			out.SetGeneration(old.GetGeneration() + 1)
 		}
 		o, err := encodeWrite(req.res, out, rv)
@@ -269,7 +281,10 @@ func (m *Member) patch(r *http.Request, req request) (*object, error) {
 			return u, nil
 		}
 	}
-	return m.change(req, create, func(old *unstructured.Unstructured, _ string) (*unstructured.Unstructured, error) {
+	return m.change(req, create, func(old *unstructured.Unstructured, rv string) (*unstructured.Unstructured, error) {
+		if v, _, _ := unstructured.NestedString(p, "metadata", "resourceVersion"); v != "" && v != rv {
+			return nil, conflict(req.res, req.name) // the patch's precondition
+		}
 		merged, ok := mergePatch(old.Object, p).(map[string]any)
 		if !ok {
 			return nil, apierrors.NewBadRequest("the patch makes the object something other than a JSON object")
@@ -280,6 +295,29 @@ func (m *Member) patch(r *http.Request, req request) (*object, error) {
 		}
 		return u, nil
 	})
+}
+
+// conflict is the refusal of a write from a resourceVersion that is not the stored one.
+func conflict(res *resource, name string) error {
+	return apierrors.NewConflict(res.gvr.GroupResource(), name,
+		errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+}
+
+// generationChanges says the change from old to next bumps the generation: for a custom
+// resource, any change but to its metadata and status; for a built-in kind (and a
+// CustomResourceDefinition), a change of its spec.
+func generationChanges(res *resource, old, next *unstructured.Unstructured) bool {
+	if !res.custom {
+		return !reflect.DeepEqual(old.Object["spec"], next.Object["spec"])
+	}
+	for _, u := range []*unstructured.Unstructured{old, next} {
+		for k := range u.Object {
+			if k != "metadata" && k != "status" && !reflect.DeepEqual(old.Object[k], next.Object[k]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // unsupportedMediaType is the 415 of a body the simulator does not read (protobuf, say).
