@@ -199,18 +199,11 @@ func TestAPollThatDidNotReadIsRetriedAtTheNextCheck(t *testing.T) {
 	}
 }
 
-// TestAVersionNotAnsweredIsAskedAgainAtTheNextCheck: a member whose first /version timed out
-// (as in a crowded start-up) is asked it again at its next check, not a ready interval (here
-// an hour) later, though it answered /readyz and its connection answers PINGs.
-func TestAVersionNotAnsweredIsAskedAgainAtTheNextCheck(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sim, err := fleetsim.Start(ctx, fleetsim.Options{Members: 1, Empty: true, BookmarkInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	m := sim.Members()[0]
+// oneMember plays one empty member until the test ends, and returns it with the hub's
+// configuration for it.
+func oneMember(t *testing.T) (*fleetsim.Member, *rest.Config) {
+	t.Helper()
+	m := simulate(t, fleetsim.Options{Members: 1, Empty: true, BookmarkInterval: time.Hour}).Members()[0]
 	kc, err := m.Kubeconfig()
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +212,16 @@ func TestAVersionNotAnsweredIsAskedAgainAtTheNextCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, cfg
+}
+
+// TestAVersionNotAnsweredIsAskedAgainAtTheNextCheck: a member whose first /version timed out
+// (as in a crowded start-up) is asked it again at its next check, not a ready interval (here
+// an hour) later, though it answered /readyz and its connection answers PINGs.
+func TestAVersionNotAnsweredIsAskedAgainAtTheNextCheck(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m, cfg := oneMember(t)
 	// The first check asks /readyz, then /version, within one timeout: each answered after
 	// 0.7s, the second times out.
 	opts := HealthOptions{Interval: 100 * time.Millisecond, Timeout: time.Second, FailureThreshold: 2, ReadyInterval: time.Hour, PollInterval: time.Hour}
@@ -255,20 +258,7 @@ func (p fixedPoller) Poll(context.Context, string, rest.Interface) pollResult { 
 func TestWhatAPollSaysOfAMember(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sim, err := fleetsim.Start(ctx, fleetsim.Options{Members: 1, Empty: true, BookmarkInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sim.Close()
-	member := sim.Members()[0]
-	kc, err := member.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	member, cfg := oneMember(t)
 	opts := HealthOptions{Interval: time.Second, Timeout: 5 * time.Second, FailureThreshold: 2}
 	cl, err := newMemberCluster(cfg, opts, nil)
 	if err != nil {
