@@ -494,7 +494,8 @@ func notAnswering(err error) Health {
 }
 
 // withVersion is h with the member's Kubernetes version, read until the member answered
-// /version once.
+// /version once: with its version, or a lasting refusal (a 4xx but 429, such as a role that
+// does not allow /version), not a passing one (a 429, a 5xx).
 func (c *Checker) withVersion(ctx context.Context, m *memberHealth, h Health) Health {
 	c.mu.Lock()
 	versioned := m.versioned
@@ -505,8 +506,8 @@ func (c *Checker) withVersion(ctx context.Context, m *memberHealth, h Health) He
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	raw, err := m.rc.Get().AbsPath("/version").Do(ctx).Raw()
-	if err != nil && !definite(err) {
-		return h // no answer, or not a definite one (a 5xx, say): asked again at the next check
+	if err != nil && !definite(err) && !apierrors.IsUnauthorized(err) && !apierrors.IsForbidden(err) {
+		return h // no answer, or a passing one (a 5xx, say): asked again at the next check
 	}
 	var v version.Info
 	if err == nil && json.Unmarshal(raw, &v) == nil {
