@@ -142,8 +142,13 @@ func startMembers(t *testing.T, root, bin string, etcd *envtest.Etcd, n int) []*
 
 func startEtcd(t *testing.T, assets string) *envtest.Etcd {
 	t.Helper()
-	etcd := &envtest.Etcd{Path: filepath.Join(assets, "etcd"), DataDir: t.TempDir()}
-	if err := etcd.Start(); err != nil {
+	// Fresh ports on each try (testenv.StartWithFreshPorts): a port envtest picks can be
+	// taken before etcd binds it.
+	var etcd *envtest.Etcd
+	if err := testenv.StartWithFreshPorts(func() error {
+		etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd"), DataDir: t.TempDir()}
+		return etcd.Start()
+	}); err != nil {
 		t.Fatalf("starting etcd: %v", err)
 	}
 	t.Cleanup(func() {
@@ -156,10 +161,13 @@ func startEtcd(t *testing.T, assets string) *envtest.Etcd {
 
 func startAPIServer(t *testing.T, assets string, etcd *envtest.Etcd, prefix string, crds ...string) *apiServer {
 	t.Helper()
-	s := &envtest.APIServer{Path: filepath.Join(assets, "kube-apiserver"), EtcdURL: etcd.URL, CertDir: t.TempDir(),
-		StartTimeout: 2 * time.Minute, StopTimeout: 2 * time.Minute}
-	s.Configure().Set("etcd-prefix", prefix)
-	if err := s.Start(); err != nil {
+	var s *envtest.APIServer
+	if err := testenv.StartWithFreshPorts(func() error {
+		s = &envtest.APIServer{Path: filepath.Join(assets, "kube-apiserver"), EtcdURL: etcd.URL, CertDir: t.TempDir(),
+			StartTimeout: 2 * time.Minute, StopTimeout: 2 * time.Minute}
+		s.Configure().Set("etcd-prefix", prefix)
+		return s.Start()
+	}); err != nil {
 		t.Fatalf("starting kube-apiserver %s: %v", prefix, err)
 	}
 	t.Cleanup(func() {

@@ -217,31 +217,37 @@ func (e *Env) Start() error {
 	if e.withoutThirdPty {
 		crds = []string{filepath.Join(root, "config", "crd", "bases")}
 	}
-	e.control = &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     crds,
-		ErrorIfCRDPathMissing: true,
-		Scheme:                e.Scheme,
-		// envtest waits 20 seconds for each process to be ready, and tries five times: on a busy
-		// machine (two shared cores running other packages' tests and builds) kube-apiserver
-		// takes longer than that to start. The wait returns as soon as it is ready.
-		ControlPlaneStartTimeout: 3 * time.Minute,
+	newEnv := func() *envtest.Environment {
+		env := &envtest.Environment{
+			BinaryAssetsDirectory: assets,
+			CRDDirectoryPaths:     crds,
+			ErrorIfCRDPathMissing: true,
+			Scheme:                e.Scheme,
+			// envtest waits 20 seconds for each process to be ready, and tries five times: on a
+			// busy machine (two shared cores running other packages' tests and builds)
+			// kube-apiserver takes longer than that to start. The wait returns as soon as it is
+			// ready.
+			ControlPlaneStartTimeout: 3 * time.Minute,
+		}
+		if e.withWebhooks {
+			env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+				Paths: []string{filepath.Join(root, "config", "webhook")}, IgnoreErrorIfPathMissing: false,
+				LocalServingHost: "127.0.0.1",
+			}
+		}
+		// Clusters that enforce owner-reference permissions (OpenShift among them) refuse a
+		// controller reference from a client that cannot update the owner's finalizers:
+		// enforce it here too, so that a test running under the generated role catches a
+		// missing rule.
+		env.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
+		return env
+	}
+	e.control, e.Config, err = StartEnvironment(newEnv)
+	if err != nil {
+		return fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
 	}
 	if e.withWebhooks {
-		e.control.WebhookInstallOptions = envtest.WebhookInstallOptions{
-			Paths: []string{filepath.Join(root, "config", "webhook")}, IgnoreErrorIfPathMissing: false,
-			LocalServingHost: "127.0.0.1",
-		}
 		e.Webhooks = &e.control.WebhookInstallOptions
-	}
-	// Clusters that enforce owner-reference permissions (OpenShift among them) refuse a
-	// controller reference from a client that cannot update the owner's finalizers: enforce
-	// it here too, so that a test running under the generated role catches a missing rule.
-	e.control.ControlPlane.GetAPIServer().Configure().Append("enable-admission-plugins", "OwnerReferencesPermissionEnforcement")
-	e.Config, err = e.control.Start()
-	if err != nil {
-		// Start can fail after the processes are up (installing a CRD, say): stop them.
-		return errors.Join(fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err), e.control.Stop())
 	}
 	e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme})
 	if err != nil {

@@ -54,11 +54,20 @@ func startReal(t *testing.T) *rest.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true}
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		env.BinaryAssetsDirectory = filepath.Join(root, "bin", "k8s", "v1.34.2")
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		version, err := testenv.PinnedVersion(root, "KUBE_VERSION")
+		if err != nil {
+			t.Fatal(err)
+		}
+		assets = filepath.Join(root, "bin", "k8s", version)
 	}
-	cfg, err := env.Start()
+	// Fresh ports on each try: TestThousandsOfMembers, beside it, opens thousands of
+	// connections, and one can take the port picked for etcd before etcd binds it.
+	env, cfg, err := testenv.StartEnvironment(func() *envtest.Environment {
+		return &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true,
+			BinaryAssetsDirectory: assets, ControlPlaneStartTimeout: 3 * time.Minute}
+	})
 	if err != nil {
 		t.Fatalf("starting the kube-apiserver: %v", err)
 	}

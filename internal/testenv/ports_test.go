@@ -1,0 +1,71 @@
+package testenv
+
+import (
+	"net"
+	"net/url"
+	"path/filepath"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// TestAPortTakenBeforeEtcdBindsItIsTriedAgainWithAnother plays the race StartWithFreshPorts
+// is for: the first try's etcd is handed a port another listener holds, as when a port
+// envtest picked is taken before etcd binds it. That etcd exits at once; the second try,
+// built afresh, picks its own port and starts.
+func TestAPortTakenBeforeEtcdBindsItIsTriedAgainWithAnother(t *testing.T) {
+	t.Parallel()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := binaryAssets(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+
+	var tries []error
+	var etcd *envtest.Etcd
+	err = StartWithFreshPorts(func() error {
+		etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd"), DataDir: t.TempDir()}
+		if len(tries) == 0 {
+			etcd.URL = &url.URL{Scheme: "http", Host: taken.Addr().String()}
+		}
+		err := etcd.Start()
+		tries = append(tries, err)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("starting etcd: %v (tries: %v)", err, tries)
+	}
+	t.Cleanup(func() {
+		if err := etcd.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if len(tries) != 2 || !exitedAtStart(tries[0]) {
+		t.Fatalf("tries: %v; want the first to exit at start (etcd on a taken port) and the second to start", tries)
+	}
+	if etcd.URL.Host == taken.Addr().String() {
+		t.Fatalf("the second try's etcd listens on the taken port %s", etcd.URL.Host)
+	}
+}
+
+// TestAFailureOtherThanAnExitIsNotTriedAgain: a process that does not exit at start (a
+// missing binary, here) fails on the first try.
+func TestAFailureOtherThanAnExitIsNotTriedAgain(t *testing.T) {
+	t.Parallel()
+	tries := 0
+	err := StartWithFreshPorts(func() error {
+		tries++
+		return (&envtest.Etcd{Path: filepath.Join(t.TempDir(), "no-etcd"), DataDir: t.TempDir()}).Start()
+	})
+	if err == nil || tries != 1 {
+		t.Fatalf("tries %d, error %v; want one try and its error", tries, err)
+	}
+}
