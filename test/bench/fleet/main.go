@@ -187,6 +187,7 @@ func run() error {
 	if err := <-built; err != nil {
 		return err
 	}
+	benchproc.PrintSpeed("before the hub starts")
 
 	// The baseline: the hub without members.
 	hub, err := l.startHub("hub-0")
@@ -267,6 +268,7 @@ func run() error {
 		return err
 	}
 	printPoint(all)
+	benchproc.PrintSpeed("with the hub at rest")
 	perMember(zero, all)
 	if err := l.profiles(ctx, hub); err != nil {
 		return err
