@@ -87,7 +87,7 @@ type settings struct {
 }
 
 func readSettings() (settings, error) {
-	s := settings{members: 3500, changes: 400, burst: 1000, unreachable: 500, frozen: 50, workflows: 2, nodes: 3, window: time.Minute}
+	s := settings{members: 3500, changes: 400, burst: 1000, unreachable: 500, frozen: 50, workflows: 2, nodes: 3, window: 3 * time.Minute}
 	for _, v := range []struct {
 		env string
 		n   *int
@@ -197,7 +197,7 @@ func run() error {
 	if err := sleep(ctx, 5*time.Second); err != nil {
 		return err
 	}
-	zero, err := atRest(ctx, hub.proc, hub.metrics, 0, l.sim.Requests, cfg.window)
+	zero, err := atRest(ctx, hub.proc, hub.metrics, 0, l.sim.Requests, min(cfg.window, time.Minute)) // a hub idle: a minute tells
 	if err != nil {
 		return err
 	}
