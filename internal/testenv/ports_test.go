@@ -4,7 +4,9 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
@@ -32,7 +34,8 @@ func TestAPortTakenBeforeEtcdBindsItIsTriedAgainWithAnother(t *testing.T) {
 	var tries []error
 	var etcd *envtest.Etcd
 	err = StartWithFreshPorts(func() error {
-		etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd"), DataDir: t.TempDir()}
+		// Three minutes to be ready, as Start gives: two busy cores are slow to start etcd.
+		etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd"), DataDir: t.TempDir(), StartTimeout: 3 * time.Minute}
 		if len(tries) == 0 {
 			etcd.URL = &url.URL{Scheme: "http", Host: taken.Addr().String()}
 		}
@@ -67,5 +70,58 @@ func TestAFailureOtherThanAnExitIsNotTriedAgain(t *testing.T) {
 	})
 	if err == nil || tries != 1 {
 		t.Fatalf("tries %d, error %v; want one try and its error", tries, err)
+	}
+}
+
+// TestStartEnvironmentStartsAControlPlaneAgainOnFreshPorts: an Environment whose etcd is
+// handed a taken port starts at the next try, on a port of its own; when every try is handed
+// one, the error says etcd's last words ("address already in use"), which envtest drops.
+func TestStartEnvironmentStartsAControlPlaneAgainOnFreshPorts(t *testing.T) {
+	t.Parallel()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	assets, err := binaryAssets(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	newEnv := func(takenTries int, tries *int) func() *envtest.Environment {
+		return func() *envtest.Environment {
+			*tries++
+			env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStartTimeout: 3 * time.Minute}
+			if *tries <= takenTries {
+				env.ControlPlane.Etcd = &envtest.Etcd{URL: &url.URL{Scheme: "http", Host: taken.Addr().String()}}
+			}
+			return env
+		}
+	}
+
+	tries := 0
+	env, cfg, err := StartEnvironment(newEnv(1, &tries))
+	if err != nil {
+		t.Fatalf("starting: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if tries != 2 || cfg == nil || env.ControlPlane.Etcd.URL.Host == taken.Addr().String() {
+		t.Fatalf("%d tries, etcd on %s; want 2 tries and etcd off the taken port %s", tries, env.ControlPlane.Etcd.URL.Host, taken.Addr())
+	}
+
+	tries = 0
+	_, _, err = StartEnvironment(newEnv(startTries, &tries))
+	if err == nil {
+		t.Fatal("every try handed a taken port: started all the same")
+	}
+	if tries != startTries || !exitedAtStart(err) || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("%d tries, error %v; want %d tries and etcd's exit with its output (address already in use)", tries, err, startTries)
 	}
 }

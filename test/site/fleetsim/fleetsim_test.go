@@ -62,8 +62,9 @@ func startReal(t *testing.T) *rest.Config {
 		}
 		assets = filepath.Join(root, "bin", "k8s", version)
 	}
-	// Fresh ports on each try: TestThousandsOfMembers, beside it, opens thousands of
-	// connections, and one can take the port picked for etcd before etcd binds it.
+	// Fresh ports on each try: TestThousandsOfMembers, beside it, listens on thousands of
+	// ports and connects to each, and one can take the port picked for etcd before etcd
+	// binds it.
 	env, cfg, err := testenv.StartEnvironment(func() *envtest.Environment {
 		return &envtest.Environment{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd", "bases")}, ErrorIfCRDPathMissing: true,
 			BinaryAssetsDirectory: assets, ControlPlaneStartTimeout: 3 * time.Minute}
