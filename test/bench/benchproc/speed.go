@@ -7,11 +7,12 @@ import (
 	"time"
 )
 
-// Speed times a fixed single-core workload (SHA-256 of 16 MiB, and 20,000 JSON round trips
-// of a small object, what the Kubernetes processes here spend their cycles on) and returns
-// the fastest of five tries: the speed of one of this machine's cores as it is now, which
-// varies from run to run on a shared machine. A run's CPU figures, in % of a core, are
-// comparable to another run's only together with it.
+// Speed times a fixed workload on one goroutine (SHA-256 of 16 MiB, and 20,000 JSON round
+// trips of a small object, what the Kubernetes processes here spend their cycles on) and
+// returns the fastest of five tries: on an idle machine, the speed of one of its cores as it
+// is now, which varies from run to run on a shared machine; beside other work, what is left
+// of a core for one goroutine. A run's CPU figures, in % of a core, are comparable to another
+// run's only together with it.
 func Speed() time.Duration {
 	type object struct {
 		Name   string            `json:"name"`
@@ -38,7 +39,7 @@ func Speed() time.Duration {
 	return best
 }
 
-// PrintSpeed prints Speed as a line of a benchmark's output; when says when it ran.
-func PrintSpeed(when string) {
-	fmt.Printf("  this machine's speed %s: a fixed single-core workload (benchproc.Speed) took %s, the fastest of five\n", when, Speed().Round(time.Millisecond))
+// PrintSpeed prints a Speed measured when as a line of a benchmark's output.
+func PrintSpeed(when string, d time.Duration) {
+	fmt.Printf("  a fixed single-goroutine workload (benchproc.Speed) %s: %s, the fastest of five\n", when, d.Round(time.Millisecond))
 }

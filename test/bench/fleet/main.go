@@ -159,6 +159,8 @@ func run() error {
 	// Every process ends on every way out; the temporary folder goes after them.
 	defer l.ps.killAll()
 	began := time.Now()
+	// This machine's speed, idle: before anything of the benchmark runs.
+	idle := benchproc.Speed()
 
 	built := make(chan error, 1)
 	go func() { built <- benchproc.Build(root, "./cmd/nodewright-fleet", l.hubBinary) }()
@@ -187,7 +189,7 @@ func run() error {
 	if err := <-built; err != nil {
 		return err
 	}
-	benchproc.PrintSpeed("before the hub starts")
+	benchproc.PrintSpeed("on this machine idle, before the benchmark started anything", idle)
 
 	// The baseline: the hub without members.
 	hub, err := l.startHub("hub-0")
@@ -268,7 +270,7 @@ func run() error {
 		return err
 	}
 	printPoint(all)
-	benchproc.PrintSpeed("with the hub at rest")
+	benchproc.PrintSpeed("beside the hub at rest and the members (what is left of a core)", benchproc.Speed())
 	perMember(zero, all)
 	if err := l.profiles(ctx, hub); err != nil {
 		return err
