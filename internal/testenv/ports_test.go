@@ -17,23 +17,11 @@ import (
 // built afresh, picks its own port and starts.
 func TestAPortTakenBeforeEtcdBindsItIsTriedAgainWithAnother(t *testing.T) {
 	t.Parallel()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := binaryAssets(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = taken.Close() }()
+	assets, taken := takenPort(t)
 
 	var tries []error
 	var etcd *envtest.Etcd
-	err = StartWithFreshPorts(func() error {
+	err := StartWithFreshPorts(func() error {
 		// Three minutes to be ready, as Start gives: two busy cores are slow to start etcd.
 		etcd = &envtest.Etcd{Path: filepath.Join(assets, "etcd"), DataDir: t.TempDir(), StartTimeout: 3 * time.Minute}
 		if len(tries) == 0 {
@@ -78,19 +66,7 @@ func TestAFailureOtherThanAnExitIsNotTriedAgain(t *testing.T) {
 // one, the error says etcd's last words ("address already in use"), which envtest drops.
 func TestStartEnvironmentStartsAControlPlaneAgainOnFreshPorts(t *testing.T) {
 	t.Parallel()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	assets, err := binaryAssets(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = taken.Close() }()
+	assets, taken := takenPort(t)
 	newEnv := func(takenTries int, tries *int) func() *envtest.Environment {
 		return func() *envtest.Environment {
 			*tries++
@@ -124,4 +100,22 @@ func TestStartEnvironmentStartsAControlPlaneAgainOnFreshPorts(t *testing.T) {
 	if tries != startTries || !exitedAtStart(err) || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("%d tries, error %v; want %d tries and etcd's exit with its output (address already in use)", tries, err, startTries)
 	}
+}
+
+// takenPort returns the folder of the control-plane binaries and a port held by a listener
+// of the test's, taken.Addr(): a port no process can bind.
+func takenPort(t *testing.T) (assets string, taken net.Listener) {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if assets, err = binaryAssets(root); err != nil {
+		t.Fatal(err)
+	}
+	if taken, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = taken.Close() })
+	return assets, taken
 }
