@@ -20,8 +20,7 @@ const startTries = 3
 // then exits within milliseconds ("bind: address already in use"). A test that opens
 // thousands of sockets (the member simulator's listeners, one a member, and its clients'
 // connections) makes that likely for a control plane starting beside it, in its package or
-// another. envtest's own retries cannot help: they
-// reuse the port they picked first.
+// another. envtest's own retries cannot help: they reuse the port they picked first.
 func exitedAtStart(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "stopped unexpectedly before becoming ready")
 }
