@@ -362,9 +362,8 @@ func assets(t *testing.T) (root, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	version, err := testenv.PinnedVersion(root, "KUBE_VERSION")
-	if err != nil {
+	if dir, err = testenv.BinaryAssets(root); err != nil {
 		t.Fatal(err)
 	}
-	return root, filepath.Join(root, "bin", "k8s", version)
+	return root, dir
 }

@@ -110,7 +110,7 @@ func takenPort(t *testing.T) (assets string, taken net.Listener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if assets, err = binaryAssets(root); err != nil {
+	if assets, err = BinaryAssets(root); err != nil {
 		t.Fatal(err)
 	}
 	if taken, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {

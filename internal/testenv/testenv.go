@@ -199,7 +199,7 @@ func (e *Env) Start() error {
 	if err != nil {
 		return err
 	}
-	assets, err := binaryAssets(root)
+	assets, err := BinaryAssets(root)
 	if err != nil {
 		return err
 	}
@@ -320,9 +320,9 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// binaryAssets is the folder with kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set,
+// BinaryAssets is the folder with kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set,
 // otherwise the control-plane cache for the pinned Kubernetes version.
-func binaryAssets(root string) (string, error) {
+func BinaryAssets(root string) (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
 	if dir == "" {
 		version, err := PinnedVersion(root, "KUBE_VERSION")

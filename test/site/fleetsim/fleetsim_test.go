@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -54,13 +53,9 @@ func startReal(t *testing.T) *rest.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		version, err := testenv.PinnedVersion(root, "KUBE_VERSION")
-		if err != nil {
-			t.Fatal(err)
-		}
-		assets = filepath.Join(root, "bin", "k8s", version)
+	assets, err := testenv.BinaryAssets(root)
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Fresh ports on each try: TestThousandsOfMembers, beside it, listens on thousands of
 	// ports and connects to each, and one can take the port picked for etcd before etcd
