@@ -196,6 +196,14 @@ type NodewrightClusterStatus struct {
 	// +optional
 	Management ManagementMode `json:"management,omitempty"`
 
+	// operatorVersion is the version of the Nodewright operator that wrote this status: its
+	// chart's app version, the operator Deployment's app.kubernetes.io/version label. A
+	// fleet hub reads it here, from the object it watches, rather than asking the member for
+	// the Deployment.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	OperatorVersion string `json:"operatorVersion,omitempty"`
+
 	// observedGeneration is the metadata.generation this status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -223,6 +231,7 @@ type NodewrightClusterStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.nodes.ready`,description="Nodes with a fresh heartbeat"
 // +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.nodes.total`,description="Nodes the legacy DaemonSet manages (Observe) or the cluster's Nodes (Managed)"
 // +kubebuilder:printcolumn:name="Profile",type=string,JSONPath=`.status.profile.version`,description="Version of the EdgeProfile in force",priority=1
+// +kubebuilder:printcolumn:name="Operator",type=string,JSONPath=`.status.operatorVersion`,description="Version of the Nodewright operator that wrote the status",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name == 'nodewright'",message="NodewrightCluster is a singleton: metadata.name must be 'nodewright'"
 type NodewrightCluster struct {

@@ -101,6 +101,9 @@ type Options struct {
 	// DaemonSet's ConfigMap, DaemonSet and Warning Events, so that it needs read access to that
 	// namespace alone. Empty: every namespace.
 	LegacyNamespace string
+	// Version is the operator's version (the chart's app version), written to the
+	// NodewrightCluster's status.operatorVersion. Empty: none is written.
+	Version string
 	// ClusterSpec, namespace/name, is a ConfigMap whose spec.yaml the operator applies to the
 	// NodewrightCluster singleton (the chart writes it from its values). Empty: none.
 	ClusterSpec string
@@ -165,6 +168,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		"Namespace of the legacy DaemonSet, its state ConfigMap and its Warning Events; the operator then watches ConfigMaps, DaemonSets and Events only there (Events also in \"default\", where Events about Nodes are kept) and needs no cluster-wide read access to them. Empty: every namespace, which the generated role (config/rbac/role.yaml, the chart's) does not allow.")
 	fs.StringVar(&o.AgentNamespace, "agent-namespace", "",
 		"Namespace of the node agents (the chart's agent.namespace, set with agent.enabled), where each renews its node's heartbeat Lease; the operator then watches Leases only there. Empty: no agents are installed, and NodewrightCluster spec.management Managed is refused.")
+	fs.StringVar(&o.Version, "operator-version", "",
+		"The operator's version (the chart sets its app version, as in the Deployment's app.kubernetes.io/version label), written to the NodewrightCluster's status.operatorVersion, where a fleet hub reads it; empty: none is written.")
 	fs.StringVar(&o.ClusterSpec, "cluster-spec-configmap", "",
 		"namespace/name of a ConfigMap whose key spec.yaml is the NodewrightCluster spec the operator applies to the singleton, as the Helm chart writes it from its values; empty: the NodewrightCluster is managed by hand.")
 	fs.StringVar(&o.LINSTORGateURL, "linstor-gate-url", "",
@@ -319,7 +324,7 @@ func setupControllers(ctx context.Context, mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the EdgeProfile controller: %w", err)
 	}
 	if err := (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: recorder, Audit: trail, Actor: actor, Trust: trust,
-		LegacyNamespace: o.LegacyNamespace, AgentNamespace: o.AgentNamespace}).SetupWithManager(ctx, mgr); err != nil {
+		LegacyNamespace: o.LegacyNamespace, AgentNamespace: o.AgentNamespace, Version: o.Version}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the NodewrightCluster controller: %w", err)
 	}
 	if err := (&agentstatus.Reconciler{Client: mgr.GetClient(), Recorder: recorder, LegacyNamespace: o.LegacyNamespace,

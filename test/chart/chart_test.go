@@ -820,6 +820,11 @@ func TestImages(t *testing.T) {
 		if got, ok := argValue(c, "--copy-image"); got != copier {
 			t.Errorf("--copy-image=%q (present: %v), want %q", got, ok, copier)
 		}
+		// What the operator writes to its NodewrightCluster's status.operatorVersion, where a
+		// fleet hub reads it: the version its Deployment's label says.
+		if got, ok := argValue(c, "--operator-version"); got != chart.AppVersion {
+			t.Errorf("--operator-version=%q (present: %v), want the appVersion %q", got, ok, chart.AppVersion)
+		}
 	}
 	t.Run("defaults", func(t *testing.T) {
 		t.Parallel()

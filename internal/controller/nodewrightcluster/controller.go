@@ -56,6 +56,8 @@ type Reconciler struct {
 	AgentNamespace string
 	// APIReader reads the legacy DaemonSet's pods, which the cache does not hold.
 	APIReader client.Reader
+	// Version is the operator's version, written to status.operatorVersion; empty: none.
+	Version string
 }
 
 // EventLegacyNotRead is the reason of the Warning Event raised when the cluster names legacy
@@ -209,6 +211,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	status, anomalies, deadline := computeStatus(o)
 	setProfileStatus(&status, verdict)
 	setHandover(&status, h)
+	status.OperatorVersion = r.Version
 	// A handover that waits for agents looks again when the next one goes stale.
 	if next := management.NextStale(h.readiness.Agents); !next.IsZero() && (deadline.IsZero() || next.Before(deadline)) {
 		deadline = next

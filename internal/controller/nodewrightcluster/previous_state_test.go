@@ -27,11 +27,15 @@ func TestUnknownPreviousStateDoesNotHoldThePhase(t *testing.T) {
 	trail := openTrail(t)
 	env.StartManager(t, func(ctx context.Context, mgr manager.Manager) error {
 		return (&nodewrightcluster.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor("nodewright-test"),
-			Audit: trail.log, Actor: "operator"}).SetupWithManager(ctx, mgr)
+			Audit: trail.log, Actor: "operator", Version: "1.2.3"}).SetupWithManager(ctx, mgr)
 	})
 	f.SetNodes(f.Node(1), f.Node(2))
 	f.Transition(legacy.TaintsReleasing)
 	expect(f, phaseIs(nwv1.ClusterUpgrading, legacy.TaintsReleasing))
+	// The operator's version, which a fleet hub reads from the status.
+	if v := f.Status().Status.OperatorVersion; v != "1.2.3" {
+		t.Errorf("status.operatorVersion %q, want the operator's 1.2.3", v)
+	}
 
 	f.Transition("WARP_DRIVE_ENGAGED")
 	expect(f, func(c *nwv1.NodewrightCluster) string {
