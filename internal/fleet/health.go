@@ -37,9 +37,9 @@ type HealthOptions struct {
 	// its API server answers requests, and still takes the hub's credentials. A poll
 	// answered (PollInterval) counts as asked.
 	ReadyInterval time.Duration
-	// PollInterval is how often what the hub does not watch is read: the operator
-	// Deployment's version and the nodes' boots. Both change seldom (an upgrade, a boot),
-	// and each read is a request to every member.
+	// PollInterval is how often what the hub does not watch is read: the nodes' boots, and
+	// the operator Deployment's version when the member's NodewrightCluster does not say it.
+	// Both change seldom (a boot, an upgrade), and each read is a request to every member.
 	PollInterval time.Duration
 }
 
@@ -81,7 +81,8 @@ func (o HealthOptions) withDefaults() HealthOptions {
 // times what a PING does, and thousands of members would keep it busy. When its poll is due
 // (below), the poll's requests are the check's in place of /readyz: their definite answers
 // say the member's API server answers, as /readyz would (pollAsCheck), and a member at rest
-// is polled every PollInterval (two requests) rather than polled and asked /readyz. A member that answered and was not
+// is polled every PollInterval (one request, or two for a member whose operator predates
+// status.operatorVersion) rather than polled and asked /readyz. A member that answered and was not
 // heard for that long left a PING unanswered: that counts as one failed check, and /readyz
 // is asked at once. So a link that drops everything is found within FailureThreshold ×
 // (Interval + Timeout) of the member's last word, as when every check was a /readyz.

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 
 	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
+	nodewrightv1alpha1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site/fleetsim"
 )
@@ -102,23 +103,57 @@ func TestAHungMemberIsFoundByReadyz(t *testing.T) {
 // check: the poll's answers say that its API server answers. With polls as often as the
 // ready interval, a member at rest is asked /readyz no more, only polled; a member whose API
 // server hangs is still found, by its poll.
+//
+// The member's NodewrightCluster says its operator's version, as a current operator writes
+// it: a poll is one request, the nodes' metadata, and the Deployment is not asked. Once the
+// status no longer says it (an operator that predates the field), the Deployment's label is
+// polled again.
 func TestAPollStandsForReadyz(t *testing.T) {
 	hub, _ := startFleetWith(t, 0, func(o *Options) {
 		o.Health = HealthOptions{Interval: 300 * time.Millisecond, Timeout: 2 * time.Second, FailureThreshold: 2,
 			ReadyInterval: 2 * time.Second, PollInterval: 1500 * time.Millisecond}
 	})
 	m := startSimulated(t, hub, 1)[0]
-	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
-	readyz := m.Readyz()
+	deployment := "/apis/apps/v1/namespaces/nodewright-system/deployments/" + OperatorDeployment
+	if err := m.UpdateCluster(func(c *nodewrightv1alpha1.NodewrightCluster) { c.Status.OperatorVersion = "9.9.9" }); err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, hub.Client, m.Name(), func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+		if msg := reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering)(s); msg != "" {
+			return msg
+		}
+		if s.Status.NodewrightVersion != "9.9.9" {
+			return fmt.Sprintf("nodewrightVersion %q; want the NodewrightCluster's 9.9.9", s.Status.NodewrightVersion)
+		}
+		return ""
+	})
+	readyz, deployments := m.Readyz(), m.Gets(deployment)
 	others := m.Requests() - readyz
 	time.Sleep(8 * time.Second) // four ready intervals: the one wait that proves an absence
 	if asked := m.Readyz() - readyz; asked > 1 {
 		t.Errorf("the member was asked /readyz %d times in four ready intervals while it was polled every 1.5s; want at most 1", asked)
 	}
-	// A poll is two requests: the Deployment's metadata and the nodes'.
-	if n := m.Requests() - m.Readyz() - others; n < 6 {
-		t.Errorf("the member got %d requests other than /readyz in 8s; want at least 6: a poll of two every 1.5s", n)
+	if n := m.Requests() - m.Readyz() - others; n < 4 {
+		t.Errorf("the member got %d requests other than /readyz in 8s; want at least 4: a poll every 1.5s", n)
 	}
+	if n := m.Gets(deployment) - deployments; n != 0 {
+		t.Errorf("the member's Deployment was read %d times in 8s while its NodewrightCluster says the operator's version; want 0", n)
+	}
+	if err := m.UpdateCluster(func(c *nodewrightv1alpha1.NodewrightCluster) { c.Status.OperatorVersion = "" }); err != nil {
+		t.Fatal(err)
+	}
+	waitSummary(t, hub.Client, m.Name(), func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+		if s.Status.NodewrightVersion != fleetsim.NodewrightVersion {
+			return fmt.Sprintf("nodewrightVersion %q; want the Deployment's label %s", s.Status.NodewrightVersion, fleetsim.NodewrightVersion)
+		}
+		return ""
+	})
+	testenv.Eventually(t, patience, func() string {
+		if m.Gets(deployment) == deployments {
+			return "the Deployment not read again once the NodewrightCluster no longer says the operator's version"
+		}
+		return ""
+	})
 	m.Freeze()
 	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionFalse, fleetv1alpha1.ReasonNotAnswering))
 	m.Thaw()

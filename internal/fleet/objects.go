@@ -19,13 +19,15 @@ import (
 )
 
 // objectWatcher keeps, for each engaged member, the three objects its summary shows whole:
-// its NodewrightCluster `nodewright`, the checkpoint ConfigMap and the operator Deployment's
-// version label. The first two are watched by name (a metadata.name field selector, which is
-// what lets the member's Role grant the ConfigMap in its namespace by name), and kept as the
-// summary needs them: the ConfigMap's two keys. The Deployment's label changes when the
-// member's Nodewright is upgraded, and is read with the health checks (Poll, every
-// HealthOptions.PollInterval): a watch costs two goroutines for as long as it lasts (the hub's and
-// HTTP/2's), and a member may cost the hub ten.
+// its NodewrightCluster `nodewright`, the checkpoint ConfigMap and the operator's version.
+// The first two are watched by name (a metadata.name field selector, which is what lets the
+// member's Role grant the ConfigMap in its namespace by name), and kept as the summary needs
+// them: the ConfigMap's two keys. The operator writes its version to the NodewrightCluster's
+// status.operatorVersion, where the hub reads it from the watch. An operator that predates
+// that field does not: its version is then the operator Deployment's version label, read
+// with the health checks (Poll, every HealthOptions.PollInterval): a watch costs two
+// goroutines for as long as it lasts (the hub's and HTTP/2's), and a member may cost the hub
+// ten.
 type objectWatcher struct {
 	memberNamespace string
 	wake            chan<- event.TypedGenericEvent[string]
@@ -44,12 +46,24 @@ const (
 
 type memberObjects struct {
 	// listed says which objects were listed once; err is the last failed list of one not
-	// yet listed.
+	// yet listed. The Deployment counts as listed once the NodewrightCluster said the
+	// operator's version.
 	listed   [objCount]bool
 	err      error
 	observed Observed
-	// deployment is the operator Deployment's path.
-	deployment string
+	// deployment is the operator Deployment's path; deploymentVersion its version label, as
+	// last polled.
+	deployment        string
+	deploymentVersion string
+}
+
+// published is the operator's version as the member's NodewrightCluster says it; "" when it
+// does not (it has none, or its operator predates status.operatorVersion).
+func (m *memberObjects) published() string {
+	if m.observed.Cluster == nil {
+		return ""
+	}
+	return m.observed.Cluster.Status.OperatorVersion
 }
 
 func newObjectWatcher(memberNamespace string, wake chan<- event.TypedGenericEvent[string]) *objectWatcher {
@@ -76,7 +90,11 @@ func (w *objectWatcher) Observed(member string) (o Observed, ok bool, err error)
 			return o, false, m.err
 		}
 	}
-	return m.observed, true, nil
+	o = m.observed
+	if o.NodewrightVersion = m.published(); o.NodewrightVersion == "" {
+		o.NodewrightVersion = m.deploymentVersion
+	}
+	return o, true, nil
 }
 
 // Engage watches the member's objects until ctx ends (the member is removed or engaged anew).
@@ -143,6 +161,9 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 			err := x.set(&m.observed, raw)
 			first := !m.listed[x.index]
 			m.listed[x.index] = true
+			if m.published() != "" {
+				m.listed[objDeployment] = true // not polled while the NodewrightCluster says it
+			}
 			changed := first || !equality.Semantic.DeepEqual(before, m.observed)
 			w.mu.Unlock()
 			if err != nil {
@@ -191,13 +212,18 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 }
 
 // Poll reads the operator Deployment's version label (its metadata alone), and says whether
-// what the summary shows changed.
+// what the summary shows changed. It asks nothing while the member's NodewrightCluster says
+// the operator's version.
 func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface) pollResult {
 	w.mu.Lock()
 	m := w.members[name]
+	published := m != nil && m.published() != ""
 	w.mu.Unlock()
-	if m == nil {
+	switch {
+	case m == nil:
 		return pollResult{}
+	case published:
+		return pollResult{read: true}
 	}
 	// Only the labels are decoded: a real Deployment's metadata carries its managed fields.
 	var d struct {
@@ -226,8 +252,8 @@ func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	changed := !m.listed[objDeployment] || m.observed.NodewrightVersion != d.Metadata.Labels[versionLabel]
-	m.observed.NodewrightVersion = d.Metadata.Labels[versionLabel]
+	changed := !m.listed[objDeployment] || m.deploymentVersion != d.Metadata.Labels[versionLabel]
+	m.deploymentVersion = d.Metadata.Labels[versionLabel]
 	m.listed[objDeployment] = true
 	return pollResult{changed: changed, read: true, answered: true}
 }

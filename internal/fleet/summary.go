@@ -23,7 +23,9 @@ type Observed struct {
 	// Workflows are the member's workflows as the hub keeps them (workflowReader).
 	Workflows WorkflowsSeen
 	Published Published
-	// NodewrightVersion is the operator Deployment's app.kubernetes.io/version label.
+	// NodewrightVersion is the operator's version: the NodewrightCluster's
+	// status.operatorVersion, or the operator Deployment's app.kubernetes.io/version label
+	// when the status does not say it.
 	NodewrightVersion string
 }
 

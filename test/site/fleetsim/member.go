@@ -38,6 +38,9 @@ type Member struct {
 	store *store
 	// requests and readyz count the requests the member received, and the /readyz among them.
 	requests, readyz atomic.Int64
+	// gets counts the GETs the member received, by path.
+	getsMu sync.Mutex
+	gets   map[string]int64
 
 	mu     sync.Mutex
 	port   int
@@ -121,6 +124,14 @@ func (m *Member) Held() int64 {
 
 // Requests counts the requests the member received so far, answered or not.
 func (m *Member) Requests() int64 { return m.requests.Load() }
+
+// Gets counts the GETs of path (a list, a watch or a read, whatever its query) the member
+// received so far, answered or not.
+func (m *Member) Gets(path string) int64 {
+	m.getsMu.Lock()
+	defer m.getsMu.Unlock()
+	return m.gets[path]
+}
 
 // Name is the member's name: m-0001, m-0002, ...
 func (m *Member) Name() string { return m.name }

@@ -60,7 +60,8 @@ func checkpointLine(ctx context.Context) (string, error) {
 }
 
 // SeedObjects are what a real member holds and the hub reads: the NodewrightCluster with a
-// status, the published checkpoint, the operator's Deployment, workflows of each kind
+// status (its operator's version in it, as a current operator writes it), the published
+// checkpoint, the operator's Deployment, workflows of each kind
 // (half of them running) and NodewrightAgentStatuses with a Kairos boot (every fourth one
 // fell back). The faithfulness test writes the same to a real API server.
 func SeedObjects(namespace, checkpoint string, workflows, agentStatuses int) []client.Object {
@@ -73,8 +74,8 @@ func SeedObjects(namespace, checkpoint string, workflows, agentStatuses int) []c
 				DaemonSetRef:   nwv1.NamespacedObjectReference{Namespace: "kube-system", Name: "node-init"},
 				EventComponent: "node-init"}},
 			Status: nwv1.NodewrightClusterStatus{Phase: nwv1.ClusterMultiNode, Nodes: nwv1.NodeCounts{Ready: 3, Total: 3},
-				Management: nwv1.ManagementMode("Observe"),
-				Profile:    &nwv1.ActiveProfile{Name: "edge", Version: "1.0.0", Digest: "sha256:" + fmt.Sprintf("%064d", 0)}}},
+				Management: nwv1.ManagementMode("Observe"), OperatorVersion: NodewrightVersion,
+				Profile: &nwv1.ActiveProfile{Name: "edge", Version: "1.0.0", Digest: "sha256:" + fmt.Sprintf("%064d", 0)}}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: checkpointConfigMap},
 			Data: map[string]string{checkpointKey: checkpoint}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: operatorDeployment, Labels: labels},

@@ -33,6 +33,14 @@ func (m *Member) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.TrimSuffix(r.URL.Path, "/") == "/readyz" {
 		m.readyz.Add(1)
 	}
+	if r.Method == http.MethodGet {
+		m.getsMu.Lock()
+		if m.gets == nil {
+			m.gets = map[string]int64{}
+		}
+		m.gets[r.URL.Path]++
+		m.getsMu.Unlock()
+	}
 	if !m.waitThawed(r.Context()) {
 		return
 	}
