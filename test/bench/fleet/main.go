@@ -183,8 +183,8 @@ func run() error {
 	members := l.sim.Members()
 	fmt.Printf("fleet hub on one machine (%s): %d members played by test/site/fleetsim in the benchmark's process (started in %s),\n",
 		time.Now().UTC().Format(time.RFC3339), cfg.members, time.Since(t0).Round(10*time.Millisecond))
-	fmt.Printf("  each with its NodewrightCluster, checkpoint, operator Deployment, %d workflows of each kind and %d Kairos nodes;\n", cfg.workflows, cfg.nodes)
-	fmt.Printf("  health checks every %s (a PING on a connection silent for %s; /readyz every %s), timeout %s, threshold %d; the Deployment and the nodes read every %s; bookmarks every minute; CPU %% of one core and RSS the mean over a %s window at rest\n",
+	fmt.Printf("  each with its NodewrightCluster (its operator's version in its status), checkpoint, operator Deployment, %d workflows of each kind and %d Kairos nodes;\n", cfg.workflows, cfg.nodes)
+	fmt.Printf("  health checks every %s (a PING on a connection silent for %s; /readyz every %s), timeout %s, threshold %d; the nodes read every %s (the Deployment not: the version is in the NodewrightCluster); bookmarks every minute; CPU %% of one core and RSS the mean over a %s window at rest\n",
 		health.Interval, health.Interval+health.Timeout/2, health.ReadyInterval, health.Timeout, health.FailureThreshold, health.PollInterval, cfg.window)
 	if err := <-built; err != nil {
 		return err
