@@ -142,7 +142,14 @@ func TestAPollStandsForReadyz(t *testing.T) {
 	if err := m.UpdateCluster(func(c *nodewrightv1alpha1.NodewrightCluster) { c.Status.OperatorVersion = "" }); err != nil {
 		t.Fatal(err)
 	}
+	// Until the next poll reads the Deployment, the summary keeps the version it last knew
+	// (the Deployment's label is a poll away, and a summary with no version would say less).
+	blank := false
 	waitSummary(t, hub.Client, m.Name(), func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+		if s.Status.NodewrightVersion == "" && !blank {
+			blank = true
+			t.Errorf("the summary showed no nodewrightVersion once the NodewrightCluster no longer said it; want 9.9.9 until the Deployment is read")
+		}
 		if s.Status.NodewrightVersion != fleetsim.NodewrightVersion {
 			return fmt.Sprintf("nodewrightVersion %q; want the Deployment's label %s", s.Status.NodewrightVersion, fleetsim.NodewrightVersion)
 		}

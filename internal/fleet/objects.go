@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,10 +52,13 @@ type memberObjects struct {
 	listed   [objCount]bool
 	err      error
 	observed Observed
-	// deployment is the operator Deployment's path; deploymentVersion its version label, as
-	// last polled.
-	deployment        string
-	deploymentVersion string
+	// deployment is the operator Deployment's path.
+	deployment string
+	// version is the operator's version as last known: published in the NodewrightCluster's
+	// status, or else the Deployment's version label as last polled. A version no longer
+	// published (the NodewrightCluster gone, or its field cleared) stays shown until the
+	// next poll reads the Deployment, rather than none.
+	version string
 }
 
 // published is the operator's version as the member's NodewrightCluster says it; "" when it
@@ -63,7 +67,7 @@ func (m *memberObjects) published() string {
 	if m.observed.Cluster == nil {
 		return ""
 	}
-	return m.observed.Cluster.Status.OperatorVersion
+	return strings.TrimSpace(m.observed.Cluster.Status.OperatorVersion)
 }
 
 func newObjectWatcher(memberNamespace string, wake chan<- event.TypedGenericEvent[string]) *objectWatcher {
@@ -91,9 +95,7 @@ func (w *objectWatcher) Observed(member string) (o Observed, ok bool, err error)
 		}
 	}
 	o = m.observed
-	if o.NodewrightVersion = m.published(); o.NodewrightVersion == "" {
-		o.NodewrightVersion = m.deploymentVersion
-	}
+	o.NodewrightVersion = m.version
 	return o, true, nil
 }
 
@@ -104,7 +106,8 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 		return fmt.Errorf("member %s: %w", name, err)
 	}
 	gate := answeredGate(cl)
-	m := &memberObjects{}
+	ns := "/namespaces/" + w.memberNamespace
+	m := &memberObjects{deployment: "/apis/apps/v1" + ns + "/deployments/" + OperatorDeployment}
 	w.mu.Lock()
 	w.members[name] = m
 	w.mu.Unlock()
@@ -116,10 +119,6 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 		w.mu.Unlock()
 	})
 	named := func(n string) string { return "metadata.name=" + n }
-	ns := "/namespaces/" + w.memberNamespace
-	w.mu.Lock()
-	m.deployment = "/apis/apps/v1" + ns + "/deployments/" + OperatorDeployment
-	w.mu.Unlock()
 	watches := []struct {
 		index int
 		res   resource
@@ -161,7 +160,8 @@ func (w *objectWatcher) Engage(ctx context.Context, name string, cl cluster.Clus
 			err := x.set(&m.observed, raw)
 			first := !m.listed[x.index]
 			m.listed[x.index] = true
-			if m.published() != "" {
+			if v := m.published(); v != "" {
+				m.version = v
 				m.listed[objDeployment] = true // not polled while the NodewrightCluster says it
 			}
 			changed := first || !equality.Semantic.DeepEqual(before, m.observed)
@@ -252,8 +252,12 @@ func (w *objectWatcher) Poll(ctx context.Context, name string, rc rest.Interface
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	changed := !m.listed[objDeployment] || m.deploymentVersion != d.Metadata.Labels[versionLabel]
-	m.deploymentVersion = d.Metadata.Labels[versionLabel]
+	if m.published() != "" {
+		// Published while the Deployment was read: the NodewrightCluster's word stands.
+		return pollResult{read: true, answered: true}
+	}
+	changed := !m.listed[objDeployment] || m.version != d.Metadata.Labels[versionLabel]
+	m.version = d.Metadata.Labels[versionLabel]
 	m.listed[objDeployment] = true
 	return pollResult{changed: changed, read: true, answered: true}
 }
