@@ -102,7 +102,7 @@ type Options struct {
 	// namespace alone. Empty: every namespace.
 	LegacyNamespace string
 	// Version is the operator's version (the chart's app version), written to the
-	// NodewrightCluster's status.operatorVersion. Empty: none is written.
+	// NodewrightCluster's status.operatorVersion. Empty: that field is cleared.
 	Version string
 	// ClusterSpec, namespace/name, is a ConfigMap whose spec.yaml the operator applies to the
 	// NodewrightCluster singleton (the chart writes it from its values). Empty: none.
@@ -169,7 +169,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.AgentNamespace, "agent-namespace", "",
 		"Namespace of the node agents (the chart's agent.namespace, set with agent.enabled), where each renews its node's heartbeat Lease; the operator then watches Leases only there. Empty: no agents are installed, and NodewrightCluster spec.management Managed is refused.")
 	fs.StringVar(&o.Version, "operator-version", "",
-		"The operator's version (the chart sets its app version, as in the Deployment's app.kubernetes.io/version label), written to the NodewrightCluster's status.operatorVersion, where a fleet hub reads it; empty: none is written.")
+		"The operator's version (the chart sets its app version, as in the Deployment's app.kubernetes.io/version label), written to the NodewrightCluster's status.operatorVersion, where a fleet hub reads it; empty: that field is cleared, and a hub reads the Deployment's label instead. At most 64 bytes.")
 	fs.StringVar(&o.ClusterSpec, "cluster-spec-configmap", "",
 		"namespace/name of a ConfigMap whose key spec.yaml is the NodewrightCluster spec the operator applies to the singleton, as the Helm chart writes it from its values; empty: the NodewrightCluster is managed by hand.")
 	fs.StringVar(&o.LINSTORGateURL, "linstor-gate-url", "",
@@ -199,11 +199,18 @@ func (o Options) linstorConfig() (linstor.Config, error) {
 	return cfg, nil
 }
 
+// maxVersionLen is the longest --operator-version: the NodewrightCluster's
+// status.operatorVersion allows no more, and a longer one would fail every status write.
+const maxVersionLen = 64
+
 // Validate reports settings that cannot work together.
 func (o *Options) Validate() error {
 	var errs []error
 	if o.LeaderElect && o.LeaderElectionID == "" {
 		errs = append(errs, errors.New("--leader-election-id must not be empty when --leader-elect is on"))
+	}
+	if n := len(o.Version); n > maxVersionLen {
+		errs = append(errs, fmt.Errorf("--operator-version is %d bytes long; status.operatorVersion takes at most %d", n, maxVersionLen))
 	}
 	if o.LeaderElect && o.RenewDeadline >= o.LeaseDuration {
 		errs = append(errs, fmt.Errorf("--leader-election-renew-deadline (%s) must be shorter than --leader-election-lease-duration (%s)",

@@ -68,6 +68,7 @@ func TestOptionsNameWhatIsWrong(t *testing.T) {
 		{func(o *operator.Options) { o.Webhooks.CertMode, o.Webhooks.CertDir = operator.CertModeFiles, "" }, "--webhook-cert-dir must not be empty"},
 		{func(o *operator.Options) { o.ProfileKeys = "keys" }, `--profile-keys-configmap: "keys": want namespace/name`},
 		{func(o *operator.Options) { o.Audit.Stdout = true }, "--audit-stdout needs --audit-dir"},
+		{func(o *operator.Options) { o.Version = strings.Repeat("1", 65) }, "--operator-version is 65 bytes long; status.operatorVersion takes at most 64"},
 	}
 	for _, c := range cases {
 		o := operator.Options{ProfileKeys: "nodewright-system/nodewright-profile-keys", Webhooks: operator.WebhookOptions{
