@@ -81,8 +81,8 @@ func (o HealthOptions) withDefaults() HealthOptions {
 // times what a PING does, and thousands of members would keep it busy. When its poll is due
 // (below), the poll's requests are the check's in place of /readyz: their definite answers
 // say the member's API server answers, as /readyz would (pollAsCheck), and a member at rest
-// is polled every PollInterval (one request, or two for a member whose operator predates
-// status.operatorVersion) rather than polled and asked /readyz. A member that answered and was not
+// is polled every PollInterval (its nodes' list, and its Deployment's metadata when its
+// operator predates status.operatorVersion) rather than polled and asked /readyz. A member that answered and was not
 // heard for that long left a PING unanswered: that counts as one failed check, and /readyz
 // is asked at once. So a link that drops everything is found within FailureThreshold ×
 // (Interval + Timeout) of the member's last word, as when every check was a /readyz.

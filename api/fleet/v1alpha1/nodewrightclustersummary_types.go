@@ -280,8 +280,10 @@ type NodewrightClusterSummaryStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
-	// nodewrightVersion is the app.kubernetes.io/version label of the member's
-	// nodewright-operator Deployment, as the chart sets it; empty when there is none.
+	// nodewrightVersion is the version of the member's Nodewright operator: its
+	// NodewrightCluster's status.operatorVersion, or, from an operator that predates that
+	// field, the app.kubernetes.io/version label of its nodewright-operator Deployment, as
+	// the chart sets it; empty when there is none.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	NodewrightVersion string `json:"nodewrightVersion,omitempty"`
