@@ -24,7 +24,8 @@ import (
 // turns False at most FailureThreshold × (Interval + Timeout) after the member was last
 // heard (20s with the defaults), and True again at the first answer after that. A member
 // whose link is up but whose API server stopped answering requests is noticed within
-// ReadyInterval more.
+// ReadyInterval more. A member reached over HTTP/2 whose link drops everything is found
+// sooner, Interval + 2 × Timeout after it was last heard (Checker.lost).
 type HealthOptions struct {
 	// Interval between two checks of one member.
 	Interval time.Duration
@@ -85,7 +86,9 @@ func (o HealthOptions) withDefaults() HealthOptions {
 // operator predates status.operatorVersion) rather than polled and asked /readyz. A member that answered and was not
 // heard for that long left a PING unanswered: that counts as one failed check, and /readyz
 // is asked at once. So a link that drops everything is found within FailureThreshold ×
-// (Interval + Timeout) of the member's last word, as when every check was a /readyz.
+// (Interval + Timeout) of the member's last word, as when every check was a /readyz; sooner
+// when its connection is closed for that PING (or by the member): that check is then due at
+// once (lost).
 //
 // It reads no object: the summary's content comes from watches only. A change of a
 // member's health is sent on Events, which the summary controller watches. It also reads
@@ -232,6 +235,9 @@ func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) e
 		return fmt.Errorf("member %s: %w", name, err)
 	}
 	m := &memberHealth{name: name, ctx: ctx, rc: rc, next: time.Now(), index: -1, answered: func() { markAnswered(cl) }, heard: heardOf(cl)}
+	if m.heard != nil {
+		m.heard.onLost(func() { c.lost(m) })
+	}
 	c.mu.Lock()
 	c.members[name] = m
 	heap.Push(&c.due, m)
@@ -258,6 +264,27 @@ func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) e
 		}
 	})
 	return nil
+}
+
+// lost moves the next check of a member that answers to now: a connection to it was lost,
+// closed by the hub after a PING went unanswered (an interval and a timeout after the member
+// was last heard), or by the member. That check counts one failure
+// and asks /readyz (begin), whose timeout is the second: a link that drops everything is
+// found an interval and two timeouts after the member's last word (15s with the defaults),
+// rather than up to an interval later, at the check's turn. A member already suspect is
+// asked at each of its checks anyway.
+func (c *Checker) lost(m *memberHealth) {
+	c.mu.Lock()
+	now := time.Now()
+	soon := !m.gone && m.index >= 0 && m.health.Reachable && m.failures == 0 && m.next.After(now)
+	if soon {
+		m.next = now
+		heap.Fix(&c.due, m.index)
+	}
+	c.mu.Unlock()
+	if soon {
+		c.wake()
+	}
 }
 
 func (c *Checker) wake() {

@@ -82,6 +82,19 @@ func TestAMemberHeardIsNotAskedReadyz(t *testing.T) {
 	waitSummary(t, hub.Client, cut.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
 }
 
+// TestALostConnectionIsCheckedAtOnce: a member whose connection is closed (its API server
+// went away; the hub closes a connection itself when a PING goes unanswered) is checked at
+// once, not at its next check's turn, here an hour later: it is marked NotAnswering.
+func TestALostConnectionIsCheckedAtOnce(t *testing.T) {
+	hub, _ := startFleetWith(t, 0, func(o *Options) {
+		o.Health = HealthOptions{Interval: time.Hour, Timeout: 2 * time.Second, FailureThreshold: 2}
+	})
+	m := startSimulated(t, hub, 1)[0]
+	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionTrue, fleetv1alpha1.ReasonAnswering))
+	m.Stop()
+	waitSummary(t, hub.Client, m.Name(), reachableAs(metav1.ConditionFalse, fleetv1alpha1.ReasonNotAnswering))
+}
+
 // TestAHungMemberIsFoundByReadyz: a member whose API server hangs behind a working link
 // (its PINGs answered, its requests not) is marked NotAnswering by the /readyz the hub asks
 // every ReadyInterval (its poll, which would find it too, an hour apart), and Answering again

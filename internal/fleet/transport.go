@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,8 +50,17 @@ func memberTransport(cfg *rest.Config, ping, pingTimeout time.Duration) (*rest.C
 	return out, h, nil
 }
 
-// heard is when bytes last arrived from a member, in Unix nanoseconds; 0 before any did.
-type heard struct{ at atomic.Int64 }
+// heard is when bytes last arrived from a member, in Unix nanoseconds; 0 before any did, and
+// after a connection was lost.
+type heard struct {
+	at atomic.Int64
+	// lost, once set (onLost), is called when a connection to the member is lost.
+	lost atomic.Pointer[func()]
+}
+
+// onLost has f called each time a connection to the member is lost (heardConn): the health
+// checks then ask the member at once rather than at their next turn (Checker.lost).
+func (h *heard) onLost(f func()) { h.lost.Store(&f) }
 
 // since says whether bytes arrived from the member at t or later.
 func (h *heard) since(t time.Time) bool { return h != nil && h.at.Load() >= t.UnixNano() }
@@ -66,20 +76,38 @@ func (h *heard) dial(dial func(ctx context.Context, network, addr string) (net.C
 }
 
 // heardConn records in heard each read that brought bytes, and forgets when the member was
-// heard once a read fails (the member closed the connection, or the hub did, after a PING
-// went unanswered): the next check asks /readyz rather than wait for the silence to last.
+// heard once the connection is lost: a read failed, or the hub closed it (after a PING went
+// unanswered, or after the member closed it: TLS then reads the member's close_notify and
+// reads no more, so that no read fails). The check, which that moves to now, asks /readyz
+// rather than wait for the silence to last.
 type heardConn struct {
 	net.Conn
 	heard *heard
+	once  sync.Once
 }
 
 func (c *heardConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	switch {
 	case err != nil:
-		c.heard.at.Store(0)
+		c.lose()
 	case n > 0:
 		c.heard.at.Store(time.Now().UnixNano())
 	}
 	return n, err
+}
+
+func (c *heardConn) Close() error {
+	c.lose()
+	return c.Conn.Close()
+}
+
+// lose forgets when the member was heard, and says so (heard.onLost), once a connection.
+func (c *heardConn) lose() {
+	c.once.Do(func() {
+		c.heard.at.Store(0)
+		if lost := c.heard.lost.Load(); lost != nil {
+			(*lost)()
+		}
+	})
 }
