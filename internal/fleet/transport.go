@@ -54,12 +54,16 @@ func memberTransport(cfg *rest.Config, ping, pingTimeout time.Duration) (*rest.C
 // after a connection was lost.
 type heard struct {
 	at atomic.Int64
-	// lost, once set (onLost), is called when a connection to the member is lost.
+	// open counts the member's connections not lost yet.
+	open atomic.Int64
+	// lost, once set (onLost), is called when the member's last open connection is lost.
 	lost atomic.Pointer[func()]
 }
 
-// onLost has f called each time a connection to the member is lost (heardConn): the health
-// checks then ask the member at once rather than at their next turn (Checker.lost).
+// onLost has f called each time the member's last open connection is lost (heardConn): the
+// health checks then ask the member at once rather than at their next turn (Checker.lost).
+// A connection lost while another is open says nothing: the transport closes the spare one
+// of two dialled at once, and a member with an open connection is heard on it.
 func (h *heard) onLost(f func()) { h.lost.Store(&f) }
 
 // since says whether bytes arrived from the member at t or later.
@@ -71,15 +75,16 @@ func (h *heard) dial(dial func(ctx context.Context, network, addr string) (net.C
 		if err != nil {
 			return nil, err
 		}
+		h.open.Add(1)
 		return &heardConn{Conn: c, heard: h}, nil
 	}
 }
 
 // heardConn records in heard each read that brought bytes, and forgets when the member was
-// heard once the connection is lost: a read failed, or the hub closed it (after a PING went
-// unanswered, or after the member closed it: TLS then reads the member's close_notify and
-// reads no more, so that no read fails). The check, which that moves to now, asks /readyz
-// rather than wait for the silence to last.
+// heard once its last connection is lost: a read failed, or the hub closed it (after a PING
+// went unanswered, or after the member closed it: TLS then reads the member's close_notify
+// and reads no more, so that no read fails). The check, which that moves to now, asks
+// /readyz rather than wait for the silence to last.
 type heardConn struct {
 	net.Conn
 	heard *heard
@@ -102,9 +107,13 @@ func (c *heardConn) Close() error {
 	return c.Conn.Close()
 }
 
-// lose forgets when the member was heard, and says so (heard.onLost), once a connection.
+// lose counts the connection lost, once; when it was the member's last, it forgets when the
+// member was heard, and says so (heard.onLost).
 func (c *heardConn) lose() {
 	c.once.Do(func() {
+		if c.heard.open.Add(-1) > 0 {
+			return
+		}
 		c.heard.at.Store(0)
 		if lost := c.heard.lost.Load(); lost != nil {
 			(*lost)()
