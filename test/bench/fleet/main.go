@@ -297,6 +297,13 @@ func ratio[T ~int64 | ~float64](x, target T) float64 { return float64(x) / float
 func printPoint(p point) {
 	fmt.Printf("  hub with %4d members   CPU %6.3f %%   RSS %7.1f MiB (peak %.1f)   Go heap in use %7.1f MiB   %6d goroutines   %5d sockets   members answered %.0f requests/s\n",
 		p.members, p.cpu, benchproc.MiB(p.rss), benchproc.MiB(p.peak), benchproc.MiB(p.heap), p.goroutines, p.sockets, p.requests)
+	if len(p.slices) > 1 {
+		fmt.Printf("    CPU over each %s of the window:", sliceLength)
+		for _, c := range p.slices {
+			fmt.Printf(" %.2f", c)
+		}
+		fmt.Printf(" %%; %.0f garbage collections in the window, %.1f MiB allocated a second\n", p.gcs, p.allocated/(1<<20))
+	}
 }
 
 // perMember prints what one member costs, from the baseline without members to all, and

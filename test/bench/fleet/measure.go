@@ -26,7 +26,21 @@ type point struct {
 	sockets    int
 	// requests is how many requests a second the members answered (the simulator's count).
 	requests float64
+	// slices is the hub's CPU over each sliceLength of the window (the last one may be
+	// shorter), % of one core: what the mean hides (a garbage collection, a stretch of the
+	// machine busy elsewhere).
+	slices []float64
+	// gcs is how many garbage collections the hub ran in the window; allocated, how many
+	// bytes a second it allocated (its metrics).
+	gcs       float64
+	allocated float64
 }
+
+// sliceLength is how long each slice of the window at rest is.
+const sliceLength = 30 * time.Second
+
+// gcMetrics are the hub's metrics (Go's collector) read at each end of the window.
+var gcMetrics = []string{"go_gc_duration_seconds_count", "go_memstats_alloc_bytes_total"}
 
 // atRest measures the hub over window, sampling its resident set each second; requests
 // counts the members' answers.
@@ -37,10 +51,23 @@ func atRest(ctx context.Context, hub *benchproc.Process, metrics string, members
 		return p, err
 	}
 	requests0 := requests()
+	gc0, err := scrape(ctx, metrics, gcMetrics...)
+	if err != nil {
+		return p, err
+	}
 	start := time.Now()
 	var sum int64
 	n := int64(0)
+	sliceCPU, sliceStart := cpu0, start
 	for time.Since(start) < window {
+		if took := time.Since(sliceStart); took >= sliceLength {
+			cpu, err := hub.CPUTime()
+			if err != nil {
+				return p, err
+			}
+			p.slices = append(p.slices, benchproc.Percent(cpu-sliceCPU, took))
+			sliceCPU, sliceStart = cpu, time.Now()
+		}
 		anon, file, err := hub.RSSParts()
 		if err != nil {
 			return p, err
@@ -56,16 +83,21 @@ func atRest(ctx context.Context, hub *benchproc.Process, metrics string, members
 	if err != nil {
 		return p, err
 	}
+	if took := time.Since(sliceStart); took >= sliceLength/2 {
+		p.slices = append(p.slices, benchproc.Percent(cpu1-sliceCPU, took))
+	}
 	p.requests = float64(requests()-requests0) / wall.Seconds()
 	p.cpu = benchproc.Percent(cpu1-cpu0, wall)
 	p.rss = sum / n
 	if p.peak, err = hub.PeakRSS(); err != nil {
 		return p, err
 	}
-	m, err := scrape(ctx, metrics, "go_memstats_heap_inuse_bytes", "go_goroutines")
+	m, err := scrape(ctx, metrics, append([]string{"go_memstats_heap_inuse_bytes", "go_goroutines"}, gcMetrics...)...)
 	if err != nil {
 		return p, err
 	}
+	p.gcs = m["go_gc_duration_seconds_count"] - gc0["go_gc_duration_seconds_count"]
+	p.allocated = (m["go_memstats_alloc_bytes_total"] - gc0["go_memstats_alloc_bytes_total"]) / wall.Seconds()
 	p.heap, p.goroutines = int64(m["go_memstats_heap_inuse_bytes"]), int64(m["go_goroutines"])
 	p.sockets, err = sockets(hub.Cmd.Process.Pid)
 	return p, err
