@@ -143,6 +143,9 @@ type memberHealth struct {
 	next  time.Time
 	index int
 	gone  bool
+	// relost is set when the member's connection was lost while a check ran: the next check
+	// is then due as soon as that one ends (lost).
+	relost bool
 }
 
 // poller reads something of a member that the hub does not watch.
@@ -278,11 +281,14 @@ func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) e
 // and asks /readyz (begin), whose timeout is the second: a link that drops everything is
 // found an interval and two timeouts after the member's last word (15s with the defaults),
 // rather than up to an interval later, at the check's turn. A member already suspect is
-// asked at each of its checks anyway.
+// asked at each of its checks anyway. A check running then (a poll, say, which the lost
+// connection fails) is followed by the next at once.
 func (c *Checker) lost(m *memberHealth) {
 	c.mu.Lock()
 	now := time.Now()
-	soon := !m.gone && m.index >= 0 && m.health.Reachable && m.failures == 0 && m.next.After(now)
+	answers := !m.gone && m.health.Reachable && m.failures == 0
+	m.relost = m.relost || answers && m.index < 0
+	soon := answers && m.index >= 0 && m.next.After(now)
 	if soon {
 		m.next = now
 		heap.Fix(&c.due, m.index)
@@ -443,6 +449,9 @@ func (c *Checker) finish(m *memberHealth, start time.Time, kind checkKind, h Hea
 	}
 	m.polling = m.polling || poll
 	m.next = start.Add(c.opts.Interval)
+	if m.relost {
+		m.next, m.relost = time.Now(), false
+	}
 	heap.Push(&c.due, m)
 	c.mu.Unlock()
 	c.wake()

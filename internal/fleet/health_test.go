@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -357,5 +358,41 @@ func TestWhatAPollSaysOfAMember(t *testing.T) {
 		if m.polling {
 			t.Errorf("%s: still polling", c.name)
 		}
+	}
+}
+
+// TestALostConnectionMovesTheNextCheck: the scheduler's rule for a member whose connection is
+// lost (Checker.lost), on a Checker that runs no check: between checks, its next check is due
+// at once rather than an interval later; while a check runs, the next is due as soon as that
+// one ends. A member already suspect keeps its turn.
+func TestALostConnectionMovesTheNextCheck(t *testing.T) {
+	c := NewChecker(HealthOptions{Interval: time.Hour})
+	m := &memberHealth{name: "m", ctx: context.Background(), index: -1, health: answering, answered: func() {}}
+	c.members[m.name] = m
+	soon := func(when string) {
+		t.Helper()
+		if wait := time.Until(m.next); wait > time.Minute {
+			t.Errorf("%s: the next check is due in %s; want at once", when, wait.Round(time.Second))
+		}
+	}
+
+	c.finish(m, time.Now(), askReadyz, answering)
+	if wait := time.Until(m.next); wait < 59*time.Minute {
+		t.Fatalf("the next check is due in %s; want an interval, an hour", wait.Round(time.Second))
+	}
+	c.lost(m)
+	soon("lost between checks")
+
+	heap.Remove(&c.due, m.index) // its check begins
+	c.lost(m)
+	c.finish(m, time.Now(), askReadyz, answering)
+	soon("lost while a check ran")
+
+	heap.Remove(&c.due, m.index)
+	c.finish(m, time.Now(), askReadyz, answering)
+	m.failures = 1 // suspect: a check failed since
+	c.lost(m)
+	if wait := time.Until(m.next); wait < 59*time.Minute {
+		t.Errorf("a suspect member's next check is due in %s; want its turn, an hour", wait.Round(time.Second))
 	}
 }
