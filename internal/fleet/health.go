@@ -449,6 +449,9 @@ func (c *Checker) finish(m *memberHealth, start time.Time, kind checkKind, h Hea
 	}
 	m.polling = m.polling || poll
 	m.next = start.Add(c.opts.Interval)
+	if silent, ok := c.silentAt(m); ok && h.Reachable && silent.Before(m.next) {
+		m.next = silent // when the PING it got went unanswered
+	}
 	if m.relost {
 		m.next, m.relost = time.Now(), false
 	}
@@ -462,6 +465,21 @@ func (c *Checker) finish(m *memberHealth, start time.Time, kind checkKind, h Hea
 		ctrllog.FromContext(m.ctx).V(1).Info("Member health changed", "member", m.name, "reachable", h.Reachable, "reason", h.Reason)
 	}
 	return changed
+}
+
+// silentAt is when the member, last heard when heard says, will have been silent for an
+// interval and a timeout: the check then counts a failure (begin). Checked then rather than
+// at its next turn, a member whose link drops everything is found an interval and two
+// timeouts after its last word, not up to an interval later.
+func (c *Checker) silentAt(m *memberHealth) (time.Time, bool) {
+	if m.heard == nil {
+		return time.Time{}, false
+	}
+	at := m.heard.at.Load()
+	if at == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, at).Add(c.opts.Interval + c.opts.Timeout), true
 }
 
 // poll runs the pollers on the member, and says so if what they read changed. The member

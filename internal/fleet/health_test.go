@@ -396,3 +396,28 @@ func TestALostConnectionMovesTheNextCheck(t *testing.T) {
 		t.Errorf("a suspect member's next check is due in %s; want its turn, an hour", wait.Round(time.Second))
 	}
 }
+
+// TestAMemberIsCheckedWhenItFallsSilent: a member that answers is checked again when it will
+// have been silent for an interval and a timeout (when the PING its connection got went
+// unanswered, and the check counts a failure), when that comes before its next turn.
+func TestAMemberIsCheckedWhenItFallsSilent(t *testing.T) {
+	c := NewChecker(HealthOptions{Interval: 5 * time.Second, Timeout: 5 * time.Second})
+	m := &memberHealth{name: "m", ctx: context.Background(), index: -1, health: answering, answered: func() {}, heard: &heard{}}
+	c.members[m.name] = m
+	for _, tc := range []struct {
+		heard time.Duration // how long before the check the member was last heard
+		want  time.Duration // when its next check is due, from the check's start
+	}{
+		{heard: 9 * time.Second, want: time.Second},     // silent for 10s then: sooner than its turn
+		{heard: 2 * time.Second, want: 5 * time.Second}, // its turn, an interval later
+		{heard: 5 * time.Second, want: 5 * time.Second}, // silent for 10s at its turn
+	} {
+		start := time.Now()
+		m.heard.at.Store(start.Add(-tc.heard).UnixNano())
+		c.finish(m, start, askNothing, answering)
+		if got := m.next.Sub(start); got != tc.want {
+			t.Errorf("last heard %s before a check: the next is due %s after it; want %s", tc.heard, got, tc.want)
+		}
+		heap.Remove(&c.due, m.index)
+	}
+}
