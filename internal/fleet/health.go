@@ -25,7 +25,9 @@ import (
 // heard (20s with the defaults), and True again at the first answer after that. A member
 // whose link is up but whose API server stopped answering requests is noticed within
 // ReadyInterval more. A member reached over HTTP/2 whose link drops everything is found
-// sooner, Interval + 2 × Timeout after it was last heard (Checker.lost).
+// sooner, when the hub closes its connection for a PING unanswered: Interval + 1.5 × Timeout
+// after it was last heard (12.5s; Checker.silentAt), and one that closes its connections at
+// once (Checker.lost).
 type HealthOptions struct {
 	// Interval between two checks of one member.
 	Interval time.Duration
@@ -275,14 +277,13 @@ func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) e
 	return nil
 }
 
-// lost moves the next check of a member that answers to now: a connection to it was lost,
-// closed by the hub after a PING went unanswered (an interval and a timeout after the member
-// was last heard), or by the member. That check counts one failure
-// and asks /readyz (begin), whose timeout is the second: a link that drops everything is
-// found an interval and two timeouts after the member's last word (15s with the defaults),
-// rather than up to an interval later, at the check's turn. A member already suspect is
-// asked at each of its checks anyway. A check running then (a poll, say, which the lost
-// connection fails) is followed by the next at once.
+// lost moves the next check of a member that answers to now: its last connection was lost,
+// closed by the member or by the hub (after a PING went unanswered). That check counts one
+// failure and asks /readyz (begin), whose answer or timeout is the second: a member that
+// closed its connections and refuses new ones is found at once, rather than after a silence
+// and at its next turn. A member already suspect is asked at each of its checks anyway. A
+// check running then (a poll, say, which the lost connection fails) is followed by the next
+// at once.
 func (c *Checker) lost(m *memberHealth) {
 	c.mu.Lock()
 	now := time.Now()
