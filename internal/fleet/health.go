@@ -470,8 +470,9 @@ func (c *Checker) finish(m *memberHealth, start time.Time, kind checkKind, h Hea
 
 // silentAt is when the member, last heard when heard says, will have been silent for an
 // interval and a timeout: the check then counts a failure (begin). Checked then rather than
-// at its next turn, a member whose link drops everything is found an interval and two
-// timeouts after its last word, not up to an interval later.
+// at its next turn, a member whose link drops everything is found at most an interval and
+// two timeouts after its last word (sooner when the PING's timeout closes its connection,
+// which fails the check's /readyz), not up to an interval later.
 func (c *Checker) silentAt(m *memberHealth) (time.Time, bool) {
 	if m.heard == nil {
 		return time.Time{}, false
