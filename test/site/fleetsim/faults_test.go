@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -163,11 +164,44 @@ func TestFaults(t *testing.T) {
 			t.Fatalf("a cut member's /readyz with a 1 s timeout = %v, want the timeout", err)
 		}
 		m.Mend()
-		if err := ping(); err != nil {
+		// What the cut dropped arrives with TCP's next retransmission, which backs off.
+		long, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := cc.Ping(long); err != nil {
 			t.Fatalf("a PING to a mended member: %v", err)
 		}
 		if err := readyz(ctx, cfg); err != nil {
 			t.Fatalf("a mended member's /readyz: %v", err)
+		}
+	})
+
+	t.Run("a cut member's kernel acknowledges nothing: TCP keepalives find the link gone", func(t *testing.T) {
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(s.CA())
+		// Probed after a second of silence, then every second; three probes unanswered end
+		// the connection (ETIMEDOUT). Answered, they keep it open for as long as it lasts.
+		dialer := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: time.Second, Interval: time.Second, Count: 3}}
+		conn, err := tls.DialWithDialer(dialer, "tcp", strings.TrimPrefix(m.Server(), "https://"), &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12})
+		if err != nil {
+			t.Fatal(err) // the handshake completed: the member accepted the connection
+		}
+		defer conn.Close()
+		read := make(chan error, 1)
+		go func() { _, err := conn.Read(make([]byte, 1)); read <- err }()
+		select {
+		case err := <-read:
+			t.Fatalf("an idle connection to a running member ended: %v", err)
+		case <-time.After(5 * time.Second): // the one wait that proves an absence: probes answered
+		}
+		m.Cut()
+		defer m.Mend()
+		select {
+		case err := <-read:
+			if !errors.Is(err, syscall.ETIMEDOUT) {
+				t.Fatalf("a connection to a cut member ended with %v, want ETIMEDOUT (its keepalives unanswered)", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("a connection to a cut member was still open a minute later: its kernel answered the keepalives")
 		}
 	})
 

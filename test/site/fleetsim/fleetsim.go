@@ -31,7 +31,9 @@
 //     into 410 sooner than a real server would. A watch from a future version gets 504 after
 //     3 s. Bookmarks every BookmarkInterval.
 //   - Freeze still completes the TLS handshake and answers HTTP/2 PINGs; Cut holds the bytes
-//     of the member's connections in the process, not in the network; Slow delays the start
+//     of the member's connections in the process and has the kernel drop what arrives on
+//     them (a socket filter), not the network: a new connection still completes TCP's
+//     handshake, where a cut link would leave it unanswered; Slow delays the start
 //     of each request, not the events of open watches; Revoke and RevokeToken leave open
 //     watches running, as a real server does.
 //   - sendInitialEvents is answered but untested (client-go's reflectors do not ask for it).

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,6 +64,8 @@ type Member struct {
 	linkMu sync.Mutex
 	// mended is nil unless the member's link is cut; then it is closed by Mend.
 	mended chan struct{}
+	// conns are the member's open connections, which Cut has the kernel drop packets of.
+	conns map[*linkConn]struct{}
 }
 
 var errNotFound = errors.New("not found")
@@ -292,14 +295,20 @@ func (m *Member) Thaw() {
 
 // Cut plays a link that drops every packet: each of the member's connections, and those it
 // accepts, send nothing and deliver nothing (HTTP/2 PINGs go unanswered too), until Mend,
-// when what was held goes through, as TCP's retransmissions would deliver it. A new
-// connection completes its TCP handshake (the kernel answers it) but not its TLS one.
+// when what was held goes through, as TCP's retransmissions would deliver it. The kernel
+// plays the link too: a socket filter on each connection drops every packet that arrives
+// on it before TCP sees it, so that nothing is acknowledged, a TCP keepalive's probe no
+// more than data, and the hub's kernel finds the peer silent as over a cut link. A new
+// connection completes its TCP handshake (the listener takes no filter) but nothing after.
 // Freeze, by contrast, plays an API server that hangs behind a link that works.
 func (m *Member) Cut() {
 	m.linkMu.Lock()
 	defer m.linkMu.Unlock()
 	if m.mended == nil {
 		m.mended = make(chan struct{})
+		for c := range m.conns {
+			c.drop(true)
+		}
 	}
 }
 
@@ -310,6 +319,9 @@ func (m *Member) Mend() {
 	if m.mended != nil {
 		close(m.mended)
 		m.mended = nil
+		for c := range m.conns {
+			c.drop(false)
+		}
 	}
 }
 
@@ -334,13 +346,56 @@ func (l *linkListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &linkConn{Conn: c, m: l.m}, nil
+	lc := &linkConn{Conn: c, m: l.m}
+	m := l.m
+	m.linkMu.Lock()
+	defer m.linkMu.Unlock()
+	if m.conns == nil {
+		m.conns = map[*linkConn]struct{}{}
+	}
+	m.conns[lc] = struct{}{}
+	if m.mended != nil {
+		lc.drop(true)
+	}
+	return lc, nil
 }
 
-// linkConn holds what it reads and what it writes while the member's link is cut.
+// linkConn holds what it reads and what it writes while the member's link is cut, and has
+// the kernel drop what arrives on it then (drop).
 type linkConn struct {
 	net.Conn
 	m *Member
+}
+
+// dropAll is a classic BPF program that keeps no byte of any packet: attached to a socket
+// (SO_ATTACH_FILTER), the kernel drops each packet that arrives on it before TCP sees it.
+var dropAll = []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
+
+// drop attaches dropAll to the connection's socket, or detaches it. A process may filter
+// its own sockets without privilege. A connection closed meanwhile has nothing to filter.
+func (c *linkConn) drop(on bool) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		if on {
+			_ = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(dropAll)), Filter: &dropAll[0]})
+		} else {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DETACH_FILTER, 0)
+		}
+	})
+}
+
+func (c *linkConn) Close() error {
+	c.m.linkMu.Lock()
+	delete(c.m.conns, c)
+	c.m.linkMu.Unlock()
+	return c.Conn.Close()
 }
 
 func (c *linkConn) Read(p []byte) (int, error) {
