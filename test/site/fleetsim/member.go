@@ -219,7 +219,11 @@ func (m *Member) listen(port int) error {
 		_ = syscall.Close(m.reserved)
 		m.reserved = -1
 	}
-	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	// No TCP keepalives from the member: over a cut link, its kernel would give up on a
+	// connection after its probes went unanswered and send a reset, which the cut, a filter
+	// of what arrives alone, would let through. The hub's keepalives are the ones tested.
+	lc := net.ListenConfig{KeepAlive: -1}
+	l, err := lc.Listen(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		return fmt.Errorf("member %s: listening: %w", m.name, err)
 	}
