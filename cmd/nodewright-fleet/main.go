@@ -33,7 +33,7 @@ func main() {
 	flag.DurationVar(&opts.Health.Interval, "health-interval", opts.Health.Interval, "How often each member's API server is checked.")
 	flag.DurationVar(&opts.Health.Timeout, "health-timeout", opts.Health.Timeout, "How long one check waits.")
 	flag.IntVar(&opts.Health.FailureThreshold, "health-failure-threshold", opts.Health.FailureThreshold, "Failed checks in a row before Reachable turns False.")
-	flag.DurationVar(&opts.Health.ReadyInterval, "health-ready-interval", opts.Health.ReadyInterval, "How often a member whose connection answers PINGs is asked /readyz all the same; a poll it answered (--health-poll-interval) counts.")
+	flag.DurationVar(&opts.Health.ReadyInterval, "health-ready-interval", opts.Health.ReadyInterval, "How often a member whose connection stands (its kernel answers the hub's TCP keepalives) is asked /readyz all the same; a poll it answered (--health-poll-interval) counts.")
 	flag.DurationVar(&opts.Health.PollInterval, "health-poll-interval", opts.Health.PollInterval, "How often each member's nodes' boots, and the operator Deployment's version of a member whose NodewrightCluster does not say it, are read (they are not watched).")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "The metrics endpoint's address; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "The health probes' address.")

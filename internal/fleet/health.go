@@ -24,14 +24,15 @@ import (
 // turns False at most FailureThreshold × (Interval + Timeout) after the member was last
 // heard (20s with the defaults), and True again at the first answer after that. A member
 // whose link is up but whose API server stopped answering requests is noticed within
-// ReadyInterval more. A member reached over HTTP/2 whose link drops everything is found
-// sooner, when the hub closes its connection for a PING unanswered: Interval + 1.5 × Timeout
-// after it was last heard (12.5s; Checker.silentAt), and one that closes its connections at
-// once (Checker.lost).
+// ReadyInterval more. A member whose link drops everything is found sooner: its kernel
+// closes the connection when its keepalives go unanswered, an interval after the member's
+// last packet (userTimeout: 5s, 5.5s with the probes a second apart from 2.5s), and the
+// check that follows at once (Checker.lost) counts one failure and asks /readyz, which
+// fails within a timeout (10.5s). One that closes its connections is found at once.
 type HealthOptions struct {
 	// Interval between two checks of one member.
 	Interval time.Duration
-	// Timeout of one check, and of one HTTP/2 PING.
+	// Timeout of one check; half of it is left for a TCP keepalive's answer (keepAliveIdle).
 	Timeout time.Duration
 	// FailureThreshold is how many checks in a row must fail before Reachable turns False,
 	// so that one slow answer on a busy link does not flap it.
@@ -50,11 +51,19 @@ type HealthOptions struct {
 var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 * time.Second, FailureThreshold: 2,
 	ReadyInterval: time.Minute, PollInterval: time.Minute}
 
-// pingAfter is how long a member's connection may be silent before its transport sends a
-// PING: within the interval and timeout after which a silent member counts as a failed
-// check, with half a timeout left for the answer. A PING costs the hub little, but thousands
-// of members send many.
-func (o HealthOptions) pingAfter() time.Duration { return o.Interval + o.Timeout/2 }
+// keepAliveIdle is how long a member's connection may receive nothing before its kernel
+// sends a TCP keepalive's probe (one follows every second after that): half a timeout
+// before userTimeout, so that a probe's answer has that long. At least a second, the
+// kernel's unit.
+func (o HealthOptions) keepAliveIdle() time.Duration {
+	return max(o.userTimeout()-o.Timeout/2, time.Second)
+}
+
+// userTimeout is how long a member's connection may receive nothing, its probes unanswered,
+// before its kernel closes it: an interval, well within the interval and timeout after
+// which a silent member counts as a failed check, so that the check that follows the loss
+// and its /readyz fit in that bound too. At least a second.
+func (o HealthOptions) userTimeout() time.Duration { return max(o.Interval, time.Second) }
 
 // withDefaults fills what is unset: ReadyInterval and PollInterval as 12 intervals.
 func (o HealthOptions) withDefaults() HealthOptions {
@@ -77,20 +86,19 @@ func (o HealthOptions) withDefaults() HealthOptions {
 }
 
 // Checker checks each engaged member's API server: GET /readyz with the hub's credentials,
-// which answers 401 to a credential the member no longer accepts. A member heard within the
-// last interval and timeout (a PING answered on its connection, which its transport sends
-// after an interval and half a timeout of silence, or its watches' traffic: memberTransport)
-// has answered, and is asked /readyz only every ReadyInterval: a request costs the hub many
-// times what a PING does, and thousands of members would keep it busy. When its poll is due
+// which answers 401 to a credential the member no longer accepts. A member with an open
+// connection (which its kernel closes once its TCP keepalives went unanswered for an
+// interval: memberTransport) has answered, and is asked /readyz only
+// every ReadyInterval: a request costs the hub many times what a keepalive's probe does
+// (nothing of its own), and thousands of members would keep it busy. When its poll is due
 // (below), the poll's requests are the check's in place of /readyz: their definite answers
 // say the member's API server answers, as /readyz would (pollAsCheck), and a member at rest
 // is polled every PollInterval (its nodes' list, and its Deployment's metadata when its
-// operator predates status.operatorVersion) rather than polled and asked /readyz. A member that answered and was not
-// heard for that long left a PING unanswered: that counts as one failed check, and /readyz
-// is asked at once. So a link that drops everything is found within FailureThreshold ×
-// (Interval + Timeout) of the member's last word, as when every check was a /readyz; sooner
-// when its connection is closed for that PING (or by the member): that check is then due at
-// once (lost).
+// operator predates status.operatorVersion) rather than polled and asked /readyz. A member
+// that answered and whose last connection was lost (closed by its kernel for keepalives
+// unanswered, or by the member) is checked at once (lost): that counts as one failed check,
+// and /readyz is asked. So a link that drops everything is found within FailureThreshold ×
+// (Interval + Timeout) of the member's last word, as when every check was a /readyz.
 //
 // It reads no object: the summary's content comes from watches only. A change of a
 // member's health is sent on Events, which the summary controller watches. It also reads
@@ -136,8 +144,7 @@ type memberHealth struct {
 	versioned bool
 	// answered says the member answered (its connection is up), once it did.
 	answered func()
-	// heard is when bytes last arrived from the member; asked is when it last answered
-	// /readyz.
+	// heard counts the member's open connections; asked is when it last answered /readyz.
 	heard *heard
 	asked time.Time
 	// next is when the next check is due; index is its place in the heap, -1 while a check
@@ -278,7 +285,7 @@ func (c *Checker) Engage(ctx context.Context, name string, cl cluster.Cluster) e
 }
 
 // lost moves the next check of a member that answers to now: its last connection was lost,
-// closed by the member or by the hub (after a PING went unanswered). That check counts one
+// closed by the member or by the hub's kernel (its keepalives unanswered). That check counts one
 // failure and asks /readyz (begin), whose answer or timeout is the second: a member that
 // closed its connections and refuses new ones is found at once, rather than after a silence
 // and at its next turn. A member already suspect is asked at each of its checks anyway. A
@@ -311,7 +318,7 @@ func (c *Checker) wake() {
 type checkKind int
 
 const (
-	// askNothing: the member was heard within the last interval and timeout, and asked
+	// askNothing: a connection to the member stands (heard.answers), and it was asked
 	// within the ready interval (or polled): the check makes no request.
 	askNothing checkKind = iota
 	// askReadyz: the check asks /readyz.
@@ -323,11 +330,11 @@ const (
 // begin starts a check of the member at start, with c.mu held, and says what it asks.
 func (c *Checker) begin(m *memberHealth, start time.Time) checkKind {
 	reachable := m.health.Reachable && m.failures == 0
-	heard := m.heard.since(start.Add(-(c.opts.Interval + c.opts.Timeout)))
+	heard := m.heard.answers()
 	switch {
 	case reachable && !heard && m.heard != nil:
-		// Silent for an interval and a timeout: the PING its connection got after an
-		// interval and half a timeout of silence went unanswered. That is one failed check;
+		// Its last connection was lost: closed by its kernel for keepalives unanswered for
+		// an interval, or by the member. That is one failed check;
 		// /readyz is the next.
 		m.failures++
 		return askReadyz
@@ -450,9 +457,6 @@ func (c *Checker) finish(m *memberHealth, start time.Time, kind checkKind, h Hea
 	}
 	m.polling = m.polling || poll
 	m.next = start.Add(c.opts.Interval)
-	if silent, ok := c.silentAt(m); ok && h.Reachable && silent.Before(m.next) {
-		m.next = silent // when the PING it got went unanswered
-	}
 	if m.relost {
 		m.next, m.relost = time.Now(), false
 	}
@@ -466,22 +470,6 @@ func (c *Checker) finish(m *memberHealth, start time.Time, kind checkKind, h Hea
 		ctrllog.FromContext(m.ctx).V(1).Info("Member health changed", "member", m.name, "reachable", h.Reachable, "reason", h.Reason)
 	}
 	return changed
-}
-
-// silentAt is when the member, last heard when heard says, will have been silent for an
-// interval and a timeout: the check then counts a failure (begin). Checked then rather than
-// at its next turn, a member whose link drops everything is found at most an interval and
-// two timeouts after its last word (sooner when the PING's timeout closes its connection,
-// which fails the check's /readyz), not up to an interval later.
-func (c *Checker) silentAt(m *memberHealth) (time.Time, bool) {
-	if m.heard == nil {
-		return time.Time{}, false
-	}
-	at := m.heard.at.Load()
-	if at == 0 {
-		return time.Time{}, false
-	}
-	return time.Unix(0, at).Add(c.opts.Interval + c.opts.Timeout), true
 }
 
 // poll runs the pollers on the member, and says so if what they read changed. The member

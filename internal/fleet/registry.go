@@ -225,13 +225,13 @@ func (m *members) IndexField(ctx context.Context, obj client.Object, field strin
 // with its clients, codecs and RESTMapper, costs milliseconds of CPU to build: thousands of
 // members at start-up would wait on it. It is built only if something asks for it.
 //
-// Its transport pings each connection that is silent for a health interval and half a
-// timeout, and records when the member was last heard (memberTransport): the Checker's
-// evidence.
+// Its transport has the kernel keep TCP keepalives on each connection, closing one whose
+// member sent nothing, its probes unanswered, for a health interval, and counts the member's
+// open connections (memberTransport): the Checker's evidence.
 func newMemberCluster(cfg *rest.Config, health HealthOptions, opts []cluster.Option) (cluster.Cluster, error) {
 	cfg = memberConfig(cfg)
 	health = health.withDefaults()
-	tcfg, heard, err := memberTransport(cfg, health.pingAfter(), health.Timeout)
+	tcfg, heard, err := memberTransport(cfg, health.keepAliveIdle(), health.userTimeout())
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +287,7 @@ func answeredGate(cl cluster.Cluster) <-chan struct{} {
 	return closed
 }
 
-// heardOf is when the member was last heard; nil for a cluster that is not a member's.
+// heardOf counts the member's open connections; nil for a cluster that is not a member's.
 func heardOf(cl cluster.Cluster) *heard {
 	if m, ok := cl.(*memberCluster); ok {
 		return m.heard

@@ -2,38 +2,50 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/rest"
 )
 
 // memberTransport is the HTTP transport of one member, as client-go would build it (its
 // dialer, TLS handshake timeout, idle connections and HTTP/2), with two differences:
 //
-//   - It sends an HTTP/2 PING on a connection that received nothing for ping, and closes it
-//     when the PING is not answered within pingTimeout (client-go: 30 s and 15 s, set for a
-//     whole process by environment variables). A member's watches then fail at once rather
-//     than wait on a dead link.
-//   - It records, in heard, when bytes last arrived from the member on any of its
-//     connections: a PING's answer, a watch's event or bookmark, any answer. The health
-//     checks take that as the member's answer, and ask /readyz only now and then (Checker).
+//   - Its connections have TCP keepalives that the kernel keeps: a connection that received
+//     nothing for idle is probed, then every second, and closed (TCP_USER_TIMEOUT) once
+//     nothing came from the member for userTimeout, a probe's acknowledgement or data, or
+//     data sent went unacknowledged that long. A member's watches then fail at once rather
+//     than wait on a dead link, and its check follows at once (heard.onLost). No HTTP/2
+//     PING is sent: a probe costs the hub no system call and no wake-up, a PING a TLS
+//     write, two reads and two wake-ups, and thousands of members sent hundreds a second.
+//     Over HTTP/1.1 the same holds.
+//   - It counts, in heard, the member's connections that are open: one that is, is a link
+//     over which the member's kernel answered within userTimeout. The health checks take
+//     that as the member's answer, and ask /readyz only now and then (Checker).
 //
-// A member reached over HTTP/1.1 gets no PING: only its watches' traffic is heard, and the
-// checks ask /readyz when that is not enough.
+// A probe proves that the member's kernel answers, not its API server: one that hangs is
+// found by /readyz (HealthOptions.ReadyInterval). Through a proxy (HTTPS_PROXY in the hub's
+// environment) the probes reach the proxy, not the member.
 //
 // The returned configuration carries the transport in place of its TLS options, which the
 // transport holds; client-go adds the credentials, as it does to a transport it built.
-func memberTransport(cfg *rest.Config, ping, pingTimeout time.Duration) (*rest.Config, *heard, error) {
+func memberTransport(cfg *rest.Config, idle, userTimeout time.Duration) (*rest.Config, *heard, error) {
 	tlsConfig, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	h := &heard{}
-	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	dialer := &net.Dialer{
+		Timeout:         30 * time.Second,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: idle, Interval: time.Second},
+		Control:         withUserTimeout(userTimeout),
+	}
 	t := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         h.dial(dialer.DialContext),
@@ -42,7 +54,6 @@ func memberTransport(cfg *rest.Config, ping, pingTimeout time.Duration) (*rest.C
 		MaxIdleConnsPerHost: 25,
 		IdleConnTimeout:     90 * time.Second,
 		ForceAttemptHTTP2:   true,
-		HTTP2:               &http.HTTP2Config{SendPingTimeout: ping, PingTimeout: pingTimeout},
 	}
 	out := rest.CopyConfig(cfg)
 	out.TLSClientConfig = rest.TLSClientConfig{}
@@ -50,10 +61,26 @@ func memberTransport(cfg *rest.Config, ping, pingTimeout time.Duration) (*rest.C
 	return out, h, nil
 }
 
-// heard is when bytes last arrived from a member, in Unix nanoseconds; 0 before any did, and
-// after a connection was lost.
+// withUserTimeout has a socket's kernel close its connection once the peer has sent nothing
+// for d (TCP_USER_TIMEOUT): with keepalives, a probe unanswered that long; otherwise data
+// unacknowledged that long.
+func withUserTimeout(d time.Duration) func(network, address string, rc syscall.RawConn) error {
+	return func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if cerr := rc.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
+		}); cerr != nil {
+			return cerr
+		}
+		if err != nil {
+			return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", err)
+		}
+		return nil
+	}
+}
+
+// heard counts a member's open connections, and says when the last of them is lost.
 type heard struct {
-	at atomic.Int64
 	// open counts the member's connections not lost yet.
 	open atomic.Int64
 	// lost, once set (onLost), is called when the member's last open connection is lost.
@@ -63,11 +90,12 @@ type heard struct {
 // onLost has f called each time the member's last open connection is lost (heardConn): the
 // health checks then ask the member at once rather than at their next turn (Checker.lost).
 // A connection lost while another is open says nothing: the transport closes the spare one
-// of two dialled at once, and a member with an open connection is heard on it.
+// of two dialled at once, and a member with an open connection answers on it.
 func (h *heard) onLost(f func()) { h.lost.Store(&f) }
 
-// since says whether bytes arrived from the member at t or later.
-func (h *heard) since(t time.Time) bool { return h != nil && h.at.Load() >= t.UnixNano() }
+// answers says whether a connection to the member is open: its kernel answered within the
+// transport's user timeout.
+func (h *heard) answers() bool { return h != nil && h.open.Load() > 0 }
 
 func (h *heard) dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -80,11 +108,10 @@ func (h *heard) dial(dial func(ctx context.Context, network, addr string) (net.C
 	}
 }
 
-// heardConn records in heard each read that brought bytes, and forgets when the member was
-// heard once its last connection is lost: a read failed, or the hub closed it (after a PING
-// went unanswered, or after the member closed it: TLS then reads the member's close_notify
-// and reads no more, so that no read fails). The check, which that moves to now, asks
-// /readyz rather than wait for the silence to last.
+// heardConn counts itself lost, once, when a read fails (the kernel closed it, its
+// keepalives unanswered; the member reset it) or the hub closes it (after the member
+// closed it: TLS then reads the member's close_notify and reads no more, so that no read
+// fails). The loss of the member's last moves its check to now, which asks /readyz.
 type heardConn struct {
 	net.Conn
 	heard *heard
@@ -93,11 +120,8 @@ type heardConn struct {
 
 func (c *heardConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	switch {
-	case err != nil:
+	if err != nil {
 		c.lose()
-	case n > 0:
-		c.heard.at.Store(time.Now().UnixNano())
 	}
 	return n, err
 }
@@ -107,14 +131,13 @@ func (c *heardConn) Close() error {
 	return c.Conn.Close()
 }
 
-// lose counts the connection lost, once; when it was the member's last, it forgets when the
-// member was heard, and says so (heard.onLost).
+// lose counts the connection lost, once; when it was the member's last, it says so
+// (heard.onLost).
 func (c *heardConn) lose() {
 	c.once.Do(func() {
 		if c.heard.open.Add(-1) > 0 {
 			return
 		}
-		c.heard.at.Store(0)
 		if lost := c.heard.lost.Load(); lost != nil {
 			(*lost)()
 		}
