@@ -268,6 +268,30 @@ func TestFleetDeploymentArgs(t *testing.T) {
 	}
 }
 
+// TestFleetGoMaxProcs: the hub runs with GOMAXPROCS goMaxProcs (1 by default, as benchmarked);
+// 0 leaves the Go runtime's default, and no environment.
+func TestFleetGoMaxProcs(t *testing.T) {
+	for _, tc := range []struct {
+		set  string
+		want []corev1.EnvVar
+	}{
+		{"", []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}}},
+		{"goMaxProcs=4", []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "4"}}},
+		{"goMaxProcs=0", nil},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			t.Parallel()
+			var args []string
+			if tc.set != "" {
+				args = []string{"--set", tc.set}
+			}
+			if _, c := hubContainer(t, renderFleet(t, args...)); !reflect.DeepEqual(c.Env, tc.want) {
+				t.Errorf("the hub's environment %v; want %v", c.Env, tc.want)
+			}
+		})
+	}
+}
+
 // TestFleetNetworkPolicy: the hub's pods admit only the metrics scrape (from metricsFrom) and
 // the probes, and reach only the API server, DNS and the members' API servers (memberCIDRs on
 // memberPorts).

@@ -23,7 +23,7 @@
 //
 // BENCH_FLEET_MEMBERS (3500), BENCH_FLEET_WINDOW (3m: three periods of the reads), BENCH_FLEET_CHANGES (400),
 // BENCH_FLEET_BURST (1000), BENCH_FLEET_UNREACHABLE (500), BENCH_FLEET_FROZEN (50), BENCH_FLEET_WORKFLOWS (2),
-// BENCH_FLEET_NODES (3), BENCH_FLEET_HUB_GOMAXPROCS (the hub's GOMAXPROCS; unset: the Go runtime's default) change a run; BENCH_FLEET_KEEP=1 keeps its folder
+// BENCH_FLEET_NODES (3), BENCH_FLEET_HUB_GOMAXPROCS (1, the chart's goMaxProcs; 0: the Go runtime's default) change a run; BENCH_FLEET_KEEP=1 keeps its folder
 // (profiles, logs).
 package main
 
@@ -186,8 +186,8 @@ func run() error {
 	fmt.Printf("fleet hub on one machine (%s): %d members played by test/site/fleetsim in the benchmark's process (started in %s),\n",
 		time.Now().UTC().Format(time.RFC3339), cfg.members, time.Since(t0).Round(10*time.Millisecond))
 	fmt.Printf("  each with its NodewrightCluster (its operator's version in its status), checkpoint, operator Deployment, %d workflows of each kind and %d Kairos nodes;\n", cfg.workflows, cfg.nodes)
-	fmt.Printf("  health checks every %s (TCP keepalives: a connection closed once its member sent nothing for an interval; /readyz every %s), timeout %s, threshold %d; the nodes read every %s (the Deployment not: the version is in the NodewrightCluster); bookmarks every minute; the hub's GOMAXPROCS %s; CPU %% of one core and RSS the mean over a %s window at rest\n",
-		health.Interval, health.ReadyInterval, health.Timeout, health.FailureThreshold, health.PollInterval, hubProcs(), cfg.window)
+	fmt.Printf("  health checks every %s (TCP keepalives: a connection closed once its member sent nothing for an interval; /readyz every %s), timeout %s, threshold %d; the nodes read every %s (the Deployment not: the version is in the NodewrightCluster); bookmarks every minute; the hub's GOMAXPROCS %s (0: the default, %d here); CPU %% of one core and RSS the mean over a %s window at rest\n",
+		health.Interval, health.ReadyInterval, health.Timeout, health.FailureThreshold, health.PollInterval, hubProcs(), runtime.NumCPU(), cfg.window)
 	if err := <-built; err != nil {
 		return err
 	}
@@ -331,13 +331,13 @@ type hubProcess struct {
 	started        time.Time
 }
 
-// hubProcs says the hub's GOMAXPROCS: BENCH_FLEET_HUB_GOMAXPROCS, or the Go runtime's
-// default (the machine's cores, or the CPU limit of the hub's container, at least 2).
+// hubProcs is the hub's GOMAXPROCS: 1, as the chart's goMaxProcs sets it, or
+// BENCH_FLEET_HUB_GOMAXPROCS; "0" leaves the Go runtime's default (the machine's cores).
 func hubProcs() string {
 	if n := os.Getenv("BENCH_FLEET_HUB_GOMAXPROCS"); n != "" {
 		return n
 	}
-	return fmt.Sprintf("%d (the default)", runtime.NumCPU())
+	return "1"
 }
 
 // startHub runs the hub as deployed, but for leader election; its metrics and its Go
@@ -360,7 +360,7 @@ func (l *lab) startHub(name string) (*hubProcess, error) {
 		"--metrics-bind-address", "127.0.0.1:"+metricsPort, "--pprof-bind-address", "127.0.0.1:"+pprofPort, "--health-probe-bind-address", "0")
 	// The chart limits the hub to one core, and the Go runtime sizes GOMAXPROCS to that
 	// limit; here no cgroup does, so the hub is told. BENCH_FLEET_HUB_GOMAXPROCS sets another.
-	if procs := os.Getenv("BENCH_FLEET_HUB_GOMAXPROCS"); procs != "" {
+	if procs := hubProcs(); procs != "0" {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+procs)
 	}
 	h := &hubProcess{metrics: "http://127.0.0.1:" + metricsPort + "/metrics", pprof: "http://127.0.0.1:" + pprofPort + "/debug/pprof/", started: time.Now()}
