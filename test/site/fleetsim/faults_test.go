@@ -185,7 +185,7 @@ func TestFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err) // the handshake completed: the member accepted the connection
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		read := make(chan error, 1)
 		go func() { _, err := conn.Read(make([]byte, 1)); read <- err }()
 		select {
