@@ -26,9 +26,10 @@ import (
 // whose link is up but whose API server stopped answering requests is noticed within
 // ReadyInterval more. A member whose link drops everything is found sooner: its kernel
 // closes the connection when its keepalives go unanswered, an interval after the member's
-// last packet (userTimeout: 5s, 5.5s with the probes a second apart from 2.5s), and the
-// check that follows at once (Checker.lost) counts one failure and asks /readyz, which
-// fails within a timeout (10.5s). One that closes its connections is found at once.
+// last packet (userTimeout: 5s; the probes go at 3s and 4s, Go rounding keepAliveIdle up to
+// whole seconds), and the check that follows at once (Checker.lost) counts one failure and
+// asks /readyz, which fails within a timeout (10s). One that closes its connections is
+// found at once.
 type HealthOptions struct {
 	// Interval between two checks of one member.
 	Interval time.Duration
@@ -53,8 +54,8 @@ var DefaultHealthOptions = HealthOptions{Interval: 5 * time.Second, Timeout: 5 *
 
 // keepAliveIdle is how long a member's connection may receive nothing before its kernel
 // sends a TCP keepalive's probe (one follows every second after that): half a timeout
-// before userTimeout, so that a probe's answer has that long. At least a second, the
-// kernel's unit.
+// before userTimeout, so that a probe's answer has about that long; at least a second, and
+// rounded up to whole seconds by Go (2.5s is 3s).
 func (o HealthOptions) keepAliveIdle() time.Duration {
 	return max(o.userTimeout()-o.Timeout/2, time.Second)
 }

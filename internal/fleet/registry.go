@@ -35,7 +35,7 @@ type members struct {
 	mgr mcmanager.Manager
 	// clusterOptions configure each member's cluster (its cache and scheme).
 	clusterOptions []cluster.Option
-	// health sets how often each member's connections are pinged (memberTransport).
+	// health sets each member's checks and its connections' keepalives (memberTransport).
 	health HealthOptions
 	// wake carries the name of a member whose refusal changed, to its summary.
 	wake chan<- event.TypedGenericEvent[string]
@@ -262,7 +262,7 @@ type memberCluster struct {
 	scheme  *runtime.Scheme
 	options []cluster.Option
 	rest    rest.Interface
-	// heard is when bytes last arrived from the member.
+	// heard counts the member's open connections.
 	heard *heard
 	// answered is closed when the member first answered the hub's health check: its
 	// connection is up. The watches and reads wait for it, so that they share that one

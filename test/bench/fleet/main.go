@@ -358,8 +358,8 @@ func (l *lab) startHub(name string) (*hubProcess, error) {
 	metricsPort, pprofPort := ports[0], ports[1]
 	cmd := exec.Command(l.hubBinary, "--kubeconfig", path, "--namespace", hubNamespace, "--clusterprofile-namespace", hubNamespace, "--leader-elect=false",
 		"--metrics-bind-address", "127.0.0.1:"+metricsPort, "--pprof-bind-address", "127.0.0.1:"+pprofPort, "--health-probe-bind-address", "0")
-	// The chart limits the hub to one core, and the Go runtime sizes GOMAXPROCS to that
-	// limit; here no cgroup does, so the hub is told. BENCH_FLEET_HUB_GOMAXPROCS sets another.
+	// The chart sets the hub's GOMAXPROCS (goMaxProcs, 1); so does the benchmark.
+	// BENCH_FLEET_HUB_GOMAXPROCS sets another, 0 none.
 	if procs := hubProcs(); procs != "0" {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+procs)
 	}
