@@ -165,3 +165,39 @@ func MiB(n int64) float64 { return float64(n) / (1 << 20) }
 
 // Percent is cpu time as a percentage of one core over wall.
 func Percent(cpu, wall time.Duration) float64 { return 100 * float64(cpu) / float64(wall) }
+
+// SelfCPUTime is the CPU time, user and system, this process has used: the benchmark's own,
+// with whatever it serves in process.
+func SelfCPUTime() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// MachineCPUTime is the CPU time every core of the machine spent busy (user, nice, system,
+// interrupts, softirq and steal: all but idle and waiting on I/O), from /proc/stat.
+func MachineCPUTime() (time.Duration, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0, fmt.Errorf("unexpected /proc/stat: %q", line)
+	}
+	var busy int64
+	for i, f := range fields[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected /proc/stat: %q", line)
+		}
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / clockTicks, nil
+}

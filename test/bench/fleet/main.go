@@ -120,6 +120,7 @@ func readSettings() (settings, error) {
 type lab struct {
 	dir, bin, root string
 	etcd           string
+	etcdProc       *benchproc.Process
 	pki            *pki
 	ps             *procs
 	hubServer      *apiServer
@@ -169,7 +170,7 @@ func run() error {
 	if l.pki, err = newPKI(dir); err != nil {
 		return err
 	}
-	if l.etcd, err = startEtcd(l.ps, filepath.Join(l.bin, "etcd"), dir); err != nil {
+	if l.etcd, l.etcdProc, err = startEtcd(l.ps, filepath.Join(l.bin, "etcd"), dir); err != nil {
 		return err
 	}
 	if err := l.startHubServer(ctx); err != nil {
@@ -229,7 +230,7 @@ func run() error {
 	// The start-up's progress, every 10 s: the summaries settled and the hub's CPU; and a CPU
 	// profile of its first 20 s.
 	progress, stopProgress := context.WithCancel(ctx)
-	go sums.progress(progress, names, hub.proc, 10*time.Second)
+	go sums.progress(progress, names, func() (cpuShares, error) { return l.cpuNow(hub.proc) }, 10*time.Second)
 	startProfile := make(chan error, 1)
 	go func() {
 		if err := waitServing(ctx, hub.pprof); err != nil {
@@ -282,7 +283,7 @@ func run() error {
 	if err := latency(ctx, c, members, cfg.changes); err != nil {
 		return err
 	}
-	if err := l.burst(ctx, c, hub.proc, members, cfg.burst); err != nil {
+	if err := l.burst(ctx, c, hub, members, cfg.burst); err != nil {
 		return err
 	}
 	cut := members[len(members)-cfg.unreachable:]
@@ -544,10 +545,10 @@ func latency(ctx context.Context, c *changer, members []*fleetsim.Member, change
 }
 
 // burst has n members change within one second, and prints how long each took to show,
-// what the hub's API server answered on the summaries meanwhile, and where its CPU went in
-// the burst's first 10 s.
-func (l *lab) burst(ctx context.Context, c *changer, hub *benchproc.Process, members []*fleetsim.Member, n int) error {
-	hubServer := l.hubServer.proc
+// what the hub's API server answered on the summaries meanwhile, and where its CPU and the
+// hub's went in the burst's first 10 s.
+func (l *lab) burst(ctx context.Context, c *changer, hubProc *hubProcess, members []*fleetsim.Member, n int) error {
+	hub := hubProc.proc
 	c.reset()
 	requests0, err := l.hubServer.summaryRequests(ctx)
 	if err != nil {
@@ -556,11 +557,10 @@ func (l *lab) burst(ctx context.Context, c *changer, hub *benchproc.Process, mem
 	profilePath := filepath.Join(l.dir, "hub-apiserver.pprof")
 	profiled := make(chan error, 1)
 	go func() { profiled <- l.hubServerProfile(ctx, 10, profilePath) }()
-	cpu0, err := hub.CPUTime()
-	if err != nil {
-		return err
-	}
-	serverCPU0, err := hubServer.CPUTime()
+	hubProfilePath := filepath.Join(l.dir, "burst.pprof")
+	hubProfiled := make(chan error, 1)
+	go func() { hubProfiled <- download(ctx, hubProc.pprof+"profile?seconds=10", hubProfilePath) }()
+	cpu0, err := l.cpuNow(hub)
 	if err != nil {
 		return err
 	}
@@ -580,16 +580,11 @@ func (l *lab) burst(ctx context.Context, c *changer, hub *benchproc.Process, mem
 	if err != nil {
 		return err
 	}
-	cpu1, err := hub.CPUTime()
+	cpu1, err := l.cpuNow(hub)
 	if err != nil {
 		return err
 	}
-	serverCPU1, err := hubServer.CPUTime()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("    from the burst's start until every change showed (%s): the hub used %.0f %% of a core, the hub's API server %.0f %%\n",
-		time.Since(start).Round(100*time.Millisecond), benchproc.Percent(cpu1-cpu0, time.Since(start)), benchproc.Percent(serverCPU1-serverCPU0, time.Since(start)))
+	fmt.Printf("    from the burst's start until every change showed (%s): %s\n", cpu1.at.Sub(start).Round(100*time.Millisecond), cpu0.shares(cpu1))
 	requests1, err := l.hubServer.summaryRequests(ctx)
 	if err != nil {
 		return err
@@ -599,6 +594,12 @@ func (l *lab) burst(ctx context.Context, c *changer, hub *benchproc.Process, mem
 		return err
 	}
 	if err := l.top(ctx, filepath.Join(l.bin, "kube-apiserver"), profilePath, "the hub's API server's cpu in the burst's first 10 s", "-cum", "-nodecount=30"); err != nil {
+		return err
+	}
+	if err := <-hubProfiled; err != nil {
+		return fmt.Errorf("the hub's CPU profile in the burst: %w", err)
+	}
+	if err := l.top(ctx, l.hubBinary, hubProfilePath, "the hub's cpu in the burst's first 10 s", "-cum", "-nodecount=30"); err != nil {
 		return err
 	}
 	benchproc.Verdict(fmt.Sprintf("burst p99 ≤ %s (%s, %.2f× the target)", burstLatencyTarget, show(p99), ratio(p99, burstLatencyTarget)), p99 <= burstLatencyTarget)

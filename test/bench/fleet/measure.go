@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -147,4 +148,37 @@ func sockets(pid int) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// cpuShares is the CPU time of each process the benchmark runs, and of the machine, at one
+// moment; shares prints how it was spent from then on.
+type cpuShares struct {
+	at                                time.Time
+	hub, server, etcd, bench, machine time.Duration
+}
+
+// cpuNow reads the CPU time of the hub, its API server, etcd, the benchmark's own process
+// (the simulated members, the changes, the watch of the summaries) and the machine.
+func (l *lab) cpuNow(hub *benchproc.Process) (cpuShares, error) {
+	s := cpuShares{at: time.Now()}
+	var errs [5]error
+	s.hub, errs[0] = hub.CPUTime()
+	s.server, errs[1] = l.hubServer.proc.CPUTime()
+	s.etcd, errs[2] = l.etcdProc.CPUTime()
+	s.bench, errs[3] = benchproc.SelfCPUTime()
+	s.machine, errs[4] = benchproc.MachineCPUTime()
+	for _, err := range errs {
+		if err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// shares says what each used of a core from s to now, and the machine's cores together.
+func (s cpuShares) shares(now cpuShares) string {
+	wall := now.at.Sub(s.at)
+	return fmt.Sprintf("the hub used %.0f %% of a core, its API server %.0f %%, etcd %.0f %%, the benchmark's process (the members, the changes, the watch of the summaries) %.0f %%; the machine %.0f %% of its %d cores",
+		benchproc.Percent(now.hub-s.hub, wall), benchproc.Percent(now.server-s.server, wall), benchproc.Percent(now.etcd-s.etcd, wall),
+		benchproc.Percent(now.bench-s.bench, wall), benchproc.Percent(now.machine-s.machine, wall), runtime.NumCPU())
 }

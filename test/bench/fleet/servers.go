@@ -140,10 +140,10 @@ func (p *pki) sign(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
 
 // startEtcd runs etcd on free ports. --unsafe-no-fsync: the hub's thousands of summary
 // writes at start-up would otherwise measure this machine's shared disk, not the hub.
-func startEtcd(ps *procs, binary, dir string) (string, error) {
+func startEtcd(ps *procs, binary, dir string) (string, *benchproc.Process, error) {
 	ports, err := benchproc.FreePorts(2)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	client, peer := ports[0], ports[1]
 	url := "http://127.0.0.1:" + client
@@ -153,7 +153,7 @@ func startEtcd(ps *procs, binary, dir string) (string, error) {
 		"--initial-cluster", "default=http://127.0.0.1:"+peer, "--unsafe-no-fsync", "--quota-backend-bytes", "8589934592",
 		"--log-level", "warn"), filepath.Join(dir, "etcd.log"))
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	ps.add(p)
 	deadline := time.Now().Add(time.Minute)
@@ -162,11 +162,11 @@ func startEtcd(ps *procs, binary, dir string) (string, error) {
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return url, nil
+				return url, p, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("etcd did not become healthy within 1m (see %s)", filepath.Join(dir, "etcd.log"))
+			return "", nil, fmt.Errorf("etcd did not become healthy within 1m (see %s)", filepath.Join(dir, "etcd.log"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

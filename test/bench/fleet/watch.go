@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/spectrocloud/nodewright/api/fleet/v1alpha1"
-	"github.com/spectrocloud/nodewright/test/bench/benchproc"
 	"github.com/spectrocloud/nodewright/test/site/fleetsim"
 )
 
@@ -134,10 +133,11 @@ func (s *summaries) waitUntil(ctx context.Context, names []string, patience time
 }
 
 // progress prints, every period until ctx ends, how many of the names' summaries have
-// settled, what the others lack (the most common first), and the hub's CPU over the period.
-func (s *summaries) progress(ctx context.Context, names []string, hub *benchproc.Process, period time.Duration) {
+// settled, what the others lack (the most common first), and the CPU of the hub, its API
+// server, etcd, the benchmark's process and the machine over the period.
+func (s *summaries) progress(ctx context.Context, names []string, cpuNow func() (cpuShares, error), period time.Duration) {
 	start := time.Now()
-	cpu0, _ := hub.CPUTime()
+	cpu0, _ := cpuNow()
 	for sleep(ctx, period) == nil {
 		n := 0
 		lacking := map[string]int{}
@@ -154,9 +154,9 @@ func (s *summaries) progress(ctx context.Context, names []string, hub *benchproc
 			}
 		}
 		s.mu.Unlock()
-		cpu1, _ := hub.CPUTime()
-		fmt.Printf("    %3.0fs: %4d of %d summaries settled; the hub used %.0f %% of a core%s\n",
-			time.Since(start).Seconds(), n, len(names), benchproc.Percent(cpu1-cpu0, period), showLacking(lacking))
+		cpu1, _ := cpuNow()
+		fmt.Printf("    %3.0fs: %4d of %d summaries settled%s\n           %s\n",
+			time.Since(start).Seconds(), n, len(names), showLacking(lacking), cpu0.shares(cpu1))
 		cpu0 = cpu1
 	}
 }
