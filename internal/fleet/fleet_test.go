@@ -32,8 +32,8 @@ import (
 const patience = 3 * time.Minute
 
 // TestFleet runs a hub and two members, each its own kube-apiserver on one etcd: one member
-// registered by a kubeconfig Secret, one by a ClusterProfile, both with the member chart's
-// read-only roles for the hub.
+// registered by a kubeconfig Secret (and again while it does not answer), one by a
+// ClusterProfile, all with the member chart's read-only roles for the hub.
 func TestFleet(t *testing.T) {
 	hub, members := startFleet(t, 2)
 	m1, m2 := members[0], members[1]
@@ -41,7 +41,8 @@ func TestFleet(t *testing.T) {
 	for _, m := range members {
 		createCluster(t, m)
 	}
-	secret := registerKubeconfig(t, hub, "site-a", m1, bearer(m1.hubToken(t, "hub-credential")))
+	token1 := m1.hubToken(t, "hub-credential")
+	secret := registerKubeconfig(t, hub, "site-a", m1, bearer(token1))
 	cp := registerProfile(t, hub, "site-b", m2, m2.hubToken(t, "hub-credential"))
 
 	for _, name := range []string{"site-a", profileSummary("site-b")} {
@@ -74,13 +75,25 @@ func TestFleet(t *testing.T) {
 		}
 		return ""
 	})
-	m1.start(t)
-	waitSummary(t, hub.Client, "site-a", func(s *fleetv1alpha1.NodewrightClusterSummary) string {
-		if !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionReachable) {
-			return fmt.Sprintf("conditions %+v", s.Status.Conditions)
+	// A member registered while it does not answer has a summary that says so, and shows
+	// nothing it did not read; once it answers, all of it.
+	again := registerKubeconfig(t, hub, "site-a-again", m1, bearer(token1))
+	waitSummary(t, hub.Client, "site-a-again", func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+		c := meta.FindStatusCondition(s.Status.Conditions, fleetv1alpha1.ConditionReachable)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != fleetv1alpha1.ReasonNotAnswering || s.Status.Phase != "" {
+			return fmt.Sprintf("reachable %+v, phase %q", c, s.Status.Phase)
 		}
 		return ""
 	})
+	m1.start(t)
+	for _, name := range []string{"site-a", "site-a-again"} {
+		waitSummary(t, hub.Client, name, func(s *fleetv1alpha1.NodewrightClusterSummary) string {
+			if !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionReachable) || s.Status.Phase != "MultiNode" {
+				return fmt.Sprintf("phase %q, conditions %+v", s.Status.Phase, s.Status.Conditions)
+			}
+			return ""
+		})
+	}
 
 	// Removing the registrations removes the summaries.
 	if err := hub.Client.Delete(ctx, secret); err != nil {
@@ -89,7 +102,10 @@ func TestFleet(t *testing.T) {
 	if err := hub.Client.Delete(ctx, cp); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{kubeconfigSummary("site-a"), profileSummary("site-b")} {
+	if err := hub.Client.Delete(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{kubeconfigSummary("site-a"), profileSummary("site-b"), kubeconfigSummary("site-a-again")} {
 		testenv.Eventually(t, patience, func() string {
 			var s fleetv1alpha1.NodewrightClusterSummary
 			if err := hub.Client.Get(ctx, types.NamespacedName{Name: name}, &s); err == nil {

@@ -116,27 +116,25 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// A member whose objects cannot be listed (its role does not grant them) has its summary
-	// retried, the error said, until they can.
-	observed, listed, err := r.Objects.Observed(req.ClusterName)
-	switch {
-	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", req.ClusterName, err)
-	case !listed:
-		return ctrl.Result{}, nil // the first list of each object wakes the summary
-	}
-	workflows, read, err := r.Workflows.Seen(req.ClusterName)
-	switch {
-	case err != nil:
-		return ctrl.Result{}, fmt.Errorf("reading member %s: %w", req.ClusterName, err)
-	case !read:
-		return ctrl.Result{}, nil // the first read of its workflows wakes the summary
-	}
-	observed.Workflows = workflows
+	// The summary is made before the member is read: at start-up, thousands of them are as
+	// many writes to the hub's API server, which then overlap the hub's first reads of the
+	// members rather than follow them.
 	summary, err := r.summary(ctx, reg)
 	if err != nil || summary == nil {
 		return ctrl.Result{}, err
 	}
+	// A member whose objects cannot be listed (its role does not grant them, it does not
+	// answer) has its summary retried, the error said, until they can. The first list of
+	// each object, and the first read of its workflows, wake the summary.
+	observed, listed, err := r.Objects.Observed(req.ClusterName)
+	if err != nil || !listed {
+		return ctrl.Result{}, r.notRead(ctx, summary, req.ClusterName, err)
+	}
+	workflows, read, err := r.Workflows.Seen(req.ClusterName)
+	if err != nil || !read {
+		return ctrl.Result{}, r.notRead(ctx, summary, req.ClusterName, err)
+	}
+	observed.Workflows = workflows
 	status := summary.Status.DeepCopy()
 	setObserved(status, observed)
 	boots, bootsRead, bootsErr := r.Boots.Seen(req.ClusterName)
@@ -150,6 +148,26 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 		return ctrl.Result{}, fmt.Errorf("writing the summary %s: %w", summary.Name, err)
 	}
 	return ctrl.Result{RequeueAfter: recheck}, nil
+}
+
+// notRead is the summary of a member whose objects are not read yet: it says that the member
+// does not answer once its checks found so (a member that did not answer since the hub
+// started has a summary that says so), and nothing else. It returns why the objects could
+// not be read, if they could not.
+func (r *SummaryReconciler) notRead(ctx context.Context, s *fleetv1alpha1.NodewrightClusterSummary, member string, readErr error) error {
+	if h := r.Checker.Health(member); h.Known && !h.Reachable {
+		status := s.Status.DeepCopy()
+		setHealth(status, h)
+		if !equality.Semantic.DeepEqual(*status, s.Status) {
+			if err := r.writeStatus(ctx, s, status); err != nil {
+				return fmt.Errorf("writing the summary %s: %w", s.Name, err)
+			}
+		}
+	}
+	if readErr != nil {
+		return fmt.Errorf("reading member %s: %w", member, readErr)
+	}
+	return nil
 }
 
 // notEngaged marks an existing summary not reachable: the hub holds no connection to the

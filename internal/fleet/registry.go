@@ -80,7 +80,6 @@ func (m *members) engage(ctx context.Context, name string, cfg *rest.Config) err
 	}
 	m.mu.Lock()
 	current := m.engaged[name]
-	_, wasRefused := m.refused[name]
 	delete(m.refused, name)
 	m.mu.Unlock()
 	if current != nil && current.hash == hash {
@@ -118,9 +117,9 @@ func (m *members) engage(ctx context.Context, name string, cfg *rest.Config) err
 		cancel()
 		return err
 	}
-	if wasRefused {
-		m.notify(ctx, name)
-	}
+	// Its summary is made at once (a refused one says so no longer): thousands at start-up
+	// are then written while the hub connects to the members, not after.
+	m.notify(ctx, name)
 	return nil
 }
 
