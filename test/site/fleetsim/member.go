@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -311,7 +312,7 @@ func (m *Member) Cut() {
 	if m.mended == nil {
 		m.mended = make(chan struct{})
 		for c := range m.conns {
-			c.drop(true)
+			c.cut()
 		}
 	}
 }
@@ -324,7 +325,7 @@ func (m *Member) Mend() {
 		close(m.mended)
 		m.mended = nil
 		for c := range m.conns {
-			c.drop(false)
+			c.mend()
 		}
 	}
 }
@@ -359,7 +360,7 @@ func (l *linkListener) Accept() (net.Conn, error) {
 	}
 	m.conns[lc] = struct{}{}
 	if m.mended != nil {
-		lc.drop(true)
+		lc.cut()
 	}
 	return lc, nil
 }
@@ -377,22 +378,43 @@ var dropAll = []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}
 
 // drop attaches dropAll to the connection's socket, or detaches it. A process may filter
 // its own sockets without privilege. A connection closed meanwhile has nothing to filter.
-func (c *linkConn) drop(on bool) {
+func (c *linkConn) drop(on bool) error {
 	sc, ok := c.Conn.(syscall.Conn)
 	if !ok {
-		return
+		return fmt.Errorf("a %T has no socket to filter", c.Conn)
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return
+		return err
 	}
-	_ = rc.Control(func(fd uintptr) {
+	var serr error
+	err = rc.Control(func(fd uintptr) {
 		if on {
-			_ = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(dropAll)), Filter: &dropAll[0]})
+			serr = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &unix.SockFprog{Len: uint16(len(dropAll)), Filter: &dropAll[0]})
 		} else {
-			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DETACH_FILTER, 0)
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DETACH_FILTER, 0)
 		}
 	})
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return cmp.Or(err, serr)
+}
+
+// cut has the kernel drop what arrives on the connection; a connection it cannot filter so is
+// closed (the hub then finds it lost at once rather than by its keepalives).
+func (c *linkConn) cut() {
+	if err := c.drop(true); err != nil {
+		_ = c.Conn.Close()
+	}
+}
+
+// mend lets what arrives on the connection through again; a connection the filter cannot be
+// taken from is closed.
+func (c *linkConn) mend() {
+	if err := c.drop(false); err != nil {
+		_ = c.Conn.Close()
+	}
 }
 
 func (c *linkConn) Close() error {
