@@ -61,13 +61,15 @@ func atRest(ctx context.Context, hub *benchproc.Process, metrics string, members
 	n := int64(0)
 	sliceCPU, sliceStart := cpu0, start
 	for time.Since(start) < window {
-		if took := time.Since(sliceStart); took >= sliceLength {
+		// One reading of the clock ends a slice and begins the next, so that no time falls
+		// between them.
+		if now := time.Now(); now.Sub(sliceStart) >= sliceLength {
 			cpu, err := hub.CPUTime()
 			if err != nil {
 				return p, err
 			}
-			p.slices = append(p.slices, benchproc.Percent(cpu-sliceCPU, took))
-			sliceCPU, sliceStart = cpu, time.Now()
+			p.slices = append(p.slices, benchproc.Percent(cpu-sliceCPU, now.Sub(sliceStart)))
+			sliceCPU, sliceStart = cpu, now
 		}
 		anon, file, err := hub.RSSParts()
 		if err != nil {

@@ -178,9 +178,12 @@ func showLacking(lacking map[string]int) string {
 
 // settled is a summary that shows all the member's objects and a reachable member.
 func settled(s *fleetv1alpha1.NodewrightClusterSummary) string {
+	reachable := meta.FindStatusCondition(s.Status.Conditions, fleetv1alpha1.ConditionReachable)
 	switch {
-	case !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionReachable):
-		return "not Reachable"
+	case reachable == nil:
+		return "no status yet"
+	case reachable.Status != metav1.ConditionTrue:
+		return "not Reachable (" + reachable.Reason + ")"
 	case s.Status.Phase != "MultiNode" || s.Status.NodewrightVersion != fleetsim.NodewrightVersion || s.Status.KubernetesVersion == "":
 		return fmt.Sprintf("phase %q, versions %q %q", s.Status.Phase, s.Status.NodewrightVersion, s.Status.KubernetesVersion)
 	case !meta.IsStatusConditionTrue(s.Status.Conditions, fleetv1alpha1.ConditionCheckpointConsistent):
