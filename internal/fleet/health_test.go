@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -397,5 +399,89 @@ func TestALostConnectionMovesTheNextCheck(t *testing.T) {
 	c.lost(m)
 	if wait := time.Until(m.next); wait < 59*time.Minute {
 		t.Errorf("a suspect member's next check is due in %s; want its turn, an hour", wait.Round(time.Second))
+	}
+}
+
+// TestAConnectionCountsOnceTheMemberSentSomething: the transport's count of a member's open
+// connections (heard), on real TCP connections over loopback. A connection TCP connected but
+// over which the member sent nothing does not count (the member's kernel alone completed the
+// handshake: the simulator's cut link does so); the first byte read counts it; its loss, when
+// it was the last counted, is said once; a connection never counted says nothing when lost.
+func TestAConnectionCountsOnceTheMemberSentSomething(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	h := &heard{}
+	var losses atomic.Int32
+	h.onLost(func() { losses.Add(1) })
+	dial := h.dial((&net.Dialer{}).DialContext)
+	ctx := context.Background()
+
+	first, err := dial(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := <-accepted
+	if h.answers() {
+		t.Fatal("a connection over which the member sent nothing counts as its answer")
+	}
+	if _, err := server.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if !h.answers() {
+		t.Fatal("a connection over which the member sent a byte does not count")
+	}
+
+	// A second connection, never read, lost: it says nothing, and the first still counts.
+	second, err := dial(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = (<-accepted).Close()
+	if err := second.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.answers() || losses.Load() != 0 {
+		t.Fatalf("after a connection never counted was lost: answers %v, %d losses said; want true, 0", h.answers(), losses.Load())
+	}
+
+	// The member closes the first: its read fails, the loss is said once (the hub's own
+	// close after it says nothing more).
+	_ = server.Close()
+	if _, err := first.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a read of a connection the member closed did not fail")
+	}
+	_ = first.Close()
+	if h.answers() || losses.Load() != 1 {
+		t.Fatalf("after the last counted connection was lost: answers %v, %d losses said; want false, 1", h.answers(), losses.Load())
+	}
+
+	// A connection lost before the member sent anything, when none counts: nothing is said
+	// (the member's check finds out for itself).
+	third, err := dial(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = (<-accepted).Close()
+	if _, err := third.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a read of a connection the member closed did not fail")
+	}
+	if h.answers() || losses.Load() != 1 {
+		t.Fatalf("after a connection never counted was lost: answers %v, %d losses said; want false, 1", h.answers(), losses.Load())
 	}
 }

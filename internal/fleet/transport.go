@@ -25,9 +25,10 @@ import (
 //     PING is sent: a probe costs the hub no system call and no wake-up, a PING a TLS
 //     write, two reads and two wake-ups, and thousands of members sent hundreds a second.
 //     Over HTTP/1.1 the same holds.
-//   - It counts, in heard, the member's connections that are open: one that is, is a link
-//     over which the member's kernel answered within userTimeout. The health checks take
-//     that as the member's answer, and ask /readyz only now and then (Checker).
+//   - It counts, in heard, the member's connections that are open and over which the member
+//     sent something: one such is a link over which the member's kernel answered within
+//     userTimeout. The health checks take that as the member's answer, and ask /readyz only
+//     now and then (Checker).
 //
 // A probe proves that the member's kernel answers, not its API server: one that hangs is
 // found by /readyz (HealthOptions.ReadyInterval). Through a proxy (HTTPS_PROXY in the hub's
@@ -79,9 +80,10 @@ func withUserTimeout(d time.Duration) func(network, address string, rc syscall.R
 	}
 }
 
-// heard counts a member's open connections, and says when the last of them is lost.
+// heard counts a member's open connections over which it sent something, and says when the
+// last of them is lost.
 type heard struct {
-	// open counts the member's connections not lost yet.
+	// open counts the member's connections that it sent something on and that are not lost.
 	open atomic.Int64
 	// lost, once set (onLost), is called when the member's last open connection is lost.
 	lost atomic.Pointer[func()]
@@ -93,8 +95,8 @@ type heard struct {
 // of two dialled at once, and a member with an open connection answers on it.
 func (h *heard) onLost(f func()) { h.lost.Store(&f) }
 
-// answers says whether a connection to the member is open: its kernel answered within the
-// transport's user timeout.
+// answers says whether a connection to the member is open over which it sent something: its
+// kernel answered within the transport's user timeout.
 func (h *heard) answers() bool { return h != nil && h.open.Load() > 0 }
 
 func (h *heard) dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -103,23 +105,35 @@ func (h *heard) dial(dial func(ctx context.Context, network, addr string) (net.C
 		if err != nil {
 			return nil, err
 		}
-		h.open.Add(1)
 		return &heardConn{Conn: c, heard: h}, nil
 	}
 }
 
-// heardConn counts itself lost, once, when a read fails (the kernel closed it, its
-// keepalives unanswered; the member reset it) or the hub closes it (after the member
-// closed it: TLS then reads the member's close_notify and reads no more, so that no read
-// fails). The loss of the member's last moves its check to now, which asks /readyz.
+// heardConn counts itself open once the member sent something on it (its first read), and
+// lost, once, when a read fails (the kernel closed it, its keepalives unanswered; the member
+// reset it) or the hub closes it (after the member closed it: TLS then reads the member's
+// close_notify and reads no more, so that no read fails). The loss of the member's last open
+// connection moves its check to now, which asks /readyz.
+//
+// A connection is not counted at its dial: TCP's handshake is the member's kernel's alone,
+// and a link that fails after it (or a listener that takes connections and then hears
+// nothing, as the member simulator's cut link does) would have the member counted as
+// answering until the kernel gave the connection up.
 type heardConn struct {
 	net.Conn
 	heard *heard
-	once  sync.Once
+	// read is set at the first read of a byte: no lock is taken after that.
+	read atomic.Bool
+	mu   sync.Mutex
+	// counted: the connection is in heard.open; lost: it was lost (and is counted no more).
+	counted, lost bool
 }
 
 func (c *heardConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if n > 0 && !c.read.Load() {
+		c.count()
+	}
 	if err != nil {
 		c.lose()
 	}
@@ -131,15 +145,29 @@ func (c *heardConn) Close() error {
 	return c.Conn.Close()
 }
 
-// lose counts the connection lost, once; when it was the member's last, it says so
-// (heard.onLost).
+// count counts the connection open, unless it was lost already.
+func (c *heardConn) count() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read.Store(true)
+	if !c.counted && !c.lost {
+		c.counted = true
+		c.heard.open.Add(1)
+	}
+}
+
+// lose counts the connection lost, once; when it was the member's last open one, it says so
+// (heard.onLost). A connection over which the member never sent anything was not counted,
+// and its loss says nothing: the member's check finds it.
 func (c *heardConn) lose() {
-	c.once.Do(func() {
-		if c.heard.open.Add(-1) > 0 {
-			return
-		}
-		if lost := c.heard.lost.Load(); lost != nil {
-			(*lost)()
-		}
-	})
+	c.mu.Lock()
+	counted := c.counted && !c.lost
+	c.lost = true
+	c.mu.Unlock()
+	if !counted || c.heard.open.Add(-1) > 0 {
+		return
+	}
+	if lost := c.heard.lost.Load(); lost != nil {
+		(*lost)()
+	}
 }
