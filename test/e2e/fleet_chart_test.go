@@ -199,7 +199,7 @@ func (s *site) checkFleetGrants(t *testing.T) {
 		{"-n", fleetNS, "delete", "secrets"},
 		{"update", "nodewrightclustersummaries.fleet.nodewright.spectrocloud.com"},
 		{"patch", "nodewrightclustersummaries.fleet.nodewright.spectrocloud.com"},
-		{"update", "nodewrightclustersummaries.fleet.nodewright.spectrocloud.com", "--subresource=status"},
+		{"patch", "nodewrightclustersummaries.fleet.nodewright.spectrocloud.com", "--subresource=status"},
 		{"-n", "default", "list", "clusterprofiles.multicluster.x-k8s.io"},
 		{"-n", fleetNS, "update", "clusterprofiles.multicluster.x-k8s.io"},
 		{"-n", fleetNS, "update", "leases.coordination.k8s.io/another"},
