@@ -426,8 +426,15 @@ func TestAConnectionCountsOnceTheMemberSentSomething(t *testing.T) {
 	h := &heard{}
 	var losses atomic.Int32
 	h.onLost(func() { losses.Add(1) })
-	dial := h.dial((&net.Dialer{}).DialContext)
 	ctx := context.Background()
+	// Each connection's reads give up after a minute: a regression fails rather than hangs.
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := h.dial((&net.Dialer{}).DialContext)(ctx, network, addr)
+		if err == nil {
+			err = c.SetReadDeadline(time.Now().Add(time.Minute))
+		}
+		return c, err
+	}
 
 	first, err := dial(ctx, "tcp", ln.Addr().String())
 	if err != nil {
@@ -477,6 +484,7 @@ func TestAConnectionCountsOnceTheMemberSentSomething(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = third.Close() })
 	_ = (<-accepted).Close()
 	if _, err := third.Read(make([]byte, 1)); err == nil {
 		t.Fatal("a read of a connection the member closed did not fail")

@@ -123,9 +123,9 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	if err != nil || summary == nil {
 		return ctrl.Result{}, err
 	}
-	// A member whose objects cannot be listed (its role does not grant them, it does not
-	// answer) has its summary retried, the error said, until they can. The first list of
-	// each object, and the first read of its workflows, wake the summary.
+	// A member whose objects cannot be listed (its role does not grant them, say) has its
+	// summary retried, the error said, until they can. The first list of each object, and
+	// the first read of its workflows, wake the summary.
 	observed, listed, err := r.Objects.Observed(req.ClusterName)
 	if err != nil || !listed {
 		return ctrl.Result{}, r.notRead(ctx, summary, req.ClusterName, err)
@@ -150,12 +150,15 @@ func (r *SummaryReconciler) Reconcile(ctx context.Context, req mcreconcile.Reque
 	return ctrl.Result{RequeueAfter: recheck}, nil
 }
 
-// notRead is the summary of a member whose objects are not read yet: it says that the member
-// does not answer once its checks found so (a member that did not answer since the hub
-// started has a summary that says so), and nothing else. It returns why the objects could
-// not be read, if they could not.
+// notRead is the summary of a member whose objects are not read yet: it says whether the
+// member answers once its checks found that it does not, or that it does where the summary
+// said otherwise (not answering, a refused registration), and nothing more (a member that
+// did not answer since the hub started has a summary that says so). A new summary so gets
+// no write until its member is read. It returns why the objects could not be read, if they
+// could not.
 func (r *SummaryReconciler) notRead(ctx context.Context, s *fleetv1alpha1.NodewrightClusterSummary, member string, readErr error) error {
-	if h := r.Checker.Health(member); h.Known && !h.Reachable {
+	said := meta.FindStatusCondition(s.Status.Conditions, fleetv1alpha1.ConditionReachable)
+	if h := r.Checker.Health(member); h.Known && (!h.Reachable || said != nil && said.Status != metav1.ConditionTrue) {
 		status := s.Status.DeepCopy()
 		setHealth(status, h)
 		if !equality.Semantic.DeepEqual(*status, s.Status) {

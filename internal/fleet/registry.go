@@ -37,7 +37,7 @@ type members struct {
 	clusterOptions []cluster.Option
 	// health sets each member's checks and its connections' keepalives (memberTransport).
 	health HealthOptions
-	// wake carries the name of a member whose refusal changed, to its summary.
+	// wake carries the name of a member engaged, or whose refusal changed, to its summary.
 	wake chan<- event.TypedGenericEvent[string]
 
 	mu       sync.Mutex
@@ -117,8 +117,9 @@ func (m *members) engage(ctx context.Context, name string, cfg *rest.Config) err
 		cancel()
 		return err
 	}
-	// Its summary is made at once (a refused one says so no longer): thousands at start-up
-	// are then written while the hub connects to the members, not after.
+	// Its summary is made at once (one that said it was refused says it answers once its
+	// checks found so): thousands at start-up are then written while the hub connects to the
+	// members, not after.
 	m.notify(ctx, name)
 	return nil
 }
