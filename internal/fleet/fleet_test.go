@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -303,5 +304,71 @@ func TestTheHubAnswersItsProbes(t *testing.T) {
 			}
 			return ""
 		})
+	}
+}
+
+// TestAnUnreadMembersSummarySaysWhetherItAnswers: notRead, the summary of a member whose
+// objects are not read yet, on the hub's real API server with the Checker's verdicts set by
+// hand. A new summary of a member that answers is not written (the start-up's writes stay two
+// a member); one that does not answer is said so; once it answers again, and a refused
+// registration's once its member answers, the summary says so while the objects still cannot
+// be read. The read's error is returned each time.
+func TestAnUnreadMembersSummarySaysWhetherItAnswers(t *testing.T) {
+	root, bin := assets(t)
+	hub := startAPIServer(t, bin, startEtcd(t, bin), "/hub", filepath.Join(root, "config", "crd", "fleet"))
+	ctx := context.Background()
+	checker := NewChecker(HealthOptions{Interval: time.Hour})
+	r := &SummaryReconciler{Hub: hub.Client, Checker: checker}
+	verdict := func(h Health) {
+		checker.mu.Lock()
+		defer checker.mu.Unlock()
+		checker.members["m"] = &memberHealth{name: "m", ctx: ctx, index: -1, health: h}
+	}
+	newSummary := func(name string, conds ...metav1.Condition) *fleetv1alpha1.NodewrightClusterSummary {
+		t.Helper()
+		s := &fleetv1alpha1.NodewrightClusterSummary{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: fleetv1alpha1.NodewrightClusterSummarySpec{Registration: fleetv1alpha1.Registration{Source: fleetv1alpha1.FromKubeconfigSecret, Namespace: hubNS, Name: name}}}
+		if err := hub.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if len(conds) > 0 {
+			s.Status.Conditions = conds
+			if err := hub.Client.Status().Update(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	readErr := errors.New("the member's NodewrightClusters: forbidden")
+	notRead := func(s *fleetv1alpha1.NodewrightClusterSummary) (*metav1.Condition, string) {
+		t.Helper()
+		if err := r.notRead(ctx, s, "m", readErr); !errors.Is(err, readErr) {
+			t.Fatalf("notRead returned %v; want the read's error", err)
+		}
+		var got fleetv1alpha1.NodewrightClusterSummary
+		if err := hub.Client.Get(ctx, types.NamespacedName{Name: s.Name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		*s = got
+		return meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.ConditionReachable), got.ResourceVersion
+	}
+
+	fresh := newSummary("fresh")
+	verdict(answering)
+	if c, rv := notRead(fresh); c != nil || rv != fresh.ResourceVersion {
+		t.Errorf("a new summary of a member that answers, not read: Reachable %+v, resourceVersion %s (was %s); want no write", c, rv, fresh.ResourceVersion)
+	}
+	verdict(Health{Known: true, Reason: fleetv1alpha1.ReasonNotAnswering, Message: "The member's API server does not answer"})
+	if c, _ := notRead(fresh); c == nil || c.Status != metav1.ConditionFalse || c.Reason != fleetv1alpha1.ReasonNotAnswering {
+		t.Errorf("a member that does not answer, not read: Reachable %+v; want False, NotAnswering", c)
+	}
+	verdict(answering)
+	if c, _ := notRead(fresh); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("a member that answers again, still not read: Reachable %+v; want True", c)
+	}
+	refused := newSummary("refused", metav1.Condition{Type: fleetv1alpha1.ConditionReachable, Status: metav1.ConditionFalse,
+		Reason: fleetv1alpha1.ReasonRegistrationRefused, Message: "refused", LastTransitionTime: metav1.Now()})
+	if c, _ := notRead(refused); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("a refused registration's member, engaged and answering, not read: Reachable %+v; want True", c)
 	}
 }
