@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
@@ -65,6 +65,16 @@ func (d *DRBD) Executors() map[nwv1.NodeOperationType]Executor {
 // different are only marked out of sync, for a later resync; what to do is the operator's call.
 // A verification can take hours: between two reads the operation stays Running (Pending) and the
 // agent's worker is free for other operations.
+//
+// A verification compares every replica only when the resource is fully replicated (every
+// connection Connected, every volume Established, every disk UpToDate) from its start to its
+// end. DRBD stops a verification when a connection is lost and does not take it up again;
+// after the reconnection, a resync shows as out of sync what the peers missed meanwhile, not
+// what a comparison found. So the agent starts a verification only on a fully replicated
+// resource, and one that ends on a resource that is not (a connection lost, a resync running)
+// was cut short: it is started again once the resource is fully replicated, the operation
+// Running meanwhile and its deadline the bound. The agent notices a cut only if it reads the
+// state while it lasts; DRBD's events wake it at each change.
 type verifyExecutor struct{ d *DRBD }
 
 func (verifyExecutor) Resumable() bool { return true }
@@ -78,41 +88,63 @@ func (e verifyExecutor) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.
 	if poll <= 0 {
 		poll = time.Second
 	}
+	wait := func(why []string) (*nwv1.NodeOperationResult, error) {
+		klog.FromContext(ctx).V(1).Info("The verification waits for its resource to be fully replicated",
+			"operation", op.Name, "resource", resource, "problems", why)
+		return &nwv1.NodeOperationResult{}, &Pending{Until: time.Now().Add(poll)}
+	}
 	if !e.d.verifyStarted(op.UID) {
-		// Started here once; after a restart it is started again, which only begins the
-		// comparison anew.
+		// Started here once; after a restart, or a verification cut short, it is started
+		// again, which only begins the comparison anew.
+		found, err := e.status(ctx, op, resource)
+		if err != nil {
+			return nil, err
+		}
+		if why := found.Problems(); len(why) > 0 {
+			return wait(why)
+		}
 		if _, err := (drbdExecutor{e.d, func(*nwv1.NodeOperation) ([]string, error) { return drbd.VerifyCommand(resource) }}).Run(ctx, op); err != nil {
 			return nil, err
 		}
 		e.d.markVerify(op, true)
 	}
-	status, err := drbd.ResourceStatusCommand(resource)
-	if err != nil {
-		return nil, &OperationError{Reason: ReasonInvalidOperation, Message: err.Error()}
-	}
-	out, err := e.d.Runner.Run(ctx, status)
+	found, err := e.status(ctx, op, resource)
 	if err != nil {
 		return nil, err
 	}
-	resources, err := drbd.ParseStatus(out.Stdout)
-	if err != nil {
-		return nil, &OperationError{Reason: ReasonCommandFailed, Message: err.Error()}
-	}
-	var found *drbd.Resource
-	for i := range resources {
-		if resources[i].Name == resource {
-			found = &resources[i]
-		}
-	}
-	if found == nil {
-		e.d.markVerify(op, false)
-		return nil, &OperationError{Reason: "ResourceNotFound", Message: fmt.Sprintf("drbdsetup does not know %s on this node", resource)}
-	}
-	if verifying(*found) {
+	if verifying(found) {
 		return &nwv1.NodeOperationResult{}, &Pending{Until: time.Now().Add(poll)}
 	}
 	e.d.markVerify(op, false)
+	if why := found.Problems(); len(why) > 0 {
+		// Cut short: what shows out of sync now is no comparison's finding.
+		return wait(why)
+	}
 	return &nwv1.NodeOperationResult{OutOfSyncKiB: ptr.To(int64(min(found.OutOfSyncKiB(), math.MaxInt64)))}, nil
+}
+
+// status is resource's state as `drbdsetup status` prints it; a resource drbdsetup does not
+// know fails the operation.
+func (e verifyExecutor) status(ctx context.Context, op *nwv1.NodeOperation, resource string) (drbd.Resource, error) {
+	status, err := drbd.ResourceStatusCommand(resource)
+	if err != nil {
+		return drbd.Resource{}, &OperationError{Reason: ReasonInvalidOperation, Message: err.Error()}
+	}
+	out, err := e.d.Runner.Run(ctx, status)
+	if err != nil {
+		return drbd.Resource{}, err
+	}
+	resources, err := drbd.ParseStatus(out.Stdout)
+	if err != nil {
+		return drbd.Resource{}, &OperationError{Reason: ReasonCommandFailed, Message: err.Error()}
+	}
+	for _, r := range resources {
+		if r.Name == resource {
+			return r, nil
+		}
+	}
+	e.d.markVerify(op, false)
+	return drbd.Resource{}, &OperationError{Reason: "ResourceNotFound", Message: fmt.Sprintf("drbdsetup does not know %s on this node", resource)}
 }
 
 func (d *DRBD) verifyStarted(uid types.UID) bool {

@@ -1,6 +1,8 @@
 package agent_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,10 +11,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nwv1 "github.com/spectrocloud/nodewright/api/v1alpha1"
 	"github.com/spectrocloud/nodewright/internal/agent"
 	"github.com/spectrocloud/nodewright/internal/drbd"
+	"github.com/spectrocloud/nodewright/internal/testenv"
 	"github.com/spectrocloud/nodewright/test/site/drbdplay"
 )
 
@@ -129,5 +133,77 @@ func TestDRBDVerifyEndsAsDRBDAnnouncesIt(t *testing.T) {
 	}
 	if left := d.Verifying(); len(left) != 0 {
 		t.Errorf("still verifying %v after the end", left)
+	}
+}
+
+// TestDRBDVerifyCutShortIsStartedAgain: both connections are lost while the verification runs
+// (the played kernel's StandAlone fault hook). DRBD stops a verification then, and what shows
+// out of sync afterwards is no comparison's finding: the operation stays Running, and once
+// the connections are back the agent starts the verification again and reports what that one
+// found (the mismatch fault hook's 64 KiB towards each peer), where it used to report the cut
+// verification's 0.
+func TestDRBDVerifyCutShortIsStartedAgain(t *testing.T) {
+	d := drbdadmDryRun(t)
+	faults := t.TempDir()
+	kernel := &drbdplay.Kernel{Real: d.Runner, VerifySteps: 5, FaultDir: faults}
+	kernel.AddResource(r3, "node-b", "node-c")
+	// The state is read only when the operation runs: its own status writes bring a read or
+	// two, the test's wakes the others.
+	d.Runner, d.VerifyPoll = kernel, time.Hour
+	ns := env.Namespace(t)
+	ops := &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()}
+	runOperations(t, ops)
+	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-cut"},
+		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
+			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
+	create(t, verify)
+	key := client.ObjectKeyFromObject(verify)
+	phaseOf(t, verify, nwv1.OperationRunning)
+	if len(d.Verifying()) != 1 {
+		t.Fatalf("verifying %v; want the operation's verification started", d.Verifying())
+	}
+
+	standAlone := filepath.Join(faults, drbdplay.StandAloneFile)
+	if err := os.WriteFile(standAlone, []byte("node-b\nnode-c\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, func() string {
+		ops.Wake(key)
+		if v := d.Verifying(); len(v) > 0 {
+			return fmt.Sprintf("the agent has not seen the verification stop: verifying %v", v)
+		}
+		return ""
+	})
+	got := &nwv1.NodeOperation{}
+	if err := env.Client.Get(context.Background(), key, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != nwv1.OperationRunning {
+		found := "none"
+		if r := got.Status.Result; r != nil && r.OutOfSyncKiB != nil {
+			found = fmt.Sprintf("%d KiB out of sync", *r.OutOfSyncKiB)
+		}
+		t.Fatalf("a verification cut short by its lost connections is %s (found: %s); want Running until it can start again", got.Status.Phase, found)
+	}
+
+	mismatch := filepath.Join(faults, drbdplay.MismatchFile)
+	if err := os.WriteFile(mismatch, []byte(r3+" 64\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(standAlone); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, func() string {
+		ops.Wake(key)
+		if err := env.Client.Get(context.Background(), key, got); err != nil {
+			return err.Error()
+		}
+		if got.Status.Phase != nwv1.OperationSucceeded {
+			return fmt.Sprintf("%s is %q, want Succeeded", key.Name, got.Status.Phase)
+		}
+		return ""
+	})
+	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 2*64 {
+		t.Errorf("result %+v; want 128 KiB out of sync (the verification started again: 64 towards each of the two peers)", got.Status.Result)
 	}
 }
