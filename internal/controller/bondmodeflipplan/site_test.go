@@ -341,7 +341,7 @@ func (s *site) nodesAre(f *nwv1.BondModeFlipPlan, state nwv1.NodeFlipState, curr
 			got = append(got, fmt.Sprintf("%d %s %s %s->%s", n.Position, n.Name, n.State, n.PreviousMode, n.CurrentMode))
 		}
 		if strings.Join(got, "; ") != strings.Join(want, "; ") {
-			return fmt.Sprintf("status.nodes %s; want %s", strings.Join(got, "; "), strings.Join(want, "; "))
+			return fmt.Sprintf("status.nodes %s; want %s; phase %s; steps %s", strings.Join(got, "; "), strings.Join(want, "; "), f.Status.Phase, steps(f))
 		}
 		return ""
 	})
