@@ -145,10 +145,10 @@ func TestDRBDVerifyEndsAsDRBDAnnouncesIt(t *testing.T) {
 func TestDRBDVerifyCutShortIsStartedAgain(t *testing.T) {
 	d := drbdadmDryRun(t)
 	faults := t.TempDir()
-	kernel := &drbdplay.Kernel{Real: d.Runner, VerifySteps: 5, FaultDir: faults}
+	kernel := &drbdplay.Kernel{Real: d.Runner, VerifySteps: 8, FaultDir: faults}
 	kernel.AddResource(r3, "node-b", "node-c")
 	// The state is read only when the operation runs: its own status writes bring a read or
-	// two, the test's wakes the others.
+	// three, fewer than the verification's steps; the test's wakes bring the others.
 	d.Runner, d.VerifyPoll = kernel, time.Hour
 	ns := env.Namespace(t)
 	ops := &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()}
@@ -158,10 +158,14 @@ func TestDRBDVerifyCutShortIsStartedAgain(t *testing.T) {
 			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
 	create(t, verify)
 	key := client.ObjectKeyFromObject(verify)
+	// The agent writes Running before it runs the operation: the verification starts after.
 	phaseOf(t, verify, nwv1.OperationRunning)
-	if len(d.Verifying()) != 1 {
-		t.Fatalf("verifying %v; want the operation's verification started", d.Verifying())
-	}
+	testenv.Eventually(t, patience, func() string {
+		if v := d.Verifying(); len(v) != 1 {
+			return fmt.Sprintf("verifying %v; want the operation's verification started", v)
+		}
+		return ""
+	})
 
 	standAlone := filepath.Join(faults, drbdplay.StandAloneFile)
 	if err := os.WriteFile(standAlone, []byte("node-b\nnode-c\n"), 0o600); err != nil {
