@@ -177,8 +177,9 @@ func TestRefusesMissingNode(t *testing.T) {
 }
 
 // TestTheAgentRunsItsNodesOperations: the binary takes its own node's operations and leaves
-// the other node's alone. Here a DRBD verify, which drbdadm refuses on this machine (no
-// resource files), is reported Failed, CommandFailed, quoting drbdadm.
+// the other node's alone. Here a DRBD verify, whose first step, reading the resource's state,
+// drbdsetup refuses on this machine (no DRBD module), is reported Failed, CommandFailed,
+// quoting drbdsetup.
 func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 	ctx := context.Background()
 	binary := buildAgent(t)
@@ -200,8 +201,8 @@ func TestTheAgentRunsItsNodesOperations(t *testing.T) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(mine), mine); err != nil {
 			return err.Error()
 		}
-		if mine.Status.Phase != nwv1.OperationFailed || mine.Status.Error == nil || mine.Status.Error.Reason != "CommandFailed" || !strings.Contains(mine.Status.Error.Message, "drbdadm") {
-			return fmt.Sprintf("its own operation: %+v", mine.Status)
+		if mine.Status.Phase != nwv1.OperationFailed || mine.Status.Error == nil || mine.Status.Error.Reason != "CommandFailed" || !strings.Contains(mine.Status.Error.Message, "drbdsetup status pvc-1") {
+			return fmt.Sprintf("its own operation: %s, error %+v", mine.Status.Phase, ptr.Deref(mine.Status.Error, nwv1.OperationError{}))
 		}
 		return ""
 	})
