@@ -22,7 +22,9 @@ import (
 //     duration, and its NodewrightAgentStatus not stale), the bond there;
 //   - some node does not run the target mode yet;
 //   - the site's EdgeProfile says its switch ports carry the target mode;
-//   - every DRBD resource of every node is connected and UpToDate;
+//   - every DRBD resource of every node is connected and UpToDate: waited for up to
+//     drbdSettleTimeout (a connection lost for a moment resynchronises what it missed), then
+//     refused;
 //   - the VMs can be protected as spec.vmProtection says.
 func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, error) {
 	f := s.f
@@ -45,7 +47,7 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 	if msg := bondflip.Allowed(profile, f.Spec.TargetMode); msg != "" {
 		return engine.Failed("%s", msg), nil
 	}
-	var onTarget []string
+	var onTarget, unsettled []string
 	for _, node := range s.order {
 		st := s.agents[node].Status
 		switch b := st.Network.Bond; {
@@ -59,8 +61,15 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 			onTarget = append(onTarget, node)
 		}
 		if d := st.Storage; d != nil && (d.Connected < d.Resources || d.UpToDate < d.Resources) {
-			return engine.Failed("%s: %d of %d DRBD resources connected and %d UpToDate; every one must be both", node, d.Connected, d.Resources, d.UpToDate), nil
+			unsettled = append(unsettled, fmt.Sprintf("%s: %d of %d DRBD resources connected and %d UpToDate", node, d.Connected, d.Resources, d.UpToDate))
 		}
+	}
+	if len(unsettled) > 0 {
+		msg := strings.Join(unsettled, "; ") + "; every one must be both"
+		if passed, left := s.Deadline(drbdSettleTimeout); !passed {
+			return engine.Waiting(min(left, poll), "waiting for DRBD: %s", msg), nil
+		}
+		return engine.Failed("%s (waited %s)", msg, drbdSettleTimeout), nil
 	}
 	if len(onTarget) == len(s.order) {
 		return engine.Failed("every node already runs %s: nothing to flip", f.Spec.TargetMode), nil

@@ -773,10 +773,12 @@ func TestANodeThatCannotBeBroughtBackFailsTheFlip(t *testing.T) {
 	}
 }
 
-// TestDRBDThatDoesNotReconnectRollsTheNodeBack: once the first node's bond is changed, its peer
-// sees their DRBD connections StandAlone (the played fault), though the network carries
-// everything: the operator does not commit, the node's agent restores it at its checkpoint's
-// expiry, and once a person has the connections back the flip ends RolledBack, DRBD whole.
+// TestDRBDThatDoesNotReconnectRollsTheNodeBack: a connection StandAlone (the played fault) when
+// the flip is created holds its Preflight, waiting and saying so, until it is back. Then, once
+// the first node's bond is changed, its peer sees their DRBD connections StandAlone again,
+// though the network carries everything: the operator does not commit, the node's agent
+// restores it at its checkpoint's expiry, and once a person has the connections back the flip
+// ends RolledBack, DRBD whole.
 func TestDRBDThatDoesNotReconnectRollsTheNodeBack(t *testing.T) {
 	var s *site
 	const flip = "flip-standalone"
@@ -788,9 +790,37 @@ func TestDRBDThatDoesNotReconnectRollsTheNodeBack(t *testing.T) {
 			}
 		}
 	}, "flipdrbd-a=primary", "flipdrbd-b=secondary")
+	if err := os.WriteFile(fault(), []byte("flipdrbd-b\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, patience, func() string {
+		as := &nwv1.NodewrightAgentStatus{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: "flipdrbd-a"}, as); err != nil {
+			return err.Error()
+		}
+		if d := as.Status.Storage; d == nil || d.Connected != 0 {
+			return fmt.Sprintf("flipdrbd-a reports DRBD %+v; want its connection lost", d)
+		}
+		return ""
+	})
 	f := s.flip(flip, nwv1.VMProtectionNone)
+	// The Preflight waits for the connection, saying so, and goes on once it is back.
+	want := fmt.Sprintf("waiting for DRBD: flipdrbd-a: 0 of %d DRBD resources connected", s.drbd["flipdrbd-a"])
+	eventually(t, func() string {
+		got := &nwv1.BondModeFlipPlan{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), got); err != nil {
+			return err.Error()
+		}
+		if msg := stepMessage(got, "Preflight"); !strings.Contains(msg, want) || got.Status.Phase != nwv1.WorkflowRunning {
+			return fmt.Sprintf("the flip is %s, its Preflight says %q; want it Running, saying %q", got.Status.Phase, msg, want)
+		}
+		return ""
+	})
+	if err := os.Remove(fault()); err != nil {
+		t.Fatal(err)
+	}
 	// The Confirm waits, saying why.
-	want := "flipdrbd-a sees flipdrbd-b's connection of pvc-flip-one StandAlone"
+	want = "flipdrbd-a sees flipdrbd-b's connection of pvc-flip-one StandAlone"
 	eventually(t, func() string {
 		got := &nwv1.BondModeFlipPlan{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(f), got); err != nil {

@@ -27,6 +27,10 @@ const reasonRestoreFailed = "RestoreFailed"
 const (
 	// drbdStepTimeout bounds a pause or a resume of the resynchronisation towards a node.
 	drbdStepTimeout = 10 * time.Minute
+	// drbdSettleTimeout bounds the Preflight's wait for every DRBD resource connected and
+	// UpToDate: a connection lost for a moment comes back and resynchronises what it missed
+	// within it; one that does not is a DRBD to repair before a flip.
+	drbdSettleTimeout = 5 * time.Minute
 	// defaultSyncTimeout bounds the wait for DRBD UpToDate again when no EdgeProfile gives
 	// thresholds.drbdSyncTimeout (the profile's default).
 	defaultSyncTimeout = 6 * time.Hour
