@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,9 +29,12 @@ type DRBD struct {
 	Drbdadm []string
 	// VerifyPoll is how often a verification's progress is read; 1s when zero.
 	VerifyPoll time.Duration
+	// VerifySettle is how long a verification waits for its resource's connections to be
+	// back before it fails (NotFullyReplicated); 5 minutes when zero.
+	VerifySettle time.Duration
 
 	mu       sync.Mutex
-	verifies map[types.UID]types.NamespacedName // the verifications this process started
+	verifies map[types.UID]*verifyRun // the verifications this process runs
 }
 
 // Executors are the DRBD operations d performs.
@@ -67,15 +71,46 @@ func (d *DRBD) Executors() map[nwv1.NodeOperationType]Executor {
 // agent's worker is free for other operations.
 //
 // A verification compares every replica only when the resource is fully replicated (every
-// connection Connected, every volume Established, every disk UpToDate) from its start to its
-// end. DRBD stops a verification when a connection is lost and does not take it up again;
-// after the reconnection, a resync shows as out of sync what the peers missed meanwhile, not
-// what a comparison found. So the agent starts a verification only on a fully replicated
-// resource, and one that ends on a resource that is not (a connection lost, a resync running)
-// was cut short: it is started again once the resource is fully replicated, the operation
-// Running meanwhile and its deadline the bound. The agent notices a cut only if it reads the
-// state while it lasts; DRBD's events wake it at each change.
+// connection Connected, every volume Established, every disk UpToDate or diskless on purpose)
+// from its start to its end. DRBD stops a peer's verification when its connection is lost and
+// does not take it up again; after the reconnection, a resync shows as out of sync what the
+// peers missed meanwhile, not what a comparison found. So:
+//
+//   - the agent starts a verification only on a fully replicated resource: it waits for one,
+//     and fails the operation (NotFullyReplicated, naming what is wrong) once a connection has
+//     been down for VerifySettle; a resynchronisation under way is waited for, its deadline
+//     the bound;
+//   - a verification is cut short when any read while it runs, or the read that finds it ended,
+//     shows a connection down or a volume neither verifying nor Established (resynchronising);
+//   - a cut verification that had found blocks different reports them: what it compared, it
+//     compared, and those blocks differ (the resync after it may copy them over); one that had
+//     found none is started again once the resource is fully replicated.
+//
+// The agent notices a cut only if it reads the state while it lasts; DRBD's events wake it at
+// each change. Its record of a verification is in memory: an agent started again starts the
+// verification again once the one the kernel runs has ended.
 type verifyExecutor struct{ d *DRBD }
+
+// defaultVerifySettle is how long a verification waits for a resource's connections to be
+// back before it fails: a connection lost for a moment comes back well within it.
+const defaultVerifySettle = 5 * time.Minute
+
+// ReasonNotFullyReplicated fails a verification whose resource stayed without a connection.
+const ReasonNotFullyReplicated = "NotFullyReplicated"
+
+// verifyRun is what this process knows of a verification it runs.
+type verifyRun struct {
+	key types.NamespacedName
+	// started: the verification runs in the kernel, as far as this process knows.
+	started bool
+	// cut: a read while it ran showed a connection down or a volume resynchronising.
+	cut bool
+	// foundKiB is the most out of sync a read showed on the volumes being verified.
+	foundKiB uint64
+	// downSince is when a read first found a connection of the resource down while the
+	// verification waited to start; zero when none was.
+	downSince time.Time
+}
 
 func (verifyExecutor) Resumable() bool { return true }
 
@@ -88,39 +123,58 @@ func (e verifyExecutor) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.
 	if poll <= 0 {
 		poll = time.Second
 	}
-	wait := func(why []string) (*nwv1.NodeOperationResult, error) {
-		klog.FromContext(ctx).V(1).Info("The verification waits for its resource to be fully replicated",
-			"operation", op.Name, "resource", resource, "problems", why)
-		return &nwv1.NodeOperationResult{}, &Pending{Until: time.Now().Add(poll)}
+	settle := e.d.VerifySettle
+	if settle <= 0 {
+		settle = defaultVerifySettle
 	}
-	if !e.d.verifyStarted(op.UID) {
-		// Started here once; after a restart, or a verification cut short, it is started
-		// again, which only begins the comparison anew.
-		found, err := e.status(ctx, op, resource)
-		if err != nil {
-			return nil, err
-		}
-		if why := found.Problems(); len(why) > 0 {
-			return wait(why)
-		}
-		if _, err := (drbdExecutor{e.d, func(*nwv1.NodeOperation) ([]string, error) { return drbd.VerifyCommand(resource) }}).Run(ctx, op); err != nil {
-			return nil, err
-		}
-		e.d.markVerify(op, true)
+	pending := func() (*nwv1.NodeOperationResult, error) {
+		return &nwv1.NodeOperationResult{}, &Pending{Until: time.Now().Add(poll)}
 	}
 	found, err := e.status(ctx, op, resource)
 	if err != nil {
 		return nil, err
 	}
+	if v := e.d.verifyRun(op); !v.started {
+		// Started once the resource is fully replicated.
+		if why := found.Problems(); len(why) > 0 {
+			since := e.d.noteWaiting(op.UID, down(found))
+			if !since.IsZero() && time.Since(since) >= settle {
+				e.d.forgetVerify(op.UID)
+				return nil, &OperationError{Reason: ReasonNotFullyReplicated, Message: fmt.Sprintf(
+					"%s has had a connection down for %s, so no verification can compare every replica: %s", resource, settle, strings.Join(why, "; "))}
+			}
+			klog.FromContext(ctx).V(1).Info("The verification waits for its resource to be fully replicated",
+				"operation", op.Name, "resource", resource, "problems", why)
+			return pending()
+		}
+		// Recorded first, so that DRBD's events of the start wake the operation.
+		e.d.noteStarted(op.UID)
+		if _, err := (drbdExecutor{e.d, func(*nwv1.NodeOperation) ([]string, error) { return drbd.VerifyCommand(resource) }}).Run(ctx, op); err != nil {
+			e.d.forgetVerify(op.UID)
+			return nil, err
+		}
+		if found, err = e.status(ctx, op, resource); err != nil {
+			return nil, err
+		}
+	}
 	if verifying(found) {
-		return &nwv1.NodeOperationResult{}, &Pending{Until: time.Now().Add(poll)}
+		e.d.noteVerifying(op.UID, found)
+		return pending()
 	}
-	e.d.markVerify(op, false)
-	if why := found.Problems(); len(why) > 0 {
-		// Cut short: what shows out of sync now is no comparison's finding.
-		return wait(why)
+	// Ended: as the last read shows it, or cut short if any read did.
+	switch v := e.d.noteEnded(op.UID, found); {
+	case !v.cut:
+		e.d.forgetVerify(op.UID)
+		return &nwv1.NodeOperationResult{OutOfSyncKiB: ptr.To(int64(min(found.OutOfSyncKiB(), math.MaxInt64)))}, nil
+	case v.foundKiB > 0:
+		e.d.forgetVerify(op.UID)
+		klog.FromContext(ctx).Info("A verification cut short had found blocks different: they are its finding",
+			"operation", op.Name, "resource", resource, "outOfSyncKiB", v.foundKiB)
+		return &nwv1.NodeOperationResult{OutOfSyncKiB: ptr.To(int64(min(v.foundKiB, math.MaxInt64)))}, nil
 	}
-	return &nwv1.NodeOperationResult{OutOfSyncKiB: ptr.To(int64(min(found.OutOfSyncKiB(), math.MaxInt64)))}, nil
+	klog.FromContext(ctx).Info("A verification was cut short by a lost connection or a resynchronisation: it is started again once the resource is fully replicated",
+		"operation", op.Name, "resource", resource)
+	return pending()
 }
 
 // status is resource's state as `drbdsetup status` prints it; a resource drbdsetup does not
@@ -132,10 +186,12 @@ func (e verifyExecutor) status(ctx context.Context, op *nwv1.NodeOperation, reso
 	}
 	out, err := e.d.Runner.Run(ctx, status)
 	if err != nil {
+		e.d.forgetVerify(op.UID)
 		return drbd.Resource{}, err
 	}
 	resources, err := drbd.ParseStatus(out.Stdout)
 	if err != nil {
+		e.d.forgetVerify(op.UID)
 		return drbd.Resource{}, &OperationError{Reason: ReasonCommandFailed, Message: err.Error()}
 	}
 	for _, r := range resources {
@@ -143,28 +199,75 @@ func (e verifyExecutor) status(ctx context.Context, op *nwv1.NodeOperation, reso
 			return r, nil
 		}
 	}
-	e.d.markVerify(op, false)
+	e.d.forgetVerify(op.UID)
 	return drbd.Resource{}, &OperationError{Reason: "ResourceNotFound", Message: fmt.Sprintf("drbdsetup does not know %s on this node", resource)}
 }
 
-func (d *DRBD) verifyStarted(uid types.UID) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.verifies[uid]
-	return ok
-}
-
-func (d *DRBD) markVerify(op *nwv1.NodeOperation, on bool) {
+// verifyRun is this process's record of op's verification, made when there is none.
+func (d *DRBD) verifyRun(op *nwv1.NodeOperation) verifyRun {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.verifies == nil {
-		d.verifies = map[types.UID]types.NamespacedName{}
+		d.verifies = map[types.UID]*verifyRun{}
 	}
-	if on {
-		d.verifies[op.UID] = types.NamespacedName{Namespace: op.Namespace, Name: op.Name}
-	} else {
-		delete(d.verifies, op.UID)
+	v := d.verifies[op.UID]
+	if v == nil {
+		v = &verifyRun{key: types.NamespacedName{Namespace: op.Namespace, Name: op.Name}}
+		d.verifies[op.UID] = v
 	}
+	return *v
+}
+
+// update changes the record of uid's verification, if there is one, and returns it.
+func (d *DRBD) update(uid types.UID, change func(*verifyRun)) verifyRun {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := d.verifies[uid]
+	if v == nil {
+		return verifyRun{}
+	}
+	change(v)
+	return *v
+}
+
+func (d *DRBD) noteStarted(uid types.UID) {
+	d.update(uid, func(v *verifyRun) { *v = verifyRun{key: v.key, started: true} })
+}
+
+// noteVerifying records a read of a verification under way.
+func (d *DRBD) noteVerifying(uid types.UID, r drbd.Resource) {
+	d.update(uid, func(v *verifyRun) {
+		v.cut = v.cut || cutShort(r)
+		v.foundKiB = max(v.foundKiB, verifyingOutOfSyncKiB(r))
+	})
+}
+
+// noteEnded records the read that found a verification ended.
+func (d *DRBD) noteEnded(uid types.UID, r drbd.Resource) verifyRun {
+	return d.update(uid, func(v *verifyRun) {
+		v.started = false
+		v.cut = v.cut || len(r.Problems()) > 0
+	})
+}
+
+// noteWaiting records a read of a resource not fully replicated that a verification waits
+// for, with its connections down or none, and returns since when they have been down.
+func (d *DRBD) noteWaiting(uid types.UID, connectionDown bool) time.Time {
+	return d.update(uid, func(v *verifyRun) {
+		*v = verifyRun{key: v.key, downSince: v.downSince}
+		switch {
+		case !connectionDown:
+			v.downSince = time.Time{}
+		case v.downSince.IsZero():
+			v.downSince = time.Now()
+		}
+	}).downSince
+}
+
+func (d *DRBD) forgetVerify(uid types.UID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.verifies, uid)
 }
 
 // Verifying names the verifications this process started and has not seen end: DRBD's events
@@ -174,8 +277,10 @@ func (d *DRBD) Verifying() []types.NamespacedName {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := make([]types.NamespacedName, 0, len(d.verifies))
-	for _, key := range d.verifies {
-		out = append(out, key)
+	for _, v := range d.verifies {
+		if v.started {
+			out = append(out, v.key)
+		}
 	}
 	return out
 }
@@ -190,6 +295,51 @@ func verifying(r drbd.Resource) bool {
 		}
 	}
 	return false
+}
+
+// cutShort: r, read while a verification runs, has a connection down or a volume neither being
+// verified nor Established (resynchronising, or off): DRBD has stopped that peer's verification.
+func cutShort(r drbd.Resource) bool {
+	if down(r) {
+		return true
+	}
+	for _, c := range r.Connections {
+		for _, p := range c.PeerDevices {
+			switch p.ReplicationState {
+			case "VerifyS", "VerifyT", drbd.ReplicationEstablished:
+			default:
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// down: a connection of r is not Connected.
+func down(r drbd.Resource) bool {
+	for _, c := range r.Connections {
+		if c.ConnectionState != drbd.ConnectionConnected {
+			return true
+		}
+	}
+	return false
+}
+
+// verifyingOutOfSyncKiB is what the volumes being verified show out of sync: what the
+// verification found different so far.
+func verifyingOutOfSyncKiB(r drbd.Resource) uint64 {
+	var total uint64
+	for _, c := range r.Connections {
+		for _, p := range c.PeerDevices {
+			if p.ReplicationState == "VerifyS" || p.ReplicationState == "VerifyT" {
+				if total > math.MaxUint64-p.OutOfSyncKiB {
+					return math.MaxUint64
+				}
+				total += p.OutOfSyncKiB
+			}
+		}
+	}
+	return total
 }
 
 func errMissing(op *nwv1.NodeOperation) error {

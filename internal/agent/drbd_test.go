@@ -2,11 +2,13 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,13 +138,19 @@ func TestDRBDVerifyEndsAsDRBDAnnouncesIt(t *testing.T) {
 	}
 }
 
-// TestDRBDVerifyCutShortIsStartedAgain: both connections are lost while the verification runs
-// (the played kernel's StandAlone fault hook). DRBD stops a verification then, and what shows
+// TestDRBDVerifyCutShortIsStartedAgain: connections are lost while the verification runs (the
+// played kernel's StandAlone fault hook). DRBD stops a peer's verification then, and what shows
 // out of sync afterwards is no comparison's finding: the operation stays Running, and once
 // the connections are back the agent starts the verification again and reports what that one
 // found (the mismatch fault hook's 64 KiB towards each peer), where it used to report the cut
-// verification's 0.
+// verification's 0. Both peers lost, the verification ends while they are; one peer lost and
+// back while the other peer's verification goes on, only a read during the cut shows it.
 func TestDRBDVerifyCutShortIsStartedAgain(t *testing.T) {
+	t.Run("both peers lost", func(t *testing.T) { testVerifyCutShort(t, "node-b", "node-c") })
+	t.Run("one peer lost and back", func(t *testing.T) { testVerifyCutShort(t, "node-b") })
+}
+
+func testVerifyCutShort(t *testing.T, lost ...string) {
 	d := drbdadmDryRun(t)
 	faults := t.TempDir()
 	kernel := &drbdplay.Kernel{Real: d.Runner, VerifySteps: 8, FaultDir: faults}
@@ -168,26 +176,42 @@ func TestDRBDVerifyCutShortIsStartedAgain(t *testing.T) {
 	})
 
 	standAlone := filepath.Join(faults, drbdplay.StandAloneFile)
-	if err := os.WriteFile(standAlone, []byte("node-b\nnode-c\n"), 0o600); err != nil {
+	if err := os.WriteFile(standAlone, []byte(strings.Join(lost, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, patience, func() string {
-		ops.Wake(key)
-		if v := d.Verifying(); len(v) > 0 {
-			return fmt.Sprintf("the agent has not seen the verification stop: verifying %v", v)
-		}
-		return ""
-	})
 	got := &nwv1.NodeOperation{}
-	if err := env.Client.Get(context.Background(), key, got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.Phase != nwv1.OperationRunning {
-		found := "none"
-		if r := got.Status.Result; r != nil && r.OutOfSyncKiB != nil {
-			found = fmt.Sprintf("%d KiB out of sync", *r.OutOfSyncKiB)
+	if len(lost) == 2 {
+		testenv.Eventually(t, patience, func() string {
+			ops.Wake(key)
+			if v := d.Verifying(); len(v) > 0 {
+				return fmt.Sprintf("the agent has not seen the verification stop: verifying %v", v)
+			}
+			return ""
+		})
+		if err := env.Client.Get(context.Background(), key, got); err != nil {
+			t.Fatal(err)
 		}
-		t.Fatalf("a verification cut short by its lost connections is %s (found: %s); want Running until it can start again", got.Status.Phase, found)
+		if got.Status.Phase != nwv1.OperationRunning {
+			found := "none"
+			if r := got.Status.Result; r != nil && r.OutOfSyncKiB != nil {
+				found = fmt.Sprintf("%d KiB out of sync", *r.OutOfSyncKiB)
+			}
+			t.Fatalf("a verification cut short by its lost connections is %s (found: %s); want Running until it can start again", got.Status.Phase, found)
+		}
+	} else {
+		// One read while node-b is lost, the other peer still verifying; nothing else reads
+		// (the poll is an hour), so the verification is still under way when node-b is back.
+		before := kernel.Reads()
+		ops.Wake(key)
+		testenv.Eventually(t, patience, func() string {
+			if n := kernel.Reads(); n == before {
+				return "the agent has not read the state since node-b was lost"
+			}
+			return ""
+		})
+		if v := d.Verifying(); len(v) != 1 {
+			t.Fatalf("verifying %v after one read with node-b lost; want the verification still under way towards node-c", v)
+		}
 	}
 
 	mismatch := filepath.Join(faults, drbdplay.MismatchFile)
@@ -209,5 +233,112 @@ func TestDRBDVerifyCutShortIsStartedAgain(t *testing.T) {
 	})
 	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 2*64 {
 		t.Errorf("result %+v; want 128 KiB out of sync (the verification started again: 64 towards each of the two peers)", got.Status.Result)
+	}
+}
+
+// scriptedStatus is a drbd.Runner that answers `drbdsetup status` with the states of states in
+// turn, the last one again once they are all said, and runs drbdadm with real (the dry run):
+// a sequence no played kernel makes, as `drbdsetup status --json` prints it.
+type scriptedStatus struct {
+	real drbd.Runner
+
+	mu       sync.Mutex
+	states   []drbd.Resource
+	read     int
+	verifies int
+}
+
+func (s *scriptedStatus) Run(ctx context.Context, argv []string) (drbd.Result, error) {
+	if filepath.Base(argv[0]) == "drbdadm" {
+		res, err := s.real.Run(ctx, argv)
+		if err == nil && argv[len(argv)-2] == "verify" {
+			s.mu.Lock()
+			s.verifies++
+			s.mu.Unlock()
+		}
+		return res, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	state := s.states[min(s.read, len(s.states)-1)]
+	s.read++
+	out, err := json.Marshal([]drbd.Resource{state})
+	return drbd.Result{Stdout: append(out, '\n')}, err
+}
+
+func (s *scriptedStatus) started() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.verifies
+}
+
+// r3State is r3 towards node-b and node-c as drbdsetup prints it, each peer in the replication
+// state and with the out of sync given (a peer StandAlone when its state is "StandAlone").
+func r3State(b string, bKiB uint64, c string, cKiB uint64) drbd.Resource {
+	peer := func(id int, name, state string, kib uint64) drbd.Connection {
+		conn := drbd.Connection{PeerNodeID: id, Name: name, ConnectionState: "Connected", PeerRole: "Secondary",
+			PeerDevices: []drbd.PeerDevice{{Volume: 0, ReplicationState: state, PeerDiskState: "UpToDate", OutOfSyncKiB: kib}}}
+		switch state {
+		case "StandAlone":
+			conn.ConnectionState, conn.PeerRole = "StandAlone", "Unknown"
+			conn.PeerDevices[0] = drbd.PeerDevice{Volume: 0, ReplicationState: "Off", PeerDiskState: "DUnknown"}
+		case "SyncSource":
+			conn.PeerDevices[0].PeerDiskState = "Inconsistent"
+		}
+		return conn
+	}
+	return drbd.Resource{Name: r3, Role: "Secondary", Devices: []drbd.Device{{Volume: 0, Minor: 1000, DiskState: "UpToDate", Quorum: true}},
+		Connections: []drbd.Connection{peer(1, "node-b", b, bKiB), peer(2, "node-c", c, cKiB)}}
+}
+
+// TestDRBDVerifyCutShortKeepsWhatItFound: the verification towards node-b has found 32 KiB
+// different when node-b's connection is lost; node-b comes back resynchronising, node-c's
+// verification ends. What the cut verification compared, it compared: the operation reports
+// the 32 KiB, rather than wait for the resync to copy them over and start again.
+func TestDRBDVerifyCutShortKeepsWhatItFound(t *testing.T) {
+	d := drbdadmDryRun(t)
+	script := &scriptedStatus{real: d.Runner, states: []drbd.Resource{
+		r3State("Established", 0, "Established", 0), // the read before the start
+		r3State("VerifyS", 0, "VerifyS", 0),
+		r3State("VerifyS", 32, "VerifyS", 0),
+		r3State("StandAlone", 0, "VerifyS", 0),
+		r3State("SyncSource", 32, "Established", 0),
+	}}
+	d.Runner, d.VerifyPoll = script, 10*time.Millisecond
+	ns := env.Namespace(t)
+	runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
+	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-found"},
+		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
+			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
+	create(t, verify)
+	got := phaseOf(t, verify, nwv1.OperationSucceeded)
+	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 32 {
+		t.Errorf("result %+v; want the 32 KiB the cut verification found", got.Status.Result)
+	}
+	if n := script.started(); n != 1 {
+		t.Errorf("drbdadm verify ran %d times; want once", n)
+	}
+}
+
+// TestDRBDVerifyWithAConnectionDownFails: node-c's connection is StandAlone and stays so: the
+// verification, which could not compare node-c's replica, is never started, and the operation
+// fails once the connection has been down for VerifySettle, naming it.
+func TestDRBDVerifyWithAConnectionDownFails(t *testing.T) {
+	d := drbdadmDryRun(t)
+	script := &scriptedStatus{real: d.Runner, states: []drbd.Resource{r3State("Established", 0, "StandAlone", 0)}}
+	d.Runner, d.VerifyPoll, d.VerifySettle = script, 50*time.Millisecond, time.Second
+	ns := env.Namespace(t)
+	runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
+	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-down"},
+		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
+			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
+	create(t, verify)
+	got := phaseOf(t, verify, nwv1.OperationFailed)
+	want := r3 + ": the connection to node-c is StandAlone"
+	if e := got.Status.Error; e == nil || e.Reason != agent.ReasonNotFullyReplicated || !strings.Contains(e.Message, want) {
+		t.Errorf("error %+v; want %s naming %q", got.Status.Error, agent.ReasonNotFullyReplicated, want)
+	}
+	if n := script.started(); n != 0 {
+		t.Errorf("drbdadm verify ran %d times; want never", n)
 	}
 }

@@ -70,6 +70,8 @@ type Kernel struct {
 	streams   map[chan struct{}]bool
 	// pass is the fault hook's StandAlone peers during one read of the state (readPass).
 	pass map[string]bool
+	// reads counts the reads of one resource's status (Reads).
+	reads int
 }
 
 type resource struct {
@@ -229,11 +231,20 @@ func (k *Kernel) status(name string) (drbd.Result, error) {
 	defer k.mu.Unlock()
 	k.syncConfig()
 	defer k.readPass()()
+	k.reads++
 	var out []drbd.Resource
 	if r := k.resources[name]; r != nil {
 		out = append(out, k.resourceStatus(name, r))
 	}
 	return marshal(out)
+}
+
+// Reads is how many times a resource's status was read (`drbdsetup status <resource>`), each
+// read moving a verification one step on: a test tells by it that the agent read the state.
+func (k *Kernel) Reads() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.reads
 }
 
 // statusAll prints every resource, by name, as `drbdsetup status --json` does.
