@@ -64,18 +64,19 @@ func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, e
 			unsettled = append(unsettled, fmt.Sprintf("%s: %d of %d DRBD resources connected and %d UpToDate", node, d.Connected, d.Resources, d.UpToDate))
 		}
 	}
+	if len(onTarget) == len(s.order) {
+		return engine.Failed("every node already runs %s: nothing to flip", f.Spec.TargetMode), nil
+	}
+	if msg, err := r.checkVMs(ctx, s); err != nil || msg != "" {
+		return engine.Failed("%s", msg), err
+	}
+	// Last, so that a flip that could never start says why at once rather than after the wait.
 	if len(unsettled) > 0 {
 		msg := strings.Join(unsettled, "; ") + "; every one must be both"
 		if passed, left := s.Deadline(drbdSettleTimeout); !passed {
 			return engine.Waiting(min(left, poll), "waiting for DRBD: %s", msg), nil
 		}
 		return engine.Failed("%s (waited %s)", msg, drbdSettleTimeout), nil
-	}
-	if len(onTarget) == len(s.order) {
-		return engine.Failed("every node already runs %s: nothing to flip", f.Spec.TargetMode), nil
-	}
-	if msg, err := r.checkVMs(ctx, s); err != nil || msg != "" {
-		return engine.Failed("%s", msg), err
 	}
 	for i := range f.Status.Nodes {
 		f.Status.Nodes[i].PreviousMode = modeOf(s.agents, f.Status.Nodes[i].Name)
