@@ -51,6 +51,16 @@ func drbdadmDryRun(t *testing.T) *agent.DRBD {
 	}
 }
 
+// verifyOf creates a DRBDVerify of r3 on node-a, named name in ns, its deadline an hour away.
+func verifyOf(t *testing.T, ns, name string) *nwv1.NodeOperation {
+	t.Helper()
+	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
+			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
+	create(t, verify)
+	return verify
+}
+
 func TestDRBDOperationsRunDrbdadm(t *testing.T) {
 	d := drbdadmDryRun(t)
 	// drbdadm is real; the kernel's state a verification is watched in is played.
@@ -95,10 +105,7 @@ func TestDRBDVerifyReportsWhatItFound(t *testing.T) {
 	d.Runner, d.VerifyPoll = kernel, 10*time.Millisecond
 	ns := env.Namespace(t)
 	runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
-	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-mismatch"},
-		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
-			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
-	create(t, verify)
+	verify := verifyOf(t, ns, "verify-mismatch")
 	got := phaseOf(t, verify, nwv1.OperationSucceeded)
 	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 2*4096 {
 		t.Errorf("result %+v; want 8192 KiB out of sync (4096 towards each of the two peers)", got.Status.Result)
@@ -125,10 +132,7 @@ func TestDRBDVerifyEndsAsDRBDAnnouncesIt(t *testing.T) {
 	}}
 	run(t, events.Run)
 	runOperations(t, ops)
-	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-announced"},
-		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
-			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
-	create(t, verify)
+	verify := verifyOf(t, ns, "verify-announced")
 	got := phaseOf(t, verify, nwv1.OperationSucceeded)
 	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 2*64 {
 		t.Errorf("result %+v; want 128 KiB out of sync (64 towards each of the two peers)", got.Status.Result)
@@ -161,10 +165,7 @@ func testVerifyCutShort(t *testing.T, lost ...string) {
 	ns := env.Namespace(t)
 	ops := &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()}
 	runOperations(t, ops)
-	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-cut"},
-		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
-			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
-	create(t, verify)
+	verify := verifyOf(t, ns, "verify-cut")
 	key := client.ObjectKeyFromObject(verify)
 	// The agent writes Running before it runs the operation: the verification starts after.
 	phaseOf(t, verify, nwv1.OperationRunning)
@@ -307,10 +308,7 @@ func TestDRBDVerifyCutShortKeepsWhatItFound(t *testing.T) {
 	d.Runner, d.VerifyPoll = script, 10*time.Millisecond
 	ns := env.Namespace(t)
 	runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
-	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-found"},
-		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
-			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
-	create(t, verify)
+	verify := verifyOf(t, ns, "verify-found")
 	got := phaseOf(t, verify, nwv1.OperationSucceeded)
 	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 32 {
 		t.Errorf("result %+v; want the 32 KiB the cut verification found", got.Status.Result)
@@ -329,10 +327,7 @@ func TestDRBDVerifyWithAConnectionDownFails(t *testing.T) {
 	d.Runner, d.VerifyPoll, d.VerifySettle = script, 50*time.Millisecond, time.Second
 	ns := env.Namespace(t)
 	runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
-	verify := &nwv1.NodeOperation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "verify-down"},
-		Spec: nwv1.NodeOperationSpec{NodeName: "node-a", Type: nwv1.OperationDRBDVerify, Deadline: metav1.NewTime(time.Now().Add(time.Hour)),
-			DRBDVerify: &nwv1.DRBDResourceOperation{Resource: r3}}}
-	create(t, verify)
+	verify := verifyOf(t, ns, "verify-down")
 	got := phaseOf(t, verify, nwv1.OperationFailed)
 	want := r3 + ": the connection to node-c is StandAlone"
 	if e := got.Status.Error; e == nil || e.Reason != agent.ReasonNotFullyReplicated || !strings.Contains(e.Message, want) {
