@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -77,12 +78,14 @@ func (d *DRBD) Executors() map[nwv1.NodeOperationType]Executor {
 // peers missed meanwhile, not what a comparison found. So:
 //
 //   - the agent starts a verification only on a fully replicated resource: it waits for one,
-//     and fails the operation (NotFullyReplicated, naming what is wrong) once a connection has
-//     been down for VerifySettle; a resynchronisation under way is waited for, its deadline
-//     the bound;
+//     and fails the operation (NotFullyReplicated, naming what is wrong) once it has not been
+//     for VerifySettle with nothing under way (a connection down, a resync paused, a disk
+//     neither UpToDate nor resynchronising); a resynchronisation or a verification under way
+//     (one an agent started before a restart) is waited for, its deadline the bound;
 //   - a verification is cut short when any read while it runs, or the read that finds it ended,
 //     shows a connection down or a volume neither verifying nor Established (resynchronising);
-//   - a cut verification that had found blocks different reports them: what it compared, it
+//   - a cut verification that had found blocks different reports them (the most its reads
+//     showed, of the volumes verifying or, at its end, Established): what it compared, it
 //     compared, and those blocks differ (the resync after it may copy them over); one that had
 //     found none is started again once the resource is fully replicated.
 //
@@ -107,9 +110,9 @@ type verifyRun struct {
 	cut bool
 	// foundKiB is the most out of sync a read showed on the volumes being verified.
 	foundKiB uint64
-	// downSince is when a read first found a connection of the resource down while the
-	// verification waited to start; zero when none was.
-	downSince time.Time
+	// stuckSince is when a read first found the resource not fully replicated with nothing
+	// under way while the verification waited to start; zero when it was not.
+	stuckSince time.Time
 }
 
 func (verifyExecutor) Resumable() bool { return true }
@@ -137,11 +140,11 @@ func (e verifyExecutor) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.
 	if v := e.d.verifyRun(op); !v.started {
 		// Started once the resource is fully replicated.
 		if why := found.Problems(); len(why) > 0 {
-			since := e.d.noteWaiting(op.UID, down(found))
+			since := e.d.noteWaiting(op.UID, !underWay(found))
 			if !since.IsZero() && time.Since(since) >= settle {
 				e.d.forgetVerify(op.UID)
 				return nil, &OperationError{Reason: ReasonNotFullyReplicated, Message: fmt.Sprintf(
-					"%s has had a connection down for %s, so no verification can compare every replica: %s", resource, settle, strings.Join(why, "; "))}
+					"%s has not been fully replicated for %s, with no resynchronisation under way, so no verification can compare every replica: %s", resource, settle, strings.Join(why, "; "))}
 			}
 			klog.FromContext(ctx).V(1).Info("The verification waits for its resource to be fully replicated",
 				"operation", op.Name, "resource", resource, "problems", why)
@@ -247,21 +250,25 @@ func (d *DRBD) noteEnded(uid types.UID, r drbd.Resource) verifyRun {
 	return d.update(uid, func(v *verifyRun) {
 		v.started = false
 		v.cut = v.cut || len(r.Problems()) > 0
+		// A peer still connected and Established at the end shows what its verification
+		// found, which no read while it ran may have seen.
+		v.foundKiB = max(v.foundKiB, establishedOutOfSyncKiB(r))
 	})
 }
 
 // noteWaiting records a read of a resource not fully replicated that a verification waits
-// for, with its connections down or none, and returns since when they have been down.
-func (d *DRBD) noteWaiting(uid types.UID, connectionDown bool) time.Time {
+// for, stuck (nothing under way that would end it) or not, and returns since when it has been
+// stuck, zero when it is not.
+func (d *DRBD) noteWaiting(uid types.UID, stuck bool) time.Time {
 	return d.update(uid, func(v *verifyRun) {
-		*v = verifyRun{key: v.key, downSince: v.downSince}
+		*v = verifyRun{key: v.key, stuckSince: v.stuckSince}
 		switch {
-		case !connectionDown:
-			v.downSince = time.Time{}
-		case v.downSince.IsZero():
-			v.downSince = time.Now()
+		case !stuck:
+			v.stuckSince = time.Time{}
+		case v.stuckSince.IsZero():
+			v.stuckSince = time.Now()
 		}
-	}).downSince
+	}).stuckSince
 }
 
 func (d *DRBD) forgetVerify(uid types.UID) {
@@ -315,6 +322,20 @@ func cutShort(r drbd.Resource) bool {
 	return false
 }
 
+// underWay: a resynchronisation or a verification of a volume of r is running; waiting for r
+// to be fully replicated waits for it to end.
+func underWay(r drbd.Resource) bool {
+	for _, c := range r.Connections {
+		for _, p := range c.PeerDevices {
+			switch p.ReplicationState {
+			case "SyncSource", "SyncTarget", "VerifyS", "VerifyT":
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // down: a connection of r is not Connected.
 func down(r drbd.Resource) bool {
 	for _, c := range r.Connections {
@@ -328,10 +349,26 @@ func down(r drbd.Resource) bool {
 // verifyingOutOfSyncKiB is what the volumes being verified show out of sync: what the
 // verification found different so far.
 func verifyingOutOfSyncKiB(r drbd.Resource) uint64 {
+	return outOfSyncKiB(r, "VerifyS", "VerifyT")
+}
+
+// establishedOutOfSyncKiB is what the volumes Established on a connected peer show out of sync.
+func establishedOutOfSyncKiB(r drbd.Resource) uint64 {
+	var connected drbd.Resource
+	for _, c := range r.Connections {
+		if c.ConnectionState == drbd.ConnectionConnected {
+			connected.Connections = append(connected.Connections, c)
+		}
+	}
+	return outOfSyncKiB(connected, drbd.ReplicationEstablished)
+}
+
+// outOfSyncKiB sums what r's volumes in one of the replication states show out of sync.
+func outOfSyncKiB(r drbd.Resource, states ...string) uint64 {
 	var total uint64
 	for _, c := range r.Connections {
 		for _, p := range c.PeerDevices {
-			if p.ReplicationState == "VerifyS" || p.ReplicationState == "VerifyT" {
+			if slices.Contains(states, p.ReplicationState) {
 				if total > math.MaxUint64-p.OutOfSyncKiB {
 					return math.MaxUint64
 				}

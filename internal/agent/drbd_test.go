@@ -283,7 +283,7 @@ func r3State(b string, bKiB uint64, c string, cKiB uint64) drbd.Resource {
 		case "StandAlone":
 			conn.ConnectionState, conn.PeerRole = "StandAlone", "Unknown"
 			conn.PeerDevices[0] = drbd.PeerDevice{Volume: 0, ReplicationState: "Off", PeerDiskState: "DUnknown"}
-		case "SyncSource":
+		case "SyncSource", "PausedSyncS":
 			conn.PeerDevices[0].PeerDiskState = "Inconsistent"
 		}
 		return conn
@@ -292,48 +292,93 @@ func r3State(b string, bKiB uint64, c string, cKiB uint64) drbd.Resource {
 		Connections: []drbd.Connection{peer(1, "node-b", b, bKiB), peer(2, "node-c", c, cKiB)}}
 }
 
-// TestDRBDVerifyCutShortKeepsWhatItFound: the verification towards node-b has found 32 KiB
-// different when node-b's connection is lost; node-b comes back resynchronising, node-c's
-// verification ends. What the cut verification compared, it compared: the operation reports
-// the 32 KiB, rather than wait for the resync to copy them over and start again.
+// TestDRBDVerifyCutShortKeepsWhatItFound: node-b's connection is lost during the verification;
+// node-b comes back resynchronising, node-c's verification ends. What the cut verification
+// compared, it compared: the operation reports what it found, rather than wait for the resync
+// to copy the blocks over and start again. It found them towards node-b before the cut (32 KiB
+// in a read while it ran), or towards node-c (16 KiB, shown only once node-c is Established).
 func TestDRBDVerifyCutShortKeepsWhatItFound(t *testing.T) {
-	d := drbdadmDryRun(t)
-	script := &scriptedStatus{real: d.Runner, states: []drbd.Resource{
-		r3State("Established", 0, "Established", 0), // the read before the start
-		r3State("VerifyS", 0, "VerifyS", 0),
-		r3State("VerifyS", 32, "VerifyS", 0),
-		r3State("StandAlone", 0, "VerifyS", 0),
-		r3State("SyncSource", 32, "Established", 0),
-	}}
-	d.Runner, d.VerifyPoll = script, 10*time.Millisecond
-	ns := env.Namespace(t)
-	runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
-	verify := verifyOf(t, ns, "verify-found")
-	got := phaseOf(t, verify, nwv1.OperationSucceeded)
-	if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 32 {
-		t.Errorf("result %+v; want the 32 KiB the cut verification found", got.Status.Result)
+	cases := []struct {
+		name      string
+		seen, end uint64
+		want      int64
+	}{
+		{"before the cut", 32, 0, 32},
+		{"at the end", 0, 16, 16},
 	}
-	if n := script.started(); n != 1 {
-		t.Errorf("drbdadm verify ran %d times; want once", n)
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := drbdadmDryRun(t)
+			script := &scriptedStatus{real: d.Runner, states: []drbd.Resource{
+				r3State("Established", 0, "Established", 0), // the read before the start
+				r3State("VerifyS", 0, "VerifyS", 0),
+				r3State("VerifyS", c.seen, "VerifyS", 0),
+				r3State("StandAlone", 0, "VerifyS", 0),
+				r3State("SyncSource", c.seen, "Established", c.end),
+			}}
+			d.Runner, d.VerifyPoll = script, 10*time.Millisecond
+			ns := env.Namespace(t)
+			runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
+			got := phaseOf(t, verifyOf(t, ns, fmt.Sprintf("verify-found-%d", i)), nwv1.OperationSucceeded)
+			if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != c.want {
+				t.Errorf("result %+v; want the %d KiB the cut verification found", got.Status.Result, c.want)
+			}
+			if n := script.started(); n != 1 {
+				t.Errorf("drbdadm verify ran %d times; want once", n)
+			}
+		})
 	}
 }
 
-// TestDRBDVerifyWithAConnectionDownFails: node-c's connection is StandAlone and stays so: the
-// verification, which could not compare node-c's replica, is never started, and the operation
-// fails once the connection has been down for VerifySettle, naming it.
-func TestDRBDVerifyWithAConnectionDownFails(t *testing.T) {
-	d := drbdadmDryRun(t)
-	script := &scriptedStatus{real: d.Runner, states: []drbd.Resource{r3State("Established", 0, "StandAlone", 0)}}
-	d.Runner, d.VerifyPoll, d.VerifySettle = script, 50*time.Millisecond, time.Second
-	ns := env.Namespace(t)
-	runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
-	verify := verifyOf(t, ns, "verify-down")
-	got := phaseOf(t, verify, nwv1.OperationFailed)
-	want := r3 + ": the connection to node-c is StandAlone"
-	if e := got.Status.Error; e == nil || e.Reason != agent.ReasonNotFullyReplicated || !strings.Contains(e.Message, want) {
-		t.Errorf("error %+v; want %s naming %q", got.Status.Error, agent.ReasonNotFullyReplicated, want)
+// TestDRBDVerifyWaitsForAResourceFullyReplicated: a resource not fully replicated with nothing
+// under way that would end it (node-c's connection StandAlone; the resync towards node-b paused
+// by a person) never gets a verification, and the operation fails once it has been so for
+// VerifySettle, naming what is wrong. A resync under way (node-b SyncSource for 60 reads, three
+// seconds at least, three times the settle time) is waited for, and the verification follows.
+func TestDRBDVerifyWaitsForAResourceFullyReplicated(t *testing.T) {
+	stuck := []struct {
+		name, want string
+		state      drbd.Resource
+	}{
+		{"a connection down", r3 + ": the connection to node-c is StandAlone", r3State("Established", 0, "StandAlone", 0)},
+		{"a resync paused", r3 + " volume 0: replication with node-b is PausedSyncS", r3State("PausedSyncS", 4096, "Established", 0)},
 	}
-	if n := script.started(); n != 0 {
-		t.Errorf("drbdadm verify ran %d times; want never", n)
+	for i, c := range stuck {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := drbdadmDryRun(t)
+			script := &scriptedStatus{real: d.Runner, states: []drbd.Resource{c.state}}
+			d.Runner, d.VerifyPoll, d.VerifySettle = script, 50*time.Millisecond, time.Second
+			ns := env.Namespace(t)
+			runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
+			got := phaseOf(t, verifyOf(t, ns, fmt.Sprintf("verify-stuck-%d", i)), nwv1.OperationFailed)
+			if e := got.Status.Error; e == nil || e.Reason != agent.ReasonNotFullyReplicated || !strings.Contains(e.Message, c.want) {
+				t.Errorf("error %+v; want %s naming %q", got.Status.Error, agent.ReasonNotFullyReplicated, c.want)
+			}
+			if n := script.started(); n != 0 {
+				t.Errorf("drbdadm verify ran %d times; want never", n)
+			}
+		})
 	}
+	t.Run("a resync under way", func(t *testing.T) {
+		t.Parallel()
+		d := drbdadmDryRun(t)
+		var states []drbd.Resource
+		for range 60 {
+			states = append(states, r3State("SyncSource", 4096, "Established", 0))
+		}
+		states = append(states, r3State("Established", 0, "Established", 0), r3State("VerifyS", 0, "VerifyS", 0), r3State("Established", 0, "Established", 0))
+		script := &scriptedStatus{real: d.Runner, states: states}
+		d.Runner, d.VerifyPoll, d.VerifySettle = script, 50*time.Millisecond, time.Second
+		ns := env.Namespace(t)
+		runOperations(t, &agent.Operations{Node: "node-a", Namespace: ns, Executors: d.Executors()})
+		got := phaseOf(t, verifyOf(t, ns, "verify-after-resync"), nwv1.OperationSucceeded)
+		if r := got.Status.Result; r == nil || r.OutOfSyncKiB == nil || *r.OutOfSyncKiB != 0 {
+			t.Errorf("result %+v; want 0 KiB out of sync", got.Status.Result)
+		}
+		if n := script.started(); n != 1 {
+			t.Errorf("drbdadm verify ran %d times; want once, after the resync", n)
+		}
+	})
 }
