@@ -22,10 +22,10 @@ import (
 //     duration, and its NodewrightAgentStatus not stale), the bond there;
 //   - some node does not run the target mode yet;
 //   - the site's EdgeProfile says its switch ports carry the target mode;
+//   - the VMs can be protected as spec.vmProtection says;
 //   - every DRBD resource of every node is connected and UpToDate: waited for up to
 //     drbdSettleTimeout (a connection lost for a moment resynchronises what it missed), then
-//     refused;
-//   - the VMs can be protected as spec.vmProtection says.
+//     refused.
 func (r *Reconciler) preflight(ctx context.Context, s *scope) (engine.Outcome, error) {
 	f := s.f
 	if r.AgentNamespace == "" {
