@@ -98,7 +98,8 @@ type verifyExecutor struct{ d *DRBD }
 // back before it fails: a connection lost for a moment comes back well within it.
 const defaultVerifySettle = 5 * time.Minute
 
-// ReasonNotFullyReplicated fails a verification whose resource stayed without a connection.
+// ReasonNotFullyReplicated fails a verification whose resource stayed not fully replicated with
+// nothing under way (VerifySettle).
 const ReasonNotFullyReplicated = "NotFullyReplicated"
 
 // verifyRun is what this process knows of a verification it runs.
@@ -108,7 +109,8 @@ type verifyRun struct {
 	started bool
 	// cut: a read while it ran showed a connection down or a volume resynchronising.
 	cut bool
-	// foundKiB is the most out of sync a read showed on the volumes being verified.
+	// foundKiB is the most out of sync a read showed on the volumes being verified (or, in the
+	// read that found the verification ended, on those Established on a connected peer).
 	foundKiB uint64
 	// stuckSince is when a read first found the resource not fully replicated with nothing
 	// under way while the verification waited to start; zero when it was not.
