@@ -139,7 +139,7 @@ func (e verifyExecutor) Run(ctx context.Context, op *nwv1.NodeOperation) (*nwv1.
 	if err != nil {
 		return nil, err
 	}
-	if v := e.d.verifyRun(op); !v.started {
+	if v := e.d.record(op); !v.started {
 		// Started once the resource is fully replicated.
 		if why := found.Problems(); len(why) > 0 {
 			since := e.d.noteWaiting(op.UID, !underWay(found))
@@ -208,8 +208,8 @@ func (e verifyExecutor) status(ctx context.Context, op *nwv1.NodeOperation, reso
 	return drbd.Resource{}, &OperationError{Reason: "ResourceNotFound", Message: fmt.Sprintf("drbdsetup does not know %s on this node", resource)}
 }
 
-// verifyRun is this process's record of op's verification, made when there is none.
-func (d *DRBD) verifyRun(op *nwv1.NodeOperation) verifyRun {
+// record is this process's record of op's verification, made when there is none.
+func (d *DRBD) record(op *nwv1.NodeOperation) verifyRun {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.verifies == nil {
@@ -296,46 +296,23 @@ func (d *DRBD) Verifying() []types.NamespacedName {
 
 // verifying: a volume of r is being verified against a peer.
 func verifying(r drbd.Resource) bool {
-	for _, c := range r.Connections {
-		for _, p := range c.PeerDevices {
-			if p.ReplicationState == "VerifyS" || p.ReplicationState == "VerifyT" {
-				return true
-			}
-		}
-	}
-	return false
+	return anyVolume(r, func(_ drbd.Connection, p drbd.PeerDevice) bool { return inState(p, "VerifyS", "VerifyT") })
 }
 
 // cutShort: r, read while a verification runs, has a connection down or a volume neither being
 // verified nor Established (resynchronising, or off): DRBD has stopped that peer's verification.
 func cutShort(r drbd.Resource) bool {
-	if down(r) {
-		return true
-	}
-	for _, c := range r.Connections {
-		for _, p := range c.PeerDevices {
-			switch p.ReplicationState {
-			case "VerifyS", "VerifyT", drbd.ReplicationEstablished:
-			default:
-				return true
-			}
-		}
-	}
-	return false
+	return down(r) || anyVolume(r, func(_ drbd.Connection, p drbd.PeerDevice) bool {
+		return !inState(p, "VerifyS", "VerifyT", drbd.ReplicationEstablished)
+	})
 }
 
 // underWay: a resynchronisation or a verification of a volume of r is running; waiting for r
 // to be fully replicated waits for it to end.
 func underWay(r drbd.Resource) bool {
-	for _, c := range r.Connections {
-		for _, p := range c.PeerDevices {
-			switch p.ReplicationState {
-			case "SyncSource", "SyncTarget", "VerifyS", "VerifyT":
-				return true
-			}
-		}
-	}
-	return false
+	return anyVolume(r, func(_ drbd.Connection, p drbd.PeerDevice) bool {
+		return inState(p, "SyncSource", "SyncTarget", "VerifyS", "VerifyT")
+	})
 }
 
 // down: a connection of r is not Connected.
@@ -348,37 +325,31 @@ func down(r drbd.Resource) bool {
 	return false
 }
 
+// anyVolume: is holds of some volume of a peer of r, on its connection.
+func anyVolume(r drbd.Resource, is func(drbd.Connection, drbd.PeerDevice) bool) bool {
+	for _, c := range r.Connections {
+		if slices.ContainsFunc(c.PeerDevices, func(p drbd.PeerDevice) bool { return is(c, p) }) {
+			return true
+		}
+	}
+	return false
+}
+
+func inState(p drbd.PeerDevice, states ...string) bool {
+	return slices.Contains(states, p.ReplicationState)
+}
+
 // verifyingOutOfSyncKiB is what the volumes being verified show out of sync: what the
 // verification found different so far.
 func verifyingOutOfSyncKiB(r drbd.Resource) uint64 {
-	return outOfSyncKiB(r, "VerifyS", "VerifyT")
+	return r.OutOfSyncKiBWhere(func(_ drbd.Connection, p drbd.PeerDevice) bool { return inState(p, "VerifyS", "VerifyT") })
 }
 
 // establishedOutOfSyncKiB is what the volumes Established on a connected peer show out of sync.
 func establishedOutOfSyncKiB(r drbd.Resource) uint64 {
-	var connected drbd.Resource
-	for _, c := range r.Connections {
-		if c.ConnectionState == drbd.ConnectionConnected {
-			connected.Connections = append(connected.Connections, c)
-		}
-	}
-	return outOfSyncKiB(connected, drbd.ReplicationEstablished)
-}
-
-// outOfSyncKiB sums what r's volumes in one of the replication states show out of sync.
-func outOfSyncKiB(r drbd.Resource, states ...string) uint64 {
-	var total uint64
-	for _, c := range r.Connections {
-		for _, p := range c.PeerDevices {
-			if slices.Contains(states, p.ReplicationState) {
-				if total > math.MaxUint64-p.OutOfSyncKiB {
-					return math.MaxUint64
-				}
-				total += p.OutOfSyncKiB
-			}
-		}
-	}
-	return total
+	return r.OutOfSyncKiBWhere(func(c drbd.Connection, p drbd.PeerDevice) bool {
+		return c.ConnectionState == drbd.ConnectionConnected && inState(p, drbd.ReplicationEstablished)
+	})
 }
 
 func errMissing(op *nwv1.NodeOperation) error {

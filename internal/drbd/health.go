@@ -76,10 +76,17 @@ func (r Resource) Connection(peer string) (Connection, bool) {
 // and every connection of the resource: the figure a DRBDVerify reports. Blocks that differ
 // from two peers count twice.
 func (r Resource) OutOfSyncKiB() uint64 {
+	return r.OutOfSyncKiBWhere(func(Connection, PeerDevice) bool { return true })
+}
+
+// OutOfSyncKiBWhere is Resource.OutOfSyncKiB over the volumes of the peers keep keeps.
+func (r Resource) OutOfSyncKiBWhere(keep func(Connection, PeerDevice) bool) uint64 {
 	var total uint64
 	for _, c := range r.Connections {
 		for _, p := range c.PeerDevices {
-			total = addSaturating(total, p.OutOfSyncKiB)
+			if keep(c, p) {
+				total = addSaturating(total, p.OutOfSyncKiB)
+			}
 		}
 	}
 	return total
